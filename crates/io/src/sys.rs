@@ -1,0 +1,143 @@
+//! The other system calls the daemon needs, wrapped safely: waiting on descriptors
+//! ([`wait_readable`], poll(2)), waking a thread blocked in that wait ([`Waker`], an eventfd),
+//! and turning SIGINT/SIGTERM into a flag ([`install_stop_handler`]).
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::Duration;
+
+/// Waits until at least one of `fds` is readable (or has an error or hang-up, which a read
+/// will report) or `timeout` passes. Returns which are ready; all false on timeout or when a
+/// signal interrupted the wait.
+pub fn wait_readable<const N: usize>(
+    fds: [BorrowedFd<'_>; N],
+    timeout: Duration,
+) -> io::Result<[bool; N]> {
+    let mut pfds = fds.map(|fd| libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    });
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `pfds` is an array of N initialised pollfd structs that outlives the call, and
+    // N is passed as its length; every fd is borrowed, so open for the duration of the call.
+    let rc = unsafe { libc::poll(pfds.as_mut_ptr(), N as libc::nfds_t, ms) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok([false; N]);
+        }
+        return Err(e);
+    }
+    Ok(pfds
+        .map(|p| p.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0))
+}
+
+/// An eventfd another thread writes to wake a thread waiting in [`wait_readable`].
+#[derive(Debug)]
+pub struct Waker {
+    fd: OwnedFd,
+}
+
+impl Waker {
+    pub fn new() -> io::Result<Waker> {
+        // SAFETY: eventfd(2) with constant flags; no pointers.
+        let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a descriptor we just created and own exclusively.
+        Ok(Waker {
+            fd: unsafe { OwnedFd::from_raw_fd(raw) },
+        })
+    }
+
+    /// Makes the eventfd readable. Never blocks (a saturated counter is readable anyway).
+    pub fn wake(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes the 8 bytes of `one`, which lives across the call. Errors (EAGAIN on a
+        // saturated counter) leave the fd readable, which is all a wake needs.
+        let _ = unsafe {
+            libc::write(
+                self.fd.as_raw_fd(),
+                (&one as *const u64).cast(),
+                std::mem::size_of::<u64>(),
+            )
+        };
+    }
+
+    /// Resets the eventfd to not readable.
+    pub fn drain(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reads at most 8 bytes into `v`, which lives across the call. EAGAIN (nothing
+        // pending) is the expected outcome when there was no wake.
+        let _ = unsafe {
+            libc::read(
+                self.fd.as_raw_fd(),
+                (&mut v as *mut u64).cast(),
+                std::mem::size_of::<u64>(),
+            )
+        };
+    }
+}
+
+impl AsFd for Waker {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_stop_signal(sig: libc::c_int) {
+    // Only async-signal-safe work here: two atomic stores.
+    STOP_SIGNAL.store(sig, Ordering::SeqCst);
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Installs handlers for SIGINT and SIGTERM that set the returned flag (and nothing else).
+/// Without `SA_RESTART`, so a thread blocked in [`wait_readable`] returns early.
+pub fn install_stop_handler() -> io::Result<&'static AtomicBool> {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value; we then set the
+        // handler to an `extern "C" fn(c_int)` that only does atomic stores (async-signal-safe),
+        // and pass valid pointers to sigemptyset and sigaction.
+        let rc = unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_stop_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut())
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(&STOP)
+}
+
+/// The signal that set the stop flag (0 if none).
+pub fn stop_signal() -> i32 {
+    STOP_SIGNAL.load(Ordering::SeqCst)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waker_wakes_and_drains() -> io::Result<()> {
+        let w = Waker::new()?;
+        let [r] = wait_readable([w.as_fd()], Duration::from_millis(0))?;
+        assert!(!r);
+        w.wake();
+        w.wake();
+        let [r] = wait_readable([w.as_fd()], Duration::from_millis(1000))?;
+        assert!(r);
+        w.drain();
+        let [r] = wait_readable([w.as_fd()], Duration::from_millis(0))?;
+        assert!(!r);
+        Ok(())
+    }
+}
