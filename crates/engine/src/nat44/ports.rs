@@ -1,0 +1,139 @@
+//! Port (and ICMP identifier) allocation for one outside address and protocol.
+//!
+//! RFC 4787 REQ-3/4.2.1 and RFC 6056 3.3: keep the inside port when it is free and in range
+//! ("port preservation"), otherwise start at a random point of the range and take the next
+//! free port. A port stays taken until its mapping is removed, so a port still bound is never
+//! handed out again. The bitmap makes each step O(range/64) at worst and O(1) typically.
+
+/// A 65,536-bit map of ports in use.
+pub struct PortMap {
+    bits: Box<[u64; 1024]>,
+    used: u32,
+}
+
+impl Default for PortMap {
+    fn default() -> Self {
+        PortMap {
+            bits: Box::new([0; 1024]),
+            used: 0,
+        }
+    }
+}
+
+impl PortMap {
+    fn word(&self, p: u16) -> u64 {
+        self.bits
+            .get(usize::from(p >> 6))
+            .copied()
+            .unwrap_or(u64::MAX)
+    }
+
+    pub fn is_used(&self, p: u16) -> bool {
+        self.word(p) & (1u64 << (p & 63)) != 0
+    }
+
+    fn set(&mut self, p: u16, on: bool) {
+        if let Some(w) = self.bits.get_mut(usize::from(p >> 6)) {
+            let bit = 1u64 << (p & 63);
+            if on && *w & bit == 0 {
+                *w |= bit;
+                self.used = self.used.saturating_add(1);
+            } else if !on && *w & bit != 0 {
+                *w &= !bit;
+                self.used = self.used.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Ports in use.
+    pub fn used(&self) -> u32 {
+        self.used
+    }
+
+    /// Releases a port.
+    pub fn free(&mut self, p: u16) {
+        self.set(p, false);
+    }
+
+    /// Takes `want` if it is free and within `lo..=hi`; otherwise the first free port at or
+    /// after `start` (wrapping within the range). `None` when the range is full.
+    pub fn take(&mut self, want: u16, lo: u16, hi: u16, start: u16) -> Option<u16> {
+        if (lo..=hi).contains(&want) && !self.is_used(want) {
+            self.set(want, true);
+            return Some(want);
+        }
+        let p = self.find_free(lo, hi, start.clamp(lo, hi))?;
+        self.set(p, true);
+        Some(p)
+    }
+
+    /// Takes exactly `p` if free.
+    pub fn take_exact(&mut self, p: u16) -> bool {
+        if self.is_used(p) {
+            return false;
+        }
+        self.set(p, true);
+        true
+    }
+
+    fn find_free(&self, lo: u16, hi: u16, start: u16) -> Option<u16> {
+        // Scan start..=hi then lo..start, skipping full 64-bit words.
+        self.scan(start, hi).or_else(|| {
+            if start > lo {
+                self.scan(lo, start - 1)
+            } else {
+                None
+            }
+        })
+    }
+
+    fn scan(&self, from: u16, to: u16) -> Option<u16> {
+        let mut p = u32::from(from);
+        let to = u32::from(to);
+        while p <= to {
+            let w = self.word(p as u16);
+            if p & 63 == 0 && w == u64::MAX {
+                p += 64;
+                continue;
+            }
+            if w & (1u64 << (p & 63)) == 0 {
+                return Some(p as u16);
+            }
+            p += 1;
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preserves_then_wraps_and_exhausts() {
+        let mut m = PortMap::default();
+        assert_eq!(m.take(5000, 1024, 65535, 2000), Some(5000));
+        // 5000 is taken: the next free port from the start point.
+        assert_eq!(m.take(5000, 1024, 65535, 2000), Some(2000));
+        // Out of range wants are not preserved.
+        assert_eq!(m.take(80, 1024, 65535, 1024), Some(1024));
+        let mut small = PortMap::default();
+        for _ in 0..4 {
+            assert!(small.take(1, 10, 13, 12).is_some());
+        }
+        assert_eq!(small.take(1, 10, 13, 12), None);
+        small.free(11);
+        assert_eq!(small.take(1, 10, 13, 12), Some(11));
+        assert_eq!(small.used(), 4);
+    }
+
+    #[test]
+    fn skips_full_words() {
+        let mut m = PortMap::default();
+        for p in 0..=65534u16 {
+            assert!(m.take_exact(p));
+        }
+        assert_eq!(m.take(1, 0, 65535, 0), Some(65535));
+        assert_eq!(m.take(1, 0, 65535, 0), None);
+    }
+}

@@ -1,0 +1,58 @@
+//! Read-only views of engine state for `xlat show` (serialisable).
+
+use serde::{Deserialize, Serialize};
+
+/// One row of the translation table (like `show ip nat translations`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SessionInfo {
+    /// "tcp", "udp", "icmp", or "any" for a static entry.
+    pub proto: String,
+    /// Inside local address[:port].
+    pub inside: String,
+    /// Inside global (translated) address[:port].
+    pub outside: String,
+    /// Outside (remote) address[:port]; empty for static entries.
+    pub remote: String,
+    /// "static", "udp", "icmp", or a TCP state (RFC 6146 3.5.2.2 names in snake_case).
+    pub state: String,
+    /// Seconds until the session expires if idle; `None` for static entries.
+    pub expires_in: Option<u64>,
+}
+
+/// Pool use per protocol.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PoolUse {
+    pub proto: String,
+    /// Ports (ICMP identifiers) bound across all pool addresses.
+    pub ports_used: u64,
+    /// Ports available across all pool addresses.
+    pub ports_total: u64,
+}
+
+/// Counters and table sizes.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Stats {
+    pub sessions: u64,
+    pub mappings: u64,
+    pub hosts: u64,
+    pub fragment_flows: u64,
+    pub fragments_held: u64,
+    pub pool_addresses: u64,
+    /// Pool addresses bound to an inside host (pool mode) or paired with one (NAPT).
+    pub pool_addresses_used: u64,
+    pub pool: Vec<PoolUse>,
+    pub events: Vec<crate::counters::NamedCount>,
+    pub drops: Vec<crate::counters::NamedCount>,
+}
+
+impl Stats {
+    /// Value of a named event or drop counter (0 if unknown).
+    pub fn get(&self, name: &str) -> u64 {
+        self.events
+            .iter()
+            .chain(self.drops.iter())
+            .find(|c| c.name == name)
+            .map(|c| c.value)
+            .unwrap_or(0)
+    }
+}

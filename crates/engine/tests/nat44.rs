@@ -1,0 +1,663 @@
+//! NAT44 behaviour, rule by rule, through the public engine API. Packets are built here with
+//! full checksums; every translated packet is checked with a full (not incremental) checksum
+//! verification, an oracle independent of the engine's RFC 1624 updates.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::Ipv4Addr;
+
+use xlat_engine::*;
+use xlat_wire::checksum;
+
+const IN_A: [u8; 4] = [198, 18, 0, 20];
+const IN_B: [u8; 4] = [198, 18, 0, 21];
+const STATIC_IN: [u8; 4] = [198, 18, 0, 10];
+const STATIC_OUT: [u8; 4] = [198, 19, 0, 10];
+const POOL: [u8; 4] = [198, 19, 0, 100];
+const R1: [u8; 4] = [198, 19, 0, 2];
+const R2: [u8; 4] = [198, 19, 0, 3];
+
+fn cfg(mode: Nat44Mode, filtering: Filtering) -> Nat44Config {
+    Nat44Config {
+        inside: vec!["198.18.0.0/24".parse().unwrap()],
+        pool: vec!["198.19.0.100/32".parse().unwrap()],
+        mode,
+        statics: vec![StaticEntry {
+            inside: Ipv4Addr::from(STATIC_IN),
+            outside: Ipv4Addr::from(STATIC_OUT),
+        }],
+        filtering,
+        ..Nat44Config::default()
+    }
+}
+
+fn engine(c: Nat44Config) -> Engine {
+    Engine::new(EngineConfig { nat44: c, seed: 7 }).unwrap()
+}
+
+fn napt() -> Engine {
+    engine(cfg(Nat44Mode::Napt, Filtering::AddressDependent))
+}
+
+/// Builds an IPv4 packet around `l4` (whose checksum field is filled for TCP/UDP/ICMP).
+fn ip(src: [u8; 4], dst: [u8; 4], proto: u8, mut l4: Vec<u8>, frag: u16, ident: u16) -> Vec<u8> {
+    let total = 20 + l4.len();
+    let mut p = vec![0x45, 0, (total >> 8) as u8, total as u8];
+    p.extend_from_slice(&ident.to_be_bytes());
+    p.extend_from_slice(&frag.to_be_bytes());
+    p.extend_from_slice(&[64, proto, 0, 0]);
+    p.extend_from_slice(&src);
+    p.extend_from_slice(&dst);
+    let c = checksum::checksum(&p);
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    if frag & 0x1fff == 0 {
+        let n = l4.len();
+        fill_l4(&src, &dst, proto, &mut l4, n);
+    }
+    p.extend_from_slice(&l4);
+    p
+}
+
+fn cksum_off(proto: u8) -> Option<usize> {
+    match proto {
+        6 => Some(16),
+        17 => Some(6),
+        1 => Some(2),
+        _ => None,
+    }
+}
+
+fn pseudo(src: &[u8], dst: &[u8], proto: u8, len: usize) -> u32 {
+    let mut ph = Vec::new();
+    ph.extend_from_slice(src);
+    ph.extend_from_slice(dst);
+    ph.extend_from_slice(&[0, proto, (len >> 8) as u8, len as u8]);
+    checksum::sum(&ph, 0)
+}
+
+fn fill_l4(src: &[u8], dst: &[u8], proto: u8, l4: &mut [u8], len: usize) {
+    let Some(off) = cksum_off(proto) else { return };
+    if l4.len() < off + 2 {
+        return;
+    }
+    l4[off..off + 2].copy_from_slice(&[0, 0]);
+    let init = if proto == 1 {
+        0
+    } else {
+        pseudo(src, dst, proto, len)
+    };
+    let mut c = checksum::finish(checksum::sum(&*l4, init));
+    if proto == 17 && c == 0 {
+        c = 0xffff;
+    }
+    l4[off..off + 2].copy_from_slice(&c.to_be_bytes());
+}
+
+fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let len = 8 + payload.len();
+    let mut u = Vec::new();
+    u.extend_from_slice(&sport.to_be_bytes());
+    u.extend_from_slice(&dport.to_be_bytes());
+    u.extend_from_slice(&(len as u16).to_be_bytes());
+    u.extend_from_slice(&[0, 0]);
+    u.extend_from_slice(payload);
+    u
+}
+
+fn tcp(sport: u16, dport: u16, flags: u8) -> Vec<u8> {
+    let mut t = Vec::new();
+    t.extend_from_slice(&sport.to_be_bytes());
+    t.extend_from_slice(&dport.to_be_bytes());
+    t.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
+    t
+}
+
+fn echo(kind: u8, id: u16, seq: u16) -> Vec<u8> {
+    let mut e = vec![kind, 0, 0, 0];
+    e.extend_from_slice(&id.to_be_bytes());
+    e.extend_from_slice(&seq.to_be_bytes());
+    e.extend_from_slice(b"abcdefgh");
+    e
+}
+
+fn udp_pkt(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16) -> Vec<u8> {
+    ip(src, dst, 17, udp(sport, dport, b"hello"), 0, 1)
+}
+
+fn tcp_pkt(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16, flags: u8) -> Vec<u8> {
+    ip(src, dst, 6, tcp(sport, dport, flags), 0x4000, 2)
+}
+
+struct Out {
+    bytes: Vec<u8>,
+}
+
+impl Out {
+    fn src(&self) -> [u8; 4] {
+        self.bytes[12..16].try_into().unwrap()
+    }
+    fn dst(&self) -> [u8; 4] {
+        self.bytes[16..20].try_into().unwrap()
+    }
+    fn sport(&self) -> u16 {
+        u16::from_be_bytes([self.bytes[20], self.bytes[21]])
+    }
+    fn dport(&self) -> u16 {
+        u16::from_be_bytes([self.bytes[22], self.bytes[23]])
+    }
+    fn icmp_id(&self) -> u16 {
+        u16::from_be_bytes([self.bytes[24], self.bytes[25]])
+    }
+}
+
+/// Full checksum verification of a whole (unfragmented) packet.
+fn assert_checksums(p: &[u8]) {
+    assert!(checksum::verifies(&p[..20]), "IPv4 header checksum");
+    let proto = p[9];
+    let l4 = &p[20..];
+    match proto {
+        1 => assert!(checksum::verifies(l4), "ICMP checksum"),
+        6 | 17 => {
+            if proto == 17 && l4[6..8] == [0, 0] {
+                return;
+            }
+            let init = pseudo(&p[12..16], &p[16..20], proto, l4.len());
+            assert_eq!(
+                checksum::fold(checksum::sum(l4, init)),
+                0xffff,
+                "L4 checksum"
+            );
+        }
+        _ => {}
+    }
+}
+
+fn fwd(e: &mut Engine, t: u64, mut p: Vec<u8>) -> Out {
+    match e.process(Time::from_secs(t), &mut p) {
+        Verdict::Forward(len) => {
+            p.truncate(len);
+            Out { bytes: p }
+        }
+        v => panic!("expected Forward, got {v:?}"),
+    }
+}
+
+fn dropped(e: &mut Engine, t: u64, mut p: Vec<u8>) -> DropReason {
+    match e.process(Time::from_secs(t), &mut p) {
+        Verdict::Drop(r) => r,
+        v => panic!("expected Drop, got {v:?}"),
+    }
+}
+
+#[test]
+fn rfc3022_napt_udp_out_and_back_with_port_preservation() {
+    let mut e = napt();
+    let o = fwd(&mut e, 0, udp_pkt(IN_A, 40000, R1, 53));
+    assert_eq!(
+        (o.src(), o.sport(), o.dst(), o.dport()),
+        (POOL, 40000, R1, 53)
+    );
+    assert_checksums(&o.bytes);
+    let back = fwd(&mut e, 1, udp_pkt(R1, 53, POOL, 40000));
+    assert_eq!((back.src(), back.dst(), back.dport()), (R1, IN_A, 40000));
+    assert_checksums(&back.bytes);
+    assert_eq!(e.counters().count(Event::PortsPreserved), 1);
+}
+
+#[test]
+fn rfc4787_req1_endpoint_independent_mapping() {
+    let mut e = napt();
+    let a = fwd(&mut e, 0, udp_pkt(IN_A, 40000, R1, 53));
+    let b = fwd(&mut e, 0, udp_pkt(IN_A, 40000, R2, 9999));
+    assert_eq!((a.src(), a.sport()), (b.src(), b.sport()));
+    assert_eq!(e.stats(Time::from_secs(0)).mappings, 1);
+    assert_eq!(e.stats(Time::from_secs(0)).sessions, 2);
+}
+
+#[test]
+fn rfc4787_req3_port_collision_picks_another_in_range() {
+    let mut e = napt();
+    let a = fwd(&mut e, 0, udp_pkt(IN_A, 40000, R1, 53));
+    let b = fwd(&mut e, 0, udp_pkt(IN_B, 40000, R1, 53));
+    assert_eq!(a.sport(), 40000);
+    assert_ne!(b.sport(), 40000);
+    assert!(b.sport() >= 1024);
+    // Both map back to their own inside host.
+    assert_eq!(fwd(&mut e, 1, udp_pkt(R1, 53, POOL, b.sport())).dst(), IN_B);
+    // A port below the range is not preserved.
+    let low = fwd(&mut e, 0, udp_pkt(IN_A, 500, R1, 53));
+    assert!(low.sport() >= 1024);
+}
+
+#[test]
+fn rfc4787_filtering_address_dependent() {
+    let mut e = napt();
+    fwd(&mut e, 0, udp_pkt(IN_A, 40000, R1, 53));
+    // Same remote address, other port: admitted (creates a session).
+    assert_eq!(fwd(&mut e, 1, udp_pkt(R1, 5353, POOL, 40000)).dst(), IN_A);
+    // Other remote address: filtered.
+    assert_eq!(
+        dropped(&mut e, 1, udp_pkt(R2, 53, POOL, 40000)),
+        DropReason::Filtered
+    );
+    // No mapping at all.
+    assert_eq!(
+        dropped(&mut e, 1, udp_pkt(R1, 53, POOL, 40001)),
+        DropReason::NoMapping
+    );
+}
+
+#[test]
+fn rfc4787_filtering_endpoint_independent_and_port_dependent() {
+    let mut e = engine(cfg(Nat44Mode::Napt, Filtering::EndpointIndependent));
+    fwd(&mut e, 0, udp_pkt(IN_A, 40000, R1, 53));
+    assert_eq!(fwd(&mut e, 1, udp_pkt(R2, 1, POOL, 40000)).dst(), IN_A);
+    let mut e = engine(cfg(Nat44Mode::Napt, Filtering::AddressAndPortDependent));
+    fwd(&mut e, 0, udp_pkt(IN_A, 40000, R1, 53));
+    assert_eq!(
+        dropped(&mut e, 1, udp_pkt(R1, 54, POOL, 40000)),
+        DropReason::Filtered
+    );
+    assert_eq!(fwd(&mut e, 1, udp_pkt(R1, 53, POOL, 40000)).dst(), IN_A);
+}
+
+#[test]
+fn rfc4787_req5_req6_udp_timeout_and_outbound_refresh() {
+    let mut e = napt();
+    fwd(&mut e, 0, udp_pkt(IN_A, 40000, R1, 53));
+    fwd(&mut e, 200, udp_pkt(IN_A, 40000, R1, 53)); // refresh: now expires at 500
+    assert_eq!(fwd(&mut e, 499, udp_pkt(R1, 53, POOL, 40000)).dst(), IN_A); // inbound refresh -> 799
+    assert_eq!(
+        dropped(&mut e, 800, udp_pkt(R1, 53, POOL, 40000)),
+        DropReason::NoMapping
+    );
+    // The lookup found the session expired and removed it (lazy expiry).
+    assert_eq!(e.counters().count(Event::SessionsExpired), 1);
+    assert_eq!(e.stats(Time::from_secs(800)).sessions, 0);
+    assert_eq!(e.stats(Time::from_secs(800)).pool[1].ports_used, 0);
+}
+
+#[test]
+fn rfc5382_tcp_only_syn_creates_and_states() {
+    let mut e = napt();
+    assert_eq!(
+        dropped(&mut e, 0, tcp_pkt(IN_A, 40000, R1, 80, 0x10)),
+        DropReason::TcpNoSession
+    );
+    fwd(&mut e, 0, tcp_pkt(IN_A, 40000, R1, 80, 0x02));
+    let s = &e.sessions(Time::from_secs(0))[1];
+    assert_eq!((s.state.as_str(), s.expires_in), ("syn_out", Some(240)));
+    fwd(&mut e, 1, tcp_pkt(R1, 80, POOL, 40000, 0x12));
+    let s = &e.sessions(Time::from_secs(1))[1];
+    assert_eq!(
+        (s.state.as_str(), s.expires_in),
+        ("established", Some(7440))
+    );
+    fwd(&mut e, 2, tcp_pkt(IN_A, 40000, R1, 80, 0x11));
+    fwd(&mut e, 3, tcp_pkt(R1, 80, POOL, 40000, 0x11));
+    let s = &e.sessions(Time::from_secs(3))[1];
+    assert_eq!((s.state.as_str(), s.expires_in), ("fin_both", Some(240)));
+    // Inbound SYN to a port with no mapping is dropped (RFC 5382 REQ-4 allows silence).
+    assert_eq!(
+        dropped(&mut e, 3, tcp_pkt(R1, 80, POOL, 40001, 0x02)),
+        DropReason::NoMapping
+    );
+}
+
+#[test]
+fn rfc5382_req2_simultaneous_open() {
+    let mut e = engine(cfg(Nat44Mode::Napt, Filtering::EndpointIndependent));
+    fwd(&mut e, 0, udp_pkt(IN_A, 40000, R1, 1)); // unrelated UDP does not map TCP
+    fwd(&mut e, 0, tcp_pkt(IN_A, 40000, R1, 80, 0x02));
+    // The peer's SYN (no ACK) crosses ours.
+    let o = fwd(&mut e, 1, tcp_pkt(R1, 80, POOL, 40000, 0x02));
+    assert_eq!(o.dst(), IN_A);
+    let s = e.sessions(Time::from_secs(1));
+    assert!(s
+        .iter()
+        .any(|s| s.proto == "tcp" && s.state == "established"));
+}
+
+#[test]
+fn rfc5508_echo_identifier_and_timeout() {
+    let mut e = napt();
+    let o = fwd(&mut e, 0, ip(IN_A, R1, 1, echo(8, 777, 1), 0, 3));
+    assert_eq!((o.src(), o.icmp_id()), (POOL, 777));
+    assert_checksums(&o.bytes);
+    let r = fwd(&mut e, 1, ip(R1, POOL, 1, echo(0, 777, 1), 0, 3));
+    assert_eq!((r.dst(), r.icmp_id()), (IN_A, 777));
+    assert_checksums(&r.bytes);
+    // Second host with the same identifier gets another one.
+    let o2 = fwd(&mut e, 1, ip(IN_B, R1, 1, echo(8, 777, 1), 0, 3));
+    assert_ne!(o2.icmp_id(), 777);
+    assert_checksums(&o2.bytes);
+    assert_eq!(
+        fwd(&mut e, 2, ip(R1, POOL, 1, echo(0, o2.icmp_id(), 1), 0, 3)).dst(),
+        IN_B
+    );
+    // RFC 5508 REQ-1: 60 s.
+    assert_eq!(
+        dropped(&mut e, 200, ip(R1, POOL, 1, echo(0, 777, 1), 0, 3)),
+        DropReason::NoMapping
+    );
+}
+
+#[test]
+fn rfc5508_icmp_error_inbound_embedded_translated() {
+    let mut e = napt();
+    // IN_B takes port 40000 first so IN_A's mapping gets another port (exercises the port rewrite).
+    fwd(&mut e, 0, udp_pkt(IN_B, 40000, R2, 1));
+    let out = fwd(&mut e, 0, udp_pkt(IN_A, 40000, R1, 33434));
+    let ext_port = out.sport();
+    assert_ne!(ext_port, 40000);
+    // R1 answers with port unreachable quoting the translated datagram.
+    let mut err = vec![3, 3, 0, 0, 0, 0, 0, 0];
+    err.extend_from_slice(&out.bytes);
+    let o = fwd(&mut e, 1, ip(R1, POOL, 1, err, 0, 9));
+    assert_eq!(o.dst(), IN_A);
+    assert_checksums(&o.bytes);
+    let inner = &o.bytes[28..];
+    assert_eq!(&inner[12..16], &IN_A);
+    assert_eq!(u16::from_be_bytes([inner[20], inner[21]]), 40000);
+    assert!(checksum::verifies(&inner[..20]), "embedded IPv4 checksum");
+    // The embedded UDP checksum equals the original datagram's.
+    let orig = udp_pkt(IN_A, 40000, R1, 33434);
+    assert_eq!(&inner[26..28], &orig[26..28]);
+    assert_eq!(e.counters().count(Event::IcmpErrorsTranslated), 1);
+    // An error about a flow we never saw is dropped.
+    let mut stray = vec![3, 3, 0, 0, 0, 0, 0, 0];
+    stray.extend_from_slice(&udp_pkt(POOL, 41000, R1, 1));
+    assert_eq!(
+        dropped(&mut e, 1, ip(R1, POOL, 1, stray, 0, 9)),
+        DropReason::IcmpErrorNoSession
+    );
+}
+
+#[test]
+fn rfc5508_icmp_error_outbound_from_inside_host() {
+    let mut e = engine(cfg(Nat44Mode::Napt, Filtering::EndpointIndependent));
+    fwd(&mut e, 0, udp_pkt(IN_A, 40000, R1, 53));
+    let inb = fwd(&mut e, 1, udp_pkt(R2, 7, POOL, 40000));
+    let mut err = vec![3, 3, 0, 0, 0, 0, 0, 0];
+    err.extend_from_slice(&inb.bytes);
+    let o = fwd(&mut e, 1, ip(IN_A, R2, 1, err, 0, 4));
+    assert_eq!(o.src(), POOL);
+    assert_checksums(&o.bytes);
+    let inner = &o.bytes[28..];
+    assert_eq!(&inner[16..20], &POOL);
+    assert_eq!(u16::from_be_bytes([inner[22], inner[23]]), 40000);
+}
+
+#[test]
+fn rfc4787_req9_hairpin_to_static_and_dynamic() {
+    let mut e = engine(cfg(Nat44Mode::Napt, Filtering::EndpointIndependent));
+    let o = fwd(&mut e, 0, udp_pkt(IN_A, 5000, STATIC_OUT, 53));
+    assert_eq!(
+        (o.src(), o.sport(), o.dst(), o.dport()),
+        (POOL, 5000, STATIC_IN, 53)
+    );
+    assert_checksums(&o.bytes);
+    // B listens via a mapping; A reaches it at B's outside address.
+    fwd(&mut e, 0, udp_pkt(IN_B, 6000, R1, 1));
+    let h = fwd(&mut e, 1, udp_pkt(IN_A, 5001, POOL, 6000));
+    assert_eq!((h.src(), h.dst(), h.dport()), (POOL, IN_B, 6000));
+    assert_checksums(&h.bytes);
+    assert_eq!(e.counters().count(Event::Hairpinned), 2);
+}
+
+#[test]
+fn rfc2663_static_both_ways_any_protocol() {
+    let mut e = napt();
+    let o = fwd(&mut e, 0, tcp_pkt(STATIC_IN, 22, R1, 5555, 0x10));
+    assert_eq!((o.src(), o.sport()), (STATIC_OUT, 22));
+    assert_checksums(&o.bytes);
+    let i = fwd(&mut e, 0, tcp_pkt(R2, 1234, STATIC_OUT, 22, 0x02));
+    assert_eq!(i.dst(), STATIC_IN);
+    assert_checksums(&i.bytes);
+    let gre = fwd(&mut e, 0, ip(R1, STATIC_OUT, 47, vec![0; 8], 0, 1));
+    assert_eq!(gre.dst(), STATIC_IN);
+    assert_eq!(
+        dropped(&mut e, 0, ip(IN_A, R1, 47, vec![0; 8], 0, 1)),
+        DropReason::UnsupportedProtocol
+    );
+}
+
+#[test]
+fn static_mode_drops_unlisted_hosts() {
+    let mut e = engine(cfg(Nat44Mode::Static, Filtering::AddressDependent));
+    assert_eq!(
+        dropped(&mut e, 0, udp_pkt(IN_A, 1, R1, 1)),
+        DropReason::NoStaticMapping
+    );
+    assert_eq!(
+        fwd(&mut e, 0, udp_pkt(STATIC_IN, 1, R1, 1)).src(),
+        STATIC_OUT
+    );
+}
+
+#[test]
+fn rfc3022_basic_nat_pool_mode_and_exhaustion() {
+    let mut e = engine(cfg(Nat44Mode::Pool, Filtering::AddressDependent));
+    let o = fwd(&mut e, 0, udp_pkt(IN_A, 80, R1, 53));
+    assert_eq!((o.src(), o.sport()), (POOL, 80)); // port kept even below the NAPT range
+    assert_eq!(
+        dropped(&mut e, 0, udp_pkt(IN_B, 80, R1, 53)),
+        DropReason::PoolExhausted
+    );
+    assert_eq!(e.stats(Time::from_secs(0)).hosts, 1);
+    // After A's session expires the address is free for B.
+    assert_eq!(e.expire(Time::from_secs(1000), 100), 1);
+    assert_eq!(fwd(&mut e, 1000, udp_pkt(IN_B, 80, R1, 53)).src(), POOL);
+}
+
+#[test]
+fn napt_pool_exhaustion_counts() {
+    let mut c = cfg(Nat44Mode::Napt, Filtering::AddressDependent);
+    c.ports = (2000, 2001);
+    let mut e = engine(c);
+    fwd(&mut e, 0, udp_pkt(IN_A, 1, R1, 1));
+    fwd(&mut e, 0, udp_pkt(IN_A, 2, R1, 1));
+    assert_eq!(
+        dropped(&mut e, 0, udp_pkt(IN_A, 3, R1, 1)),
+        DropReason::PoolExhausted
+    );
+    let s = e.stats(Time::from_secs(0));
+    assert_eq!((s.pool[1].ports_used, s.pool[1].ports_total), (2, 2));
+    assert_eq!(s.get("pool_exhausted"), 1);
+}
+
+#[test]
+fn session_limits_total_and_per_host() {
+    let mut c = cfg(Nat44Mode::Napt, Filtering::AddressDependent);
+    c.limits.max_sessions_per_host = 2;
+    c.limits.max_sessions = 3;
+    let mut e = engine(c);
+    fwd(&mut e, 0, udp_pkt(IN_A, 1001, R1, 1));
+    fwd(&mut e, 0, udp_pkt(IN_A, 1002, R1, 1));
+    assert_eq!(
+        dropped(&mut e, 0, udp_pkt(IN_A, 1003, R1, 1)),
+        DropReason::HostSessionLimit
+    );
+    fwd(&mut e, 0, udp_pkt(IN_B, 1001, R1, 1));
+    assert_eq!(
+        dropped(&mut e, 0, udp_pkt(IN_B, 1002, R1, 1)),
+        DropReason::SessionLimit
+    );
+}
+
+#[test]
+fn rfc1624_bad_checksum_is_not_repaired() {
+    let mut e = napt();
+    let mut p = udp_pkt(IN_A, 40000, R1, 53);
+    p[26] ^= 0x55; // corrupt the UDP checksum
+    let o = fwd(&mut e, 0, p);
+    let l4 = &o.bytes[20..];
+    let init = pseudo(&o.bytes[12..16], &o.bytes[16..20], 17, l4.len());
+    assert_ne!(checksum::fold(checksum::sum(l4, init)), 0xffff);
+    // Zero UDP checksum stays zero.
+    let mut z = udp_pkt(IN_A, 40001, R1, 53);
+    z[26] = 0;
+    z[27] = 0;
+    assert_eq!(&fwd(&mut e, 0, z).bytes[26..28], &[0, 0]);
+    // Bad IPv4 header checksum is dropped.
+    let mut b = udp_pkt(IN_A, 40002, R1, 53);
+    b[10] ^= 1;
+    assert_eq!(dropped(&mut e, 0, b), DropReason::BadIpChecksum);
+}
+
+/// Splits a whole IPv4 packet into fragments of `chunk` payload bytes (multiple of 8).
+fn fragment(p: &[u8], chunk: usize) -> Vec<Vec<u8>> {
+    let payload = &p[20..];
+    let mut out = Vec::new();
+    let mut off = 0;
+    while off < payload.len() {
+        let end = (off + chunk).min(payload.len());
+        let more = end < payload.len();
+        let frag = ((off / 8) as u16) | if more { 0x2000 } else { 0 };
+        let mut f = p[..20].to_vec();
+        f.extend_from_slice(&payload[off..end]);
+        let total = f.len() as u16;
+        f[2..4].copy_from_slice(&total.to_be_bytes());
+        f[6..8].copy_from_slice(&frag.to_be_bytes());
+        f[10..12].copy_from_slice(&[0, 0]);
+        let c = checksum::checksum(&f[..20]);
+        f[10..12].copy_from_slice(&c.to_be_bytes());
+        out.push(f);
+        off = end;
+    }
+    out
+}
+
+/// Reassembles fragments (in order) into one packet for checksum verification.
+fn reassemble(frags: &[Vec<u8>]) -> Vec<u8> {
+    let mut p = frags[0][..20].to_vec();
+    for f in frags {
+        p.extend_from_slice(&f[20..]);
+    }
+    let total = p.len() as u16;
+    p[2..4].copy_from_slice(&total.to_be_bytes());
+    p[6..8].copy_from_slice(&[0, 0]);
+    p[10..12].copy_from_slice(&[0, 0]);
+    let c = checksum::checksum(&p[..20]);
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    p
+}
+
+#[test]
+fn rfc4787_req14_fragments_in_and_out_of_order() {
+    let mut e = napt();
+    fwd(&mut e, 0, udp_pkt(IN_B, 40000, R2, 1)); // force a port change for IN_A
+    let whole = ip(IN_A, R1, 17, udp(40000, 53, &[7u8; 100]), 0, 0x1234);
+    let frags = fragment(&whole, 48);
+    assert_eq!(frags.len(), 3);
+    // In order.
+    let outs: Vec<Vec<u8>> = frags
+        .iter()
+        .map(|f| fwd(&mut e, 1, f.clone()).bytes)
+        .collect();
+    assert!(outs.iter().all(|o| o[12..16] == POOL));
+    let r = reassemble(&outs);
+    assert_checksums(&r);
+    let port = u16::from_be_bytes([r[20], r[21]]);
+    assert_ne!(port, 40000);
+    // Out of order: the last two arrive first and are held.
+    let whole2 = ip(IN_A, R1, 17, udp(40000, 53, &[9u8; 100]), 0, 0x1235);
+    let f2 = fragment(&whole2, 48);
+    for f in [&f2[2], &f2[1]] {
+        let mut b = f.clone();
+        assert_eq!(e.process(Time::from_secs(2), &mut b), Verdict::Held);
+    }
+    let first = fwd(&mut e, 2, f2[0].clone());
+    let released: Vec<Vec<u8>> = std::iter::from_fn(|| e.pop_ready()).collect();
+    assert_eq!(released.len(), 2);
+    let mut all = vec![first.bytes];
+    all.push(released[1].clone());
+    all.push(released[0].clone());
+    assert_checksums(&reassemble(&all));
+    // A later fragment whose first never comes is dropped after the fragment timeout.
+    let mut lone = fragment(&ip(IN_A, R1, 17, udp(1, 2, &[0; 100]), 0, 0x999), 48)[1].clone();
+    assert_eq!(e.process(Time::from_secs(3), &mut lone), Verdict::Held);
+    e.expire(Time::from_secs(10), 100);
+    assert_eq!(e.counters().dropped(DropReason::FragmentNoFirst), 1);
+    // Inbound fragmented reply.
+    let reply = ip(R1, POOL, 17, udp(53, port, &[3u8; 100]), 0, 0x4444);
+    let back: Vec<Vec<u8>> = fragment(&reply, 48)
+        .into_iter()
+        .map(|f| fwd(&mut e, 4, f).bytes)
+        .collect();
+    assert!(back.iter().all(|o| o[16..20] == IN_A));
+    assert_checksums(&reassemble(&back));
+}
+
+#[test]
+fn fragmented_echo_crosses() {
+    let mut e = napt();
+    let mut body = echo(8, 4242, 1);
+    body.extend_from_slice(&[1u8; 3000]);
+    let whole = ip(IN_A, R1, 1, body, 0, 0x77);
+    let outs: Vec<Vec<u8>> = fragment(&whole, 1480)
+        .into_iter()
+        .map(|f| fwd(&mut e, 0, f).bytes)
+        .collect();
+    assert_checksums(&reassemble(&outs));
+}
+
+#[test]
+fn malformed_headers_are_counted() {
+    let mut e = napt();
+    let good = udp_pkt(IN_A, 1, R1, 1);
+    assert_eq!(
+        dropped(&mut e, 0, good[..10].to_vec()),
+        DropReason::Truncated
+    );
+    let mut v6 = good.clone();
+    v6[0] = 0x65;
+    assert_eq!(dropped(&mut e, 0, v6), DropReason::NotIpv4);
+    let mut ihl = good.clone();
+    ihl[0] = 0x44;
+    assert_eq!(dropped(&mut e, 0, ihl), DropReason::BadIhl);
+    let mut tl = good.clone();
+    tl[3] = 200;
+    assert_eq!(dropped(&mut e, 0, tl), DropReason::BadTotalLength);
+    let short = ip(IN_A, R1, 17, vec![0, 1, 0, 2], 0, 1);
+    assert_eq!(dropped(&mut e, 0, short), DropReason::TruncatedL4);
+    assert_eq!(
+        dropped(&mut e, 0, udp_pkt([192, 0, 2, 1], 1, R1, 1)),
+        DropReason::NotOurs
+    );
+    assert_eq!(e.counters().total_drops(), 6);
+}
+
+#[test]
+fn ipv4_options_translate() {
+    let mut e = napt();
+    let base = udp_pkt(IN_A, 40000, R1, 53);
+    // Insert a 4-byte option (NOP x3 + EOL) and fix IHL, total length and checksum.
+    let mut p = base[..20].to_vec();
+    p.extend_from_slice(&[1, 1, 1, 0]);
+    p.extend_from_slice(&base[20..]);
+    p[0] = 0x46;
+    let total = p.len() as u16;
+    p[2..4].copy_from_slice(&total.to_be_bytes());
+    p[10..12].copy_from_slice(&[0, 0]);
+    let c = checksum::checksum(&p[..24]);
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    let o = fwd(&mut e, 0, p);
+    assert!(checksum::verifies(&o.bytes[..24]));
+    assert_eq!(&o.bytes[12..16], &POOL);
+    let l4 = &o.bytes[24..];
+    let init = pseudo(&o.bytes[12..16], &o.bytes[16..20], 17, l4.len());
+    assert_eq!(checksum::fold(checksum::sum(l4, init)), 0xffff);
+}
+
+#[test]
+fn trailing_padding_is_trimmed() {
+    let mut e = napt();
+    let mut p = udp_pkt(IN_A, 40000, R1, 53);
+    let len = p.len();
+    p.extend_from_slice(&[0; 10]);
+    match e.process(Time::from_secs(0), &mut p) {
+        Verdict::Forward(n) => assert_eq!(n, len),
+        v => panic!("{v:?}"),
+    }
+}

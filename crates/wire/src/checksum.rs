@@ -1,0 +1,170 @@
+//! The Internet checksum: full computation (RFC 1071) and incremental update (RFC 1624).
+//!
+//! [`Delta`] accumulates 16-bit word changes (old -> new) in one's-complement arithmetic and
+//! applies them to any number of checksum fields that cover those words. RFC 1624 eqn. 3:
+//! `HC' = ~(~HC + ~m + m')`. Because it never looks at the covered bytes it cannot turn a bad
+//! checksum into a good one.
+
+/// One's-complement sum of `data` (RFC 1071), not folded, starting from `initial`.
+/// An odd trailing byte is padded with zero, as RFC 1071 4.1 says.
+pub fn sum(data: &[u8], initial: u32) -> u32 {
+    let mut acc = u64::from(initial);
+    let mut chunks = data.chunks_exact(2);
+    for c in &mut chunks {
+        if let [a, b] = c {
+            acc = acc.wrapping_add(u64::from(u16::from_be_bytes([*a, *b])));
+        }
+    }
+    if let [last] = chunks.remainder() {
+        acc = acc.wrapping_add(u64::from(u16::from_be_bytes([*last, 0])));
+    }
+    fold64(acc)
+}
+
+fn fold64(mut acc: u64) -> u32 {
+    while acc > 0xffff_ffff {
+        acc = (acc & 0xffff_ffff).wrapping_add(acc >> 32);
+    }
+    acc as u32
+}
+
+/// Folds a 32-bit one's-complement accumulator to 16 bits.
+pub fn fold(mut acc: u32) -> u16 {
+    while acc > 0xffff {
+        acc = (acc & 0xffff).wrapping_add(acc >> 16);
+    }
+    acc as u16
+}
+
+/// The checksum field value for data whose one's-complement sum is `acc`.
+pub fn finish(acc: u32) -> u16 {
+    !fold(acc)
+}
+
+/// Checksum of `data` as it would be written in a header whose checksum field is zero.
+pub fn checksum(data: &[u8]) -> u16 {
+    finish(sum(data, 0))
+}
+
+/// True when `data` (checksum field included) sums to 0xffff, i.e. its checksum verifies.
+pub fn verifies(data: &[u8]) -> bool {
+    fold(sum(data, 0)) == 0xffff
+}
+
+/// Accumulated change to a set of 16-bit words, applied to checksums by RFC 1624 eqn. 3.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Delta(u32);
+
+impl Delta {
+    /// No change.
+    pub const ZERO: Delta = Delta(0);
+
+    /// Records that one 16-bit word changed from `old` to `new`.
+    #[must_use]
+    pub fn word(self, old: u16, new: u16) -> Delta {
+        // ~m + m'
+        let acc = self
+            .0
+            .wrapping_add(u32::from(!old))
+            .wrapping_add(u32::from(new));
+        Delta(u32::from(fold(acc)))
+    }
+
+    /// Records that a 32-bit value (two words, e.g. an IPv4 address) changed.
+    #[must_use]
+    pub fn addr(self, old: u32, new: u32) -> Delta {
+        self.word((old >> 16) as u16, (new >> 16) as u16)
+            .word(old as u16, new as u16)
+    }
+
+    /// Combines two deltas.
+    #[must_use]
+    pub fn plus(self, other: Delta) -> Delta {
+        Delta(u32::from(fold(self.0.wrapping_add(other.0))))
+    }
+
+    /// True when the delta changes nothing.
+    pub fn is_zero(self) -> bool {
+        fold(self.0) == 0 || fold(self.0) == 0xffff
+    }
+
+    /// Applies the delta to a checksum field value: `~(~HC + delta)` (RFC 1624 eqn. 3).
+    pub fn apply(self, cksum: u16) -> u16 {
+        let acc = u32::from(!cksum).wrapping_add(self.0);
+        !fold(acc)
+    }
+
+    /// Applies the delta to a UDP checksum: zero means "no checksum" and stays zero
+    /// (RFC 768), and a computed zero is sent as all ones.
+    pub fn apply_udp(self, cksum: u16) -> u16 {
+        if cksum == 0 {
+            return 0;
+        }
+        match self.apply(cksum) {
+            0 => 0xffff,
+            c => c,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn rfc1071_example() {
+        // RFC 1071 3: the words 0001 f203 f4f5 f6f7 sum to ddf2.
+        let d = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
+        assert_eq!(fold(sum(&d, 0)), 0xddf2);
+        assert_eq!(checksum(&d), !0xddf2);
+    }
+
+    #[test]
+    fn odd_length_pads_with_zero() {
+        assert_eq!(fold(sum(&[0x12, 0x34, 0x56], 0)), 0x1234 + 0x5600);
+    }
+
+    proptest! {
+        /// Incremental update after rewriting any word equals recomputation (RFC 1624 eqn. 3),
+        /// except for the one-complement's two zeros, which both verify.
+        #[test]
+        fn incremental_equals_full(mut data in proptest::collection::vec(any::<u8>(), 4..64),
+                                   idx in 0usize..30, new in any::<u16>()) {
+            let len = data.len() & !1;
+            data.truncate(len);
+            // put a valid checksum in words 0..2
+            if let Some(w) = data.get_mut(0..2) { w.copy_from_slice(&[0, 0]); }
+            let c = checksum(&data);
+            if let Some(w) = data.get_mut(0..2) { w.copy_from_slice(&c.to_be_bytes()); }
+            prop_assert!(verifies(&data));
+            let words = len / 2;
+            let i = 1 + idx % (words - 1);
+            let off = i * 2;
+            let old = u16::from_be_bytes([data[off], data[off + 1]]);
+            data[off..off + 2].copy_from_slice(&new.to_be_bytes());
+            let updated = Delta::ZERO.word(old, new).apply(c);
+            data[0..2].copy_from_slice(&updated.to_be_bytes());
+            prop_assert!(verifies(&data));
+        }
+
+        /// A packet whose checksum is wrong stays wrong after an incremental update.
+        #[test]
+        fn bad_checksum_stays_bad(mut data in proptest::collection::vec(any::<u8>(), 8..64),
+                                  err in 1u16..0xffff, new in any::<u16>()) {
+            let len = data.len() & !1;
+            data.truncate(len);
+            data[0..2].copy_from_slice(&[0, 0]);
+            let c = checksum(&data);
+            let bad = c.wrapping_add(err);
+            prop_assume!(bad != c && !(bad == 0 && c == 0xffff) && !(bad == 0xffff && c == 0));
+            data[0..2].copy_from_slice(&bad.to_be_bytes());
+            prop_assume!(!verifies(&data));
+            let old = u16::from_be_bytes([data[2], data[3]]);
+            data[2..4].copy_from_slice(&new.to_be_bytes());
+            let updated = Delta::ZERO.word(old, new).apply(bad);
+            data[0..2].copy_from_slice(&updated.to_be_bytes());
+            prop_assert!(!verifies(&data));
+        }
+    }
+}

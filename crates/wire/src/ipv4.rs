@@ -1,0 +1,206 @@
+//! The IPv4 header (RFC 791 3.1): a validated, copied-out summary plus in-place setters.
+
+use crate::checksum;
+use crate::field::{set_u16, set_u32, u16_at, u32_at, u8_at};
+
+/// Offsets of IPv4 header fields (RFC 791 3.1).
+pub mod off {
+    pub const VER_IHL: usize = 0;
+    pub const TOS: usize = 1;
+    pub const TOTAL_LEN: usize = 2;
+    pub const IDENT: usize = 4;
+    pub const FLAGS_FRAG: usize = 6;
+    pub const TTL: usize = 8;
+    pub const PROTO: usize = 9;
+    pub const CHECKSUM: usize = 10;
+    pub const SRC: usize = 12;
+    pub const DST: usize = 16;
+}
+
+/// Minimum IPv4 header length in bytes.
+pub const MIN_HEADER: usize = 20;
+
+/// IP protocol numbers the translators look at (IANA "Assigned Internet Protocol Numbers").
+pub mod proto {
+    pub const ICMP: u8 = 1;
+    pub const TCP: u8 = 6;
+    pub const UDP: u8 = 17;
+}
+
+/// Why bytes are not a usable IPv4 header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ipv4Error {
+    /// Fewer than 20 bytes.
+    Truncated,
+    /// The version nibble is not 4.
+    Version(u8),
+    /// IHL below 5 or past the end of the buffer.
+    BadIhl,
+    /// Total length below the header length or past the end of the buffer.
+    BadTotalLength,
+    /// The header checksum does not verify.
+    BadChecksum,
+}
+
+/// A validated IPv4 header, copied out of the packet (it is `Copy`, 24 bytes).
+///
+/// After [`Ipv4Header::parse`] succeeds, `header_len <= total_len <= buffer length`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ipv4Header {
+    pub header_len: usize,
+    pub total_len: usize,
+    pub ident: u16,
+    /// Fragment offset in 8-byte units.
+    pub frag_offset: u16,
+    pub more_fragments: bool,
+    pub dont_fragment: bool,
+    pub ttl: u8,
+    pub proto: u8,
+    pub src: u32,
+    pub dst: u32,
+}
+
+impl Ipv4Header {
+    /// Validates and reads the header at the start of `b` (RFC 791 3.1; RFC 1812 5.2.2).
+    /// With `verify_checksum`, a header whose checksum does not verify is rejected.
+    pub fn parse(b: &[u8], verify_checksum: bool) -> Result<Self, Ipv4Error> {
+        let ver_ihl = u8_at(b, off::VER_IHL).ok_or(Ipv4Error::Truncated)?;
+        if b.len() < MIN_HEADER {
+            return Err(Ipv4Error::Truncated);
+        }
+        if ver_ihl >> 4 != 4 {
+            return Err(Ipv4Error::Version(ver_ihl >> 4));
+        }
+        let header_len = usize::from(ver_ihl & 0x0f) * 4;
+        if header_len < MIN_HEADER || header_len > b.len() {
+            return Err(Ipv4Error::BadIhl);
+        }
+        let total_len = usize::from(u16_at(b, off::TOTAL_LEN).ok_or(Ipv4Error::Truncated)?);
+        if total_len < header_len || total_len > b.len() {
+            return Err(Ipv4Error::BadTotalLength);
+        }
+        if verify_checksum {
+            let hdr = b.get(..header_len).ok_or(Ipv4Error::BadIhl)?;
+            if !checksum::verifies(hdr) {
+                return Err(Ipv4Error::BadChecksum);
+            }
+        }
+        let ff = u16_at(b, off::FLAGS_FRAG).ok_or(Ipv4Error::Truncated)?;
+        Ok(Ipv4Header {
+            header_len,
+            total_len,
+            ident: u16_at(b, off::IDENT).ok_or(Ipv4Error::Truncated)?,
+            frag_offset: ff & 0x1fff,
+            more_fragments: ff & 0x2000 != 0,
+            dont_fragment: ff & 0x4000 != 0,
+            ttl: u8_at(b, off::TTL).ok_or(Ipv4Error::Truncated)?,
+            proto: u8_at(b, off::PROTO).ok_or(Ipv4Error::Truncated)?,
+            src: u32_at(b, off::SRC).ok_or(Ipv4Error::Truncated)?,
+            dst: u32_at(b, off::DST).ok_or(Ipv4Error::Truncated)?,
+        })
+    }
+
+    /// True for any fragment (first, middle or last).
+    pub fn is_fragment(&self) -> bool {
+        self.more_fragments || self.frag_offset != 0
+    }
+
+    /// True for a fragment that is not the first one (carries no transport header).
+    pub fn is_later_fragment(&self) -> bool {
+        self.frag_offset != 0
+    }
+
+    /// Payload length in bytes (total length minus header length).
+    pub fn payload_len(&self) -> usize {
+        self.total_len.saturating_sub(self.header_len)
+    }
+}
+
+/// Rewrites the source address in place and returns the checksum delta of that change;
+/// the IPv4 header checksum is updated incrementally (RFC 1624).
+pub fn rewrite_src(b: &mut [u8], new: u32) -> crate::Delta {
+    rewrite_addr(b, off::SRC, new)
+}
+
+/// Rewrites the destination address in place; see [`rewrite_src`].
+pub fn rewrite_dst(b: &mut [u8], new: u32) -> crate::Delta {
+    rewrite_addr(b, off::DST, new)
+}
+
+fn rewrite_addr(b: &mut [u8], at: usize, new: u32) -> crate::Delta {
+    let Some(old) = u32_at(b, at) else {
+        return crate::Delta::ZERO;
+    };
+    let d = crate::Delta::ZERO.addr(old, new);
+    if set_u32(b, at, new) {
+        if let Some(c) = u16_at(b, off::CHECKSUM) {
+            set_u16(b, off::CHECKSUM, d.apply(c));
+        }
+    }
+    d
+}
+
+/// Computes and writes the header checksum over `header_len` bytes (for headers we build).
+pub fn fill_checksum(b: &mut [u8], header_len: usize) {
+    set_u16(b, off::CHECKSUM, 0);
+    if let Some(h) = b.get(..header_len) {
+        let c = checksum::checksum(h);
+        set_u16(b, off::CHECKSUM, c);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<u8> {
+        let mut p = vec![
+            0x45, 0, 0, 28, 0x12, 0x34, 0x40, 0, 64, 17, 0, 0, 198, 18, 0, 10, 198, 19, 0, 2, 0x30,
+            0x39, 0, 53, 0, 8, 0, 0,
+        ];
+        fill_checksum(&mut p, 20);
+        p
+    }
+
+    #[test]
+    fn parses_and_validates() {
+        let p = sample();
+        let h = Ipv4Header::parse(&p, true).unwrap();
+        assert_eq!(h.header_len, 20);
+        assert_eq!(h.total_len, 28);
+        assert!(h.dont_fragment);
+        assert_eq!(h.src, u32::from_be_bytes([198, 18, 0, 10]));
+    }
+
+    #[test]
+    fn rejects_malformed() {
+        let p = sample();
+        assert_eq!(Ipv4Header::parse(&p[..19], true), Err(Ipv4Error::Truncated));
+        let mut q = p.clone();
+        q[0] = 0x44;
+        assert_eq!(Ipv4Header::parse(&q, false), Err(Ipv4Error::BadIhl));
+        let mut q = p.clone();
+        q[0] = 0x4f;
+        assert_eq!(Ipv4Header::parse(&q, false), Err(Ipv4Error::BadIhl));
+        let mut q = p.clone();
+        q[3] = 29;
+        assert_eq!(Ipv4Header::parse(&q, false), Err(Ipv4Error::BadTotalLength));
+        let mut q = p.clone();
+        q[3] = 19;
+        assert_eq!(Ipv4Header::parse(&q, false), Err(Ipv4Error::BadTotalLength));
+        let mut q = p.clone();
+        q[8] = 1;
+        assert_eq!(Ipv4Header::parse(&q, true), Err(Ipv4Error::BadChecksum));
+        let mut q = p;
+        q[0] = 0x65;
+        assert_eq!(Ipv4Header::parse(&q, true), Err(Ipv4Error::Version(6)));
+    }
+
+    #[test]
+    fn rewrite_keeps_checksum_valid() {
+        let mut p = sample();
+        rewrite_src(&mut p, u32::from_be_bytes([198, 19, 0, 100]));
+        assert!(checksum::verifies(&p[..20]));
+        assert_eq!(Ipv4Header::parse(&p, true).unwrap().src, 0xc6130064);
+    }
+}
