@@ -76,11 +76,17 @@ reasons! {
         /// An ICMP error whose embedded packet is too short or malformed to identify a session
         /// (RFC 5508 4).
         IcmpErrorMalformed = "icmp_error_malformed",
+        /// An ICMP error whose ICMP checksum, or whose embedded IPv4 header checksum, does not
+        /// verify (RFC 5508 REQ-3 a: silently dropped). Corrupt or forged input.
+        IcmpErrorBadChecksum = "icmp_error_bad_checksum",
         /// An ICMP error about a flow that has no session here (RFC 5508 4: drop it).
         IcmpErrorNoSession = "icmp_error_no_session",
         /// A non-first fragment whose first fragment never arrived: held, then timed out
         /// (`timeouts.fragment`), or the held-fragment store was full (`limits.max_fragments_held`).
         FragmentNoFirst = "fragment_no_first",
+        /// A non-first TCP/UDP fragment whose offset overlaps the transport header (RFC 3128
+        /// overlapping-fragment attack; RFC 4787 REQ-14 a). Hostile input.
+        FragmentOverlap = "fragment_overlap",
         /// The fragment tracking table is full (`limits.max_fragment_flows`).
         FragmentLimit = "fragment_limit",
         /// A fragmented ICMP error message: RFC 5508 requires none; dropped.

@@ -661,3 +661,27 @@ fn trailing_padding_is_trimmed() {
         v => panic!("{v:?}"),
     }
 }
+
+#[test]
+fn rfc5508_req3_icmp_error_with_bad_checksum_dropped() {
+    let mut e = napt();
+    let out = fwd(&mut e, 0, udp_pkt(IN_A, 40000, R1, 33434));
+    let mut err = vec![3, 3, 0, 0, 0, 0, 0, 0];
+    err.extend_from_slice(&out.bytes);
+    let mut p = ip(R1, POOL, 1, err.clone(), 0, 9);
+    p[22] ^= 0xff; // ICMP checksum
+    assert_eq!(dropped(&mut e, 1, p), DropReason::IcmpErrorBadChecksum);
+    // Embedded IPv4 header checksum broken, ICMP checksum recomputed to match.
+    err[8 + 10] ^= 0xff;
+    let p = ip(R1, POOL, 1, err, 0, 9);
+    assert_eq!(dropped(&mut e, 1, p), DropReason::IcmpErrorBadChecksum);
+}
+
+#[test]
+fn rfc3128_overlapping_tcp_fragment_dropped() {
+    let mut e = napt();
+    fwd(&mut e, 0, tcp_pkt(IN_A, 40000, R1, 80, 0x02));
+    // Offset 1 (8 bytes) would overwrite TCP flags and more.
+    let p = ip(IN_A, R1, 6, vec![0; 16], 0x0001, 5);
+    assert_eq!(dropped(&mut e, 0, p), DropReason::FragmentOverlap);
+}

@@ -426,6 +426,16 @@ impl Nat44 {
         h: &Ipv4Header,
         c: &mut Counters,
     ) -> Result<bool, DropReason> {
+        // RFC 3128 / RFC 4787 REQ-14 a: a later fragment may not overwrite the ports or the
+        // TCP flags that the translation (and the receiver's filter) decided on.
+        let l4_min: u16 = match h.proto {
+            ipproto::TCP => 20,
+            ipproto::UDP => 8,
+            _ => 0,
+        };
+        if u32::from(h.frag_offset) * 8 < u32::from(l4_min) {
+            return Err(DropReason::FragmentOverlap);
+        }
         let static_src = self.static_in.get(&h.src).copied();
         let static_dst = self.static_out.get(&h.dst).copied();
         let to_pool = self.pool_index.contains_key(&h.dst);
@@ -880,6 +890,17 @@ impl Nat44 {
             .get(inner_off..)
             .and_then(Inner::parse)
             .ok_or(DropReason::IcmpErrorMalformed)?;
+        // RFC 5508 REQ-3 a: an error whose ICMP checksum or embedded IP header checksum fails
+        // is dropped (both are cheap here: errors are rare and short).
+        let icmp_ok = pkt
+            .get(icmp_off..)
+            .is_some_and(xlat_wire::checksum::verifies);
+        let inner_ok = pkt
+            .get(inner_off..inner_off + inner.header_len)
+            .is_some_and(xlat_wire::checksum::verifies);
+        if !icmp_ok || !inner_ok {
+            return Err(DropReason::IcmpErrorBadChecksum);
+        }
         let proto = Proto::from_ip(inner.proto).ok_or(DropReason::IcmpErrorMalformed)?;
         let inner_l4 = inner_off + inner.header_len;
         // The embedded side that is ours: its source when the error comes in, its
