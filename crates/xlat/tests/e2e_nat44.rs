@@ -1,0 +1,905 @@
+//! End-to-end NAT44 tests: real clients and servers in network namespaces, crossing `xlat run`.
+//!
+//! Topology (see `common`): IN 198.18.0.20 -- GW (xlat, pool 198.19.0.100, static
+//! 198.18.0.10 <-> 198.19.0.10) -- OUT 198.19.0.2 / 198.19.0.3, with no route back to the
+//! inside prefix. Every test builds its own namespaces and removes them, also on failure.
+//! Needs root; skipped otherwise (unless CI or XLAT_E2E_REQUIRED is set).
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+
+/// Builds a topology with xlat running the default config, or `None` when not root.
+fn setup(opts: Opts) -> Option<Topo> {
+    if !can_run() {
+        return None;
+    }
+    let mut t = Topo::new(opts);
+    let cfg = t.default_config();
+    t.start_xlat(&cfg);
+    Some(t)
+}
+
+/// Lines of a tcpdump text capture that show an IPv4 packet from `src` to `dst`.
+fn from_to<'a>(lines: &'a [String], src: &str, dst: &str) -> Vec<&'a String> {
+    lines
+        .iter()
+        .filter(|l| {
+            let mut w = l.split_whitespace();
+            // "12:00:00.000000 IP 198.19.0.100 > 198.19.0.2: ICMP echo request, ..."
+            // Source and destination may carry a ".port" suffix.
+            let _ts = w.next();
+            if w.next() != Some("IP") {
+                return false;
+            }
+            let s = w.next().unwrap_or("");
+            let _gt = w.next();
+            let d = w.next().unwrap_or("").trim_end_matches(':');
+            host_of(s) == src && host_of(d) == dst
+        })
+        .collect()
+}
+
+/// "198.19.0.2.7000" -> "198.19.0.2"; "198.19.0.2" -> itself.
+fn host_of(s: &str) -> &str {
+    let dots = s.matches('.').count();
+    if dots == 4 {
+        s.rsplit_once('.').map(|(h, _)| h).unwrap_or(s)
+    } else {
+        s
+    }
+}
+
+/// Checks a ping's summary: `n` sent, `n` received.
+fn assert_all_replies(r: &Run, n: u32) {
+    assert!(
+        r.ok()
+            && r.stdout
+                .contains(&format!("{n} packets transmitted, {n} received")),
+        "expected {n}/{n} ping replies: {}\n{}\n{}",
+        r.cmd,
+        r.stdout,
+        r.stderr
+    );
+}
+
+#[test]
+fn ping_and_fragmented_ping_cross_napt_with_pool_source() {
+    let Some(mut t) = setup(Opts::default()) else {
+        return;
+    };
+    let (inn, out, od) = (t.ns_in.clone(), t.ns_out.clone(), t.out_dev.clone());
+    let cap = t.tcpdump(&out, &od, "ip");
+
+    let r = t.ns(
+        &inn,
+        20,
+        &[
+            "ping", "-n", "-c", "3", "-i", "0.2", "-W", "2", "-w", "15", OUT_ADDR,
+        ],
+    );
+    assert_all_replies(&r, 3);
+    // 4000 bytes of payload: three fragments each way on 1500-byte links.
+    let r = t.ns(
+        &inn,
+        20,
+        &[
+            "ping", "-n", "-c", "3", "-i", "0.2", "-s", "4000", "-W", "2", "-w", "15", OUT_ADDR,
+        ],
+    );
+    assert_all_replies(&r, 3);
+
+    let lines = t.tcpdump_lines(cap);
+    let from_pool = from_to(&lines, POOL_ADDR, OUT_ADDR);
+    let from_inside = from_to(&lines, IN_ADDR, OUT_ADDR);
+    assert!(
+        from_inside.is_empty(),
+        "OUT saw untranslated inside source:\n{from_inside:#?}"
+    );
+    let echo = from_pool
+        .iter()
+        .filter(|l| l.contains("ICMP echo request"))
+        .count();
+    assert!(
+        echo >= 6,
+        "OUT should see 6 echo requests from {POOL_ADDR}, saw {echo}:\n{}",
+        lines.join("\n")
+    );
+    // The later fragments of the 4000-byte pings also carry the pool source (tcpdump prints them
+    // as "ip-proto-1" / "frag"): at least two per request.
+    let frags = from_pool
+        .iter()
+        .filter(|l| !l.contains("ICMP echo"))
+        .count();
+    assert!(
+        frags >= 6,
+        "OUT should see non-first fragments from {POOL_ADDR}, saw {frags}:\n{}",
+        lines.join("\n")
+    );
+
+    let st = t.stats();
+    assert!(
+        Topo::event(&st, "fragments") > 0,
+        "no fragments counted: {st}"
+    );
+}
+
+#[test]
+fn curl_fetches_4mb_file_intact() {
+    let Some(mut t) = setup(Opts::default()) else {
+        return;
+    };
+    let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
+    let www = t.dir.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    let blob = www.join("blob.bin");
+    run_host(
+        30,
+        &[
+            "sh",
+            "-c",
+            &format!("head -c 4194304 /dev/urandom > {}", blob.display()),
+        ],
+    )
+    .check();
+    let www_s = www.display().to_string();
+    let srv = t.spawn(
+        &out,
+        "http",
+        &[
+            "python3",
+            "-m",
+            "http.server",
+            "8080",
+            "--bind",
+            OUT_ADDR,
+            "--directory",
+            &www_s,
+        ],
+    );
+    t.wait_listening(&out, "tcp", 8080, Some(srv));
+
+    let got = t.dir.join("got.bin");
+    let got_s = got.display().to_string();
+    let r = t.ns(
+        &inn,
+        60,
+        &[
+            "curl",
+            "-sS",
+            "--max-time",
+            "45",
+            "-o",
+            &got_s,
+            &format!("http://{OUT_ADDR}:8080/blob.bin"),
+        ],
+    );
+    assert!(r.ok(), "curl failed: {}\n{}", r.stdout, r.stderr);
+    let sums = run_host(30, &["sha256sum", &blob.display().to_string(), &got_s]).check();
+    let hashes: Vec<&str> = sums
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(hashes.len(), 2, "sha256sum output: {}", sums.stdout);
+    assert_eq!(
+        hashes[0], hashes[1],
+        "the file fetched through xlat differs from the original"
+    );
+    let len = std::fs::metadata(&got).map(|m| m.len()).unwrap_or(0);
+    assert_eq!(len, 4_194_304);
+
+    // The server's access log names the client: the pool address, never the inside host.
+    let log = t.proc(srv).stderr_text();
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with(&format!("{POOL_ADDR} ")) && l.contains("GET /blob.bin")),
+        "HTTP server did not see {POOL_ADDR} as the client:\n{log}"
+    );
+    assert!(
+        !log.contains(IN_ADDR),
+        "HTTP server saw the inside address:\n{log}"
+    );
+}
+
+/// A UDP server in OUT (socat) answering every datagram with the peer it saw, then the data.
+fn udp_echo(t: &mut Topo, bind: &str, port: u16) -> ProcId {
+    let out = t.ns_out.clone();
+    let p = t.spawn(
+        &out,
+        &format!("udp-echo-{bind}-{port}"),
+        &[
+            "socat",
+            &format!("UDP4-RECVFROM:{port},bind={bind},reuseaddr,fork"),
+            "SYSTEM:echo peer=$SOCAT_PEERADDR port=$SOCAT_PEERPORT; cat",
+        ],
+    );
+    t.wait_listening(&out, "udp", port, Some(p));
+    p
+}
+
+/// Parses "peer=A port=P" from the echo server's reply.
+fn peer_of(reply: &str) -> Option<(String, u16)> {
+    let line = reply.lines().find(|l| l.starts_with("peer="))?;
+    let mut it = line.split_whitespace();
+    let a = it.next()?.strip_prefix("peer=")?.to_string();
+    let p = it.next()?.strip_prefix("port=")?.parse().ok()?;
+    Some((a, p))
+}
+
+#[test]
+fn udp_both_ways_with_socat_and_endpoint_independent_mapping() {
+    let Some(mut t) = setup(Opts::default()) else {
+        return;
+    };
+    let inn = t.ns_in.clone();
+    udp_echo(&mut t, OUT_ADDR, 7000);
+    udp_echo(&mut t, OUT_ADDR2, 7000);
+
+    // Request from IN, reply from OUT.
+    let r = t.sh(
+        &inn,
+        20,
+        &format!("echo hello-xlat | socat -T 5 -t 3 - UDP4:{OUT_ADDR}:7000"),
+    );
+    assert!(r.ok(), "socat client failed: {}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("hello-xlat"),
+        "no echo came back through xlat: {:?}",
+        r.stdout
+    );
+    let (peer, _) =
+        peer_of(&r.stdout).unwrap_or_else(|| panic!("no peer line in reply {:?}", r.stdout));
+    assert_eq!(
+        peer, POOL_ADDR,
+        "OUT must see the pool address as the UDP peer"
+    );
+
+    // RFC 4787 REQ-1: one inside address:port maps to one outside address:port whatever the
+    // remote. Same source port to two remotes -> same outside port.
+    let r = t.sh(
+        &inn,
+        30,
+        &format!(
+            "echo one | socat -T 5 -t 3 - UDP4:{OUT_ADDR}:7000,bind={IN_ADDR}:40000,reuseaddr && \
+             echo two | socat -T 5 -t 3 - UDP4:{OUT_ADDR2}:7000,bind={IN_ADDR}:40000,reuseaddr"
+        ),
+    );
+    assert!(r.ok(), "socat clients failed: {}\n{}", r.stdout, r.stderr);
+    let peers: Vec<(String, u16)> = r.stdout.lines().filter_map(peer_of).collect();
+    assert_eq!(peers.len(), 2, "expected two replies: {:?}", r.stdout);
+    assert_eq!(peers[0].0, POOL_ADDR);
+    assert_eq!(peers[1].0, POOL_ADDR);
+    assert_eq!(
+        peers[0].1, peers[1].1,
+        "endpoint-independent mapping: outside port must not depend on the remote"
+    );
+}
+
+const ICMP_PROBE: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.connect((sys.argv[1], int(sys.argv[2])))
+s.settimeout(1.0)
+for i in range(8):
+    try:
+        s.send(b"probe")
+        s.recv(100)
+        print("GOT-REPLY")
+        sys.exit(2)
+    except ConnectionRefusedError:
+        print("REFUSED")
+        sys.exit(0)
+    except socket.timeout:
+        pass
+print("TIMEOUT")
+sys.exit(1)
+"#;
+
+#[test]
+fn icmp_port_unreachable_reaches_inside_client() {
+    let Some(t) = setup(Opts::default()) else {
+        return;
+    };
+    let inn = t.ns_in.clone();
+    let before = Topo::event(&t.stats(), "icmp_errors_translated");
+    // Nothing listens on UDP 9 in OUT: its kernel answers with ICMP port unreachable, which
+    // xlat must translate back (outer and embedded header) so IN's connected socket sees it.
+    let r = t.ns(&inn, 20, &["python3", "-c", ICMP_PROBE, OUT_ADDR, "9"]);
+    assert!(
+        r.ok() && r.stdout.contains("REFUSED"),
+        "the ICMP port unreachable did not reach the inside socket as ECONNREFUSED: {}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    let after = Topo::event(&t.stats(), "icmp_errors_translated");
+    assert!(
+        after > before,
+        "icmp_errors_translated did not grow ({before} -> {after})"
+    );
+}
+
+#[test]
+fn iperf3_tcp_three_seconds() {
+    let Some(mut t) = setup(Opts::default()) else {
+        return;
+    };
+    let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
+    let srv = t.spawn(
+        &out,
+        "iperf3-server",
+        &["iperf3", "-s", "-1", "-J", "-B", OUT_ADDR, "-p", "5201"],
+    );
+    t.wait_listening(&out, "tcp", 5201, Some(srv));
+    let r = t.ns(
+        &inn,
+        30,
+        &[
+            "iperf3",
+            "-c",
+            OUT_ADDR,
+            "-p",
+            "5201",
+            "-t",
+            "3",
+            "-J",
+            "--connect-timeout",
+            "5000",
+        ],
+    );
+    assert!(r.ok(), "iperf3 client failed: {}\n{}", r.stdout, r.stderr);
+    let j: serde_json::Value = serde_json::from_str(&r.stdout).expect("iperf3 -J output is JSON");
+    let sent = j["end"]["sum_sent"]["bytes"].as_u64().unwrap_or(0);
+    let recv = j["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
+    let bps = j["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(
+        sent > 0 && recv > 0,
+        "iperf3 moved no data: sent {sent} received {recv}"
+    );
+    eprintln!(
+        "iperf3 through xlat: {:.1} Mbit/s ({recv} bytes)",
+        bps / 1e6
+    );
+
+    // The server saw the pool address as its client.
+    let st = t.proc(srv).wait_exit(Duration::from_secs(10));
+    assert!(st.is_some(), "iperf3 server did not finish");
+    let sj: serde_json::Value =
+        serde_json::from_str(&t.proc(srv).stdout_text()).expect("iperf3 server JSON");
+    let remote = sj["start"]["connected"][0]["remote_host"]
+        .as_str()
+        .unwrap_or("");
+    assert_eq!(
+        remote, POOL_ADDR,
+        "iperf3 server should see the pool address as the client"
+    );
+}
+
+/// Inside UDP client: binds 198.18.0.20:5555, sends to OUT's echo server, prints its reply,
+/// then prints every datagram that arrives ("from A:P data") until "DONE" or 10 s.
+const INSIDE_LISTENER: &str = r#"
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], 5555))
+s.settimeout(0.5)
+reply = None
+for i in range(10):
+    s.sendto(b"hello", (sys.argv[2], 7000))
+    try:
+        data, a = s.recvfrom(2000)
+        reply = data.decode(errors="replace")
+        break
+    except socket.timeout:
+        pass
+if reply is None:
+    print("NO-REPLY"); sys.exit(1)
+for l in reply.splitlines():
+    if l.startswith("peer="):
+        print("MAPPED", l.split()[1].split("=")[1], flush=True)
+end = time.time() + 10
+while time.time() < end:
+    try:
+        data, a = s.recvfrom(2000)
+    except socket.timeout:
+        continue
+    d = data.decode(errors="replace").strip()
+    print("from %s:%d %s" % (a[0], a[1], d), flush=True)
+    if d == "DONE":
+        sys.exit(0)
+print("NO-DONE"); sys.exit(3)
+"#;
+
+/// Outside sender: sends `msg` from `src` (port 0 = any) to `dst:port`.
+const OUTSIDE_SEND: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.sendto(sys.argv[5].encode(), (sys.argv[3], int(sys.argv[4])))
+"#;
+
+#[test]
+fn unsolicited_inbound_is_dropped_and_counted() {
+    let Some(mut t) = setup(Opts::default()) else {
+        return;
+    };
+    let (inn, out, ind) = (t.ns_in.clone(), t.ns_out.clone(), t.in_dev.clone());
+    udp_echo(&mut t, OUT_ADDR, 7000);
+    // Anything reaching IN that is not for the listener's port 5555 is a leak.
+    let cap = t.tcpdump(&inn, &ind, "udp and not port 5555");
+    let lis = t.spawn(
+        &inn,
+        "inside-listener",
+        &["python3", "-c", INSIDE_LISTENER, IN_ADDR, OUT_ADDR],
+    );
+    let mut mapped: u16 = 0;
+    wait_for(
+        "the inside client's reply from OUT",
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || {
+            let text = t.proc(lis).stdout_text();
+            if let Some(l) = text.lines().find(|l| l.starts_with("MAPPED ")) {
+                mapped = l[7..].trim().parse().unwrap_or(0);
+                return true;
+            }
+            text.contains("NO-REPLY") || t.proc(lis).try_status().is_some()
+        },
+    );
+    assert!(
+        mapped != 0,
+        "inside client got no reply through xlat: {}",
+        t.proc(lis).stdout_text()
+    );
+
+    let st0 = t.stats();
+    let (nomap0, filt0) = (
+        Topo::drops(&st0, "no_mapping"),
+        Topo::drops(&st0, "filtered"),
+    );
+    let unmapped: u16 = if mapped == 33333 { 33334 } else { 33333 };
+    let outside_ports: Vec<String> = t
+        .sessions()
+        .iter()
+        .filter_map(|s| s["outside"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        !outside_ports
+            .iter()
+            .any(|o| o == &format!("{POOL_ADDR}:{unmapped}")),
+        "test assumption broken: {unmapped} is mapped: {outside_ports:?}"
+    );
+
+    // 1. To the mapped port, from a remote address the inside host never contacted:
+    //    address-dependent filtering (RFC 4787 5) must drop it.
+    let m = mapped.to_string();
+    let u = unmapped.to_string();
+    t.ns(
+        &out,
+        10,
+        &[
+            "python3",
+            "-c",
+            OUTSIDE_SEND,
+            OUT_ADDR2,
+            "0",
+            POOL_ADDR,
+            &m,
+            "FILTERED",
+        ],
+    )
+    .check();
+    // 2. To a pool port with no mapping at all.
+    t.ns(
+        &out,
+        10,
+        &[
+            "python3",
+            "-c",
+            OUTSIDE_SEND,
+            OUT_ADDR,
+            "0",
+            POOL_ADDR,
+            &u,
+            "NOMAP",
+        ],
+    )
+    .check();
+    let mut last = st0.clone();
+    let counted = poll(Duration::from_secs(5), Duration::from_millis(100), || {
+        last = t.stats();
+        Topo::drops(&last, "no_mapping") > nomap0 && Topo::drops(&last, "filtered") > filt0
+    });
+    assert!(
+        counted,
+        "drops did not grow: no_mapping {nomap0} -> {}, filtered {filt0} -> {}",
+        Topo::drops(&last, "no_mapping"),
+        Topo::drops(&last, "filtered")
+    );
+    // 3. Control: from the contacted address (another port) is admitted (address-dependent
+    //    filtering ignores the remote port), and tells the listener to stop.
+    t.ns(
+        &out,
+        10,
+        &[
+            "python3",
+            "-c",
+            OUTSIDE_SEND,
+            OUT_ADDR,
+            "7001",
+            POOL_ADDR,
+            &m,
+            "DONE",
+        ],
+    )
+    .check();
+    let st = t.proc(lis).wait_exit(Duration::from_secs(12));
+    let text = t.proc(lis).stdout_text();
+    assert!(
+        st.map(|s| s.success()).unwrap_or(false),
+        "the admitted datagram did not arrive: {text}"
+    );
+    assert!(
+        text.contains(&format!("from {OUT_ADDR}:7001 DONE")),
+        "admitted datagram not seen: {text}"
+    );
+    assert!(
+        !text.contains("FILTERED"),
+        "a filtered datagram reached IN:\n{text}"
+    );
+    assert!(
+        !text.contains("NOMAP"),
+        "an unmapped datagram reached IN:\n{text}"
+    );
+    let leaks = t.tcpdump_lines(cap);
+    assert!(
+        leaks.is_empty(),
+        "unsolicited packets reached IN:\n{}",
+        leaks.join("\n")
+    );
+}
+
+#[test]
+fn show_sessions_and_stats_list_the_flows() {
+    let Some(mut t) = setup(Opts::default()) else {
+        return;
+    };
+    let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
+    udp_echo(&mut t, OUT_ADDR, 7000);
+    let www = t.dir.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::write(www.join("index.html"), "hello from outside\n").unwrap();
+    let www_s = www.display().to_string();
+    let srv = t.spawn(
+        &out,
+        "http",
+        &[
+            "python3",
+            "-m",
+            "http.server",
+            "8080",
+            "--bind",
+            OUT_ADDR,
+            "--directory",
+            &www_s,
+        ],
+    );
+    t.wait_listening(&out, "tcp", 8080, Some(srv));
+
+    // One flow of each protocol.
+    assert_all_replies(
+        &t.ns(
+            &inn,
+            20,
+            &[
+                "ping", "-n", "-c", "2", "-i", "0.2", "-W", "2", "-w", "10", OUT_ADDR,
+            ],
+        ),
+        2,
+    );
+    let r = t.sh(
+        &inn,
+        20,
+        &format!("echo hi | socat -T 5 -t 3 - UDP4:{OUT_ADDR}:7000"),
+    );
+    assert!(
+        r.stdout.contains("hi"),
+        "udp echo failed: {}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    let r = t.ns(
+        &inn,
+        20,
+        &[
+            "curl",
+            "-sS",
+            "--max-time",
+            "10",
+            &format!("http://{OUT_ADDR}:8080/index.html"),
+        ],
+    );
+    assert!(
+        r.stdout.contains("hello from outside"),
+        "curl failed: {}\n{}",
+        r.stdout,
+        r.stderr
+    );
+
+    let sessions = t.sessions();
+    let find = |proto: &str, remote_port: Option<u16>| {
+        sessions.iter().find(|s| {
+            s["proto"]
+                .as_str()
+                .map(|p| p.eq_ignore_ascii_case(proto))
+                .unwrap_or(false)
+                && s["inside"]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with(&format!("{IN_ADDR}:"))
+                && s["outside"]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with(&format!("{POOL_ADDR}:"))
+                && match remote_port {
+                    Some(p) => s["remote"].as_str() == Some(&format!("{OUT_ADDR}:{p}")),
+                    None => s["remote"]
+                        .as_str()
+                        .unwrap_or("")
+                        .starts_with(&format!("{OUT_ADDR}:")),
+                }
+        })
+    };
+    let all = serde_json::to_string_pretty(&sessions).unwrap_or_default();
+    for (proto, port) in [("icmp", None), ("udp", Some(7000)), ("tcp", Some(8080))] {
+        let s = find(proto, port).unwrap_or_else(|| {
+            panic!("no {proto} session {IN_ADDR}:* -> {POOL_ADDR}:* -> {OUT_ADDR} in:\n{all}")
+        });
+        for k in ["state", "expires_in"] {
+            assert!(!s[k].is_null(), "{proto} session lacks {k:?}: {s}");
+        }
+    }
+    // Text forms work too.
+    let r = t.xlat_cmd(&["show", "sessions"]).check();
+    assert!(
+        r.stdout.contains(POOL_ADDR),
+        "`show sessions` does not list the pool address:\n{}",
+        r.stdout
+    );
+    let st = t.stats();
+    assert!(!st["sessions"].is_null(), "stats lacks \"sessions\": {st}");
+    assert!(
+        Topo::event(&st, "packets_in") > 0
+            && Topo::event(&st, "outbound") > 0
+            && Topo::event(&st, "inbound") > 0,
+        "{st}"
+    );
+    for e in st["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(st["drops"].as_array().into_iter().flatten())
+    {
+        assert!(
+            e["name"].is_string() && e["value"].is_u64() && e["explain"].is_string(),
+            "bad counter entry {e}"
+        );
+    }
+    t.xlat_cmd(&["show", "stats"]).check();
+}
+
+#[test]
+fn show_against_missing_socket_fails_clearly() {
+    // Needs no root and no namespaces: only the CLI.
+    let sock =
+        std::env::temp_dir().join(format!("xlat-e2e-missing-{}/none.sock", std::process::id()));
+    let sock_s = sock.display().to_string();
+    for what in ["sessions", "stats"] {
+        let r = run_host(
+            15,
+            &[xlat_bin(), "show", what, "--json", "--socket", &sock_s],
+        );
+        assert!(
+            !r.ok(),
+            "`xlat show {what}` against a missing socket succeeded: {}",
+            r.stdout
+        );
+        assert!(
+            r.status.code().is_some(),
+            "`xlat show {what}` died by a signal: {}",
+            r.status
+        );
+        assert!(
+            r.stderr.contains(&sock_s),
+            "the error should name the socket path {sock_s}:\n{}",
+            r.stderr
+        );
+        assert!(
+            !r.stderr.contains("panicked"),
+            "`xlat show {what}` panicked:\n{}",
+            r.stderr
+        );
+        assert!(
+            r.stdout.trim().is_empty(),
+            "nothing should go to stdout on error: {}",
+            r.stdout
+        );
+    }
+}
+
+#[test]
+fn static_one_to_one_reachable_from_outside() {
+    let Some(mut t) = setup(Opts {
+        second_inside_host: true,
+    }) else {
+        return;
+    };
+    let (out, od) = (t.ns_out.clone(), t.out_dev.clone());
+    let in2 = t.ns_in2.clone().expect("IN2 exists");
+
+    // Unsolicited inbound to the static outside address is allowed (RFC 2663 4.1.1).
+    let r = t.ns(
+        &out,
+        20,
+        &[
+            "ping",
+            "-n",
+            "-c",
+            "3",
+            "-i",
+            "0.2",
+            "-W",
+            "2",
+            "-w",
+            "15",
+            STATIC_OUTSIDE,
+        ],
+    );
+    assert_all_replies(&r, 3);
+    assert!(
+        r.stdout.contains(&format!("from {STATIC_OUTSIDE}")),
+        "replies must come from {STATIC_OUTSIDE}:\n{}",
+        r.stdout
+    );
+
+    // UDP from outside to a server on the static host: it sees the real remote (NAT44 does not
+    // touch the outside address), and the reply returns from the static outside address.
+    let p = t.spawn(
+        &in2,
+        "udp-echo-in2",
+        &[
+            "socat",
+            &format!("UDP4-RECVFROM:7000,bind={IN2_ADDR},reuseaddr,fork"),
+            "SYSTEM:echo peer=$SOCAT_PEERADDR port=$SOCAT_PEERPORT; cat",
+        ],
+    );
+    t.wait_listening(&in2, "udp", 7000, Some(p));
+    let r = t.sh(
+        &out,
+        20,
+        &format!("echo static-hi | socat -T 5 -t 3 - UDP4:{STATIC_OUTSIDE}:7000"),
+    );
+    assert!(
+        r.stdout.contains("static-hi"),
+        "UDP to the static address got no answer: {}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert_eq!(
+        peer_of(&r.stdout).map(|p| p.0),
+        Some(OUT_ADDR.to_string()),
+        "{}",
+        r.stdout
+    );
+
+    // Outbound from the static host leaves with its static outside address.
+    let cap = t.tcpdump(&out, &od, "icmp");
+    assert_all_replies(
+        &t.ns(
+            &in2,
+            20,
+            &[
+                "ping", "-n", "-c", "2", "-i", "0.2", "-W", "2", "-w", "10", OUT_ADDR,
+            ],
+        ),
+        2,
+    );
+    let lines = t.tcpdump_lines(cap);
+    let req = from_to(&lines, STATIC_OUTSIDE, OUT_ADDR);
+    assert!(
+        req.len() >= 2,
+        "OUT should see echo requests from {STATIC_OUTSIDE}:\n{}",
+        lines.join("\n")
+    );
+    assert!(
+        from_to(&lines, IN2_ADDR, OUT_ADDR).is_empty()
+            && from_to(&lines, POOL_ADDR, OUT_ADDR).is_empty(),
+        "{}",
+        lines.join("\n")
+    );
+
+    assert!(Topo::event(&t.stats(), "static_translated") > 0);
+}
+
+/// What xlat may change in GW while it runs and must restore on exit.
+fn gw_state(t: &Topo) -> String {
+    let gw = t.ns_gw.clone();
+    let mut s = String::new();
+    for args in [
+        &["ip", "-4", "rule"][..],
+        &["ip", "-6", "rule"][..],
+        &["ip", "-4", "route", "show", "table", "all"][..],
+        &["ip", "neigh", "show", "proxy"][..],
+    ] {
+        let r = t.ns_ok(&gw, args);
+        s += &format!("$ {}\n{}", args.join(" "), r.stdout);
+    }
+    let links = t.ns_ok(&gw, &["ip", "-o", "link"]);
+    let mut names: Vec<&str> = links
+        .stdout
+        .lines()
+        .filter_map(|l| l.split(':').nth(1))
+        .map(str::trim)
+        .collect();
+    names.sort();
+    s += &format!("$ links\n{}\n", names.join("\n"));
+    s
+}
+
+#[test]
+fn sigterm_exits_zero_and_removes_routes_rules_tun() {
+    if !can_run() {
+        return;
+    }
+    let mut t = Topo::new(Opts::default());
+    let before = gw_state(&t);
+    let cfg = t.default_config();
+    let x = t.start_xlat(&cfg);
+    let during = gw_state(&t);
+    assert_ne!(
+        before, during,
+        "xlat with auto_routes = true changed nothing in GW"
+    );
+    assert!(
+        during.contains(&t.tun),
+        "GW state while running does not mention the TUN {}:\n{during}",
+        t.tun
+    );
+    let inn = t.ns_in.clone();
+    assert_all_replies(
+        &t.ns(
+            &inn,
+            20,
+            &["ping", "-n", "-c", "1", "-W", "2", "-w", "10", OUT_ADDR],
+        ),
+        1,
+    );
+
+    // SAFETY: kill(2) on our own child.
+    unsafe {
+        libc::kill(t.proc(x).pid(), libc::SIGTERM);
+    }
+    let st = t.proc(x).wait_exit(Duration::from_secs(10));
+    let st = st.unwrap_or_else(|| panic!("xlat did not exit within 10 s of SIGTERM"));
+    assert_eq!(
+        st.code(),
+        Some(0),
+        "xlat exit status after SIGTERM: {st}\n{}",
+        t.proc(x).stderr_text()
+    );
+    let after = gw_state(&t);
+    assert_eq!(
+        before, after,
+        "GW state after xlat exit differs from before it started"
+    );
+    let gw = t.ns_gw.clone();
+    let tun = t.tun.clone();
+    assert!(
+        !t.ns(&gw, 5, &["ip", "link", "show", "dev", &tun]).ok(),
+        "TUN {tun} still exists"
+    );
+}
