@@ -301,6 +301,29 @@ fn counter(stats: &Value, list: &str, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// `name=value` for every non-zero event and drop counter.
+fn nonzero_counters(stats: &Value) -> String {
+    let mut out = Vec::new();
+    for list in ["events", "drops"] {
+        for c in stats
+            .get(list)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let (Some(n), Some(v)) = (
+                c.get("name").and_then(Value::as_str),
+                c.get("value").and_then(Value::as_u64),
+            ) {
+                if v != 0 {
+                    out.push(format!("{n}={v}"));
+                }
+            }
+        }
+    }
+    out.join(" ")
+}
+
 /// Runs one vector; `Err` carries the whole report of what differed.
 fn run_vector(v: &Value) -> Result<(), String> {
     let name = v
@@ -500,8 +523,9 @@ fn run_vector(v: &Value) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "{report}  produced pcap kept at {}\n  stats: {stdout}",
-            produced.display()
+            "{report}  produced pcap kept at {}\n  non-zero counters: {}",
+            produced.display(),
+            nonzero_counters(&stats)
         ))
     }
 }
