@@ -251,15 +251,15 @@ def rfc3022_napt_port_remapped_udp_tcp(v):
     v.events.update(mappings_created=2, ports_preserved=0)
 
 
-@vector("RFC 5508 3.1 / RFC 3022 2.2 and nat44.ports (\"port and ICMP identifier range\"): an "
-        "echo identifier outside the range is remapped into it, the ICMP checksum updated, and "
-        "reverted on the reply and in an ICMP error quoting the echo", ports=ONE_PORT)
-def rfc5508_icmp_identifier_in_port_range(v):
-    v.xlat(0, echo(A, R1, id=1, ident=7, ttl=1), echo(POOL, R1, id=1, ident=P, ttl=1))
-    v.xlat(1, echo(R1, POOL, id=2, ident=P, reply=True), echo(R1, A, id=2, ident=7, reply=True))
-    v.xlat(2, icmp_error(RTR, POOL, id=3, type=11, code=0, embedded=echo(POOL, R1, id=1, ident=P, ttl=1)),
+@vector("RFC 5508 3.1: ICMP query identifiers are not ports -- nat44.ports bounds TCP/UDP "
+        "only, so an echo identifier outside the port range is kept when free, and the reply and "
+        "an ICMP error quoting the echo map back", ports=ONE_PORT)
+def rfc5508_icmp_identifier_not_bound_by_port_range(v):
+    v.xlat(0, echo(A, R1, id=1, ident=7, ttl=1), echo(POOL, R1, id=1, ident=7, ttl=1))
+    v.xlat(1, echo(R1, POOL, id=2, ident=7, reply=True), echo(R1, A, id=2, ident=7, reply=True))
+    v.xlat(2, icmp_error(RTR, POOL, id=3, type=11, code=0, embedded=echo(POOL, R1, id=1, ident=7, ttl=1)),
            icmp_error(RTR, A, id=3, type=11, code=0, embedded=echo(A, R1, id=1, ident=7, ttl=1)))
-    v.events.update(icmp_errors_translated=1, ports_preserved=0)
+    v.events.update(icmp_errors_translated=1, ports_preserved=1)
 
 
 @vector("RFC 5508 3.1 / RFC 3022 2.2: two inside hosts using the same echo identifier -- the "

@@ -154,7 +154,8 @@ pub struct Nat44Config {
     pub mode: Nat44Mode,
     pub statics: Vec<StaticEntry>,
     pub filtering: Filtering,
-    /// Inclusive port (and ICMP identifier) range for NAPT mappings.
+    /// Inclusive TCP/UDP port range for NAPT mappings. ICMP query identifiers are not ports
+    /// and use the whole 0-65535 space (RFC 5508 3.1).
     pub ports: (u16, u16),
     pub timeouts: Timeouts,
     pub limits: Limits,
