@@ -63,12 +63,8 @@ impl From<Resolution> for TsResolution {
 /// A capture that could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum PcapError {
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: io::Error,
-    },
+    #[error("{path}: {error}")]
+    Io { path: String, error: io::Error },
     #[error("{path}: not a pcap file: {detail}")]
     Format { path: String, detail: String },
     #[error(
@@ -105,7 +101,7 @@ impl PcapIn<BufReader<File>> {
         let name = path.display().to_string();
         let file = File::open(path).map_err(|source| PcapError::Io {
             path: name.clone(),
-            source,
+            error: source,
         })?;
         PcapIn::new(BufReader::new(file), &name)
     }
@@ -222,7 +218,7 @@ fn format_error(path: &str, e: pcap_file::PcapError) -> PcapError {
     match e {
         pcap_file::PcapError::IoError(source) => PcapError::Io {
             path: path.to_string(),
-            source,
+            error: source,
         },
         pcap_file::PcapError::IncompleteBuffer => PcapError::Format {
             path: path.to_string(),
@@ -257,7 +253,7 @@ impl PcapOut<BufWriter<File>> {
         let name = path.display().to_string();
         let file = File::create(path).map_err(|source| PcapError::Io {
             path: name.clone(),
-            source,
+            error: source,
         })?;
         PcapOut::new(BufWriter::new(file), &name, resolution)
     }
@@ -301,7 +297,7 @@ impl<W: Write> PcapOut<W> {
         w.write_packet(&pkt).map_err(|e| match e {
             pcap_file::PcapError::IoError(source) => PcapError::Io {
                 path: self.path.clone(),
-                source,
+                error: source,
             },
             e => PcapError::Record {
                 path: self.path.clone(),
@@ -328,7 +324,7 @@ impl<W: Write> PcapOut<W> {
         let mut inner = w.into_writer();
         inner.flush().map_err(|source| PcapError::Io {
             path: self.path.clone(),
-            source,
+            error: source,
         })?;
         Ok(inner)
     }
@@ -338,7 +334,7 @@ fn write_error(path: &str, e: pcap_file::PcapError) -> PcapError {
     match e {
         pcap_file::PcapError::IoError(source) => PcapError::Io {
             path: path.to_string(),
-            source,
+            error: source,
         },
         e => PcapError::Format {
             path: path.to_string(),
@@ -403,7 +399,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("xlat-io-pcap-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|source| PcapError::Io {
             path: dir.display().to_string(),
-            source,
+            error: source,
         })?;
         let path = dir.join("rt.pcap");
         let recs = vec![Record {

@@ -33,13 +33,12 @@ pub enum TunError {
     #[error(
         "cannot open /dev/net/tun: {0} (xlat needs root or CAP_NET_ADMIN, and the tun driver)"
     )]
-    OpenDevice(#[source] io::Error),
-    #[error("{op} on {name}: {source}")]
+    OpenDevice(io::Error),
+    #[error("{op} on {name}: {error}")]
     Ioctl {
         op: &'static str,
         name: String,
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
 }
 
@@ -101,7 +100,7 @@ impl Tun {
             return Err(TunError::Ioctl {
                 op: "TUNSETIFF",
                 name: name.to_string(),
-                source: io::Error::last_os_error(),
+                error: io::Error::last_os_error(),
             });
         }
         Ok(Tun {
@@ -159,7 +158,7 @@ impl Tun {
         TunError::Ioctl {
             op,
             name: self.name.clone(),
-            source,
+            error: source,
         }
     }
 
@@ -295,7 +294,7 @@ mod tests {
         let name = format!("xlt{}", std::process::id() % 1_000_000);
         let tun = match Tun::open(&name) {
             Ok(t) => t,
-            Err(TunError::OpenDevice(e)) | Err(TunError::Ioctl { source: e, .. }) => {
+            Err(TunError::OpenDevice(e)) | Err(TunError::Ioctl { error: e, .. }) => {
                 eprintln!("skipped: cannot create a tun device here: {e}");
                 return Ok(());
             }
