@@ -1,0 +1,691 @@
+//! The xlat configuration file (TOML), parsed and checked into [`Config`] and from there into
+//! the engine's [`EngineConfig`].
+//!
+//! Every table rejects unknown keys. Values the engine understands (prefixes, modes, port
+//! ranges) are read as strings and converted here, so an error names the file, the key, what
+//! was wrong and what would be right:
+//!
+//! ```text
+//! xlat.toml: nat44.mode: unknown value "nap"; expected one of "static", "pool", "napt"
+//! ```
+//!
+//! The engine's own checks ([`Nat44Config::validate`]) run last, and their errors get the file
+//! name too. docs/CONFIG.md describes every key.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use xlat_engine::{
+    EngineConfig, Filtering, Limits, Nat44Config, Nat44Mode, Prefix4, StaticEntry, Timeouts,
+};
+
+/// Where the control socket lives when the config does not say.
+pub const DEFAULT_SOCKET: &str = "/run/xlat.sock";
+/// Default TUN interface name.
+pub const DEFAULT_TUN: &str = "xlat0";
+/// Default routing table for traffic from inside prefixes.
+pub const DEFAULT_ROUTE_TABLE: u32 = 4400;
+/// Default preference of the `ip rule`s that send inside traffic to that table.
+pub const DEFAULT_RULE_PREF: u32 = 4400;
+
+/// A configuration file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigFileError {
+    #[error("{file}: cannot read: {error}")]
+    Read { file: String, error: std::io::Error },
+    /// TOML syntax, a wrong type, or an unknown key (toml's message, with line and column).
+    #[error("{file}: {message}")]
+    Syntax { file: String, message: String },
+    /// A value that parses but is not acceptable.
+    #[error("{file}: {key}: {problem}")]
+    Invalid {
+        file: String,
+        key: String,
+        problem: String,
+    },
+}
+
+impl ConfigFileError {
+    /// The config key at fault, when the error is about one value.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            ConfigFileError::Invalid { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+}
+
+/// `[tun]`
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TunConfig {
+    pub name: String,
+    pub mtu: u32,
+    /// Set up forwarding, policy routes and proxy ARP at start, remove them at exit.
+    pub auto_routes: bool,
+    pub route_table: u32,
+    pub rule_pref: u32,
+}
+
+impl Default for TunConfig {
+    fn default() -> Self {
+        TunConfig {
+            name: DEFAULT_TUN.to_string(),
+            mtu: 1500,
+            auto_routes: true,
+            route_table: DEFAULT_ROUTE_TABLE,
+            rule_pref: DEFAULT_RULE_PREF,
+        }
+    }
+}
+
+/// A checked configuration file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// The file it came from, as given (used in messages).
+    pub file: String,
+    pub tun: TunConfig,
+    pub nat44: Nat44Config,
+    /// `[control].socket`
+    pub socket: PathBuf,
+    /// `[engine].seed`; `None` lets the caller choose (the daemon reads /dev/urandom).
+    pub seed: Option<u64>,
+}
+
+// ---- the file as written -------------------------------------------------------------------
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    tun: RawTun,
+    #[serde(default)]
+    nat44: RawNat44,
+    #[serde(default)]
+    timeouts: RawTimeouts,
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
+    control: RawControl,
+    #[serde(default)]
+    engine: RawEngine,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawTun {
+    name: Option<String>,
+    mtu: Option<u32>,
+    auto_routes: Option<bool>,
+    route_table: Option<u32>,
+    rule_pref: Option<u32>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawNat44 {
+    inside: Option<Vec<String>>,
+    pool: Option<Vec<String>>,
+    mode: Option<String>,
+    #[serde(rename = "static")]
+    statics: Option<Vec<RawStatic>>,
+    filtering: Option<String>,
+    ports: Option<String>,
+    inbound_refresh: Option<bool>,
+    verify_ip_checksum: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStatic {
+    inside: String,
+    outside: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawTimeouts {
+    udp: Option<u64>,
+    tcp_established: Option<u64>,
+    tcp_transitory: Option<u64>,
+    icmp: Option<u64>,
+    fragment: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    max_sessions: Option<u32>,
+    max_sessions_per_host: Option<u32>,
+    max_fragment_flows: Option<u32>,
+    max_fragments_held: Option<u32>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawControl {
+    socket: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawEngine {
+    seed: Option<u64>,
+}
+
+// ---- conversion ------------------------------------------------------------------------------
+
+struct Ctx<'a> {
+    file: &'a str,
+}
+
+impl Ctx<'_> {
+    fn invalid(&self, key: impl Into<String>, problem: impl Into<String>) -> ConfigFileError {
+        ConfigFileError::Invalid {
+            file: self.file.to_string(),
+            key: key.into(),
+            problem: problem.into(),
+        }
+    }
+
+    fn choice<T: Copy>(
+        &self,
+        key: &str,
+        value: Option<&str>,
+        default: T,
+        options: &[(&str, T)],
+    ) -> Result<T, ConfigFileError> {
+        let Some(v) = value else {
+            return Ok(default);
+        };
+        if let Some((_, t)) = options.iter().find(|(name, _)| *name == v) {
+            return Ok(*t);
+        }
+        let expected: Vec<String> = options.iter().map(|(n, _)| format!("{n:?}")).collect();
+        Err(self.invalid(
+            key,
+            format!(
+                "unknown value {v:?}; expected one of {}",
+                expected.join(", ")
+            ),
+        ))
+    }
+
+    fn prefixes(
+        &self,
+        key: &str,
+        list: Option<Vec<String>>,
+    ) -> Result<Vec<Prefix4>, ConfigFileError> {
+        let mut out = Vec::new();
+        for (i, s) in list.unwrap_or_default().iter().enumerate() {
+            let p: Prefix4 = s.trim().parse().map_err(|e: String| {
+                self.invalid(
+                    format!("{key}[{i}]"),
+                    format!("{e}; expected an IPv4 prefix like \"198.18.0.0/24\" or an address like \"198.19.0.100\""),
+                )
+            })?;
+            out.push(p);
+        }
+        Ok(out)
+    }
+
+    fn address(&self, key: String, s: &str) -> Result<Ipv4Addr, ConfigFileError> {
+        s.trim().parse().map_err(|_| {
+            self.invalid(
+                key,
+                format!("{s:?} is not an IPv4 address; expected one like \"198.18.0.10\""),
+            )
+        })
+    }
+
+    fn ports(&self, value: Option<&str>) -> Result<(u16, u16), ConfigFileError> {
+        let Some(v) = value else {
+            return Ok(Nat44Config::default().ports);
+        };
+        let bad = || {
+            self.invalid(
+                "nat44.ports",
+                format!("{v:?} is not a port range; expected \"LOW-HIGH\" with 1 <= LOW <= HIGH <= 65535, like \"1024-65535\""),
+            )
+        };
+        let (lo, hi) = match v.split_once('-') {
+            Some((lo, hi)) => (lo.trim(), hi.trim()),
+            None => (v.trim(), v.trim()),
+        };
+        let lo: u16 = lo.parse().map_err(|_| bad())?;
+        let hi: u16 = hi.parse().map_err(|_| bad())?;
+        if lo == 0 || lo > hi {
+            return Err(bad());
+        }
+        Ok((lo, hi))
+    }
+}
+
+impl Config {
+    /// Reads and checks `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigFileError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read {
+            file: file.clone(),
+            error: source,
+        })?;
+        Config::parse(&file, &text)
+    }
+
+    /// Parses and checks `text`; `file` names it in errors.
+    pub fn parse(file: &str, text: &str) -> Result<Config, ConfigFileError> {
+        let raw: RawFile = toml::from_str(text).map_err(|e| ConfigFileError::Syntax {
+            file: file.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        let cx = Ctx { file };
+
+        // [tun]
+        let d = TunConfig::default();
+        let tun = TunConfig {
+            name: raw.tun.name.unwrap_or(d.name),
+            mtu: raw.tun.mtu.unwrap_or(d.mtu),
+            auto_routes: raw.tun.auto_routes.unwrap_or(d.auto_routes),
+            route_table: raw.tun.route_table.unwrap_or(d.route_table),
+            rule_pref: raw.tun.rule_pref.unwrap_or(d.rule_pref),
+        };
+        if !xlat_io::tun::valid_ifname(&tun.name) {
+            return Err(cx.invalid(
+                "tun.name",
+                format!("{:?} is not a valid interface name; expected 1 to 15 letters, digits, '-', '_' or '.', like \"xlat0\"", tun.name),
+            ));
+        }
+        if !(68..=65535).contains(&tun.mtu) {
+            return Err(cx.invalid(
+                "tun.mtu",
+                format!(
+                    "{} is out of range; expected 68 to 65535 (1500 is usual)",
+                    tun.mtu
+                ),
+            ));
+        }
+        if tun.route_table == 0 || (253..=255).contains(&tun.route_table) {
+            return Err(cx.invalid(
+                "tun.route_table",
+                format!("{} is reserved (0 unspec, 253 default, 254 main, 255 local); expected another table number like 4400", tun.route_table),
+            ));
+        }
+        if tun.rule_pref == 0 || tun.rule_pref >= 32766 {
+            return Err(cx.invalid(
+                "tun.rule_pref",
+                format!("{} would not come before the main table's rule (32766); expected 1 to 32765, like 4400", tun.rule_pref),
+            ));
+        }
+
+        // [nat44]
+        let n = raw.nat44;
+        let defaults = Nat44Config::default();
+        let mode = cx.choice(
+            "nat44.mode",
+            n.mode.as_deref(),
+            defaults.mode,
+            &[
+                ("static", Nat44Mode::Static),
+                ("pool", Nat44Mode::Pool),
+                ("napt", Nat44Mode::Napt),
+            ],
+        )?;
+        let filtering = cx.choice(
+            "nat44.filtering",
+            n.filtering.as_deref(),
+            defaults.filtering,
+            &[
+                ("endpoint-independent", Filtering::EndpointIndependent),
+                ("address-dependent", Filtering::AddressDependent),
+                (
+                    "address-and-port-dependent",
+                    Filtering::AddressAndPortDependent,
+                ),
+            ],
+        )?;
+        let inside = cx.prefixes("nat44.inside", n.inside)?;
+        let pool = cx.prefixes("nat44.pool", n.pool)?;
+        let mut statics = Vec::new();
+        for (i, s) in n.statics.unwrap_or_default().iter().enumerate() {
+            statics.push(StaticEntry {
+                inside: cx.address(format!("nat44.static[{i}].inside"), &s.inside)?,
+                outside: cx.address(format!("nat44.static[{i}].outside"), &s.outside)?,
+            });
+        }
+        let ports = cx.ports(n.ports.as_deref())?;
+
+        // [timeouts] and [limits]
+        let t = raw.timeouts;
+        let dt = Timeouts::default();
+        let timeouts = Timeouts {
+            udp: t.udp.unwrap_or(dt.udp),
+            tcp_established: t.tcp_established.unwrap_or(dt.tcp_established),
+            tcp_transitory: t.tcp_transitory.unwrap_or(dt.tcp_transitory),
+            icmp: t.icmp.unwrap_or(dt.icmp),
+            fragment: t.fragment.unwrap_or(dt.fragment),
+        };
+        let l = raw.limits;
+        let dl = Limits::default();
+        let limits = Limits {
+            max_sessions: l.max_sessions.unwrap_or(dl.max_sessions),
+            max_sessions_per_host: l.max_sessions_per_host.unwrap_or(dl.max_sessions_per_host),
+            max_fragment_flows: l.max_fragment_flows.unwrap_or(dl.max_fragment_flows),
+            max_fragments_held: l.max_fragments_held.unwrap_or(dl.max_fragments_held),
+        };
+
+        let nat44 = Nat44Config {
+            inside,
+            pool,
+            mode,
+            statics,
+            filtering,
+            ports,
+            timeouts,
+            limits,
+            inbound_refresh: n.inbound_refresh.unwrap_or(defaults.inbound_refresh),
+            verify_ip_checksum: n.verify_ip_checksum.unwrap_or(defaults.verify_ip_checksum),
+        };
+        nat44.validate().map_err(|e| cx.invalid(e.key, e.problem))?;
+
+        // [control]
+        let socket = raw
+            .control
+            .socket
+            .unwrap_or_else(|| DEFAULT_SOCKET.to_string());
+        if socket.is_empty() {
+            return Err(cx.invalid(
+                "control.socket",
+                format!("empty path; expected a file path like {DEFAULT_SOCKET:?}"),
+            ));
+        }
+        // sockaddr_un.sun_path holds 108 bytes including the terminating NUL.
+        if socket.len() > 107 {
+            return Err(cx.invalid(
+                "control.socket",
+                format!(
+                    "path is {} bytes; a Unix socket path may have at most 107",
+                    socket.len()
+                ),
+            ));
+        }
+
+        Ok(Config {
+            file: file.to_string(),
+            tun,
+            nat44,
+            socket: PathBuf::from(socket),
+            seed: raw.engine.seed,
+        })
+    }
+
+    /// Settings that work but go below an RFC's recommendation (and other advice), one line each.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = self.nat44.warnings();
+        if !self.tun.auto_routes {
+            w.push("tun.auto_routes = false: route traffic into the tun device yourself (see docs/CONFIG.md)".to_string());
+        }
+        w
+    }
+
+    /// The engine's configuration, seeded with `[engine].seed` or else `default_seed`.
+    pub fn engine_config(&self, default_seed: u64) -> EngineConfig {
+        EngineConfig {
+            nat44: self.nat44.clone(),
+            seed: self.seed.unwrap_or(default_seed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        match Config::parse("xlat.toml", text) {
+            Ok(c) => panic!("expected an error, parsed {c:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    fn ok(text: &str) -> Config {
+        match Config::parse("xlat.toml", text) {
+            Ok(c) => c,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    const FULL: &str = r#"
+[tun]
+name = "xlat1"
+mtu = 1400
+auto_routes = false
+route_table = 100
+rule_pref = 200
+
+[nat44]
+inside = ["198.18.0.0/24", "198.18.1.0/24"]
+pool = ["198.19.0.100/31"]
+mode = "napt"
+static = [{ inside = "198.18.0.10", outside = "198.19.0.10" }]
+filtering = "endpoint-independent"
+ports = "2000-3000"
+inbound_refresh = false
+verify_ip_checksum = false
+
+[timeouts]
+udp = 120
+tcp_established = 7440
+tcp_transitory = 240
+icmp = 60
+fragment = 5
+
+[limits]
+max_sessions = 1000
+max_sessions_per_host = 10
+max_fragment_flows = 16
+max_fragments_held = 8
+
+[control]
+socket = "/tmp/x.sock"
+
+[engine]
+seed = 42
+"#;
+
+    #[test]
+    fn full_file() {
+        let c = ok(FULL);
+        assert_eq!(c.tun.name, "xlat1");
+        assert_eq!(c.tun.mtu, 1400);
+        assert!(!c.tun.auto_routes);
+        assert_eq!((c.tun.route_table, c.tun.rule_pref), (100, 200));
+        assert_eq!(c.nat44.inside.len(), 2);
+        assert_eq!(c.nat44.pool[0].to_string(), "198.19.0.100/31");
+        assert_eq!(c.nat44.mode, Nat44Mode::Napt);
+        assert_eq!(
+            c.nat44.statics,
+            vec![StaticEntry {
+                inside: Ipv4Addr::new(198, 18, 0, 10),
+                outside: Ipv4Addr::new(198, 19, 0, 10)
+            }]
+        );
+        assert_eq!(c.nat44.filtering, Filtering::EndpointIndependent);
+        assert_eq!(c.nat44.ports, (2000, 3000));
+        assert!(!c.nat44.inbound_refresh);
+        assert!(!c.nat44.verify_ip_checksum);
+        assert_eq!(c.nat44.timeouts.udp, 120);
+        assert_eq!(c.nat44.timeouts.fragment, 5);
+        assert_eq!(c.nat44.limits.max_sessions, 1000);
+        assert_eq!(c.nat44.limits.max_fragments_held, 8);
+        assert_eq!(c.socket, PathBuf::from("/tmp/x.sock"));
+        assert_eq!(c.seed, Some(42));
+        assert_eq!(c.engine_config(7).seed, 42);
+        assert_eq!(c.warnings().len(), 1, "{:?}", c.warnings());
+    }
+
+    #[test]
+    fn minimal_file_takes_defaults() {
+        let c = ok("[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100\"]\n");
+        assert_eq!(c.tun, TunConfig::default());
+        assert_eq!(c.socket, PathBuf::from(DEFAULT_SOCKET));
+        assert_eq!(c.seed, None);
+        assert_eq!(c.engine_config(7).seed, 7);
+        assert_eq!(c.nat44.pool[0].to_string(), "198.19.0.100/32");
+        let d = Nat44Config::default();
+        assert_eq!(c.nat44.mode, d.mode);
+        assert_eq!(c.nat44.ports, d.ports);
+        assert_eq!(c.nat44.timeouts, Timeouts::default());
+        assert_eq!(c.nat44.limits, Limits::default());
+        assert!(c.warnings().is_empty());
+    }
+
+    #[test]
+    fn static_mode_needs_no_pool() {
+        let c = ok(r#"
+[nat44]
+mode = "static"
+static = [{ inside = "198.18.0.10", outside = "198.19.0.10" }]
+"#);
+        assert_eq!(c.nat44.mode, Nat44Mode::Static);
+    }
+
+    #[test]
+    fn unknown_mode_names_file_key_and_choices() {
+        let e = err("[nat44]\nmode = \"nap\"\n");
+        assert_eq!(
+            e,
+            r#"xlat.toml: nat44.mode: unknown value "nap"; expected one of "static", "pool", "napt""#
+        );
+    }
+
+    #[test]
+    fn unknown_filtering() {
+        let e = err("[nat44]\nfiltering = \"full-cone\"\ninside=[\"198.18.0.0/24\"]\npool=[\"198.19.0.1\"]\n");
+        assert!(e.starts_with("xlat.toml: nat44.filtering: unknown value \"full-cone\"; expected one of \"endpoint-independent\""), "{e}");
+    }
+
+    #[test]
+    fn bad_prefixes() {
+        let e = err(
+            "[nat44]\ninside = [\"198.18.0.0/24\", \"198.18.0.1/24\"]\npool=[\"198.19.0.1\"]\n",
+        );
+        assert!(e.starts_with("xlat.toml: nat44.inside[1]: "), "{e}");
+        assert!(e.contains("did you mean 198.18.0.0/24"), "{e}");
+        let e = err("[nat44]\ninside = [\"198.18.0.0/24\"]\npool=[\"banana\"]\n");
+        assert!(e.starts_with("xlat.toml: nat44.pool[0]: "), "{e}");
+        assert!(e.contains("expected an IPv4 prefix like"), "{e}");
+        let e = err("[nat44]\ninside = [\"198.18.0.0/33\"]\npool=[\"198.19.0.1\"]\n");
+        assert!(e.starts_with("xlat.toml: nat44.inside[0]: "), "{e}");
+    }
+
+    #[test]
+    fn bad_static_address() {
+        let e = err("[nat44]\nmode = \"static\"\nstatic = [{ inside = \"198.18.0.10\", outside = \"198.19.0.300\" }]\n");
+        assert!(
+            e.starts_with(
+                "xlat.toml: nat44.static[0].outside: \"198.19.0.300\" is not an IPv4 address"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn bad_ports() {
+        let base = "[nat44]\ninside=[\"198.18.0.0/24\"]\npool=[\"198.19.0.1\"]\n";
+        for p in ["x", "0-100", "2000-1000", "1-70000", ""] {
+            let e = err(&format!("{base}ports = \"{p}\"\n"));
+            assert!(e.starts_with("xlat.toml: nat44.ports: "), "{e}");
+            assert!(e.contains("expected \"LOW-HIGH\""), "{e}");
+        }
+        assert_eq!(
+            ok(&format!("{base}ports = \"5000\"\n")).nat44.ports,
+            (5000, 5000)
+        );
+    }
+
+    #[test]
+    fn engine_checks_get_the_file_name() {
+        let e = err("[nat44]\ninside = [\"198.18.0.0/24\"]\n");
+        assert!(e.starts_with("xlat.toml: nat44.pool: "), "{e}");
+        let e = err("[nat44]\npool = [\"198.19.0.1\"]\n");
+        assert!(e.starts_with("xlat.toml: nat44.inside: "), "{e}");
+        let e = err(
+            "[nat44]\ninside=[\"198.18.0.0/24\"]\npool=[\"198.19.0.1\"]\n[timeouts]\nudp = 0\n",
+        );
+        assert!(e.starts_with("xlat.toml: timeouts.udp: "), "{e}");
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_with_position() {
+        let e = err("[nat44]\ninside=[\"198.18.0.0/24\"]\npool=[\"198.19.0.1\"]\nmod = \"napt\"\n");
+        assert!(e.starts_with("xlat.toml: "), "{e}");
+        assert!(e.contains("unknown field `mod`"), "{e}");
+        assert!(e.contains("line 4"), "{e}");
+        let e = err("[nat]\n");
+        assert!(e.contains("unknown field `nat`"), "{e}");
+        let e = err("[nat44]\nmode = \"static\"\nstatic = [{ inside = \"198.18.0.10\", outsid = \"198.19.0.10\" }]\n");
+        assert!(e.contains("unknown field `outsid`"), "{e}");
+    }
+
+    #[test]
+    fn wrong_types_and_syntax() {
+        let e = err("[tun]\nmtu = \"big\"\n");
+        assert!(e.starts_with("xlat.toml: "), "{e}");
+        assert!(e.contains("mtu"), "{e}");
+        let e = err("[timeouts]\nudp = -5\n");
+        assert!(e.starts_with("xlat.toml: "), "{e}");
+        let e = err("[tun\n");
+        assert!(e.starts_with("xlat.toml: "), "{e}");
+    }
+
+    #[test]
+    fn tun_and_control_checks() {
+        let base = "[nat44]\ninside=[\"198.18.0.0/24\"]\npool=[\"198.19.0.1\"]\n";
+        let e = err(&format!("{base}[tun]\nname = \"much-too-long-name\"\n"));
+        assert!(e.starts_with("xlat.toml: tun.name: "), "{e}");
+        let e = err(&format!("{base}[tun]\nmtu = 20\n"));
+        assert!(
+            e.starts_with("xlat.toml: tun.mtu: 20 is out of range"),
+            "{e}"
+        );
+        let e = err(&format!("{base}[tun]\nroute_table = 254\n"));
+        assert!(e.starts_with("xlat.toml: tun.route_table: "), "{e}");
+        let e = err(&format!("{base}[tun]\nrule_pref = 32766\n"));
+        assert!(e.starts_with("xlat.toml: tun.rule_pref: "), "{e}");
+        let e = err(&format!("{base}[control]\nsocket = \"\"\n"));
+        assert!(e.starts_with("xlat.toml: control.socket: "), "{e}");
+        let long = "x".repeat(120);
+        let e = err(&format!("{base}[control]\nsocket = \"/{long}\"\n"));
+        assert!(e.contains("at most 107"), "{e}");
+    }
+
+    #[test]
+    fn rfc_warnings() {
+        let c = ok(
+            "[nat44]\ninside=[\"198.18.0.0/24\"]\npool=[\"198.19.0.1\"]\n[timeouts]\nudp = 30\n",
+        );
+        let w = c.warnings();
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("timeouts.udp"), "{w:?}");
+    }
+
+    #[test]
+    fn missing_file_is_named() {
+        let e = Config::load(Path::new("/nonexistent/xlat.toml"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            e.starts_with("/nonexistent/xlat.toml: cannot read: "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn example_config_is_valid() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/nat44.toml");
+        if let Err(e) = Config::load(&path) {
+            panic!("{e}");
+        }
+    }
+}

@@ -1,0 +1,499 @@
+//! The control socket: `xlat show` talks to a running daemon through it.
+//!
+//! Protocol: a Unix stream socket (mode 0600). The client writes one JSON request per line, the
+//! daemon answers each with one JSON line, and either side may close after that:
+//!
+//! ```text
+//! -> {"cmd":"stats"}
+//! <- {"stats":{"sessions":3,...,"io":{"tun_rx_packets":10,...}}}
+//! -> {"cmd":"sessions"}            (optionally "limit":N)
+//! <- {"sessions":[{"proto":"udp","inside":"198.18.0.10:5000",...}]}
+//! -> {"cmd":"ping"}
+//! <- {"pong":{"version":"0.1.0","uptime_secs":12}}
+//! <- {"error":"bad request: ..."}  (on any failure)
+//! ```
+//!
+//! The packet worker owns the engine, so the packet path takes no locks: the control thread
+//! ([`ControlServer`]) passes each request with a reply channel through a std mpsc channel
+//! ([`ControlMsg`]) and wakes the worker through an eventfd ([`xlat_io::sys::Waker`]); the
+//! worker answers between batches.
+
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tracing::{debug, info, warn};
+use xlat_engine::{SessionInfo, Stats};
+use xlat_io::sys::{wait_readable, Waker};
+
+/// Longest request line accepted.
+pub const MAX_REQUEST: u64 = 64 * 1024;
+/// How long the control thread waits for the worker's answer.
+pub const WORKER_TIMEOUT: Duration = Duration::from_secs(5);
+/// Client and server read/write timeout on a connection.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A request line.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    /// The translation table; at most `limit` rows when given.
+    Sessions {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<usize>,
+    },
+    /// Counters and table sizes.
+    Stats {},
+    /// Liveness and version.
+    Ping {},
+}
+
+/// Counters of the TUN driver (the engine does not see these).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoCounters {
+    pub tun_rx_packets: u64,
+    pub tun_tx_packets: u64,
+    /// Writes to the TUN device that failed (packet lost after translation).
+    pub tun_write_errors: u64,
+    pub uptime_secs: u64,
+}
+
+/// The daemon's answer to `{"cmd":"stats"}`: the engine's [`Stats`] fields, plus `io`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DaemonStats {
+    #[serde(flatten)]
+    pub engine: Stats,
+    pub io: IoCounters,
+}
+
+/// `{"cmd":"ping"}` answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pong {
+    pub version: String,
+    pub uptime_secs: u64,
+}
+
+/// A response line (externally tagged: `{"sessions":[...]}`, `{"stats":{...}}`,
+/// `{"pong":{...}}`, `{"error":"..."}`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Response {
+    Sessions(Vec<SessionInfo>),
+    Stats(Box<DaemonStats>),
+    Pong(Pong),
+    Error(String),
+}
+
+/// One request on its way to the worker, with where to send the answer.
+pub struct ControlMsg {
+    pub request: Request,
+    pub reply: Sender<Response>,
+}
+
+/// Encodes a request as one line (with the newline).
+pub fn encode_request(r: &Request) -> String {
+    let mut s = serde_json::to_string(r).unwrap_or_else(|_| "{}".to_string());
+    s.push('\n');
+    s
+}
+
+/// Parses a request line.
+pub fn decode_request(line: &str) -> Result<Request, String> {
+    serde_json::from_str(line.trim()).map_err(|e| {
+        format!(
+            "bad request: {e}; expected one JSON object per line: {{\"cmd\":\"stats\"}}, {{\"cmd\":\"sessions\"}} or {{\"cmd\":\"ping\"}}"
+        )
+    })
+}
+
+/// Encodes a response as one line (with the newline).
+pub fn encode_response(r: &Response) -> String {
+    let mut s = serde_json::to_string(r)
+        .unwrap_or_else(|e| format!("{{\"error\":\"cannot encode the response: {e}\"}}"));
+    s.push('\n');
+    s
+}
+
+/// Parses a response line.
+pub fn decode_response(line: &str) -> Result<Response, serde_json::Error> {
+    serde_json::from_str(line.trim())
+}
+
+// ---- server ----------------------------------------------------------------------------------
+
+/// Listens on the control socket in its own thread; dropping it stops the thread and removes
+/// the socket file.
+pub struct ControlServer {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Why the control socket could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("another xlat daemon is listening at {0}; stop it or choose another [control].socket")]
+    InUse(String),
+    #[error("{0} exists and is not a socket; remove it or choose another [control].socket")]
+    NotASocket(String),
+    #[error("control socket {path}: {error}")]
+    Io { path: String, error: std::io::Error },
+}
+
+impl ControlServer {
+    /// Binds `path` (replacing a stale socket file), sets mode 0600 and starts serving.
+    /// Requests go to `tx`; `waker` is woken after each.
+    pub fn start(
+        path: &Path,
+        tx: Sender<ControlMsg>,
+        waker: Arc<Waker>,
+    ) -> Result<ControlServer, ControlError> {
+        let name = path.display().to_string();
+        let io_err = |source| ControlError::Io {
+            path: name.clone(),
+            error: source,
+        };
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_socket() => match UnixStream::connect(path) {
+                Ok(_) => return Err(ControlError::InUse(name)),
+                Err(_) => {
+                    info!(path = %name, "removing stale control socket");
+                    std::fs::remove_file(path).map_err(io_err)?;
+                }
+            },
+            Ok(_) => return Err(ControlError::NotASocket(name)),
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(e)),
+        }
+        if let Some(dir) = path.parent() {
+            if !dir.as_os_str().is_empty() && !dir.exists() {
+                std::fs::create_dir_all(dir).map_err(io_err)?;
+            }
+        }
+        // Bound with the process umask (usually 022: only the owner can connect), then 0600.
+        let listener = UnixListener::bind(path).map_err(io_err)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io_err)?;
+        listener.set_nonblocking(true).map_err(io_err)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("xlat-control".to_string())
+            .spawn(move || serve(listener, tx, waker, stop2))
+            .map_err(io_err)?;
+        info!(path = %name, "control socket listening");
+        Ok(ControlServer {
+            path: path.to_path_buf(),
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        if let Err(e) = std::fs::remove_file(&self.path) {
+            debug!(error = %e, "removing control socket");
+        }
+    }
+}
+
+fn serve(listener: UnixListener, tx: Sender<ControlMsg>, waker: Arc<Waker>, stop: Arc<AtomicBool>) {
+    use std::os::fd::AsFd;
+    while !stop.load(Ordering::SeqCst) {
+        match wait_readable([listener.as_fd()], Duration::from_millis(200)) {
+            Ok([true]) => {}
+            Ok(_) => continue,
+            Err(e) => {
+                warn!(error = %e, "control socket poll failed");
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
+            }
+        }
+        match listener.accept() {
+            Ok((stream, _)) => {
+                if let Err(e) = handle(stream, &tx, &waker, &stop) {
+                    debug!(error = %e, "control connection");
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(e) => {
+                warn!(error = %e, "control socket accept failed");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+}
+
+/// Serves one connection: request lines in, response lines out, until EOF.
+fn handle(
+    stream: UnixStream,
+    tx: &Sender<ControlMsg>,
+    waker: &Waker,
+    stop: &AtomicBool,
+) -> std::io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(IO_TIMEOUT))?;
+    stream.set_write_timeout(Some(IO_TIMEOUT))?;
+    let mut writer = stream.try_clone()?;
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut line = String::new();
+        let n = (&mut reader).take(MAX_REQUEST).read_line(&mut line)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let response = if !line.ends_with('\n') && n as u64 >= MAX_REQUEST {
+            Response::Error(format!("request longer than {MAX_REQUEST} bytes"))
+        } else if line.trim().is_empty() {
+            continue;
+        } else {
+            match decode_request(&line) {
+                Ok(request) => ask_worker(request, tx, waker),
+                Err(e) => Response::Error(e),
+            }
+        };
+        writer.write_all(encode_response(&response).as_bytes())?;
+        if matches!(response, Response::Error(_)) || stop.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+    }
+}
+
+fn ask_worker(request: Request, tx: &Sender<ControlMsg>, waker: &Waker) -> Response {
+    let (reply, rx) = mpsc::channel();
+    if tx.send(ControlMsg { request, reply }).is_err() {
+        return Response::Error("the packet worker has stopped".to_string());
+    }
+    waker.wake();
+    match rx.recv_timeout(WORKER_TIMEOUT) {
+        Ok(r) => r,
+        Err(_) => Response::Error(format!(
+            "the packet worker did not answer within {} s",
+            WORKER_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+/// Answers every pending request with `answer` (called by the worker between batches).
+pub fn serve_pending(rx: &Receiver<ControlMsg>, mut answer: impl FnMut(&Request) -> Response) {
+    while let Ok(msg) = rx.try_recv() {
+        let r = answer(&msg.request);
+        let _ = msg.reply.send(r);
+    }
+}
+
+// ---- client ----------------------------------------------------------------------------------
+
+/// Why `xlat show` got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("no xlat daemon at {0}: is `xlat run` running?")]
+    NoDaemon(String),
+    #[error("cannot connect to {0}: permission denied (the socket is mode 0600: run as the daemon's user, usually root)")]
+    Permission(String),
+    #[error("{path}: {error}")]
+    Io { path: String, error: std::io::Error },
+    #[error("{path}: the daemon's answer is not valid: {detail}")]
+    BadResponse { path: String, detail: String },
+    #[error("{path}: the daemon answered: {message}")]
+    Daemon { path: String, message: String },
+}
+
+/// Sends one request to the daemon at `path` and reads its answer (a daemon-side
+/// `{"error":...}` becomes [`ClientError::Daemon`]).
+pub fn request(path: &Path, req: &Request) -> Result<Response, ClientError> {
+    let name = path.display().to_string();
+    let mut stream = UnixStream::connect(path).map_err(|e| match e.kind() {
+        ErrorKind::NotFound | ErrorKind::ConnectionRefused => ClientError::NoDaemon(name.clone()),
+        ErrorKind::PermissionDenied => ClientError::Permission(name.clone()),
+        _ => ClientError::Io {
+            path: name.clone(),
+            error: e,
+        },
+    })?;
+    let io = |source| ClientError::Io {
+        path: name.clone(),
+        error: source,
+    };
+    stream.set_read_timeout(Some(IO_TIMEOUT)).map_err(io)?;
+    stream.set_write_timeout(Some(IO_TIMEOUT)).map_err(io)?;
+    stream
+        .write_all(encode_request(req).as_bytes())
+        .map_err(io)?;
+    stream.shutdown(std::net::Shutdown::Write).map_err(io)?;
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).map_err(io)?;
+    if line.is_empty() {
+        return Err(ClientError::BadResponse {
+            path: name,
+            detail: "the connection closed without an answer".to_string(),
+        });
+    }
+    match decode_response(&line) {
+        Ok(Response::Error(message)) => Err(ClientError::Daemon {
+            path: name,
+            message,
+        }),
+        Ok(r) => Ok(r),
+        Err(e) => Err(ClientError::BadResponse {
+            path: name,
+            detail: e.to_string(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_encoding() {
+        assert_eq!(encode_request(&Request::Stats {}), "{\"cmd\":\"stats\"}\n");
+        assert_eq!(
+            encode_request(&Request::Sessions { limit: None }),
+            "{\"cmd\":\"sessions\"}\n"
+        );
+        assert_eq!(
+            encode_request(&Request::Sessions { limit: Some(5) }),
+            "{\"cmd\":\"sessions\",\"limit\":5}\n"
+        );
+        assert_eq!(encode_request(&Request::Ping {}), "{\"cmd\":\"ping\"}\n");
+        for r in [
+            Request::Stats {},
+            Request::Ping {},
+            Request::Sessions { limit: Some(1) },
+        ] {
+            assert_eq!(decode_request(&encode_request(&r)), Ok(r));
+        }
+        assert_eq!(
+            decode_request(" {\"cmd\":\"sessions\"} \r\n"),
+            Ok(Request::Sessions { limit: None })
+        );
+    }
+
+    #[test]
+    fn bad_requests_explain_the_format() {
+        for line in [
+            "{\"cmd\":\"reboot\"}",
+            "stats",
+            "{}",
+            "{\"cmd\":\"stats\",\"x\":1}",
+        ] {
+            let e = decode_request(line).err().unwrap_or_default();
+            assert!(e.starts_with("bad request: "), "{line}: {e}");
+            assert!(e.contains("{\"cmd\":\"stats\"}"), "{e}");
+        }
+    }
+
+    #[test]
+    fn response_encoding() -> Result<(), serde_json::Error> {
+        let s = SessionInfo {
+            proto: "udp".into(),
+            inside: "198.18.0.10:5000".into(),
+            outside: "198.19.0.100:5000".into(),
+            remote: "203.0.113.5:53".into(),
+            state: "udp".into(),
+            expires_in: Some(299),
+        };
+        let r = Response::Sessions(vec![s]);
+        let line = encode_response(&r);
+        assert!(
+            line.starts_with("{\"sessions\":[{\"proto\":\"udp\""),
+            "{line}"
+        );
+        assert!(line.ends_with("}\n"));
+        assert_eq!(decode_response(&line)?, r);
+
+        let mut stats = DaemonStats::default();
+        stats.engine.sessions = 3;
+        stats.io.tun_write_errors = 2;
+        let r = Response::Stats(Box::new(stats));
+        let line = encode_response(&r);
+        // Flattened: the engine's fields sit beside "io", so a Stats reader can parse it.
+        let v: serde_json::Value = serde_json::from_str(&line)?;
+        assert_eq!(v["stats"]["sessions"], 3);
+        assert_eq!(v["stats"]["io"]["tun_write_errors"], 2);
+        let plain: Stats = serde_json::from_value(v["stats"].clone())?;
+        assert_eq!(plain.sessions, 3);
+        assert_eq!(decode_response(&line)?, r);
+
+        let e = encode_response(&Response::Error("x".into()));
+        assert_eq!(e, "{\"error\":\"x\"}\n");
+        Ok(())
+    }
+
+    #[test]
+    fn server_and_client_round_trip() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = std::env::temp_dir().join(format!("xlat-ctl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join("c.sock");
+        // A stale regular socket file is replaced.
+        drop(UnixListener::bind(&path)?);
+        let (tx, rx) = mpsc::channel();
+        let waker = Arc::new(Waker::new()?);
+        let server = ControlServer::start(&path, tx, waker.clone())?;
+        let mode = std::fs::metadata(&path)?.permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        // A second server on the same path refuses.
+        let (tx2, _rx2) = mpsc::channel();
+        assert!(matches!(
+            ControlServer::start(&path, tx2, waker.clone()),
+            Err(ControlError::InUse(_))
+        ));
+
+        // The "worker": answers after being woken.
+        let worker = std::thread::spawn(move || {
+            for _ in 0..2 {
+                let _ = wait_readable([std::os::fd::AsFd::as_fd(&*waker)], Duration::from_secs(5));
+                waker.drain();
+                serve_pending(&rx, |r| match r {
+                    Request::Ping {} => Response::Pong(Pong {
+                        version: "t".into(),
+                        uptime_secs: 1,
+                    }),
+                    _ => Response::Error("nope".into()),
+                });
+            }
+        });
+        let r = request(&path, &Request::Ping {})?;
+        assert_eq!(
+            r,
+            Response::Pong(Pong {
+                version: "t".into(),
+                uptime_secs: 1
+            })
+        );
+        let e = request(&path, &Request::Stats {})
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.ends_with("the daemon answered: nope"), "{e}");
+        let _ = worker.join();
+        drop(server);
+        assert!(!path.exists());
+        let e = request(&path, &Request::Ping {})
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert_eq!(
+            e,
+            format!(
+                "no xlat daemon at {}: is `xlat run` running?",
+                path.display()
+            )
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(())
+    }
+}

@@ -1,0 +1,333 @@
+//! Automatic routing around the TUN device (`[tun] auto_routes = true`), undone at exit.
+//!
+//! What is set up (by running iproute2's `ip`, which must be installed; and by writing
+//! /proc/sys):
+//!
+//! - `net.ipv4.ip_forward = 1`, `net.ipv4.conf.<tun>.rp_filter = 0`, and `net.ipv4.neigh.<iface>.proxy_delay = 0` on interfaces with proxy ARP entries; each
+//!   restored to its old value at exit.
+//! - Outbound: `ip rule add from <inside prefix> lookup <table> pref <pref>` for each inside
+//!   prefix (and each static inside address outside them); the table holds
+//!   `default dev <tun>` plus `throw <inside prefix>` for each inside prefix, so traffic between
+//!   inside hosts and the gateway's own traffic to inside hosts stay in the main table.
+//! - Inbound: in the main table, `<pool prefix> dev <tun>` and `<static outside>/32 dev <tun>`.
+//! - Proxy ARP: each pool or static outside address that lies in a subnet directly connected to
+//!   another interface (found with `ip -j route get ADDR` before our routes exist) gets
+//!   `ip neigh add proxy ADDR dev IFACE`, so the gateway answers ARP for it. At most
+//!   [`MAX_PROXY_NEIGH`] addresses; beyond that a warning says which were left out.
+//!
+//! Everything added is recorded in [`Routes`] and removed when it is dropped, also when setup
+//! fails halfway.
+
+use std::net::Ipv4Addr;
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context, Result};
+use tracing::{debug, info, warn};
+use xlat_engine::{Nat44Config, Prefix4};
+
+/// Most proxy-ARP entries created.
+pub const MAX_PROXY_NEIGH: u64 = 4096;
+
+/// What to route, derived from the config.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoutePlan {
+    pub tun: String,
+    pub table: u32,
+    pub pref: u32,
+    /// Sources sent to the tun (inside prefixes, plus static inside /32s not inside them).
+    pub rule_sources: Vec<Prefix4>,
+    /// Destinations kept in main by `throw` routes in our table.
+    pub throws: Vec<Prefix4>,
+    /// Destinations routed into the tun in the main table (pool prefixes, static outside /32s).
+    pub inbound: Vec<Prefix4>,
+}
+
+impl RoutePlan {
+    pub fn new(tun: &str, table: u32, pref: u32, nat: &Nat44Config) -> RoutePlan {
+        let mut rule_sources = nat.inside.clone();
+        for s in &nat.statics {
+            let a = u32::from(s.inside);
+            if !rule_sources.iter().any(|p| p.contains(a)) {
+                rule_sources.push(Prefix4 { addr: a, len: 32 });
+            }
+        }
+        let mut inbound = nat.pool.clone();
+        for s in &nat.statics {
+            inbound.push(Prefix4 {
+                addr: u32::from(s.outside),
+                len: 32,
+            });
+        }
+        RoutePlan {
+            tun: tun.to_string(),
+            table,
+            pref,
+            rule_sources,
+            throws: nat.inside.clone(),
+            inbound,
+        }
+    }
+}
+
+/// Routing state this process added; dropping it removes everything, newest first.
+#[derive(Debug, Default)]
+pub struct Routes {
+    /// `ip` argument lists that undo one addition each, in the order they were added.
+    undo: Vec<Vec<String>>,
+    /// /proc/sys files changed, with their old contents.
+    sysctls: Vec<(String, String)>,
+}
+
+/// Runs `ip ARGS`, returning stdout; the error carries the command and ip's stderr.
+fn ip(args: &[String]) -> Result<String> {
+    let out = Command::new("ip")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .context("cannot run `ip` (is iproute2 installed?)")?;
+    if !out.status.success() {
+        bail!(
+            "`ip {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn args(s: &str) -> Vec<String> {
+    s.split_whitespace().map(str::to_string).collect()
+}
+
+/// The interface through which `addr` is directly reachable (no gateway), if any, by
+/// `ip -j route get`. Local, broadcast and unreachable results give `None`.
+fn connected_dev(addr: Ipv4Addr) -> Option<String> {
+    let out = ip(&args(&format!("-j -4 route get {addr}"))).ok()?;
+    parse_route_get(&out)
+}
+
+/// Parses `ip -j route get` output: the `dev` of a unicast route without a `gateway`.
+fn parse_route_get(json: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    let r = v.as_array()?.first()?;
+    if r.get("gateway").is_some() {
+        return None;
+    }
+    if let Some(t) = r.get("type").and_then(|t| t.as_str()) {
+        if t != "unicast" {
+            return None;
+        }
+    }
+    let dev = r.get("dev")?.as_str()?;
+    if dev == "lo" {
+        return None;
+    }
+    Some(dev.to_string())
+}
+
+impl Routes {
+    /// Sets up everything in `plan`. On error, what was already added is removed again.
+    pub fn setup(plan: &RoutePlan) -> Result<Routes> {
+        let mut r = Routes::default();
+        r.setup_inner(plan)?;
+        Ok(r)
+    }
+
+    fn setup_inner(&mut self, plan: &RoutePlan) -> Result<()> {
+        let tun = &plan.tun;
+        self.sysctl("/proc/sys/net/ipv4/ip_forward", "1")?;
+        self.sysctl(&format!("/proc/sys/net/ipv4/conf/{tun}/rp_filter"), "0")?;
+
+        // Which outside addresses need proxy ARP: ask before our own routes change the answer.
+        let mut proxies: Vec<(Ipv4Addr, String)> = Vec::new();
+        let mut wanted: u64 = 0;
+        for p in &plan.inbound {
+            let first = Ipv4Addr::from(p.addr);
+            let Some(dev) = connected_dev(first) else {
+                continue;
+            };
+            if &dev == tun {
+                continue;
+            }
+            wanted += p.size();
+            for i in 0..p.size() {
+                if proxies.len() as u64 >= MAX_PROXY_NEIGH {
+                    break;
+                }
+                proxies.push((Ipv4Addr::from(p.nth(i)), dev.clone()));
+            }
+        }
+        if wanted > MAX_PROXY_NEIGH {
+            warn!(
+                wanted,
+                added = MAX_PROXY_NEIGH,
+                "more outside addresses in connected subnets than proxy ARP entries allowed; the rest get no ARP answers (route them to this host instead)"
+            );
+        }
+
+        // Table: default into the tun, inside prefixes thrown back to main.
+        let table = plan.table;
+        self.add(
+            &format!("route replace default dev {tun} table {table}"),
+            &format!("route del default dev {tun} table {table}"),
+        )?;
+        for p in &plan.throws {
+            self.add(
+                &format!("route replace throw {p} table {table}"),
+                &format!("route del throw {p} table {table}"),
+            )?;
+        }
+        // Rules: remove leftovers of an earlier run first (a duplicate rule is an error).
+        for p in &plan.rule_sources {
+            let rule = format!("rule del from {p} lookup {table} pref {}", plan.pref);
+            while ip(&args(&rule)).is_ok() {
+                debug!(rule = %rule, "removed a leftover rule");
+            }
+            self.add(
+                &format!("rule add from {p} lookup {table} pref {}", plan.pref),
+                &rule,
+            )?;
+        }
+        // Main table: outside addresses into the tun.
+        for p in &plan.inbound {
+            self.add(
+                &format!("route replace {p} dev {tun}"),
+                &format!("route del {p} dev {tun}"),
+            )?;
+        }
+        // Proxy ARP, skipping entries that exist already (they are not ours to remove).
+        let existing = ip(&args("-4 neigh show proxy")).unwrap_or_default();
+        let existing: Vec<(String, String)> = existing
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace();
+                let addr = w.next()?.to_string();
+                let dev = w.skip_while(|x| *x != "dev").nth(1)?.to_string();
+                Some((addr, dev))
+            })
+            .collect();
+        let mut added = 0usize;
+        let mut devs: Vec<&str> = proxies.iter().map(|(_, d)| d.as_str()).collect();
+        devs.sort_unstable();
+        devs.dedup();
+        for dev in devs {
+            // Answer proxied ARP at once instead of after a random delay of up to 0.8 s.
+            self.sysctl(&format!("/proc/sys/net/ipv4/neigh/{dev}/proxy_delay"), "0")?;
+        }
+        for (addr, dev) in &proxies {
+            if existing
+                .iter()
+                .any(|(a, d)| *a == addr.to_string() && d == dev)
+            {
+                continue;
+            }
+            self.add(
+                &format!("neigh add proxy {addr} dev {dev}"),
+                &format!("neigh del proxy {addr} dev {dev}"),
+            )?;
+            added += 1;
+        }
+        info!(
+            tun = %tun,
+            table,
+            rules = plan.rule_sources.len(),
+            inbound_routes = plan.inbound.len(),
+            proxy_arp = added,
+            "routes set up"
+        );
+        Ok(())
+    }
+
+    fn add(&mut self, add: &str, undo: &str) -> Result<()> {
+        ip(&args(add))?;
+        debug!(cmd = %add, "ip");
+        self.undo.push(args(undo));
+        Ok(())
+    }
+
+    fn sysctl(&mut self, path: &str, value: &str) -> Result<()> {
+        let old = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
+        let old = old.trim().to_string();
+        if old == value {
+            return Ok(());
+        }
+        std::fs::write(path, value).with_context(|| format!("cannot write {value} to {path}"))?;
+        info!(path, from = %old, to = value, "sysctl set");
+        self.sysctls.push((path.to_string(), old));
+        Ok(())
+    }
+
+    /// Removes everything added, newest first; failures are logged (an entry that is gone
+    /// already, e.g. with its interface, is not an error).
+    pub fn teardown(&mut self) {
+        let n = self.undo.len();
+        while let Some(a) = self.undo.pop() {
+            if let Err(e) = ip(&a) {
+                debug!(error = %e, "undo");
+            }
+        }
+        while let Some((path, old)) = self.sysctls.pop() {
+            if let Err(e) = std::fs::write(&path, &old) {
+                debug!(path, error = %e, "restoring sysctl");
+            }
+        }
+        if n > 0 {
+            info!(entries = n, "routes removed");
+        }
+    }
+}
+
+impl Drop for Routes {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xlat_engine::StaticEntry;
+
+    #[test]
+    fn plan_from_config() {
+        let nat = Nat44Config {
+            inside: vec!["198.18.0.0/24"
+                .parse()
+                .unwrap_or(Prefix4 { addr: 0, len: 0 })],
+            pool: vec!["198.19.0.100/31"
+                .parse()
+                .unwrap_or(Prefix4 { addr: 0, len: 0 })],
+            statics: vec![
+                StaticEntry {
+                    inside: Ipv4Addr::new(198, 18, 0, 10),
+                    outside: Ipv4Addr::new(198, 19, 0, 10),
+                },
+                StaticEntry {
+                    inside: Ipv4Addr::new(198, 18, 5, 1),
+                    outside: Ipv4Addr::new(198, 19, 0, 11),
+                },
+            ],
+            ..Nat44Config::default()
+        };
+        let p = RoutePlan::new("xlat0", 4400, 4400, &nat);
+        let s = |v: &[Prefix4]| v.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+        assert_eq!(s(&p.rule_sources), ["198.18.0.0/24", "198.18.5.1/32"]);
+        assert_eq!(s(&p.throws), ["198.18.0.0/24"]);
+        assert_eq!(
+            s(&p.inbound),
+            ["198.19.0.100/31", "198.19.0.10/32", "198.19.0.11/32"]
+        );
+    }
+
+    #[test]
+    fn route_get_parsing() {
+        let connected = r#"[{"dst":"192.0.2.7","dev":"eth0","prefsrc":"192.0.2.2","flags":[],"uid":0,"cache":[]}]"#;
+        assert_eq!(parse_route_get(connected).as_deref(), Some("eth0"));
+        let via = r#"[{"dst":"8.8.8.8","gateway":"192.0.2.1","dev":"eth0","prefsrc":"192.0.2.2","flags":[],"uid":0,"cache":[]}]"#;
+        assert_eq!(parse_route_get(via), None);
+        let local = r#"[{"type":"local","dst":"192.0.2.2","dev":"lo","prefsrc":"192.0.2.2","flags":[],"uid":0,"cache":["local"]}]"#;
+        assert_eq!(parse_route_get(local), None);
+        assert_eq!(parse_route_get("garbage"), None);
+        assert_eq!(parse_route_get("[]"), None);
+    }
+}

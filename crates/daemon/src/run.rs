@@ -1,0 +1,179 @@
+//! The gateway runtime behind `xlat run`: TUN device, routes, control socket, packet loop.
+//!
+//! One packet worker (this thread) owns the engine. Each turn it waits (poll, 100 ms at most)
+//! on the TUN descriptor and the control waker; reads a batch of up to 64 packets; translates
+//! each with one `now` per batch from a monotonic clock; writes `Forward` packets and then
+//! whatever [`Engine::pop_ready`] releases back to the TUN device; answers pending control
+//! requests; and about every 100 ms expires idle sessions ([`Engine::expire`], bounded work).
+//! SIGINT or SIGTERM end the loop; routes and the socket file are removed on the way out, on
+//! error paths too (drop guards). Logs never go per packet: failed TUN writes are counted and
+//! reported at most every 10 s.
+
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use tracing::{info, warn};
+use xlat_engine::{Engine, Time};
+use xlat_io::sys::{install_stop_handler, stop_signal, wait_readable, Waker};
+use xlat_io::tun::{RecvBatch, Tun, DEFAULT_BATCH};
+
+use crate::config::Config;
+use crate::control::{
+    serve_pending, ControlServer, DaemonStats, IoCounters, Pong, Request, Response,
+};
+use crate::routes::{RoutePlan, Routes};
+
+/// Session slots looked at per expiry pass.
+pub const EXPIRE_BUDGET: usize = 65536;
+/// How often idle sessions are expired, and the longest poll wait.
+pub const TICK: Duration = Duration::from_millis(100);
+
+/// Reads a 64-bit seed from /dev/urandom.
+pub fn random_seed() -> Result<u64> {
+    use std::io::Read;
+    let mut b = [0u8; 8];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .context("cannot read a seed from /dev/urandom (or set [engine].seed)")?;
+    Ok(u64::from_le_bytes(b))
+}
+
+/// Runs the gateway until SIGINT or SIGTERM.
+pub fn run(cfg: &Config) -> Result<()> {
+    let stop = install_stop_handler().context("installing SIGINT/SIGTERM handlers")?;
+    let seed = match cfg.seed {
+        Some(s) => s,
+        None => random_seed()?,
+    };
+    let mut engine =
+        Engine::new(cfg.engine_config(seed)).map_err(|e| anyhow::anyhow!("{}: {e}", cfg.file))?;
+    for w in cfg.warnings() {
+        warn!("{}: {w}", cfg.file);
+    }
+
+    let tun = Tun::open(&cfg.tun.name).context("opening the TUN device")?;
+    if tun.created() {
+        // NAT44 translates IPv4 only: keep the kernel's own IPv6 (router solicitations, MLD)
+        // out of a tun we created, before it comes up. Best effort: the file is missing when
+        // the kernel has no IPv6.
+        let v6 = format!("/proc/sys/net/ipv6/conf/{}/disable_ipv6", tun.name());
+        if let Err(e) = std::fs::write(&v6, "1") {
+            tracing::debug!(error = %e, "disabling IPv6 on the tun");
+        }
+    }
+    tun.set_mtu(cfg.tun.mtu).context("setting the TUN MTU")?;
+    tun.set_up().context("bringing the TUN device up")?;
+    info!(tun = %tun.name(), created = tun.created(), mtu = cfg.tun.mtu, "tun ready");
+
+    let _routes = if cfg.tun.auto_routes {
+        let plan = RoutePlan::new(
+            &cfg.tun.name,
+            cfg.tun.route_table,
+            cfg.tun.rule_pref,
+            &cfg.nat44,
+        );
+        Some(Routes::setup(&plan).context("setting up routes (tun.auto_routes)")?)
+    } else {
+        info!("tun.auto_routes = false: not touching routes");
+        None
+    };
+
+    let waker = Arc::new(Waker::new().context("creating the control eventfd")?);
+    let (tx, rx) = mpsc::channel();
+    let _control = ControlServer::start(&cfg.socket, tx, waker.clone())?;
+
+    info!(mode = ?cfg.nat44.mode, "xlat running");
+    let start = Instant::now();
+    let clock = || Time::from_nanos(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX));
+    let mut batch = RecvBatch::new(DEFAULT_BATCH);
+    let mut io = IoCounters::default();
+    let mut last_expire = Time(0);
+    let mut reported_errors = 0u64;
+    let mut last_report = Instant::now();
+
+    while !stop.load(Ordering::SeqCst) {
+        let [tun_ready, wake_ready] = wait_readable([tun.as_fd(), waker.as_fd()], TICK)
+            .context("waiting on the TUN device")?;
+        if tun_ready {
+            let n = batch
+                .fill(&tun)
+                .with_context(|| format!("reading from {}", tun.name()))?;
+            let now = clock();
+            io.tun_rx_packets += n as u64;
+            for i in 0..n {
+                let Some(pkt) = batch.packet_mut(i) else {
+                    break;
+                };
+                if let xlat_engine::Verdict::Forward(len) = engine.process(now, pkt) {
+                    match pkt.get(..len).map(|out| tun.send(out)) {
+                        Some(Ok(())) => io.tun_tx_packets += 1,
+                        Some(Err(_)) | None => io.tun_write_errors += 1,
+                    }
+                }
+            }
+            while let Some(p) = engine.pop_ready() {
+                match tun.send(&p) {
+                    Ok(()) => io.tun_tx_packets += 1,
+                    Err(_) => io.tun_write_errors += 1,
+                }
+            }
+        }
+        let now = clock();
+        if wake_ready {
+            waker.drain();
+        }
+        serve_pending(&rx, |req| answer(req, &engine, now, &io, start));
+        if now.0.saturating_sub(last_expire.0) >= TICK.as_nanos() as u64 {
+            engine.expire(now, EXPIRE_BUDGET);
+            last_expire = now;
+        }
+        if io.tun_write_errors != reported_errors
+            && last_report.elapsed() >= Duration::from_secs(10)
+        {
+            warn!(
+                total = io.tun_write_errors,
+                new = io.tun_write_errors - reported_errors,
+                "writes to the TUN device failed (packets lost)"
+            );
+            reported_errors = io.tun_write_errors;
+            last_report = Instant::now();
+        }
+    }
+    let sig = stop_signal();
+    let st = engine.stats(clock());
+    info!(
+        signal = sig,
+        packets_in = st.get("packets_in"),
+        packets_out = st.get("packets_out"),
+        tun_write_errors = io.tun_write_errors,
+        "stopping"
+    );
+    Ok(())
+}
+
+fn answer(req: &Request, engine: &Engine, now: Time, io: &IoCounters, start: Instant) -> Response {
+    let uptime_secs = start.elapsed().as_secs();
+    match req {
+        Request::Sessions { limit } => {
+            let mut s = engine.sessions(now);
+            if let Some(l) = limit {
+                s.truncate(*l);
+            }
+            Response::Sessions(s)
+        }
+        Request::Stats {} => Response::Stats(Box::new(DaemonStats {
+            engine: engine.stats(now),
+            io: IoCounters {
+                uptime_secs,
+                ..io.clone()
+            },
+        })),
+        Request::Ping {} => Response::Pong(Pong {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            uptime_secs,
+        }),
+    }
+}
