@@ -1,0 +1,256 @@
+//! `xlat`: the one binary. Subcommands check a configuration, run the gateway, show a running
+//! gateway's state through its control socket, and translate captures offline.
+//!
+//! Exit codes: 0 success; 1 failure (including "no daemon" for `show`); 2 an invalid
+//! configuration file or invalid command line. docs/CLI.md shows every command's output.
+
+mod show;
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use xlat_daemon::config::{Config, ConfigFileError, DEFAULT_SOCKET};
+use xlat_daemon::control::{self, ClientError, Request, Response};
+
+#[derive(Parser)]
+#[command(
+    name = "xlat",
+    version,
+    about = "A userspace IP translator (NAT44) for Linux"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Validate a configuration file; print "FILE: ok" and any warnings.
+    Check {
+        /// Configuration file (TOML).
+        #[arg(short = 'c', long = "config", value_name = "FILE")]
+        config: PathBuf,
+    },
+    /// Run the gateway in the foreground until SIGINT or SIGTERM.
+    Run {
+        /// Configuration file (TOML).
+        #[arg(short = 'c', long = "config", value_name = "FILE")]
+        config: PathBuf,
+    },
+    /// Show a running gateway's state.
+    Show {
+        #[command(subcommand)]
+        what: ShowCmd,
+    },
+    /// Translate a pcap capture offline with the configuration's NAT settings.
+    Translate {
+        /// Configuration file (TOML); [tun] and [control] are ignored.
+        #[arg(short = 'c', long = "config", value_name = "FILE")]
+        config: PathBuf,
+        /// Input capture (pcap; link type RAW, IPV4 or ETHERNET).
+        #[arg(long = "in", value_name = "IN.pcap")]
+        input: PathBuf,
+        /// Output capture (pcap, link type RAW).
+        #[arg(long = "out", value_name = "OUT.pcap")]
+        output: PathBuf,
+        /// Print the statistics as JSON instead of a summary.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ShowCmd {
+    /// The translation table (static entries, then sessions).
+    Sessions {
+        /// Print a JSON array of sessions.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Counters, table sizes and drop reasons.
+    Stats {
+        /// Print the statistics as one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Explain each drop reason listed.
+        #[arg(long)]
+        explain: bool,
+        /// List every drop reason, including those never seen.
+        #[arg(long)]
+        all: bool,
+        #[command(flatten)]
+        target: Target,
+    },
+}
+
+/// Which daemon to ask.
+#[derive(Args)]
+struct Target {
+    /// Take the control socket path from this configuration file's [control].socket.
+    #[arg(
+        short = 'c',
+        long = "config",
+        value_name = "FILE",
+        conflicts_with = "socket"
+    )]
+    config: Option<PathBuf>,
+    /// Control socket path (default /run/xlat.sock).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+}
+
+impl Target {
+    fn socket(&self) -> Result<PathBuf> {
+        if let Some(s) = &self.socket {
+            return Ok(s.clone());
+        }
+        if let Some(c) = &self.config {
+            return Ok(Config::load(c)?.socket);
+        }
+        Ok(PathBuf::from(DEFAULT_SOCKET))
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let default_level = if matches!(cli.cmd, Cmd::Run { .. }) {
+        "info"
+    } else {
+        "warn"
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+
+    match dispatch(cli.cmd) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            if e.downcast_ref::<ConfigFileError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+/// Writes to stdout; a closed pipe (`xlat show sessions | head`) is not an error.
+fn print(s: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(s.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("writing to stdout"),
+        _ => Ok(()),
+    }
+}
+
+fn json<T: serde::Serialize>(v: &T) -> Result<String> {
+    let mut s = serde_json::to_string_pretty(v).context("encoding JSON")?;
+    s.push('\n');
+    Ok(s)
+}
+
+fn dispatch(cmd: Cmd) -> Result<()> {
+    match cmd {
+        Cmd::Check { config } => {
+            let cfg = Config::load(&config)?;
+            let mut out = format!("{}: ok\n", cfg.file);
+            for w in cfg.warnings() {
+                out.push_str(&format!("{}: warning: {w}\n", cfg.file));
+            }
+            print(&out)
+        }
+        Cmd::Run { config } => {
+            let cfg = Config::load(&config)?;
+            xlat_daemon::run::run(&cfg)
+        }
+        Cmd::Show { what } => show(what),
+        Cmd::Translate {
+            config,
+            input,
+            output,
+            json: as_json,
+        } => translate(&config, &input, &output, as_json),
+    }
+}
+
+fn ask(socket: &Path, req: &Request) -> Result<Response> {
+    control::request(socket, req).map_err(|e| match e {
+        ClientError::NoDaemon(_) | ClientError::Permission(_) => anyhow::Error::new(e),
+        e => anyhow::Error::new(e).context("asking the xlat daemon"),
+    })
+}
+
+fn show(what: ShowCmd) -> Result<()> {
+    match what {
+        ShowCmd::Sessions {
+            json: as_json,
+            target,
+        } => {
+            let socket = target.socket()?;
+            let Response::Sessions(rows) = ask(&socket, &Request::Sessions { limit: None })? else {
+                bail!(
+                    "{}: the daemon sent an answer of the wrong kind",
+                    socket.display()
+                );
+            };
+            if as_json {
+                print(&json(&rows)?)
+            } else {
+                print(&show::sessions_table(&rows))
+            }
+        }
+        ShowCmd::Stats {
+            json: as_json,
+            explain,
+            all,
+            target,
+        } => {
+            let socket = target.socket()?;
+            let Response::Stats(stats) = ask(&socket, &Request::Stats {})? else {
+                bail!(
+                    "{}: the daemon sent an answer of the wrong kind",
+                    socket.display()
+                );
+            };
+            if as_json {
+                print(&json(&stats)?)
+            } else {
+                print(&show::stats_text(
+                    &stats.engine,
+                    Some(&stats.io),
+                    explain,
+                    all,
+                ))
+            }
+        }
+    }
+}
+
+fn translate(config: &Path, input: &Path, output: &Path, as_json: bool) -> Result<()> {
+    let cfg = Config::load(config)?;
+    for w in cfg.nat44.warnings() {
+        eprintln!("{}: warning: {w}", cfg.file);
+    }
+    // Offline runs are reproducible: seed 0 unless the file sets one.
+    let stats = xlat_daemon::translate::translate(cfg.engine_config(0), input, output)?;
+    if as_json {
+        print(&json(&stats)?)
+    } else {
+        print(&show::translate_summary(
+            &input.display().to_string(),
+            &output.display().to_string(),
+            &stats.engine,
+            &stats.pcap,
+        ))
+    }
+}

@@ -1,0 +1,258 @@
+//! Human-readable output of `xlat show` and `xlat translate`: the translation table (after
+//! Cisco's `show ip nat translations`) and the counters, with drop explanations on request.
+
+use std::fmt::Write as _;
+
+use xlat_daemon::control::IoCounters;
+use xlat_daemon::translate::PcapCounters;
+use xlat_engine::{SessionInfo, Stats};
+
+/// Seconds as `H:MM:SS`.
+pub fn hms(secs: u64) -> String {
+    format!("{}:{:02}:{:02}", secs / 3600, (secs / 60) % 60, secs % 60)
+}
+
+/// The translation table: one row per session or static entry, columns padded to fit.
+pub fn sessions_table(sessions: &[SessionInfo]) -> String {
+    let header = [
+        "Pro",
+        "Inside local",
+        "Inside global",
+        "Outside",
+        "State",
+        "Expires",
+    ];
+    let rows: Vec<[String; 6]> = sessions
+        .iter()
+        .map(|s| {
+            [
+                s.proto.clone(),
+                s.inside.clone(),
+                s.outside.clone(),
+                if s.remote.is_empty() {
+                    "---".to_string()
+                } else {
+                    s.remote.clone()
+                },
+                s.state.clone(),
+                s.expires_in.map(hms).unwrap_or_else(|| "---".to_string()),
+            ]
+        })
+        .collect();
+    let mut width = header.map(str::len);
+    for r in &rows {
+        for (w, c) in width.iter_mut().zip(r.iter()) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let mut out = String::new();
+    let line = |out: &mut String, cells: [&str; 6]| {
+        let mut l = String::new();
+        for (i, (c, w)) in cells.iter().zip(width.iter()).enumerate() {
+            if i + 1 == cells.len() {
+                l.push_str(c);
+            } else {
+                let _ = write!(l, "{c:<w$}  ");
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(&mut out, header);
+    for r in &rows {
+        line(&mut out, [&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]]);
+    }
+    let n = sessions.len();
+    let _ = writeln!(out, "{n} entr{}", if n == 1 { "y" } else { "ies" });
+    out
+}
+
+/// Word-wraps `text` to `width` columns, each line indented by `indent` spaces.
+fn wrap(text: &str, indent: usize, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && indent + line.len() + 1 + word.len() > width {
+            let _ = writeln!(out, "{:indent$}{line}", "");
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        let _ = writeln!(out, "{:indent$}{line}", "");
+    }
+    out
+}
+
+/// Counters and table sizes. Drop reasons: the nonzero ones, or every one with `all`; with
+/// `explain`, each listed reason is followed by its explanation.
+pub fn stats_text(s: &Stats, io: Option<&IoCounters>, explain: bool, all: bool) -> String {
+    let mut out = String::new();
+    let row = |out: &mut String, name: &str, value: String| {
+        let _ = writeln!(out, "  {name:<26} {value}");
+    };
+    out.push_str("Table\n");
+    row(&mut out, "sessions", s.sessions.to_string());
+    row(&mut out, "mappings", s.mappings.to_string());
+    row(&mut out, "inside hosts", s.hosts.to_string());
+    row(&mut out, "fragment flows", s.fragment_flows.to_string());
+    row(&mut out, "fragments held", s.fragments_held.to_string());
+    row(
+        &mut out,
+        "pool addresses in use",
+        format!("{}/{}", s.pool_addresses_used, s.pool_addresses),
+    );
+    for p in &s.pool {
+        row(
+            &mut out,
+            &format!("pool {} ports in use", p.proto),
+            format!("{}/{}", p.ports_used, p.ports_total),
+        );
+    }
+    out.push_str("Events\n");
+    for e in &s.events {
+        row(&mut out, &e.name, e.value.to_string());
+    }
+    let total: u64 = s.drops.iter().map(|d| d.value).sum();
+    let _ = writeln!(out, "Drops ({total} total)");
+    let mut listed = 0;
+    for d in s.drops.iter().filter(|d| all || d.value != 0) {
+        listed += 1;
+        row(&mut out, &d.name, d.value.to_string());
+        if explain {
+            out.push_str(&wrap(&d.explain, 6, 92));
+        }
+    }
+    if listed == 0 {
+        out.push_str("  (none)\n");
+    }
+    if let Some(io) = io {
+        out.push_str("TUN\n");
+        row(&mut out, "rx packets", io.tun_rx_packets.to_string());
+        row(&mut out, "tx packets", io.tun_tx_packets.to_string());
+        row(&mut out, "write errors", io.tun_write_errors.to_string());
+        row(&mut out, "uptime", hms(io.uptime_secs));
+    }
+    out
+}
+
+/// One-paragraph summary of an offline translation.
+pub fn translate_summary(input: &str, output: &str, s: &Stats, p: &PcapCounters) -> String {
+    let mut out = String::new();
+    let dropped: u64 = s.drops.iter().map(|d| d.value).sum();
+    let _ = writeln!(
+        out,
+        "{input} -> {output}: {} packets read, {} written, {dropped} dropped",
+        p.packets_read, p.packets_written
+    );
+    for d in s.drops.iter().filter(|d| d.value != 0) {
+        let _ = writeln!(out, "  {:<26} {}", d.name, d.value);
+    }
+    if p.frames_skipped != 0 {
+        let _ = writeln!(
+            out,
+            "  {} Ethernet frames without IPv4 skipped",
+            p.frames_skipped
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  {} sessions, {} mappings at the end of the capture",
+        s.sessions, s.mappings
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xlat_engine::counters::NamedCount;
+
+    fn nc(name: &str, value: u64, explain: &str) -> NamedCount {
+        NamedCount {
+            name: name.into(),
+            value,
+            explain: explain.into(),
+        }
+    }
+
+    #[test]
+    fn table_rows_line_up() {
+        let rows = vec![
+            SessionInfo {
+                proto: "any".into(),
+                inside: "198.18.0.10".into(),
+                outside: "198.19.0.10".into(),
+                remote: String::new(),
+                state: "static".into(),
+                expires_in: None,
+            },
+            SessionInfo {
+                proto: "tcp".into(),
+                inside: "198.18.0.20:40000".into(),
+                outside: "198.19.0.100:40000".into(),
+                remote: "203.0.113.5:80".into(),
+                state: "established".into(),
+                expires_in: Some(7439),
+            },
+        ];
+        let t = sessions_table(&rows);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 4);
+        assert!(
+            lines[0].starts_with("Pro  Inside local       Inside global"),
+            "{t}"
+        );
+        assert!(lines[1].contains("---"), "{t}");
+        assert!(lines[2].ends_with("established  2:03:59"), "{t}");
+        let col = |l: &str| l.find("Inside global").or_else(|| l.find("198.19"));
+        assert_eq!(col(lines[0]), col(lines[2]));
+        assert_eq!(lines[3], "2 entries");
+        assert_eq!(sessions_table(&[]).lines().last(), Some("0 entries"));
+    }
+
+    #[test]
+    fn stats_lists_nonzero_drops_and_explains() {
+        let s = Stats {
+            sessions: 2,
+            events: vec![nc("packets_in", 10, "")],
+            drops: vec![
+                nc("not_ours", 3, "Source is not an inside address."),
+                nc(
+                    "filtered",
+                    0,
+                    "Inbound from a remote the policy does not admit.",
+                ),
+            ],
+            ..Stats::default()
+        };
+        let t = stats_text(&s, None, false, false);
+        assert!(t.contains("Drops (3 total)"), "{t}");
+        assert!(t.contains("  not_ours"), "{t}");
+        assert!(!t.contains("filtered"), "{t}");
+        assert!(!t.contains("Source is"), "{t}");
+        let t = stats_text(&s, None, true, false);
+        assert!(t.contains("      Source is not an inside address."), "{t}");
+        let t = stats_text(&s, None, true, true);
+        assert!(t.contains("filtered"), "{t}");
+        assert!(t.contains("the policy does not admit"), "{t}");
+        let io = IoCounters {
+            tun_write_errors: 4,
+            ..IoCounters::default()
+        };
+        let t = stats_text(&Stats::default(), Some(&io), false, false);
+        assert!(t.contains("(none)"), "{t}");
+        assert!(t.contains("write errors"), "{t}");
+    }
+
+    #[test]
+    fn wrapping() {
+        let w = wrap("aaa bbb ccc ddd", 2, 10);
+        assert_eq!(w, "  aaa bbb\n  ccc ddd\n");
+        assert_eq!(hms(0), "0:00:00");
+        assert_eq!(hms(3661), "1:01:01");
+    }
+}
