@@ -219,10 +219,12 @@ impl Ctx<'_> {
         let mut out = Vec::new();
         for (i, s) in list.unwrap_or_default().iter().enumerate() {
             let p: Prefix4 = s.trim().parse().map_err(|e: String| {
-                self.invalid(
-                    format!("{key}[{i}]"),
-                    format!("{e}; expected an IPv4 prefix like \"198.18.0.0/24\" or an address like \"198.19.0.100\""),
-                )
+                let problem = if e.contains("did you mean") {
+                    e
+                } else {
+                    format!("{e}; expected an IPv4 prefix like \"198.18.0.0/24\" or an address like \"198.19.0.100\"")
+                };
+                self.invalid(format!("{key}[{i}]"), problem)
             })?;
             out.push(p);
         }
