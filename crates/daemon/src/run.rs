@@ -54,6 +54,12 @@ pub fn run(cfg: &Config) -> Result<()> {
         warn!("{}: {w}", cfg.file);
     }
 
+    // The control socket first: a second daemon on the same socket fails before touching
+    // the TUN device or routes. Requests wait in the channel until the loop starts.
+    let waker = Arc::new(Waker::new().context("creating the control eventfd")?);
+    let (tx, rx) = mpsc::channel();
+    let _control = ControlServer::start(&cfg.socket, tx, waker.clone())?;
+
     let tun = Tun::open(&cfg.tun.name).context("opening the TUN device")?;
     if tun.created() {
         // NAT44 translates IPv4 only: keep the kernel's own IPv6 (router solicitations, MLD)
@@ -80,10 +86,6 @@ pub fn run(cfg: &Config) -> Result<()> {
         info!("tun.auto_routes = false: not touching routes");
         None
     };
-
-    let waker = Arc::new(Waker::new().context("creating the control eventfd")?);
-    let (tx, rx) = mpsc::channel();
-    let _control = ControlServer::start(&cfg.socket, tx, waker.clone())?;
 
     info!(mode = ?cfg.nat44.mode, "xlat running");
     let start = Instant::now();
