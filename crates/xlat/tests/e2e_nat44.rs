@@ -647,10 +647,11 @@ fn show_sessions_and_stats_list_the_flows() {
                     .starts_with(&format!("{POOL_ADDR}:"))
                 && match remote_port {
                     Some(p) => s["remote"].as_str() == Some(&format!("{OUT_ADDR}:{p}")),
-                    None => s["remote"]
-                        .as_str()
-                        .unwrap_or("")
-                        .starts_with(&format!("{OUT_ADDR}:")),
+                    // ICMP: the remote has no port; accept "addr" and "addr:id".
+                    None => {
+                        let r = s["remote"].as_str().unwrap_or("");
+                        r == OUT_ADDR || r.starts_with(&format!("{OUT_ADDR}:"))
+                    }
                 }
         })
     };

@@ -541,6 +541,7 @@ impl Topo {
         self.procs[p.0]
             .stdout_text()
             .lines()
+            .filter(|l| !l.trim().is_empty())
             .map(str::to_string)
             .collect()
     }
