@@ -839,6 +839,10 @@ fn gw_state(t: &Topo) -> String {
         let r = t.ns_ok(&gw, args);
         s += &format!("$ {}\n{}", args.join(" "), r.stdout);
     }
+    // Sysctls auto_routes may change (docs/CONFIG.md): they get their old values back.
+    let proxy_delay = format!("net.ipv4.neigh.{}.proxy_delay", t.gw_out_dev);
+    let r = t.ns_ok(&gw, &["sysctl", "net.ipv4.ip_forward", &proxy_delay]);
+    s += &format!("$ sysctl\n{}", r.stdout);
     let links = t.ns_ok(&gw, &["ip", "-o", "link"]);
     let mut names: Vec<&str> = links
         .stdout
