@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# xlat full test suite: unit tests, golden pcap vectors, and the end-to-end tests in network
+# namespaces (which need root; here they fail instead of skipping when not root).
+#
+# Usage: sudo bash scripts/test.sh [extra cargo test arguments, e.g. a test name filter]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+
+need_root "scripts/test.sh (end-to-end tests in network namespaces)"
+ensure_pkgs
+ensure_cargo
+[ -e /dev/net/tun ] || die "/dev/net/tun is missing: xlat needs the TUN driver"
+
+export XLAT_E2E_REQUIRED=1
+# One test at a time: the end-to-end tests move real traffic and share the machine's cores.
+timeout -k 10 2400 cargo test --workspace --release "$@" -- --test-threads=1
+leftover=$(ip netns list | grep -E '^x[0-9a-f]+n[0-9]+-(in|in2|gw|out)( |$)' || true)
+[ -z "$leftover" ] || die "test namespaces were left behind: $leftover"
+echo "all tests passed"
