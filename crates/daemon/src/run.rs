@@ -106,13 +106,13 @@ pub fn run(cfg: &Config) -> Result<()> {
             let now = clock();
             io.tun_rx_packets += n as u64;
             for i in 0..n {
-                let Some(pkt) = batch.packet_mut(i) else {
+                let Some(mut pkt) = batch.packet_mut(i) else {
                     break;
                 };
-                if let xlat_engine::Verdict::Forward(len) = engine.process(now, pkt) {
-                    match pkt.get(..len).map(|out| tun.send(out)) {
-                        Some(Ok(())) => io.tun_tx_packets += 1,
-                        Some(Err(_)) | None => io.tun_write_errors += 1,
+                if engine.process(now, &mut pkt) == xlat_engine::Verdict::Forward {
+                    match tun.send(pkt.data()) {
+                        Ok(()) => io.tun_tx_packets += 1,
+                        Err(_) => io.tun_write_errors += 1,
                     }
                 }
             }

@@ -77,11 +77,9 @@ pub fn translate_stream<R: Read, W: Write>(
             }
             Some(_) => {}
         }
-        if let xlat_engine::Verdict::Forward(len) = engine.process(now, &mut rec.data) {
-            if let Some(out) = rec.data.get(..len) {
-                writer.write(rec.ts_ns, out)?;
-                counters.packets_written += 1;
-            }
+        if engine.process_vec(now, &mut rec.data) == xlat_engine::Verdict::Forward {
+            writer.write(rec.ts_ns, &rec.data)?;
+            counters.packets_written += 1;
         }
         while let Some(p) = engine.pop_ready() {
             writer.write(rec.ts_ns, &p)?;

@@ -54,11 +54,13 @@ impl Time {
     }
 }
 
+pub use xlat_wire::{PacketBuf, HEADROOM};
+
 /// What to do with a packet after [`Engine::process`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// Translated in place: transmit the first `len` bytes of the buffer.
-    Forward(usize),
+    /// Translated in place: transmit [`PacketBuf::data`] (its start and length may have moved).
+    Forward,
     /// Kept by the engine (an out-of-order fragment waiting for its first fragment); it may
     /// come out later through [`Engine::pop_ready`].
     Held,
@@ -90,15 +92,33 @@ impl Engine {
         })
     }
 
-    /// Translates one IPv4 packet in place. `pkt` holds exactly the bytes received; on
-    /// `Forward(len)` the first `len` bytes are to be transmitted.
-    pub fn process(&mut self, now: Time, pkt: &mut [u8]) -> Verdict {
+    /// Translates one packet in place. `pkt` holds exactly the bytes received, with headroom
+    /// in front of them where the driver has it; on `Forward`, transmit `pkt.data()`.
+    pub fn process(&mut self, now: Time, pkt: &mut PacketBuf) -> Verdict {
         self.counters.event(Event::PacketsIn);
         let v = self.nat44.process(now, pkt, &mut self.counters);
         match v {
-            Verdict::Forward(_) => self.counters.event(Event::PacketsOut),
+            Verdict::Forward => self.counters.event(Event::PacketsOut),
             Verdict::Drop(r) => self.counters.drop(r),
             Verdict::Held => {}
+        }
+        v
+    }
+
+    /// [`Engine::process`] on a plain byte vector: copies it behind [`HEADROOM`] bytes, and
+    /// on `Forward` replaces it with the packet to transmit. For tests and offline tools
+    /// (it allocates), not the fast path.
+    pub fn process_vec(&mut self, now: Time, pkt: &mut Vec<u8>) -> Verdict {
+        let mut room = vec![0u8; HEADROOM + pkt.len() + HEADROOM];
+        if let Some(dst) = room.get_mut(HEADROOM..HEADROOM + pkt.len()) {
+            dst.copy_from_slice(pkt);
+        }
+        let Some(mut b) = PacketBuf::new(&mut room, HEADROOM, pkt.len()) else {
+            return Verdict::Drop(DropReason::Truncated);
+        };
+        let v = self.process(now, &mut b);
+        if v == Verdict::Forward {
+            *pkt = b.data().to_vec();
         }
         v
     }

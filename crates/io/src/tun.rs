@@ -225,12 +225,13 @@ pub struct RecvBatch {
 }
 
 impl RecvBatch {
-    /// `count` buffers of [`MAX_PACKET`] bytes (at least one).
+    /// `count` buffers of [`MAX_PACKET`] bytes (at least one), each with
+    /// [`xlat_wire::HEADROOM`] bytes in front for translators that grow headers.
     pub fn new(count: usize) -> RecvBatch {
         let count = count.max(1);
         RecvBatch {
             bufs: (0..count)
-                .map(|_| vec![0u8; MAX_PACKET].into_boxed_slice())
+                .map(|_| vec![0u8; xlat_wire::HEADROOM + MAX_PACKET].into_boxed_slice())
                 .collect(),
             lens: Vec::with_capacity(count),
         }
@@ -255,7 +256,10 @@ impl RecvBatch {
     pub fn fill(&mut self, tun: &Tun) -> io::Result<usize> {
         self.lens.clear();
         for buf in self.bufs.iter_mut() {
-            match tun.recv(buf)? {
+            let Some(room) = buf.get_mut(xlat_wire::HEADROOM..) else {
+                break;
+            };
+            match tun.recv(room)? {
                 Some(n) => self.lens.push(n),
                 None => break,
             }
@@ -263,10 +267,10 @@ impl RecvBatch {
         Ok(self.lens.len())
     }
 
-    /// The `i`-th received packet, mutable (the engine translates in place).
-    pub fn packet_mut(&mut self, i: usize) -> Option<&mut [u8]> {
+    /// The `i`-th received packet, mutable, with its headroom (the engine translates in place).
+    pub fn packet_mut(&mut self, i: usize) -> Option<xlat_wire::PacketBuf<'_>> {
         let len = *self.lens.get(i)?;
-        self.bufs.get_mut(i)?.get_mut(..len)
+        xlat_wire::PacketBuf::new(self.bufs.get_mut(i)?, xlat_wire::HEADROOM, len)
     }
 }
 

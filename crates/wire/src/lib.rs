@@ -15,10 +15,12 @@
     clippy::expect_used
 )]
 
+pub mod buf;
 pub mod checksum;
 pub mod field;
 pub mod ipv4;
 pub mod l4;
 
+pub use buf::{PacketBuf, HEADROOM};
 pub use checksum::Delta;
 pub use ipv4::{Ipv4Error, Ipv4Header};

@@ -36,7 +36,7 @@ use crate::frag::{FragKey, FragRewrite, Frags};
 use crate::rng::Rng;
 use crate::snapshot::{PoolUse, SessionInfo, Stats};
 use crate::tcp::{self as tcpsm, Dir, Lifetime, TcpState};
-use crate::{Time, Verdict};
+use crate::{PacketBuf, Time, Verdict};
 use ports::PortMap;
 
 /// Transport protocols with ports (or an identifier) that the NAPT tracks.
@@ -312,16 +312,14 @@ impl Nat44 {
     }
 
     /// Translates one packet in place.
-    pub fn process(&mut self, now: Time, pkt: &mut [u8], c: &mut Counters) -> Verdict {
-        let h = match Ipv4Header::parse(pkt, self.cfg.verify_ip_checksum) {
+    pub fn process(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Verdict {
+        let h = match Ipv4Header::parse(buf.data(), self.cfg.verify_ip_checksum) {
             Ok(h) => h,
             Err(e) => return Verdict::Drop(ipv4_drop(e)),
         };
         // Bytes past the IPv4 total length (link padding) are not part of the packet.
-        let len = h.total_len;
-        let Some(pkt) = pkt.get_mut(..len) else {
-            return Verdict::Drop(DropReason::BadTotalLength);
-        };
+        buf.truncate(h.total_len);
+        let pkt = buf.data_mut();
         let r = if h.is_later_fragment() {
             self.later_fragment(now, pkt, &h, c)
         } else {
@@ -334,7 +332,7 @@ impl Nat44 {
             })
         };
         match r {
-            Ok(true) => Verdict::Forward(len),
+            Ok(true) => Verdict::Forward,
             Ok(false) => Verdict::Held,
             Err(reason) => Verdict::Drop(reason),
         }
