@@ -145,7 +145,7 @@ pub fn run(cfg: &Config) -> Result<()> {
         }
     }
     let sig = stop_signal();
-    let st = engine.stats(clock());
+    let st = engine.stats();
     info!(
         signal = sig,
         packets_in = st.get("packets_in"),
@@ -167,7 +167,7 @@ fn answer(req: &Request, engine: &Engine, now: Time, io: &IoCounters, start: Ins
             Response::Sessions(s)
         }
         Request::Stats {} => Response::Stats(Box::new(DaemonStats {
-            engine: engine.stats(now),
+            engine: engine.stats(),
             io: IoCounters {
                 uptime_secs,
                 ..io.clone()

@@ -87,7 +87,7 @@ pub fn translate_stream<R: Read, W: Write>(
         }
     }
     counters.frames_skipped = reader.skipped();
-    let stats = engine.stats(now);
+    let stats = engine.stats();
     let w = writer.finish()?;
     Ok((
         TranslateStats {

@@ -18,7 +18,9 @@
 pub mod config;
 pub mod counters;
 mod frag;
+pub mod napt;
 pub mod nat44;
+mod ports;
 mod rng;
 pub mod snapshot;
 pub mod tcp;
@@ -146,8 +148,8 @@ impl Engine {
     }
 
     /// Table sizes, pool use and counters.
-    pub fn stats(&self, now: Time) -> Stats {
-        self.nat44.stats(now, &self.counters)
+    pub fn stats(&self) -> Stats {
+        self.nat44.stats(&self.counters)
     }
 
     /// The live translation table (static entries first, then dynamic sessions).

@@ -19,10 +19,7 @@
 //! inside endpoint <-> outside endpoint, one per protocol) and sessions (mapping + remote
 //! endpoint, with the TCP state and expiry). A mapping lives as long as its sessions.
 
-mod ports;
-
 use std::collections::VecDeque;
-use std::net::Ipv4Addr;
 
 use hashbrown::HashMap;
 use xlat_wire::field::{set_u16, set_u32, u16_at, u32_at, u8_at};
@@ -30,80 +27,13 @@ use xlat_wire::ipv4::{self, proto as ipproto, Ipv4Error, Ipv4Header};
 use xlat_wire::l4::{icmp, tcp, udp};
 use xlat_wire::Delta;
 
-use crate::config::{Filtering, Nat44Config, Nat44Mode};
+use crate::config::{Nat44Config, Nat44Mode};
 use crate::counters::{Counters, DropReason, Event};
 use crate::frag::{FragKey, FragRewrite, Frags};
-use crate::rng::Rng;
-use crate::snapshot::{PoolUse, SessionInfo, Stats};
-use crate::tcp::{self as tcpsm, Dir, Lifetime, TcpState};
+use crate::napt::{Endpoint, Napt, NaptConfig, Proto};
+use crate::snapshot::{SessionInfo, Stats};
+use crate::tcp::Dir;
 use crate::{PacketBuf, Time, Verdict};
-use ports::PortMap;
-
-/// Transport protocols with ports (or an identifier) that the NAPT tracks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Proto {
-    Tcp = 0,
-    Udp = 1,
-    Icmp = 2,
-}
-
-impl Proto {
-    fn from_ip(p: u8) -> Option<Proto> {
-        match p {
-            ipproto::TCP => Some(Proto::Tcp),
-            ipproto::UDP => Some(Proto::Udp),
-            ipproto::ICMP => Some(Proto::Icmp),
-            _ => None,
-        }
-    }
-    fn name(self) -> &'static str {
-        match self {
-            Proto::Tcp => "tcp",
-            Proto::Udp => "udp",
-            Proto::Icmp => "icmp",
-        }
-    }
-    /// Offset of the source "port" in the transport header (ICMP: the query identifier).
-    fn src_port_off(self) -> usize {
-        match self {
-            Proto::Tcp => tcp::SRC_PORT,
-            Proto::Udp => udp::SRC_PORT,
-            Proto::Icmp => icmp::IDENT,
-        }
-    }
-    fn dst_port_off(self) -> usize {
-        match self {
-            Proto::Tcp => tcp::DST_PORT,
-            Proto::Udp => udp::DST_PORT,
-            Proto::Icmp => icmp::IDENT,
-        }
-    }
-    /// The remote side's "port" in a session key: ICMP queries have only one identifier,
-    /// which belongs to the inside host (RFC 5508 3.1).
-    fn remote_port(self, port: u16) -> u16 {
-        match self {
-            Proto::Icmp => 0,
-            _ => port,
-        }
-    }
-}
-
-/// An address and port (ICMP: identifier).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Endpoint {
-    pub addr: u32,
-    pub port: u16,
-}
-
-impl Endpoint {
-    fn show(self, with_port: bool) -> String {
-        if with_port {
-            format!("{}:{}", Ipv4Addr::from(self.addr), self.port)
-        } else {
-            Ipv4Addr::from(self.addr).to_string()
-        }
-    }
-}
 
 /// The transport part of a packet that can open or match a session.
 #[derive(Clone, Copy, Debug)]
@@ -129,113 +59,14 @@ enum Side {
     Dst,
 }
 
-struct Host {
-    /// Pool index of the paired (NAPT) or bound (pool mode) outside address.
-    pool: u32,
-    mappings: u32,
-    sessions: u32,
-}
-
-struct Mapping {
-    proto: Proto,
-    int: Endpoint,
-    ext: Endpoint,
-    sessions: u32,
-    /// Latest expiry among its sessions: a mapping whose time has passed admits nothing
-    /// inbound even if the sweep has not removed it yet.
-    expires: Time,
-}
-
-#[derive(Clone, Copy)]
-enum SessState {
-    Udp,
-    Icmp,
-    Tcp(TcpState),
-}
-
-struct Session {
-    map: u32,
-    remote: Endpoint,
-    state: SessState,
-    expires: Time,
-}
-
-/// Remote addresses a mapping has sessions with: the address-dependent filter (RFC 4787 5).
-struct RemoteRef {
-    sessions: u32,
-    expires: Time,
-}
-
-struct PoolAddr {
-    addr: u32,
-    hosts: u32,
-    ports: [PortMap; 3],
-}
-
-/// A vector of slots with a free list; ids stay valid until removed.
-struct Slab<T> {
-    slots: Vec<Option<T>>,
-    free: Vec<u32>,
-    len: usize,
-}
-
-impl<T> Slab<T> {
-    fn new() -> Self {
-        Slab {
-            slots: Vec::new(),
-            free: Vec::new(),
-            len: 0,
-        }
-    }
-    fn insert(&mut self, v: T) -> u32 {
-        self.len += 1;
-        if let Some(i) = self.free.pop() {
-            if let Some(s) = self.slots.get_mut(i as usize) {
-                *s = Some(v);
-                return i;
-            }
-        }
-        self.slots.push(Some(v));
-        (self.slots.len() - 1) as u32
-    }
-    fn remove(&mut self, i: u32) -> Option<T> {
-        let v = self.slots.get_mut(i as usize)?.take()?;
-        self.free.push(i);
-        self.len -= 1;
-        Some(v)
-    }
-    fn get(&self, i: u32) -> Option<&T> {
-        self.slots.get(i as usize)?.as_ref()
-    }
-    fn get_mut(&mut self, i: u32) -> Option<&mut T> {
-        self.slots.get_mut(i as usize)?.as_mut()
-    }
-    fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.as_ref().map(|v| (i as u32, v)))
-    }
-}
-
 /// The NAT44 translator state.
 pub struct Nat44 {
     cfg: Nat44Config,
     static_in: HashMap<u32, u32>,
     static_out: HashMap<u32, u32>,
-    pool: Vec<PoolAddr>,
-    pool_index: HashMap<u32, u32>,
-    hosts: HashMap<u32, Host>,
-    mappings: Slab<Mapping>,
-    bib_in: HashMap<(Proto, Endpoint), u32>,
-    bib_ext: HashMap<(Proto, Endpoint), u32>,
-    sessions: Slab<Session>,
-    session_index: HashMap<(u32, Endpoint), u32>,
-    remotes: HashMap<(u32, u32), RemoteRef>,
+    napt: Napt<u32>,
     frags: Frags,
     ready: VecDeque<Vec<u8>>,
-    rng: Rng,
-    sweep_cursor: usize,
 }
 
 fn ipv4_drop(e: Ipv4Error) -> DropReason {
@@ -250,19 +81,6 @@ fn ipv4_drop(e: Ipv4Error) -> DropReason {
 
 impl Nat44 {
     pub fn new(cfg: Nat44Config, seed: u64) -> Self {
-        let mut pool = Vec::new();
-        let mut pool_index = HashMap::new();
-        for p in &cfg.pool {
-            for i in 0..p.size() {
-                let addr = p.nth(i);
-                pool_index.insert(addr, pool.len() as u32);
-                pool.push(PoolAddr {
-                    addr,
-                    hosts: 0,
-                    ports: Default::default(),
-                });
-            }
-        }
         let static_in = cfg
             .statics
             .iter()
@@ -278,23 +96,25 @@ impl Nat44 {
             cfg.limits.max_fragments_held,
             cfg.timeouts.fragment,
         );
+        let napt = Napt::new(
+            NaptConfig {
+                mode: cfg.mode,
+                filtering: cfg.filtering,
+                ports: cfg.ports,
+                timeouts: cfg.timeouts,
+                limits: cfg.limits,
+                inbound_refresh: cfg.inbound_refresh,
+            },
+            &cfg.pool,
+            seed,
+        );
         Nat44 {
             cfg,
             static_in,
             static_out,
-            pool,
-            pool_index,
-            hosts: HashMap::new(),
-            mappings: Slab::new(),
-            bib_in: HashMap::new(),
-            bib_ext: HashMap::new(),
-            sessions: Slab::new(),
-            session_index: HashMap::new(),
-            remotes: HashMap::new(),
+            napt,
             frags,
             ready: VecDeque::new(),
-            rng: Rng::new(seed),
-            sweep_cursor: 0,
         }
     }
 
@@ -304,7 +124,7 @@ impl Nat44 {
 
     /// An address this NAT answers for on the outside: a pool or static outside address.
     fn is_outside(&self, a: u32) -> bool {
-        self.static_out.contains_key(&a) || self.pool_index.contains_key(&a)
+        self.static_out.contains_key(&a) || self.napt.is_pool(a)
     }
 
     pub fn pop_ready(&mut self) -> Option<Vec<u8>> {
@@ -436,7 +256,7 @@ impl Nat44 {
         }
         let static_src = self.static_in.get(&h.src).copied();
         let static_dst = self.static_out.get(&h.dst).copied();
-        let to_pool = self.pool_index.contains_key(&h.dst);
+        let to_pool = self.napt.is_pool(h.dst);
         let dynamic_src = static_src.is_none() && self.is_inside(h.src);
         if !to_pool && !dynamic_src {
             if static_src.is_none() && static_dst.is_none() {
@@ -501,13 +321,9 @@ impl Nat44 {
         if self.cfg.mode == Nat44Mode::Static {
             return Err(DropReason::NoStaticMapping);
         }
-        let sid = self.session_out(now, &f, c)?;
         let ext = self
-            .sessions
-            .get(sid)
-            .and_then(|s| self.mappings.get(s.map))
-            .map(|m| m.ext)
-            .ok_or(DropReason::NoMapping)?;
+            .napt
+            .outbound(now, f.proto, f.src, f.dst, f.tcp_flags, c)?;
         rewrite_endpoint(pkt, h, f.proto, Side::Src, ext);
         Ok(())
     }
@@ -532,338 +348,11 @@ impl Nat44 {
         let L4::Flow(f) = l4 else {
             return Err(DropReason::UnsupportedProtocol);
         };
-        let sid = self.session_in(now, &f, c)?;
         let int = self
-            .sessions
-            .get(sid)
-            .and_then(|s| self.mappings.get(s.map))
-            .map(|m| m.int)
-            .ok_or(DropReason::NoMapping)?;
+            .napt
+            .inbound(now, f.proto, f.dst, f.src, f.tcp_flags, c)?;
         rewrite_endpoint(pkt, h, f.proto, Side::Dst, int);
         Ok(())
-    }
-
-    /// Finds or creates the session of an outbound flow (RFC 4787 REQ-1 endpoint-independent
-    /// mapping: the mapping is keyed by the inside endpoint alone).
-    fn session_out(&mut self, now: Time, f: &Flow, c: &mut Counters) -> Result<u32, DropReason> {
-        let int = f.src;
-        let remote = Endpoint {
-            addr: f.dst.addr,
-            port: f.proto.remote_port(f.dst.port),
-        };
-        let known = self.bib_in.get(&(f.proto, int)).copied();
-        if let Some(sid) = known.and_then(|mid| self.session_of(mid, remote, now, c)) {
-            self.touch(sid, now, Dir::Out, f.tcp_flags);
-            return Ok(sid);
-        }
-        // RFC 6146 3.5.2.2 (and RFC 5382): only a SYN opens a TCP session.
-        if f.proto == Proto::Tcp && f.tcp_flags & tcpsm::SYN == 0 {
-            return Err(DropReason::TcpNoSession);
-        }
-        self.check_limits(int.addr)?;
-        let host_new = !self.hosts.contains_key(&int.addr);
-        let pool_ix = self.host_pool(int.addr)?;
-        let mid = match self.bib_in.get(&(f.proto, int)).copied() {
-            Some(mid) => mid,
-            None => match self.create_mapping(f.proto, int, pool_ix, c) {
-                Ok(mid) => mid,
-                Err(e) => {
-                    if host_new {
-                        self.release_host(int.addr);
-                    }
-                    return Err(e);
-                }
-            },
-        };
-        Ok(self.create_session(mid, remote, f.proto, Dir::Out, now, c))
-    }
-
-    /// Finds or creates the session of an inbound flow, applying the filtering policy
-    /// (RFC 4787 5, REQ-8).
-    fn session_in(&mut self, now: Time, f: &Flow, c: &mut Counters) -> Result<u32, DropReason> {
-        let ext = f.dst;
-        let remote = Endpoint {
-            addr: f.src.addr,
-            port: f.proto.remote_port(f.src.port),
-        };
-        let mid = *self
-            .bib_ext
-            .get(&(f.proto, ext))
-            .ok_or(DropReason::NoMapping)?;
-        if let Some(sid) = self.session_of(mid, remote, now, c) {
-            self.touch(sid, now, Dir::In, f.tcp_flags);
-            return Ok(sid);
-        }
-        // The session may have expired and taken its mapping with it.
-        let m = self.mappings.get(mid).ok_or(DropReason::NoMapping)?;
-        if m.expires <= now {
-            return Err(DropReason::NoMapping);
-        }
-        let int_addr = m.int.addr;
-        let admitted = match self.cfg.filtering {
-            Filtering::EndpointIndependent => true,
-            Filtering::AddressDependent => self
-                .remotes
-                .get(&(mid, remote.addr))
-                .is_some_and(|r| r.expires > now),
-            Filtering::AddressAndPortDependent => false,
-        };
-        if !admitted {
-            return Err(DropReason::Filtered);
-        }
-        if f.proto == Proto::Tcp && f.tcp_flags & tcpsm::SYN == 0 {
-            return Err(DropReason::TcpNoSession);
-        }
-        self.check_limits(int_addr)?;
-        Ok(self.create_session(mid, remote, f.proto, Dir::In, now, c))
-    }
-
-    fn session_of(
-        &mut self,
-        mid: u32,
-        remote: Endpoint,
-        now: Time,
-        c: &mut Counters,
-    ) -> Option<u32> {
-        let sid = *self.session_index.get(&(mid, remote))?;
-        let live = self.sessions.get(sid).is_some_and(|s| s.expires > now);
-        if live {
-            Some(sid)
-        } else {
-            self.remove_session(sid);
-            c.event(Event::SessionsExpired);
-            None
-        }
-    }
-
-    fn check_limits(&self, int_addr: u32) -> Result<(), DropReason> {
-        if self.sessions.len >= self.cfg.limits.max_sessions as usize {
-            return Err(DropReason::SessionLimit);
-        }
-        if self
-            .hosts
-            .get(&int_addr)
-            .is_some_and(|h| h.sessions >= self.cfg.limits.max_sessions_per_host)
-        {
-            return Err(DropReason::HostSessionLimit);
-        }
-        Ok(())
-    }
-
-    /// The pool address of an inside host, pairing it on first use (RFC 4787 REQ-2 paired
-    /// pooling: one inside address always uses the same outside address). In pool mode the
-    /// address is the host's alone (RFC 3022 2.1 Basic NAT).
-    fn host_pool(&mut self, int_addr: u32) -> Result<u32, DropReason> {
-        if let Some(h) = self.hosts.get(&int_addr) {
-            return Ok(h.pool);
-        }
-        let n = self.pool.len() as u64;
-        if n == 0 {
-            return Err(DropReason::PoolExhausted);
-        }
-        let start = self.rng.below(n);
-        let pick = match self.cfg.mode {
-            Nat44Mode::Pool => (0..n)
-                .map(|i| ((start + i) % n) as u32)
-                .find(|&i| self.pool.get(i as usize).is_some_and(|p| p.hosts == 0))
-                .ok_or(DropReason::PoolExhausted)?,
-            _ => start as u32,
-        };
-        if let Some(p) = self.pool.get_mut(pick as usize) {
-            p.hosts += 1;
-        }
-        self.hosts.insert(
-            int_addr,
-            Host {
-                pool: pick,
-                mappings: 0,
-                sessions: 0,
-            },
-        );
-        Ok(pick)
-    }
-
-    fn release_host(&mut self, int_addr: u32) {
-        if let Some(h) = self.hosts.remove(&int_addr) {
-            if let Some(p) = self.pool.get_mut(h.pool as usize) {
-                p.hosts = p.hosts.saturating_sub(1);
-            }
-        }
-    }
-
-    /// Creates a mapping with a port chosen per RFC 4787 REQ-3 / RFC 6056: the inside port
-    /// if free and in range, else from a random point in the range.
-    fn create_mapping(
-        &mut self,
-        proto: Proto,
-        int: Endpoint,
-        pool_ix: u32,
-        c: &mut Counters,
-    ) -> Result<u32, DropReason> {
-        // ICMP identifiers are not ports: any value may be kept or chosen (RFC 5508 3.1).
-        let (lo, hi) = match proto {
-            Proto::Icmp => (0, u16::MAX),
-            _ => self.cfg.ports,
-        };
-        let span = u64::from(hi - lo) + 1;
-        let start = lo.wrapping_add(self.rng.below(span) as u16);
-        let mode = self.cfg.mode;
-        let p = self
-            .pool
-            .get_mut(pool_ix as usize)
-            .ok_or(DropReason::PoolExhausted)?;
-        let ports = p
-            .ports
-            .get_mut(proto as usize)
-            .ok_or(DropReason::PoolExhausted)?;
-        let port = match mode {
-            // Basic NAT keeps every port: the address is this host's alone.
-            Nat44Mode::Pool if ports.take_exact(int.port) => int.port,
-            _ => ports
-                .take(int.port, lo, hi, start)
-                .ok_or(DropReason::PoolExhausted)?,
-        };
-        if port == int.port {
-            c.event(Event::PortsPreserved);
-        }
-        let ext = Endpoint { addr: p.addr, port };
-        let mid = self.mappings.insert(Mapping {
-            proto,
-            int,
-            ext,
-            sessions: 0,
-            expires: Time(0),
-        });
-        self.bib_in.insert((proto, int), mid);
-        self.bib_ext.insert((proto, ext), mid);
-        if let Some(h) = self.hosts.get_mut(&int.addr) {
-            h.mappings += 1;
-        }
-        c.event(Event::MappingsCreated);
-        Ok(mid)
-    }
-
-    fn create_session(
-        &mut self,
-        mid: u32,
-        remote: Endpoint,
-        proto: Proto,
-        dir: Dir,
-        now: Time,
-        c: &mut Counters,
-    ) -> u32 {
-        let t = &self.cfg.timeouts;
-        let (state, life) = match proto {
-            Proto::Udp => (SessState::Udp, t.udp),
-            Proto::Icmp => (SessState::Icmp, t.icmp),
-            Proto::Tcp => (SessState::Tcp(tcpsm::initial(dir)), t.tcp_transitory),
-        };
-        let expires = now.plus_secs(life);
-        let sid = self.sessions.insert(Session {
-            map: mid,
-            remote,
-            state,
-            expires,
-        });
-        self.session_index.insert((mid, remote), sid);
-        let r = self.remotes.entry((mid, remote.addr)).or_insert(RemoteRef {
-            sessions: 0,
-            expires,
-        });
-        r.sessions += 1;
-        r.expires = r.expires.max(expires);
-        if let Some(m) = self.mappings.get_mut(mid) {
-            m.sessions += 1;
-            m.expires = m.expires.max(expires);
-            if let Some(h) = self.hosts.get_mut(&m.int.addr) {
-                h.sessions += 1;
-            }
-        }
-        c.event(Event::SessionsCreated);
-        sid
-    }
-
-    /// Updates state and lifetime for a packet of an existing session (RFC 4787 REQ-6:
-    /// outbound refreshes; inbound does when `inbound_refresh`; RFC 6146 3.5.2.2 for TCP).
-    fn touch(&mut self, sid: u32, now: Time, dir: Dir, flags: u8) {
-        let t = self.cfg.timeouts;
-        let inbound_refresh = self.cfg.inbound_refresh;
-        let Some(s) = self.sessions.get_mut(sid) else {
-            return;
-        };
-        let new_expiry = match s.state {
-            SessState::Udp if dir == Dir::Out || inbound_refresh => Some(now.plus_secs(t.udp)),
-            SessState::Icmp if dir == Dir::Out || inbound_refresh => Some(now.plus_secs(t.icmp)),
-            SessState::Udp | SessState::Icmp => None,
-            SessState::Tcp(st) => {
-                let (next, life) = tcpsm::next(st, dir, flags);
-                s.state = SessState::Tcp(next);
-                match life {
-                    Lifetime::Established => Some(now.plus_secs(t.tcp_established)),
-                    Lifetime::Transitory => Some(now.plus_secs(t.tcp_transitory)),
-                    Lifetime::Unchanged => None,
-                }
-            }
-        };
-        if let Some(e) = new_expiry {
-            s.expires = e;
-            let (mid, raddr) = (s.map, s.remote.addr);
-            if let Some(m) = self.mappings.get_mut(mid) {
-                m.expires = m.expires.max(e);
-            }
-            if let Some(r) = self.remotes.get_mut(&(mid, raddr)) {
-                r.expires = r.expires.max(e);
-            }
-        }
-    }
-
-    fn remove_session(&mut self, sid: u32) {
-        let Some(s) = self.sessions.remove(sid) else {
-            return;
-        };
-        self.session_index.remove(&(s.map, s.remote));
-        if let Some(r) = self.remotes.get_mut(&(s.map, s.remote.addr)) {
-            r.sessions = r.sessions.saturating_sub(1);
-            if r.sessions == 0 {
-                self.remotes.remove(&(s.map, s.remote.addr));
-            }
-        }
-        let Some(m) = self.mappings.get_mut(s.map) else {
-            return;
-        };
-        m.sessions = m.sessions.saturating_sub(1);
-        let (int_addr, empty) = (m.int.addr, m.sessions == 0);
-        if let Some(h) = self.hosts.get_mut(&int_addr) {
-            h.sessions = h.sessions.saturating_sub(1);
-        }
-        if empty {
-            self.remove_mapping(s.map);
-        }
-    }
-
-    fn remove_mapping(&mut self, mid: u32) {
-        let Some(m) = self.mappings.remove(mid) else {
-            return;
-        };
-        self.bib_in.remove(&(m.proto, m.int));
-        self.bib_ext.remove(&(m.proto, m.ext));
-        if let Some(&ix) = self.pool_index.get(&m.ext.addr) {
-            if let Some(pm) = self
-                .pool
-                .get_mut(ix as usize)
-                .and_then(|p| p.ports.get_mut(m.proto as usize))
-            {
-                pm.free(m.ext.port);
-            }
-        }
-        let mut gone = false;
-        if let Some(h) = self.hosts.get_mut(&m.int.addr) {
-            h.mappings = h.mappings.saturating_sub(1);
-            gone = h.mappings == 0;
-        }
-        if gone {
-            self.release_host(m.int.addr);
-        }
     }
 
     /// RFC 5508 4 (REQ-3, REQ-4): translates an ICMP error -- the outer header, and the
@@ -925,7 +414,7 @@ impl Nat44 {
         };
         let remote = Endpoint {
             addr: rd32(inner_off + remote_addr_field)?,
-            port: proto.remote_port(rd16(inner_l4 + remote_port_field)?),
+            port: rd16(inner_l4 + remote_port_field)?,
         };
         if proto == Proto::Icmp {
             let t = u8_at(pkt, inner_l4).ok_or(DropReason::IcmpErrorMalformed)?;
@@ -944,21 +433,11 @@ impl Nat44 {
                 port: our.port,
             }
         } else {
-            let (table, key) = match dir {
-                Dir::In => (&self.bib_ext, (proto, our)),
-                Dir::Out => (&self.bib_in, (proto, our)),
-            };
-            let mid = *table.get(&key).ok_or(DropReason::IcmpErrorNoSession)?;
-            self.session_of(mid, remote, now, c)
-                .ok_or(DropReason::IcmpErrorNoSession)?;
-            let m = self
-                .mappings
-                .get(mid)
-                .ok_or(DropReason::IcmpErrorNoSession)?;
             match dir {
-                Dir::In => m.int,
-                Dir::Out => m.ext,
+                Dir::In => self.napt.find_by_outside(now, proto, our, remote, c),
+                Dir::Out => self.napt.find_by_inside(now, proto, our, remote, c),
             }
+            .ok_or(DropReason::IcmpErrorNoSession)?
         };
         // Outer header: the error goes to the inside endpoint, or comes from the outside
         // address (also when an inside router, not the host, sent it).
@@ -991,23 +470,9 @@ impl Nat44 {
         Ok(())
     }
 
-    /// Removes expired sessions, looking at up to `budget` slots from where the last call
-    /// stopped, and expires fragment state.
+    /// Removes expired sessions (up to `budget` slots looked at) and fragment state.
     pub fn expire(&mut self, now: Time, budget: usize, c: &mut Counters) -> usize {
-        let n = self.sessions.slots.len();
-        let mut removed = 0;
-        for _ in 0..budget.min(n) {
-            if self.sweep_cursor >= n {
-                self.sweep_cursor = 0;
-            }
-            let sid = self.sweep_cursor as u32;
-            self.sweep_cursor += 1;
-            if self.sessions.get(sid).is_some_and(|s| s.expires <= now) {
-                self.remove_session(sid);
-                c.event(Event::SessionsExpired);
-                removed += 1;
-            }
-        }
+        let removed = self.napt.expire(now, budget, c);
         let dropped = self.frags.expire(now);
         for _ in 0..dropped {
             c.drop(DropReason::FragmentNoFirst);
@@ -1015,6 +480,7 @@ impl Nat44 {
         removed
     }
 
+    /// Static entries first, then the live dynamic sessions.
     pub fn sessions(&self, now: Time) -> Vec<SessionInfo> {
         let mut out: Vec<SessionInfo> = self
             .cfg
@@ -1029,63 +495,14 @@ impl Nat44 {
                 expires_in: None,
             })
             .collect();
-        let mut dynamic: Vec<SessionInfo> = self
-            .sessions
-            .iter()
-            .filter(|(_, s)| s.expires > now)
-            .filter_map(|(_, s)| {
-                let m = self.mappings.get(s.map)?;
-                let ports = true;
-                Some(SessionInfo {
-                    proto: m.proto.name().into(),
-                    inside: m.int.show(ports),
-                    outside: m.ext.show(ports),
-                    remote: s.remote.show(m.proto != Proto::Icmp),
-                    state: match s.state {
-                        SessState::Udp => "udp".into(),
-                        SessState::Icmp => "icmp".into(),
-                        SessState::Tcp(t) => tcp_state_name(t).into(),
-                    },
-                    expires_in: Some(now.secs_until(s.expires)),
-                })
-            })
-            .collect();
-        dynamic.sort_by(|a, b| {
-            (&a.proto, &a.inside, &a.remote).cmp(&(&b.proto, &b.inside, &b.remote))
-        });
-        out.extend(dynamic);
+        self.napt.sessions(now, &mut out);
         out
     }
 
-    pub fn stats(&self, now: Time, c: &Counters) -> Stats {
-        let _ = now;
-        let (lo, hi) = self.cfg.ports;
-        let pool = [Proto::Tcp, Proto::Udp, Proto::Icmp]
-            .iter()
-            .map(|&p| PoolUse {
-                proto: p.name().into(),
-                ports_used: self
-                    .pool
-                    .iter()
-                    .filter_map(|a| a.ports.get(p as usize))
-                    .map(|m| u64::from(m.used()))
-                    .sum(),
-                ports_total: self.pool.len() as u64
-                    * match p {
-                        Proto::Icmp => 65536,
-                        _ => u64::from(hi - lo) + 1,
-                    },
-            })
-            .collect();
-        Stats {
-            sessions: self.sessions.len as u64,
-            mappings: self.mappings.len as u64,
-            hosts: self.hosts.len() as u64,
+    pub fn stats(&self, c: &Counters) -> Stats {
+        let mut st = Stats {
             fragment_flows: self.frags.flows() as u64,
             fragments_held: self.frags.held() as u64,
-            pool_addresses: self.pool.len() as u64,
-            pool_addresses_used: self.pool.iter().filter(|p| p.hosts > 0).count() as u64,
-            pool,
             events: Event::ALL
                 .iter()
                 .map(|&e| crate::counters::NamedCount {
@@ -1102,19 +519,10 @@ impl Nat44 {
                     explain: r.explain().into(),
                 })
                 .collect(),
-        }
-    }
-}
-
-fn tcp_state_name(t: TcpState) -> &'static str {
-    match t {
-        TcpState::OutInit => "syn_out",
-        TcpState::InInit => "syn_in",
-        TcpState::Established => "established",
-        TcpState::OutFinRcv => "fin_out",
-        TcpState::InFinRcv => "fin_in",
-        TcpState::BothFinRcv => "fin_both",
-        TcpState::Trans => "transitory",
+            ..Stats::default()
+        };
+        self.napt.fill_stats(&mut st);
+        st
     }
 }
 

@@ -1,0 +1,759 @@
+//! NAPT state shared by the stateful translators (NAT44 today, NAT64 next): hosts, mappings
+//! (the BIB) and sessions, with port allocation, filtering, the TCP state machine and expiry.
+//!
+//! Generic over the inside address type (`u32` for NAT44, `u128` for NAT64); the outside and
+//! remote sides are always IPv4. Rules implemented here:
+//! - RFC 4787 REQ-1 / RFC 5382 REQ-1 / RFC 6146 3.5.1: endpoint-independent mapping (the BIB
+//!   is keyed by the inside endpoint alone);
+//! - RFC 4787 REQ-2: paired pooling (a host keeps one outside address);
+//! - RFC 4787 REQ-3 / RFC 6056 3.3: port preservation, else a random start in the range;
+//! - RFC 4787 5 (REQ-8): endpoint-independent, address-dependent, address-and-port-dependent
+//!   filtering;
+//! - RFC 4787 REQ-5/REQ-6, RFC 5382 REQ-5, RFC 5508 REQ-2: timeouts and refresh;
+//! - RFC 6146 3.5.2.2: TCP states (see [`crate::tcp`]); only SYN creates a TCP session.
+//!
+//! A mapping lives while it has sessions; its port returns to the pool with the last one.
+//! Expiry is lazy (a lookup that finds an expired session removes it) plus a budgeted sweep.
+
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use hashbrown::HashMap;
+use xlat_wire::ipv4::proto as ipproto;
+use xlat_wire::l4::{icmp, tcp, udp};
+
+use crate::config::{Filtering, Limits, Nat44Mode, Prefix4, Timeouts};
+use crate::counters::{Counters, DropReason, Event};
+use crate::ports::PortMap;
+use crate::rng::Rng;
+use crate::snapshot::{PoolUse, SessionInfo, Stats};
+use crate::tcp::{self as tcpsm, Dir, Lifetime, TcpState};
+use crate::Time;
+
+/// Transport protocols with ports (or an identifier) that the NAPT tracks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Proto {
+    Tcp = 0,
+    Udp = 1,
+    Icmp = 2,
+}
+
+impl Proto {
+    pub fn from_ip(p: u8) -> Option<Proto> {
+        match p {
+            ipproto::TCP => Some(Proto::Tcp),
+            ipproto::UDP => Some(Proto::Udp),
+            ipproto::ICMP => Some(Proto::Icmp),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+            Proto::Icmp => "icmp",
+        }
+    }
+    /// Offset of the source "port" in the transport header (ICMP: the query identifier).
+    pub fn src_port_off(self) -> usize {
+        match self {
+            Proto::Tcp => tcp::SRC_PORT,
+            Proto::Udp => udp::SRC_PORT,
+            Proto::Icmp => icmp::IDENT,
+        }
+    }
+    pub fn dst_port_off(self) -> usize {
+        match self {
+            Proto::Tcp => tcp::DST_PORT,
+            Proto::Udp => udp::DST_PORT,
+            Proto::Icmp => icmp::IDENT,
+        }
+    }
+    /// The remote side's "port" in a session key: ICMP queries have only one identifier,
+    /// which belongs to the inside host (RFC 5508 3.1).
+    pub fn remote_port(self, port: u16) -> u16 {
+        match self {
+            Proto::Icmp => 0,
+            _ => port,
+        }
+    }
+}
+
+/// An inside address type: `u32` (IPv4) or `u128` (IPv6).
+pub trait InsideAddr: Copy + Eq + Hash + Debug {
+    /// Text form for `xlat show`.
+    fn show(self) -> String;
+    /// Text form followed by a port.
+    fn show_port(self, port: u16) -> String;
+}
+
+impl InsideAddr for u32 {
+    fn show(self) -> String {
+        Ipv4Addr::from(self).to_string()
+    }
+    fn show_port(self, port: u16) -> String {
+        format!("{}:{port}", Ipv4Addr::from(self))
+    }
+}
+
+impl InsideAddr for u128 {
+    fn show(self) -> String {
+        Ipv6Addr::from(self).to_string()
+    }
+    fn show_port(self, port: u16) -> String {
+        format!("[{}]:{port}", Ipv6Addr::from(self))
+    }
+}
+
+/// An address and port (ICMP: identifier).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Endpoint<A = u32> {
+    pub addr: A,
+    pub port: u16,
+}
+
+impl<A: InsideAddr> Endpoint<A> {
+    fn show(self, with_port: bool) -> String {
+        if with_port {
+            self.addr.show_port(self.port)
+        } else {
+            self.addr.show()
+        }
+    }
+}
+
+struct Host {
+    /// Pool index of the paired (NAPT) or bound (pool mode) outside address.
+    pool: u32,
+    mappings: u32,
+    sessions: u32,
+}
+
+struct Mapping<A> {
+    proto: Proto,
+    int: Endpoint<A>,
+    ext: Endpoint,
+    sessions: u32,
+    /// Latest expiry among its sessions: a mapping whose time has passed admits nothing
+    /// inbound even if the sweep has not removed it yet.
+    expires: Time,
+}
+
+#[derive(Clone, Copy)]
+enum SessState {
+    Udp,
+    Icmp,
+    Tcp(TcpState),
+}
+
+struct Session {
+    map: u32,
+    remote: Endpoint,
+    state: SessState,
+    expires: Time,
+}
+
+/// Remote addresses a mapping has sessions with: the address-dependent filter (RFC 4787 5).
+struct RemoteRef {
+    sessions: u32,
+    expires: Time,
+}
+
+struct PoolAddr {
+    addr: u32,
+    hosts: u32,
+    ports: [PortMap; 3],
+}
+
+/// A vector of slots with a free list; ids stay valid until removed.
+struct Slab<T> {
+    slots: Vec<Option<T>>,
+    free: Vec<u32>,
+    len: usize,
+}
+
+impl<T> Slab<T> {
+    fn new() -> Self {
+        Slab {
+            slots: Vec::new(),
+            free: Vec::new(),
+            len: 0,
+        }
+    }
+    fn insert(&mut self, v: T) -> u32 {
+        self.len += 1;
+        if let Some(i) = self.free.pop() {
+            if let Some(s) = self.slots.get_mut(i as usize) {
+                *s = Some(v);
+                return i;
+            }
+        }
+        self.slots.push(Some(v));
+        (self.slots.len() - 1) as u32
+    }
+    fn remove(&mut self, i: u32) -> Option<T> {
+        let v = self.slots.get_mut(i as usize)?.take()?;
+        self.free.push(i);
+        self.len -= 1;
+        Some(v)
+    }
+    fn get(&self, i: u32) -> Option<&T> {
+        self.slots.get(i as usize)?.as_ref()
+    }
+    fn get_mut(&mut self, i: u32) -> Option<&mut T> {
+        self.slots.get_mut(i as usize)?.as_mut()
+    }
+    fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().map(|v| (i as u32, v)))
+    }
+}
+
+/// Settings of the NAPT state.
+#[derive(Clone, Debug)]
+pub struct NaptConfig {
+    /// `Pool`: Basic NAT, one pool address per host, ports kept; otherwise NAPT.
+    pub mode: Nat44Mode,
+    pub filtering: Filtering,
+    /// TCP/UDP port range; ICMP identifiers use 0-65535.
+    pub ports: (u16, u16),
+    pub timeouts: Timeouts,
+    pub limits: Limits,
+    pub inbound_refresh: bool,
+}
+
+/// Hosts, BIB and sessions of one stateful translator.
+pub struct Napt<A> {
+    cfg: NaptConfig,
+    pool: Vec<PoolAddr>,
+    pool_index: HashMap<u32, u32>,
+    hosts: HashMap<A, Host>,
+    mappings: Slab<Mapping<A>>,
+    bib_in: HashMap<(Proto, Endpoint<A>), u32>,
+    bib_ext: HashMap<(Proto, Endpoint), u32>,
+    sessions: Slab<Session>,
+    session_index: HashMap<(u32, Endpoint), u32>,
+    remotes: HashMap<(u32, u32), RemoteRef>,
+    rng: Rng,
+    sweep_cursor: usize,
+}
+
+impl<A: InsideAddr> Napt<A> {
+    pub fn new(cfg: NaptConfig, pool_prefixes: &[Prefix4], seed: u64) -> Self {
+        let mut pool = Vec::new();
+        let mut pool_index = HashMap::new();
+        for p in pool_prefixes {
+            for i in 0..p.size() {
+                let addr = p.nth(i);
+                pool_index.insert(addr, pool.len() as u32);
+                pool.push(PoolAddr {
+                    addr,
+                    hosts: 0,
+                    ports: Default::default(),
+                });
+            }
+        }
+        Napt {
+            cfg,
+            pool,
+            pool_index,
+            hosts: HashMap::new(),
+            mappings: Slab::new(),
+            bib_in: HashMap::new(),
+            bib_ext: HashMap::new(),
+            sessions: Slab::new(),
+            session_index: HashMap::new(),
+            remotes: HashMap::new(),
+            rng: Rng::new(seed),
+            sweep_cursor: 0,
+        }
+    }
+
+    /// True for an address of the pool.
+    pub fn is_pool(&self, a: u32) -> bool {
+        self.pool_index.contains_key(&a)
+    }
+
+    /// An outbound packet of flow `int` -> `remote`: finds or creates its session (RFC 4787
+    /// REQ-1 endpoint-independent mapping) and returns the outside endpoint to write.
+    pub fn outbound(
+        &mut self,
+        now: Time,
+        proto: Proto,
+        int: Endpoint<A>,
+        remote: Endpoint,
+        tcp_flags: u8,
+        c: &mut Counters,
+    ) -> Result<Endpoint, DropReason> {
+        let remote = Endpoint {
+            addr: remote.addr,
+            port: proto.remote_port(remote.port),
+        };
+        let known = self.bib_in.get(&(proto, int)).copied();
+        if let Some(sid) = known.and_then(|mid| self.session_of(mid, remote, now, c)) {
+            self.touch(sid, now, Dir::Out, tcp_flags);
+            return self.ext_of(sid);
+        }
+        // RFC 6146 3.5.2.2 (and RFC 5382): only a SYN opens a TCP session.
+        if proto == Proto::Tcp && tcp_flags & tcpsm::SYN == 0 {
+            return Err(DropReason::TcpNoSession);
+        }
+        self.check_limits(int.addr)?;
+        let host_new = !self.hosts.contains_key(&int.addr);
+        let pool_ix = self.host_pool(int.addr)?;
+        let mid = match self.bib_in.get(&(proto, int)).copied() {
+            Some(mid) => mid,
+            None => match self.create_mapping(proto, int, pool_ix, c) {
+                Ok(mid) => mid,
+                Err(e) => {
+                    if host_new {
+                        self.release_host(int.addr);
+                    }
+                    return Err(e);
+                }
+            },
+        };
+        let sid = self.create_session(mid, remote, proto, Dir::Out, now, c);
+        self.ext_of(sid)
+    }
+
+    /// An inbound packet from `remote` to the outside endpoint `ext`: finds its session or,
+    /// where the filtering policy admits the remote (RFC 4787 5, REQ-8), creates one; returns
+    /// the inside endpoint to write.
+    pub fn inbound(
+        &mut self,
+        now: Time,
+        proto: Proto,
+        ext: Endpoint,
+        remote: Endpoint,
+        tcp_flags: u8,
+        c: &mut Counters,
+    ) -> Result<Endpoint<A>, DropReason> {
+        let remote = Endpoint {
+            addr: remote.addr,
+            port: proto.remote_port(remote.port),
+        };
+        let mid = *self
+            .bib_ext
+            .get(&(proto, ext))
+            .ok_or(DropReason::NoMapping)?;
+        if let Some(sid) = self.session_of(mid, remote, now, c) {
+            self.touch(sid, now, Dir::In, tcp_flags);
+            return self.int_of(sid);
+        }
+        // The session may have expired and taken its mapping with it.
+        let m = self.mappings.get(mid).ok_or(DropReason::NoMapping)?;
+        if m.expires <= now {
+            return Err(DropReason::NoMapping);
+        }
+        let int_addr = m.int.addr;
+        let admitted = match self.cfg.filtering {
+            Filtering::EndpointIndependent => true,
+            Filtering::AddressDependent => self
+                .remotes
+                .get(&(mid, remote.addr))
+                .is_some_and(|r| r.expires > now),
+            Filtering::AddressAndPortDependent => false,
+        };
+        if !admitted {
+            return Err(DropReason::Filtered);
+        }
+        if proto == Proto::Tcp && tcp_flags & tcpsm::SYN == 0 {
+            return Err(DropReason::TcpNoSession);
+        }
+        self.check_limits(int_addr)?;
+        let sid = self.create_session(mid, remote, proto, Dir::In, now, c);
+        self.int_of(sid)
+    }
+
+    /// The outside endpoint of the live session `int` <-> `remote`, without creating or
+    /// refreshing anything (RFC 5508 REQ-6: ICMP errors do not refresh sessions).
+    pub fn find_by_inside(
+        &mut self,
+        now: Time,
+        proto: Proto,
+        int: Endpoint<A>,
+        remote: Endpoint,
+        c: &mut Counters,
+    ) -> Option<Endpoint> {
+        let remote = Endpoint {
+            addr: remote.addr,
+            port: proto.remote_port(remote.port),
+        };
+        let mid = *self.bib_in.get(&(proto, int))?;
+        let sid = self.session_of(mid, remote, now, c)?;
+        self.ext_of(sid).ok()
+    }
+
+    /// The inside endpoint of the live session `ext` <-> `remote`; see [`Napt::find_by_inside`].
+    pub fn find_by_outside(
+        &mut self,
+        now: Time,
+        proto: Proto,
+        ext: Endpoint,
+        remote: Endpoint,
+        c: &mut Counters,
+    ) -> Option<Endpoint<A>> {
+        let remote = Endpoint {
+            addr: remote.addr,
+            port: proto.remote_port(remote.port),
+        };
+        let mid = *self.bib_ext.get(&(proto, ext))?;
+        let sid = self.session_of(mid, remote, now, c)?;
+        self.int_of(sid).ok()
+    }
+
+    fn ext_of(&self, sid: u32) -> Result<Endpoint, DropReason> {
+        self.sessions
+            .get(sid)
+            .and_then(|s| self.mappings.get(s.map))
+            .map(|m| m.ext)
+            .ok_or(DropReason::NoMapping)
+    }
+
+    fn int_of(&self, sid: u32) -> Result<Endpoint<A>, DropReason> {
+        self.sessions
+            .get(sid)
+            .and_then(|s| self.mappings.get(s.map))
+            .map(|m| m.int)
+            .ok_or(DropReason::NoMapping)
+    }
+
+    fn session_of(
+        &mut self,
+        mid: u32,
+        remote: Endpoint,
+        now: Time,
+        c: &mut Counters,
+    ) -> Option<u32> {
+        let sid = *self.session_index.get(&(mid, remote))?;
+        let live = self.sessions.get(sid).is_some_and(|s| s.expires > now);
+        if live {
+            Some(sid)
+        } else {
+            self.remove_session(sid);
+            c.event(Event::SessionsExpired);
+            None
+        }
+    }
+
+    fn check_limits(&self, int_addr: A) -> Result<(), DropReason> {
+        if self.sessions.len >= self.cfg.limits.max_sessions as usize {
+            return Err(DropReason::SessionLimit);
+        }
+        if self
+            .hosts
+            .get(&int_addr)
+            .is_some_and(|h| h.sessions >= self.cfg.limits.max_sessions_per_host)
+        {
+            return Err(DropReason::HostSessionLimit);
+        }
+        Ok(())
+    }
+
+    /// The pool address of an inside host, pairing it on first use (RFC 4787 REQ-2 paired
+    /// pooling: one inside address always uses the same outside address). In pool mode the
+    /// address is the host's alone (RFC 3022 2.1 Basic NAT).
+    fn host_pool(&mut self, int_addr: A) -> Result<u32, DropReason> {
+        if let Some(h) = self.hosts.get(&int_addr) {
+            return Ok(h.pool);
+        }
+        let n = self.pool.len() as u64;
+        if n == 0 {
+            return Err(DropReason::PoolExhausted);
+        }
+        let start = self.rng.below(n);
+        let pick = match self.cfg.mode {
+            Nat44Mode::Pool => (0..n)
+                .map(|i| ((start + i) % n) as u32)
+                .find(|&i| self.pool.get(i as usize).is_some_and(|p| p.hosts == 0))
+                .ok_or(DropReason::PoolExhausted)?,
+            _ => start as u32,
+        };
+        if let Some(p) = self.pool.get_mut(pick as usize) {
+            p.hosts += 1;
+        }
+        self.hosts.insert(
+            int_addr,
+            Host {
+                pool: pick,
+                mappings: 0,
+                sessions: 0,
+            },
+        );
+        Ok(pick)
+    }
+
+    fn release_host(&mut self, int_addr: A) {
+        if let Some(h) = self.hosts.remove(&int_addr) {
+            if let Some(p) = self.pool.get_mut(h.pool as usize) {
+                p.hosts = p.hosts.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Creates a mapping with a port chosen per RFC 4787 REQ-3 / RFC 6056: the inside port
+    /// if free and in range, else from a random point in the range.
+    fn create_mapping(
+        &mut self,
+        proto: Proto,
+        int: Endpoint<A>,
+        pool_ix: u32,
+        c: &mut Counters,
+    ) -> Result<u32, DropReason> {
+        // ICMP identifiers are not ports: any value may be kept or chosen (RFC 5508 3.1).
+        let (lo, hi) = match proto {
+            Proto::Icmp => (0, u16::MAX),
+            _ => self.cfg.ports,
+        };
+        let span = u64::from(hi - lo) + 1;
+        let start = lo.wrapping_add(self.rng.below(span) as u16);
+        let mode = self.cfg.mode;
+        let p = self
+            .pool
+            .get_mut(pool_ix as usize)
+            .ok_or(DropReason::PoolExhausted)?;
+        let ports = p
+            .ports
+            .get_mut(proto as usize)
+            .ok_or(DropReason::PoolExhausted)?;
+        let port = match mode {
+            // Basic NAT keeps every port: the address is this host's alone.
+            Nat44Mode::Pool if ports.take_exact(int.port) => int.port,
+            _ => ports
+                .take(int.port, lo, hi, start)
+                .ok_or(DropReason::PoolExhausted)?,
+        };
+        if port == int.port {
+            c.event(Event::PortsPreserved);
+        }
+        let ext = Endpoint { addr: p.addr, port };
+        let mid = self.mappings.insert(Mapping {
+            proto,
+            int,
+            ext,
+            sessions: 0,
+            expires: Time(0),
+        });
+        self.bib_in.insert((proto, int), mid);
+        self.bib_ext.insert((proto, ext), mid);
+        if let Some(h) = self.hosts.get_mut(&int.addr) {
+            h.mappings += 1;
+        }
+        c.event(Event::MappingsCreated);
+        Ok(mid)
+    }
+
+    fn create_session(
+        &mut self,
+        mid: u32,
+        remote: Endpoint,
+        proto: Proto,
+        dir: Dir,
+        now: Time,
+        c: &mut Counters,
+    ) -> u32 {
+        let t = &self.cfg.timeouts;
+        let (state, life) = match proto {
+            Proto::Udp => (SessState::Udp, t.udp),
+            Proto::Icmp => (SessState::Icmp, t.icmp),
+            Proto::Tcp => (SessState::Tcp(tcpsm::initial(dir)), t.tcp_transitory),
+        };
+        let expires = now.plus_secs(life);
+        let sid = self.sessions.insert(Session {
+            map: mid,
+            remote,
+            state,
+            expires,
+        });
+        self.session_index.insert((mid, remote), sid);
+        let r = self.remotes.entry((mid, remote.addr)).or_insert(RemoteRef {
+            sessions: 0,
+            expires,
+        });
+        r.sessions += 1;
+        r.expires = r.expires.max(expires);
+        if let Some(m) = self.mappings.get_mut(mid) {
+            m.sessions += 1;
+            m.expires = m.expires.max(expires);
+            if let Some(h) = self.hosts.get_mut(&m.int.addr) {
+                h.sessions += 1;
+            }
+        }
+        c.event(Event::SessionsCreated);
+        sid
+    }
+
+    /// Updates state and lifetime for a packet of an existing session (RFC 4787 REQ-6:
+    /// outbound refreshes; inbound does when `inbound_refresh`; RFC 6146 3.5.2.2 for TCP).
+    fn touch(&mut self, sid: u32, now: Time, dir: Dir, flags: u8) {
+        let t = self.cfg.timeouts;
+        let inbound_refresh = self.cfg.inbound_refresh;
+        let Some(s) = self.sessions.get_mut(sid) else {
+            return;
+        };
+        let new_expiry = match s.state {
+            SessState::Udp if dir == Dir::Out || inbound_refresh => Some(now.plus_secs(t.udp)),
+            SessState::Icmp if dir == Dir::Out || inbound_refresh => Some(now.plus_secs(t.icmp)),
+            SessState::Udp | SessState::Icmp => None,
+            SessState::Tcp(st) => {
+                let (next, life) = tcpsm::next(st, dir, flags);
+                s.state = SessState::Tcp(next);
+                match life {
+                    Lifetime::Established => Some(now.plus_secs(t.tcp_established)),
+                    Lifetime::Transitory => Some(now.plus_secs(t.tcp_transitory)),
+                    Lifetime::Unchanged => None,
+                }
+            }
+        };
+        if let Some(e) = new_expiry {
+            s.expires = e;
+            let (mid, raddr) = (s.map, s.remote.addr);
+            if let Some(m) = self.mappings.get_mut(mid) {
+                m.expires = m.expires.max(e);
+            }
+            if let Some(r) = self.remotes.get_mut(&(mid, raddr)) {
+                r.expires = r.expires.max(e);
+            }
+        }
+    }
+
+    fn remove_session(&mut self, sid: u32) {
+        let Some(s) = self.sessions.remove(sid) else {
+            return;
+        };
+        self.session_index.remove(&(s.map, s.remote));
+        if let Some(r) = self.remotes.get_mut(&(s.map, s.remote.addr)) {
+            r.sessions = r.sessions.saturating_sub(1);
+            if r.sessions == 0 {
+                self.remotes.remove(&(s.map, s.remote.addr));
+            }
+        }
+        let Some(m) = self.mappings.get_mut(s.map) else {
+            return;
+        };
+        m.sessions = m.sessions.saturating_sub(1);
+        let (int_addr, empty) = (m.int.addr, m.sessions == 0);
+        if let Some(h) = self.hosts.get_mut(&int_addr) {
+            h.sessions = h.sessions.saturating_sub(1);
+        }
+        if empty {
+            self.remove_mapping(s.map);
+        }
+    }
+
+    fn remove_mapping(&mut self, mid: u32) {
+        let Some(m) = self.mappings.remove(mid) else {
+            return;
+        };
+        self.bib_in.remove(&(m.proto, m.int));
+        self.bib_ext.remove(&(m.proto, m.ext));
+        if let Some(&ix) = self.pool_index.get(&m.ext.addr) {
+            if let Some(pm) = self
+                .pool
+                .get_mut(ix as usize)
+                .and_then(|p| p.ports.get_mut(m.proto as usize))
+            {
+                pm.free(m.ext.port);
+            }
+        }
+        let mut gone = false;
+        if let Some(h) = self.hosts.get_mut(&m.int.addr) {
+            h.mappings = h.mappings.saturating_sub(1);
+            gone = h.mappings == 0;
+        }
+        if gone {
+            self.release_host(m.int.addr);
+        }
+    }
+
+    /// Removes expired sessions, looking at up to `budget` slots from where the last call
+    /// stopped; returns how many were removed.
+    pub fn expire(&mut self, now: Time, budget: usize, c: &mut Counters) -> usize {
+        let n = self.sessions.slots.len();
+        let mut removed = 0;
+        for _ in 0..budget.min(n) {
+            if self.sweep_cursor >= n {
+                self.sweep_cursor = 0;
+            }
+            let sid = self.sweep_cursor as u32;
+            self.sweep_cursor += 1;
+            if self.sessions.get(sid).is_some_and(|s| s.expires <= now) {
+                self.remove_session(sid);
+                c.event(Event::SessionsExpired);
+                removed += 1;
+            }
+        }
+        removed
+    }
+
+    /// Appends the live sessions, sorted, to `out`.
+    pub fn sessions(&self, now: Time, out: &mut Vec<SessionInfo>) {
+        let mut dynamic: Vec<SessionInfo> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.expires > now)
+            .filter_map(|(_, s)| {
+                let m = self.mappings.get(s.map)?;
+                Some(SessionInfo {
+                    proto: m.proto.name().into(),
+                    inside: m.int.show(true),
+                    outside: m.ext.show(true),
+                    remote: s.remote.show(m.proto != Proto::Icmp),
+                    state: match s.state {
+                        SessState::Udp => "udp".into(),
+                        SessState::Icmp => "icmp".into(),
+                        SessState::Tcp(t) => tcp_state_name(t).into(),
+                    },
+                    expires_in: Some(now.secs_until(s.expires)),
+                })
+            })
+            .collect();
+        dynamic.sort_by(|a, b| {
+            (&a.proto, &a.inside, &a.remote).cmp(&(&b.proto, &b.inside, &b.remote))
+        });
+        out.extend(dynamic);
+    }
+
+    /// Fills the table sizes and pool use of `st`.
+    pub fn fill_stats(&self, st: &mut Stats) {
+        let (lo, hi) = self.cfg.ports;
+        st.sessions += self.sessions.len as u64;
+        st.mappings += self.mappings.len as u64;
+        st.hosts += self.hosts.len() as u64;
+        st.pool_addresses += self.pool.len() as u64;
+        st.pool_addresses_used += self.pool.iter().filter(|p| p.hosts > 0).count() as u64;
+        st.pool
+            .extend([Proto::Tcp, Proto::Udp, Proto::Icmp].iter().map(|&p| {
+                PoolUse {
+                    proto: p.name().into(),
+                    ports_used: self
+                        .pool
+                        .iter()
+                        .filter_map(|a| a.ports.get(p as usize))
+                        .map(|m| u64::from(m.used()))
+                        .sum(),
+                    ports_total: self.pool.len() as u64
+                        * match p {
+                            Proto::Icmp => 65536,
+                            _ => u64::from(hi - lo) + 1,
+                        },
+                }
+            }));
+    }
+}
+
+fn tcp_state_name(t: TcpState) -> &'static str {
+    match t {
+        TcpState::OutInit => "syn_out",
+        TcpState::InInit => "syn_in",
+        TcpState::Established => "established",
+        TcpState::OutFinRcv => "fin_out",
+        TcpState::InFinRcv => "fin_in",
+        TcpState::BothFinRcv => "fin_both",
+        TcpState::Trans => "transitory",
+    }
+}
