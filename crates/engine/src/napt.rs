@@ -147,11 +147,30 @@ enum SessState {
     Tcp(TcpState),
 }
 
-struct Session {
+/// A session carries its whole translation (inside, outside and remote endpoints), so the
+/// fast path is one index lookup and one session read.
+struct Session<A> {
     map: u32,
+    proto: Proto,
+    int: Endpoint<A>,
+    ext: Endpoint,
     remote: Endpoint,
     state: SessState,
     expires: Time,
+    /// The expiry last copied to the mapping and the remote-address filter; copied again only
+    /// when it has moved by a second or more, so a busy flow does not touch them per packet.
+    propagated: Time,
+}
+
+/// How often (at most) a session's expiry is copied to its mapping and filter entry.
+const PROPAGATE_NS: u64 = 1_000_000_000;
+
+/// Index of sessions by the tuple a packet carries: (protocol, inside endpoint, remote) going
+/// out, (protocol, outside endpoint, remote) coming in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum FlowKey<A> {
+    Out(Proto, Endpoint<A>, Endpoint),
+    In(Proto, Endpoint, Endpoint),
 }
 
 /// Remote addresses a mapping has sessions with: the address-dependent filter (RFC 4787 5).
@@ -212,6 +231,13 @@ impl<T> Slab<T> {
     }
 }
 
+/// The endpoints of a session, as the fast path returns them.
+#[derive(Clone, Copy, Debug)]
+struct Translation<A> {
+    int: Endpoint<A>,
+    ext: Endpoint,
+}
+
 /// Settings of the NAPT state.
 #[derive(Clone, Debug)]
 pub struct NaptConfig {
@@ -234,8 +260,8 @@ pub struct Napt<A> {
     mappings: Slab<Mapping<A>>,
     bib_in: HashMap<(Proto, Endpoint<A>), u32>,
     bib_ext: HashMap<(Proto, Endpoint), u32>,
-    sessions: Slab<Session>,
-    session_index: HashMap<(u32, Endpoint), u32>,
+    sessions: Slab<Session<A>>,
+    flows: HashMap<FlowKey<A>, u32>,
     remotes: HashMap<(u32, u32), RemoteRef>,
     rng: Rng,
     sweep_cursor: usize,
@@ -265,7 +291,7 @@ impl<A: InsideAddr> Napt<A> {
             bib_in: HashMap::new(),
             bib_ext: HashMap::new(),
             sessions: Slab::new(),
-            session_index: HashMap::new(),
+            flows: HashMap::new(),
             remotes: HashMap::new(),
             rng: Rng::new(seed),
             sweep_cursor: 0,
@@ -292,10 +318,11 @@ impl<A: InsideAddr> Napt<A> {
             addr: remote.addr,
             port: proto.remote_port(remote.port),
         };
-        let known = self.bib_in.get(&(proto, int)).copied();
-        if let Some(sid) = known.and_then(|mid| self.session_of(mid, remote, now, c)) {
-            self.touch(sid, now, Dir::Out, tcp_flags);
-            return self.ext_of(sid);
+        if let Some(sid) = self.live(FlowKey::Out(proto, int, remote), now, c) {
+            return self
+                .touch(sid, now, Dir::Out, tcp_flags)
+                .map(|t| t.ext)
+                .ok_or(DropReason::NoMapping);
         }
         // RFC 6146 3.5.2.2 (and RFC 5382): only a SYN opens a TCP session.
         if proto == Proto::Tcp && tcp_flags & tcpsm::SYN == 0 {
@@ -316,8 +343,13 @@ impl<A: InsideAddr> Napt<A> {
                 }
             },
         };
-        let sid = self.create_session(mid, remote, proto, Dir::Out, now, c);
-        self.ext_of(sid)
+        let sid = self
+            .create_session(mid, remote, proto, Dir::Out, now, c)
+            .ok_or(DropReason::NoMapping)?;
+        self.sessions
+            .get(sid)
+            .map(|s| s.ext)
+            .ok_or(DropReason::NoMapping)
     }
 
     /// An inbound packet from `remote` to the outside endpoint `ext`: finds its session or,
@@ -336,14 +368,16 @@ impl<A: InsideAddr> Napt<A> {
             addr: remote.addr,
             port: proto.remote_port(remote.port),
         };
+        if let Some(sid) = self.live(FlowKey::In(proto, ext, remote), now, c) {
+            return self
+                .touch(sid, now, Dir::In, tcp_flags)
+                .map(|t| t.int)
+                .ok_or(DropReason::NoMapping);
+        }
         let mid = *self
             .bib_ext
             .get(&(proto, ext))
             .ok_or(DropReason::NoMapping)?;
-        if let Some(sid) = self.session_of(mid, remote, now, c) {
-            self.touch(sid, now, Dir::In, tcp_flags);
-            return self.int_of(sid);
-        }
         // The session may have expired and taken its mapping with it.
         let m = self.mappings.get(mid).ok_or(DropReason::NoMapping)?;
         if m.expires <= now {
@@ -365,8 +399,13 @@ impl<A: InsideAddr> Napt<A> {
             return Err(DropReason::TcpNoSession);
         }
         self.check_limits(int_addr)?;
-        let sid = self.create_session(mid, remote, proto, Dir::In, now, c);
-        self.int_of(sid)
+        let sid = self
+            .create_session(mid, remote, proto, Dir::In, now, c)
+            .ok_or(DropReason::NoMapping)?;
+        self.sessions
+            .get(sid)
+            .map(|s| s.int)
+            .ok_or(DropReason::NoMapping)
     }
 
     /// The outside endpoint of the live session `int` <-> `remote`, without creating or
@@ -383,9 +422,8 @@ impl<A: InsideAddr> Napt<A> {
             addr: remote.addr,
             port: proto.remote_port(remote.port),
         };
-        let mid = *self.bib_in.get(&(proto, int))?;
-        let sid = self.session_of(mid, remote, now, c)?;
-        self.ext_of(sid).ok()
+        let sid = self.live(FlowKey::Out(proto, int, remote), now, c)?;
+        self.sessions.get(sid).map(|s| s.ext)
     }
 
     /// The inside endpoint of the live session `ext` <-> `remote`; see [`Napt::find_by_inside`].
@@ -401,43 +439,20 @@ impl<A: InsideAddr> Napt<A> {
             addr: remote.addr,
             port: proto.remote_port(remote.port),
         };
-        let mid = *self.bib_ext.get(&(proto, ext))?;
-        let sid = self.session_of(mid, remote, now, c)?;
-        self.int_of(sid).ok()
+        let sid = self.live(FlowKey::In(proto, ext, remote), now, c)?;
+        self.sessions.get(sid).map(|s| s.int)
     }
 
-    fn ext_of(&self, sid: u32) -> Result<Endpoint, DropReason> {
-        self.sessions
-            .get(sid)
-            .and_then(|s| self.mappings.get(s.map))
-            .map(|m| m.ext)
-            .ok_or(DropReason::NoMapping)
-    }
-
-    fn int_of(&self, sid: u32) -> Result<Endpoint<A>, DropReason> {
-        self.sessions
-            .get(sid)
-            .and_then(|s| self.mappings.get(s.map))
-            .map(|m| m.int)
-            .ok_or(DropReason::NoMapping)
-    }
-
-    fn session_of(
-        &mut self,
-        mid: u32,
-        remote: Endpoint,
-        now: Time,
-        c: &mut Counters,
-    ) -> Option<u32> {
-        let sid = *self.session_index.get(&(mid, remote))?;
-        let live = self.sessions.get(sid).is_some_and(|s| s.expires > now);
-        if live {
-            Some(sid)
-        } else {
-            self.remove_session(sid);
-            c.event(Event::SessionsExpired);
-            None
+    /// The session a packet tuple belongs to, if it is live; an expired one found here is
+    /// removed (lazy expiry).
+    fn live(&mut self, key: FlowKey<A>, now: Time, c: &mut Counters) -> Option<u32> {
+        let sid = *self.flows.get(&key)?;
+        if self.sessions.get(sid).is_some_and(|s| s.expires > now) {
+            return Some(sid);
         }
+        self.remove_session(sid);
+        c.event(Event::SessionsExpired);
+        None
     }
 
     fn check_limits(&self, int_addr: A) -> Result<(), DropReason> {
@@ -555,7 +570,7 @@ impl<A: InsideAddr> Napt<A> {
         dir: Dir,
         now: Time,
         c: &mut Counters,
-    ) -> u32 {
+    ) -> Option<u32> {
         let t = &self.cfg.timeouts;
         let (state, life) = match proto {
             Proto::Udp => (SessState::Udp, t.udp),
@@ -563,13 +578,19 @@ impl<A: InsideAddr> Napt<A> {
             Proto::Tcp => (SessState::Tcp(tcpsm::initial(dir)), t.tcp_transitory),
         };
         let expires = now.plus_secs(life);
+        let (int, ext) = self.mappings.get(mid).map(|m| (m.int, m.ext))?;
         let sid = self.sessions.insert(Session {
             map: mid,
+            proto,
+            int,
+            ext,
             remote,
             state,
             expires,
+            propagated: expires,
         });
-        self.session_index.insert((mid, remote), sid);
+        self.flows.insert(FlowKey::Out(proto, int, remote), sid);
+        self.flows.insert(FlowKey::In(proto, ext, remote), sid);
         let r = self.remotes.entry((mid, remote.addr)).or_insert(RemoteRef {
             sessions: 0,
             expires,
@@ -584,17 +605,16 @@ impl<A: InsideAddr> Napt<A> {
             }
         }
         c.event(Event::SessionsCreated);
-        sid
+        Some(sid)
     }
 
     /// Updates state and lifetime for a packet of an existing session (RFC 4787 REQ-6:
-    /// outbound refreshes; inbound does when `inbound_refresh`; RFC 6146 3.5.2.2 for TCP).
-    fn touch(&mut self, sid: u32, now: Time, dir: Dir, flags: u8) {
+    /// outbound refreshes; inbound does when `inbound_refresh`; RFC 6146 3.5.2.2 for TCP) and
+    /// returns it. The caller found `sid` live just before.
+    fn touch(&mut self, sid: u32, now: Time, dir: Dir, flags: u8) -> Option<Translation<A>> {
         let t = self.cfg.timeouts;
         let inbound_refresh = self.cfg.inbound_refresh;
-        let Some(s) = self.sessions.get_mut(sid) else {
-            return;
-        };
+        let s = self.sessions.get_mut(sid)?;
         let new_expiry = match s.state {
             SessState::Udp if dir == Dir::Out || inbound_refresh => Some(now.plus_secs(t.udp)),
             SessState::Icmp if dir == Dir::Out || inbound_refresh => Some(now.plus_secs(t.icmp)),
@@ -609,23 +629,34 @@ impl<A: InsideAddr> Napt<A> {
                 }
             }
         };
-        if let Some(e) = new_expiry {
-            s.expires = e;
-            let (mid, raddr) = (s.map, s.remote.addr);
-            if let Some(m) = self.mappings.get_mut(mid) {
-                m.expires = m.expires.max(e);
-            }
-            if let Some(r) = self.remotes.get_mut(&(mid, raddr)) {
-                r.expires = r.expires.max(e);
-            }
+        let tr = Translation {
+            int: s.int,
+            ext: s.ext,
+        };
+        let Some(e) = new_expiry else {
+            return Some(tr);
+        };
+        s.expires = e;
+        if e.0 < s.propagated.0.saturating_add(PROPAGATE_NS) {
+            return Some(tr);
         }
+        s.propagated = e;
+        let (mid, raddr) = (s.map, s.remote.addr);
+        if let Some(m) = self.mappings.get_mut(mid) {
+            m.expires = m.expires.max(e);
+        }
+        if let Some(r) = self.remotes.get_mut(&(mid, raddr)) {
+            r.expires = r.expires.max(e);
+        }
+        Some(tr)
     }
 
     fn remove_session(&mut self, sid: u32) {
         let Some(s) = self.sessions.remove(sid) else {
             return;
         };
-        self.session_index.remove(&(s.map, s.remote));
+        self.flows.remove(&FlowKey::Out(s.proto, s.int, s.remote));
+        self.flows.remove(&FlowKey::In(s.proto, s.ext, s.remote));
         if let Some(r) = self.remotes.get_mut(&(s.map, s.remote.addr)) {
             r.sessions = r.sessions.saturating_sub(1);
             if r.sessions == 0 {
@@ -696,20 +727,17 @@ impl<A: InsideAddr> Napt<A> {
             .sessions
             .iter()
             .filter(|(_, s)| s.expires > now)
-            .filter_map(|(_, s)| {
-                let m = self.mappings.get(s.map)?;
-                Some(SessionInfo {
-                    proto: m.proto.name().into(),
-                    inside: m.int.show(true),
-                    outside: m.ext.show(true),
-                    remote: s.remote.show(m.proto != Proto::Icmp),
-                    state: match s.state {
-                        SessState::Udp => "udp".into(),
-                        SessState::Icmp => "icmp".into(),
-                        SessState::Tcp(t) => tcp_state_name(t).into(),
-                    },
-                    expires_in: Some(now.secs_until(s.expires)),
-                })
+            .map(|(_, s)| SessionInfo {
+                proto: s.proto.name().into(),
+                inside: s.int.show(true),
+                outside: s.ext.show(true),
+                remote: s.remote.show(s.proto != Proto::Icmp),
+                state: match s.state {
+                    SessState::Udp => "udp".into(),
+                    SessState::Icmp => "icmp".into(),
+                    SessState::Tcp(t) => tcp_state_name(t).into(),
+                },
+                expires_in: Some(now.secs_until(s.expires)),
             })
             .collect();
         dynamic.sort_by(|a, b| {
