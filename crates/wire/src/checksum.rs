@@ -77,6 +77,20 @@ impl Delta {
             .word(old as u16, new as u16)
     }
 
+    /// Records that words summing to `sum` (a one's-complement sum, e.g. from [`sum`]) were
+    /// added to the covered data: a pseudo-header that appears, a new address.
+    #[must_use]
+    pub fn add_sum(self, sum: u32) -> Delta {
+        Delta(u32::from(fold(self.0.wrapping_add(u32::from(fold(sum))))))
+    }
+
+    /// Records that words summing to `sum` were removed from the covered data (RFC 1624: adding
+    /// the one's complement of each removed word).
+    #[must_use]
+    pub fn remove_sum(self, sum: u32) -> Delta {
+        Delta(u32::from(fold(self.0.wrapping_add(u32::from(!fold(sum))))))
+    }
+
     /// Combines two deltas.
     #[must_use]
     pub fn plus(self, other: Delta) -> Delta {
@@ -146,6 +160,26 @@ mod tests {
             let updated = Delta::ZERO.word(old, new).apply(c);
             data[0..2].copy_from_slice(&updated.to_be_bytes());
             prop_assert!(verifies(&data));
+        }
+
+        /// Removing some words and adding others by their sums equals recomputation.
+        #[test]
+        fn add_remove_sum_equals_full(mut data in proptest::collection::vec(any::<u8>(), 8..64),
+                                      extra in proptest::collection::vec(any::<u8>(), 0..20)) {
+            let len = data.len() & !1;
+            data.truncate(len);
+            data[0..2].copy_from_slice(&[0, 0]);
+            let c = checksum(&data);
+            // Replace words 1..3 by `extra` (even length).
+            let extra_len = extra.len() & !1;
+            let removed = sum(&data[2..6], 0);
+            let added = sum(&extra[..extra_len], 0);
+            let mut new = data[..2].to_vec();
+            new.extend_from_slice(&extra[..extra_len]);
+            new.extend_from_slice(&data[6..]);
+            let updated = Delta::ZERO.remove_sum(removed).add_sum(added).apply(c);
+            new[0..2].copy_from_slice(&updated.to_be_bytes());
+            prop_assert!(verifies(&new));
         }
 
         /// A packet whose checksum is wrong stays wrong after an incremental update.

@@ -149,6 +149,88 @@ pub fn fill_checksum(b: &mut [u8], header_len: usize) {
     }
 }
 
+/// The fields of a 20-byte IPv4 header (no options) to write with [`write_header`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ipv4Fields {
+    pub tos: u8,
+    pub total_len: u16,
+    pub ident: u16,
+    pub dont_fragment: bool,
+    pub more_fragments: bool,
+    /// Fragment offset in 8-byte units.
+    pub frag_offset: u16,
+    pub ttl: u8,
+    pub proto: u8,
+    pub src: u32,
+    pub dst: u32,
+}
+
+/// Writes a 20-byte IPv4 header with its checksum at the start of `b`; false if `b` is shorter.
+pub fn write_header(b: &mut [u8], f: &Ipv4Fields) -> bool {
+    let Some(h) = b.get_mut(..MIN_HEADER) else {
+        return false;
+    };
+    let flags = (u16::from(f.dont_fragment) << 14)
+        | (u16::from(f.more_fragments) << 13)
+        | (f.frag_offset & 0x1fff);
+    crate::field::set_u8(h, off::VER_IHL, 0x45);
+    crate::field::set_u8(h, off::TOS, f.tos);
+    set_u16(h, off::TOTAL_LEN, f.total_len);
+    set_u16(h, off::IDENT, f.ident);
+    set_u16(h, off::FLAGS_FRAG, flags);
+    crate::field::set_u8(h, off::TTL, f.ttl);
+    crate::field::set_u8(h, off::PROTO, f.proto);
+    set_u32(h, off::SRC, f.src);
+    set_u32(h, off::DST, f.dst);
+    fill_checksum(h, MIN_HEADER);
+    true
+}
+
+/// IPv4 options (RFC 791 3.1) that matter to a translator.
+pub mod option {
+    pub const END: u8 = 0;
+    pub const NOP: u8 = 1;
+    /// Loose Source and Record Route.
+    pub const LSRR: u8 = 131;
+    /// Strict Source and Record Route.
+    pub const SSRR: u8 = 137;
+}
+
+/// True when the options of the header in `b` (IHL > 5) hold a source route option (LSRR or
+/// SSRR) that is not yet exhausted: its pointer still points into its address list (RFC 791
+/// 3.1). Malformed options end the scan.
+pub fn has_unexpired_source_route(b: &[u8], header_len: usize) -> bool {
+    let mut at = MIN_HEADER;
+    while at < header_len {
+        let Some(kind) = u8_at(b, at) else {
+            return false;
+        };
+        match kind {
+            option::END => return false,
+            option::NOP => {
+                at += 1;
+                continue;
+            }
+            _ => {}
+        }
+        let Some(len) = u8_at(b, at + 1).map(usize::from) else {
+            return false;
+        };
+        if len < 2 || at + len > header_len {
+            return false;
+        }
+        if kind == option::LSRR || kind == option::SSRR {
+            // The pointer (third byte, 1-based, minimum 4) is past the list when the route is
+            // exhausted: pointer > length.
+            if u8_at(b, at + 2).is_some_and(|p| usize::from(p) <= len) {
+                return true;
+            }
+        }
+        at += len;
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,6 +276,50 @@ mod tests {
         let mut q = p;
         q[0] = 0x65;
         assert_eq!(Ipv4Header::parse(&q, true), Err(Ipv4Error::Version(6)));
+    }
+
+    #[test]
+    fn writes_a_valid_header() {
+        let mut b = [0u8; 28];
+        let f = Ipv4Fields {
+            tos: 0x28,
+            total_len: 28,
+            ident: 0x1234,
+            dont_fragment: false,
+            more_fragments: true,
+            frag_offset: 3,
+            ttl: 63,
+            proto: 17,
+            src: 0xc6120014,
+            dst: 0xc6130002,
+        };
+        assert!(write_header(&mut b, &f));
+        let h = Ipv4Header::parse(&b, true).unwrap();
+        assert_eq!(
+            (h.ident, h.frag_offset, h.more_fragments, h.dont_fragment),
+            (0x1234, 3, true, false)
+        );
+        assert_eq!(
+            (h.ttl, h.proto, h.src, h.dst),
+            (63, 17, 0xc6120014, 0xc6130002)
+        );
+        assert!(!write_header(&mut b[..19], &f));
+    }
+
+    #[test]
+    fn source_route_options() {
+        let mut p = vec![
+            0x47, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8,
+        ];
+        // NOP, LSRR len 7 pointer 4 (one address left), END
+        p.extend_from_slice(&[1, 131, 7, 4, 9, 9, 9, 9, 0, 0, 0, 0]);
+        p.truncate(28);
+        assert!(has_unexpired_source_route(&p, 28));
+        p[23] = 8; // pointer past the list: exhausted
+        assert!(!has_unexpired_source_route(&p, 28));
+        p[23] = 4;
+        p[22] = 7 + 30; // length beyond the header: malformed, not a route
+        assert!(!has_unexpired_source_route(&p, 28));
     }
 
     #[test]

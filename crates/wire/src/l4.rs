@@ -24,7 +24,7 @@ pub mod tcp {
     pub const ACK: u8 = 0x10;
 }
 
-/// ICMP header fields and the types the NAT handles (RFC 792, RFC 5508).
+/// ICMP header fields and the types the translators handle (RFC 792, RFC 5508, RFC 7915 4.2).
 pub mod icmp {
     pub const TYPE: usize = 0;
     pub const CODE: usize = 1;
@@ -43,7 +43,54 @@ pub mod icmp {
     pub const TIMESTAMP: u8 = 13;
     pub const TIMESTAMP_REPLY: u8 = 14;
 
-    /// Destination unreachable codes.
+    /// Destination unreachable codes (RFC 792, RFC 1812 5.2.7.1).
+    pub const CODE_NET_UNREACH: u8 = 0;
+    pub const CODE_HOST_UNREACH: u8 = 1;
+    pub const CODE_PROTO_UNREACH: u8 = 2;
     pub const CODE_PORT_UNREACH: u8 = 3;
     pub const CODE_FRAG_NEEDED: u8 = 4;
+    pub const CODE_SOURCE_ROUTE_FAILED: u8 = 5;
+    pub const CODE_ADMIN_PROHIBITED: u8 = 13;
+    /// Time exceeded: TTL exceeded in transit.
+    pub const CODE_TTL_EXCEEDED: u8 = 0;
+}
+
+/// ICMPv6 types and codes a translator handles (RFC 4443; RFC 7915 4.2, 5.2).
+pub mod icmpv6 {
+    pub const TYPE: usize = 0;
+    pub const CODE: usize = 1;
+    pub const CHECKSUM: usize = 2;
+    /// Identifier of echo messages.
+    pub const IDENT: usize = 4;
+    /// The 32-bit field after the checksum: MTU (Packet Too Big), pointer (Parameter Problem).
+    pub const MTU: usize = 4;
+    pub const POINTER: usize = 4;
+    pub const HEADER: usize = 8;
+
+    // Error messages (RFC 4443 3).
+    pub const DEST_UNREACH: u8 = 1;
+    pub const PACKET_TOO_BIG: u8 = 2;
+    pub const TIME_EXCEEDED: u8 = 3;
+    pub const PARAM_PROBLEM: u8 = 4;
+    // Informational messages (RFC 4443 4).
+    pub const ECHO_REQUEST: u8 = 128;
+    pub const ECHO_REPLY: u8 = 129;
+
+    /// Destination Unreachable codes (RFC 4443 3.1).
+    pub const CODE_NO_ROUTE: u8 = 0;
+    pub const CODE_ADMIN_PROHIBITED: u8 = 1;
+    pub const CODE_BEYOND_SCOPE: u8 = 2;
+    pub const CODE_ADDR_UNREACH: u8 = 3;
+    pub const CODE_PORT_UNREACH: u8 = 4;
+    /// Time Exceeded: hop limit exceeded in transit (RFC 4443 3.3).
+    pub const CODE_HOP_LIMIT: u8 = 0;
+    /// Parameter Problem codes (RFC 4443 3.4).
+    pub const CODE_ERRONEOUS_FIELD: u8 = 0;
+    pub const CODE_UNRECOGNIZED_NEXT_HEADER: u8 = 1;
+    pub const CODE_UNRECOGNIZED_OPTION: u8 = 2;
+
+    /// True for an error message (types 0-127, RFC 4443 2.1).
+    pub fn is_error(t: u8) -> bool {
+        t < 128
+    }
 }

@@ -1,7 +1,9 @@
-//! Typed, bounds-checked views over IPv4 packet bytes and the Internet checksum.
+//! Typed, bounds-checked views over IPv4 and IPv6 packet bytes and the Internet checksum.
 //!
 //! Untrusted bytes enter only through [`ipv4::Ipv4Header::parse`], which validates the version,
-//! header length, total length and (optionally) the header checksum (RFC 791 3.1). Field access
+//! header length, total length and (optionally) the header checksum (RFC 791 3.1), and
+//! [`ipv6::Ipv6Header::parse`], which validates the version and payload length and walks the
+//! extension headers (RFC 8200 3, 4). Field access
 //! goes through [`field`], whose readers return `None` and whose writers do nothing outside the
 //! buffer: no function in this crate panics on any input.
 //!
@@ -19,8 +21,10 @@ pub mod buf;
 pub mod checksum;
 pub mod field;
 pub mod ipv4;
+pub mod ipv6;
 pub mod l4;
 
 pub use buf::{PacketBuf, HEADROOM};
 pub use checksum::Delta;
 pub use ipv4::{Ipv4Error, Ipv4Header};
+pub use ipv6::{FragmentHeader, Ipv6Error, Ipv6Header};
