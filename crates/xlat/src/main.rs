@@ -60,6 +60,8 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Measure translators in a namespace testbed (needs root): list | run | reproduce | report.
+    Lab(xlat_lab::LabArgs),
 }
 
 #[derive(Subcommand)]
@@ -180,6 +182,7 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             output,
             json: as_json,
         } => translate(&config, &input, &output, as_json),
+        Cmd::Lab(args) => xlat_lab::main(args),
     }
 }
 

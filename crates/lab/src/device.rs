@@ -1,0 +1,598 @@
+//! Devices under test. Each adapter sets itself up inside the DUT namespace, tears itself down,
+//! and says how to read its memory, sessions and CPU (its processes; kernel devices have none,
+//! and their cost is the DUT CPU's softirq time, which the tester reads from /proc/stat).
+//!
+//! | device | what runs in the DUT namespace |
+//! |---|---|
+//! | forward4, forward6 | plain kernel routing (the "no NAT" baseline of S4/S5) |
+//! | kernel-nat44 | nftables SNAT to 198.19.0.100 with conntrack (S1/S3's netfilter NAT) |
+//! | kernel-nat44-heavy | the same plus a distribution-style firewall: extra tables, hooks, sets (S4's contrast) |
+//! | xlat-nat44 | `xlat run` (NAPT over 198.19.0.100), the binary next to this one |
+//! | tayga-nat64 | TAYGA, prefix 2001:2:0:64::/96, dynamic pool 198.19.1.0/24 (S2's NAT64) |
+
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::packet::Flow;
+use crate::sys;
+use crate::topo::{Topo, D_ADDR, POOL_ADDR};
+
+/// The devices `xlat lab list` shows, in order.
+pub const DEVICES: &[(&str, &str)] = &[
+    ("forward4", "kernel IPv4 routing, no NAT (baseline)"),
+    ("kernel-nat44", "nftables SNAT + conntrack"),
+    (
+        "kernel-nat44-heavy",
+        "nftables SNAT + conntrack + a distribution-style firewall ruleset",
+    ),
+    ("xlat-nat44", "xlat run (NAPT, TUN driver)"),
+    ("forward6", "kernel IPv6 routing, no translation (baseline)"),
+    (
+        "tayga-nat64",
+        "TAYGA stateless NAT64 with a dynamic pool (TUN)",
+    ),
+];
+
+/// Memory held by the device, with what was measured.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Memory {
+    pub bytes: u64,
+    pub source: String,
+}
+
+/// A device under test.
+pub trait Device {
+    fn name(&self) -> &'static str;
+    /// Does the tester send IPv6 on the inside port?
+    fn v6_in(&self) -> bool {
+        false
+    }
+    /// Flows for `n` sessions (seeded: different seeds give new sessions).
+    fn flows(&self, n: u32, seed: u32) -> Vec<Flow> {
+        crate::packet::flows_v4(n, seed, D_ADDR)
+    }
+    fn setup(&mut self, topo: &Topo) -> Result<()>;
+    fn teardown(&mut self, topo: &Topo);
+    /// Processes whose CPU time and memory belong to the device.
+    fn pids(&self) -> Vec<i32> {
+        Vec::new()
+    }
+    fn memory(&self, topo: &Topo) -> Option<Memory>;
+    fn sessions(&self, topo: &Topo) -> Option<u64>;
+    fn version(&self) -> String;
+    /// Is the device still alive (processes running)?
+    fn check_alive(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Builds a device adapter by name.
+pub fn make(name: &str) -> Result<Box<dyn Device>> {
+    Ok(match name {
+        "forward4" => Box::new(Forward { v6: false }),
+        "forward6" => Box::new(Forward { v6: true }),
+        "kernel-nat44" => Box::new(KernelNat44 { heavy: false }),
+        "kernel-nat44-heavy" => Box::new(KernelNat44 { heavy: true }),
+        "xlat-nat44" => Box::new(Daemon::xlat()),
+        "tayga-nat64" => Box::new(Daemon::tayga()),
+        other => bail!(
+            "unknown device {other:?}; known: {}",
+            DEVICES.iter().map(|d| d.0).collect::<Vec<_>>().join(", ")
+        ),
+    })
+}
+
+fn kernel_version() -> String {
+    fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| format!("Linux {}", s.trim()))
+        .unwrap_or_else(|_| "Linux".into())
+}
+
+struct Forward {
+    v6: bool,
+}
+
+impl Device for Forward {
+    fn name(&self) -> &'static str {
+        if self.v6 {
+            "forward6"
+        } else {
+            "forward4"
+        }
+    }
+    fn v6_in(&self) -> bool {
+        self.v6
+    }
+    fn flows(&self, n: u32, seed: u32) -> Vec<Flow> {
+        if self.v6 {
+            crate::packet::flows_v6(n, seed, v6(crate::topo::D6_ADDR))
+        } else {
+            crate::packet::flows_v4(n, seed, D_ADDR)
+        }
+    }
+    fn setup(&mut self, _topo: &Topo) -> Result<()> {
+        Ok(())
+    }
+    fn teardown(&mut self, _topo: &Topo) {}
+    fn memory(&self, _topo: &Topo) -> Option<Memory> {
+        None
+    }
+    fn sessions(&self, _topo: &Topo) -> Option<u64> {
+        None
+    }
+    fn version(&self) -> String {
+        kernel_version()
+    }
+}
+
+fn v6(s: &str) -> [u8; 16] {
+    s.parse::<std::net::Ipv6Addr>()
+        .map(|a| a.octets())
+        .unwrap_or([0; 16])
+}
+
+struct KernelNat44 {
+    heavy: bool,
+}
+
+fn ip4(a: [u8; 4]) -> String {
+    format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3])
+}
+
+/// SNAT of the inside range to the pool address on the outside port.
+pub fn nat_ruleset(out_dev: &str) -> String {
+    format!(
+        "table ip labnat {{\n\
+         \tchain postrouting {{\n\
+         \t\ttype nat hook postrouting priority srcnat; policy accept;\n\
+         \t\tip saddr 198.18.0.0/16 oifname \"{out_dev}\" snat to {pool}\n\
+         \t}}\n\
+         }}\n",
+        pool = ip4(POOL_ADDR)
+    )
+}
+
+/// A distribution-style firewall in front of the NAT: raw, mangle, filter (input, forward
+/// with sets, jumps and conntrack state), a DNAT port forward and an IPv6 table. Every
+/// forwarded test packet walks the prerouting, forward and postrouting hooks of several tables.
+pub fn heavy_ruleset(in_dev: &str, out_dev: &str) -> String {
+    format!(
+        r#"table inet labfw {{
+	set blocklist4 {{
+		type ipv4_addr
+		flags interval
+		elements = {{ 192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24 }}
+	}}
+	set mgmt_ports {{
+		type inet_service
+		elements = {{ 22, 53, 80, 443, 8080 }}
+	}}
+	chain raw_prerouting {{
+		type filter hook prerouting priority raw; policy accept;
+		iifname "lo" accept
+		fib saddr . iif oif missing drop
+		ip saddr @blocklist4 drop
+	}}
+	chain mangle_prerouting {{
+		type filter hook prerouting priority mangle; policy accept;
+		meta mark set ct mark
+		ip dscp cs1 meta priority set 1:1
+	}}
+	chain input {{
+		type filter hook input priority filter; policy drop;
+		ct state established,related accept
+		ct state invalid drop
+		iifname "lo" accept
+		meta l4proto icmp accept
+		meta l4proto ipv6-icmp accept
+		tcp dport @mgmt_ports accept
+		udp dport 67 accept
+		counter drop
+	}}
+	chain forward {{
+		type filter hook forward priority filter; policy drop;
+		ct state invalid drop
+		ip daddr @blocklist4 drop
+		ct state established,related accept
+		iifname "{in_dev}" oifname "{out_dev}" jump inside_out
+		iifname "{out_dev}" oifname "{in_dev}" ct status dnat accept
+		counter drop
+	}}
+	chain inside_out {{
+		ip saddr != 198.18.0.0/16 drop
+		meta l4proto tcp tcp flags & (fin | syn | rst | ack) == syn accept
+		meta l4proto {{ udp, icmp }} accept
+		counter drop
+	}}
+	chain output {{
+		type filter hook output priority filter; policy accept;
+	}}
+	chain mangle_postrouting {{
+		type filter hook postrouting priority mangle; policy accept;
+		ct mark set meta mark
+	}}
+}}
+table ip labdnat {{
+	chain prerouting {{
+		type nat hook prerouting priority dstnat; policy accept;
+		iifname "{out_dev}" tcp dport 8080 dnat to 198.18.0.50:80
+	}}
+}}
+"#
+    )
+}
+
+impl Device for KernelNat44 {
+    fn name(&self) -> &'static str {
+        if self.heavy {
+            "kernel-nat44-heavy"
+        } else {
+            "kernel-nat44"
+        }
+    }
+    fn setup(&mut self, topo: &Topo) -> Result<()> {
+        let mut rs = nat_ruleset(&topo.ud.dev);
+        if self.heavy {
+            rs.push_str(&heavy_ruleset(&topo.ua.dev, &topo.ud.dev));
+        }
+        sys::nft_load(&topo.ns_dut, &rs, &topo.dir)?;
+        // The pool address is the DUT's on the outside (so D could answer it).
+        let a = format!("{}/32", ip4(POOL_ADDR));
+        let _ = topo.dut(&["ip", "addr", "add", &a, "dev", &topo.ud.dev]);
+        Ok(())
+    }
+    fn teardown(&mut self, topo: &Topo) {
+        let _ = topo.dut(&["nft", "flush", "ruleset"]);
+        let _ = topo.dut(&["conntrack", "-F"]);
+        let a = format!("{}/32", ip4(POOL_ADDR));
+        let _ = topo.dut(&["ip", "addr", "del", &a, "dev", &topo.ud.dev]);
+    }
+    fn memory(&self, topo: &Topo) -> Option<Memory> {
+        let n = self.sessions(topo)?;
+        let (_, objsize) = sys::slab_bytes("nf_conntrack").unwrap_or((0, 256));
+        Some(Memory {
+            bytes: n * objsize,
+            source: format!("nf_conntrack_count x nf_conntrack slab object size ({objsize} B)"),
+        })
+    }
+    fn sessions(&self, topo: &Topo) -> Option<u64> {
+        topo.dut_read("/proc/sys/net/netfilter/nf_conntrack_count")?
+            .trim()
+            .parse()
+            .ok()
+    }
+    fn version(&self) -> String {
+        let nft = sys::cmd(5, &["nft", "--version"])
+            .map(|o| o.stdout.trim().to_string())
+            .unwrap_or_default();
+        format!("{}, {nft}", kernel_version())
+    }
+}
+
+/// A device that is a process: xlat or TAYGA.
+struct Daemon {
+    kind: DaemonKind,
+    child: Option<Child>,
+    socket: PathBuf,
+    log: PathBuf,
+    extra_routes: Vec<Vec<String>>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum DaemonKind {
+    Xlat,
+    Tayga,
+}
+
+/// The `xlat` binary: next to the running executable (cargo puts test binaries one level
+/// down, in deps/, so the parent directory is tried too), or XLAT_BIN.
+pub fn xlat_bin() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("XLAT_BIN") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().context("locating the running executable")?;
+    let mut tried = Vec::new();
+    let mut dir = exe.parent().map(|p| p.to_path_buf());
+    for _ in 0..2 {
+        let Some(d) = dir else { break };
+        let c = d.join("xlat");
+        if c.is_file() {
+            return Ok(c);
+        }
+        tried.push(c.display().to_string());
+        dir = d.parent().map(|p| p.to_path_buf());
+    }
+    bail!(
+        "cannot find the xlat binary (tried {}); build it (cargo build --release -p xlat) or set XLAT_BIN",
+        tried.join(", ")
+    )
+}
+
+impl Daemon {
+    fn xlat() -> Daemon {
+        Daemon {
+            kind: DaemonKind::Xlat,
+            child: None,
+            socket: PathBuf::new(),
+            log: PathBuf::new(),
+            extra_routes: Vec::new(),
+        }
+    }
+    fn tayga() -> Daemon {
+        Daemon {
+            kind: DaemonKind::Tayga,
+            ..Daemon::xlat()
+        }
+    }
+
+    fn spawn(&mut self, topo: &Topo, args: &[String]) -> Result<()> {
+        let log = topo.dir.join(format!("{}.log", self.name()));
+        let f = fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let f2 = f.try_clone().context("log file")?;
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &topo.ns_dut])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(f)
+            .stderr(f2)
+            .env("RUST_LOG", "warn");
+        let cpu = topo.dut_cpu;
+        // SAFETY: the closure only calls sched_setaffinity (async-signal-safe) between fork
+        // and exec; the DUT process and everything it starts inherit the DUT CPU.
+        unsafe {
+            c.pre_exec(move || {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu, &mut set);
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+                Ok(())
+            });
+        }
+        let child = c
+            .spawn()
+            .with_context(|| format!("starting {}", args.join(" ")))?;
+        self.child = Some(child);
+        self.log = log;
+        Ok(())
+    }
+
+    fn log_tail(&self) -> String {
+        let t = fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = t.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+
+    fn xlat_stats(&self) -> Option<serde_json::Value> {
+        let bin = xlat_bin().ok()?;
+        let sock = self.socket.display().to_string();
+        let b = bin.display().to_string();
+        let o = sys::cmd(10, &[&b, "show", "stats", "--json", "--socket", &sock]).ok()?;
+        if !o.ok {
+            return None;
+        }
+        serde_json::from_str(&o.stdout).ok()
+    }
+
+    fn wait_ready(&mut self, topo: &Topo) -> Result<()> {
+        let start = Instant::now();
+        let limit = Duration::from_secs(15);
+        for _ in 0..300 {
+            self.check_alive()?;
+            let ready = match self.kind {
+                DaemonKind::Xlat => self.socket.exists() && self.xlat_stats().is_some(),
+                DaemonKind::Tayga => sys::ns_ok(
+                    &topo.ns_dut,
+                    &[
+                        "ip",
+                        "-o",
+                        "link",
+                        "show",
+                        "dev",
+                        &tun_name(topo, self.kind),
+                    ],
+                )
+                .map(|s| s.contains("UP") || s.contains("UNKNOWN"))
+                .unwrap_or(false),
+            };
+            if ready {
+                return Ok(());
+            }
+            if start.elapsed() > limit || sys::stopped() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        bail!(
+            "{} not ready after {limit:?}; log:\n{}",
+            self.name(),
+            self.log_tail()
+        )
+    }
+}
+
+fn tun_name(topo: &Topo, kind: DaemonKind) -> String {
+    match kind {
+        DaemonKind::Xlat => format!("{}x", topo.id),
+        DaemonKind::Tayga => format!("{}t", topo.id),
+    }
+}
+
+/// The lab's xlat configuration: NAPT of the tester's inside range over one pool address,
+/// endpoint-independent filtering, limits high enough for the session experiments.
+pub fn xlat_config(tun: &str, socket: &str) -> String {
+    format!(
+        r#"# written by xlat lab
+[tun]
+name = "{tun}"
+mtu = 1500
+auto_routes = true
+
+[nat44]
+inside = ["198.18.0.0/16"]
+pool = ["{pool}/32"]
+mode = "napt"
+filtering = "endpoint-independent"
+ports = "1024-65535"
+
+[limits]
+max_sessions = 4000000
+max_sessions_per_host = 4000000
+
+[control]
+socket = "{socket}"
+
+[engine]
+seed = 1
+"#,
+        pool = ip4(POOL_ADDR)
+    )
+}
+
+/// TAYGA as in S2: a NAT64 prefix (2001:2:0:64::/96, RFC 6052 3.1 forbids the well-known
+/// prefix for these non-global addresses) and a dynamic IPv4 pool.
+pub fn tayga_config(tun: &str, data_dir: &str) -> String {
+    format!(
+        "tun-device {tun}\n\
+         ipv4-addr 198.19.1.1\n\
+         ipv6-addr 2001:2:0:1::64\n\
+         prefix 2001:2:0:64::/96\n\
+         dynamic-pool 198.19.1.0/24\n\
+         data-dir {data_dir}\n"
+    )
+}
+
+impl Device for Daemon {
+    fn name(&self) -> &'static str {
+        match self.kind {
+            DaemonKind::Xlat => "xlat-nat44",
+            DaemonKind::Tayga => "tayga-nat64",
+        }
+    }
+    fn v6_in(&self) -> bool {
+        self.kind == DaemonKind::Tayga
+    }
+    fn flows(&self, n: u32, seed: u32) -> Vec<Flow> {
+        match self.kind {
+            DaemonKind::Xlat => crate::packet::flows_v4(n, seed, D_ADDR),
+            DaemonKind::Tayga => {
+                // RFC 6052 2.2: /96 prefix, IPv4 address in the last 32 bits.
+                let mut dst = v6("2001:2:0:64::");
+                dst[12..].copy_from_slice(&D_ADDR);
+                crate::packet::flows_v6(n, seed, dst)
+            }
+        }
+    }
+    fn setup(&mut self, topo: &Topo) -> Result<()> {
+        let tun = tun_name(topo, self.kind);
+        match self.kind {
+            DaemonKind::Xlat => {
+                let bin = xlat_bin()?;
+                self.socket = topo.dir.join("xlat.sock");
+                let cfg = topo.dir.join("xlat.toml");
+                fs::write(&cfg, xlat_config(&tun, &self.socket.display().to_string()))
+                    .with_context(|| format!("writing {}", cfg.display()))?;
+                let args = vec![
+                    bin.display().to_string(),
+                    "run".into(),
+                    "-c".into(),
+                    cfg.display().to_string(),
+                ];
+                self.spawn(topo, &args)?;
+            }
+            DaemonKind::Tayga => {
+                if !sys::have("tayga") {
+                    bail!("tayga-nat64 needs TAYGA: apt-get install tayga");
+                }
+                let data = topo.dir.join("tayga");
+                fs::create_dir_all(&data).context("tayga data dir")?;
+                let cfg = topo.dir.join("tayga.conf");
+                fs::write(&cfg, tayga_config(&tun, &data.display().to_string()))
+                    .with_context(|| format!("writing {}", cfg.display()))?;
+                let c = cfg.display().to_string();
+                topo.dut(&["tayga", "-c", &c, "--mktun"])?;
+                for r in [
+                    vec!["ip", "link", "set", &tun, "up"],
+                    vec!["ip", "route", "add", "198.19.1.0/24", "dev", &tun],
+                    vec!["ip", "-6", "route", "add", "2001:2:0:64::/96", "dev", &tun],
+                ] {
+                    topo.dut(&r)?;
+                }
+                self.extra_routes.clear();
+                let args = vec!["tayga".into(), "-c".into(), c, "--nodetach".into()];
+                self.spawn(topo, &args)?;
+            }
+        }
+        self.wait_ready(topo)
+    }
+    fn teardown(&mut self, topo: &Topo) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: kill(2) on our own child.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let start = Instant::now();
+            for _ in 0..100 {
+                if let Ok(Some(_)) = c.try_wait() {
+                    break;
+                }
+                if start.elapsed() > Duration::from_secs(3) {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(30));
+            }
+        }
+        if self.kind == DaemonKind::Tayga {
+            let tun = tun_name(topo, self.kind);
+            let _ = topo.dut(&["ip", "link", "del", &tun]);
+        }
+    }
+    fn pids(&self) -> Vec<i32> {
+        self.child.iter().map(|c| c.id() as i32).collect()
+    }
+    fn memory(&self, _topo: &Topo) -> Option<Memory> {
+        let pid = *self.pids().first()?;
+        Some(Memory {
+            bytes: sys::proc_rss(pid)?,
+            source: format!("VmRSS of {} (pid {pid})", self.name()),
+        })
+    }
+    fn sessions(&self, _topo: &Topo) -> Option<u64> {
+        match self.kind {
+            DaemonKind::Xlat => self.xlat_stats()?.get("sessions")?.as_u64(),
+            DaemonKind::Tayga => None,
+        }
+    }
+    fn version(&self) -> String {
+        match self.kind {
+            DaemonKind::Xlat => xlat_bin()
+                .ok()
+                .and_then(|b| {
+                    let b = b.display().to_string();
+                    sys::cmd(5, &[&b, "--version"]).ok()
+                })
+                .map(|o| o.stdout.trim().to_string())
+                .unwrap_or_else(|| "xlat".into()),
+            DaemonKind::Tayga => {
+                let v = sys::cmd(5, &["dpkg-query", "-W", "-f", "${Version}", "tayga"])
+                    .map(|o| o.stdout.trim().to_string())
+                    .unwrap_or_default();
+                format!("tayga {v}")
+            }
+        }
+    }
+    fn check_alive(&mut self) -> Result<()> {
+        if let Some(c) = self.child.as_mut() {
+            if let Ok(Some(st)) = c.try_wait() {
+                let tail = self.log_tail();
+                self.child = None;
+                bail!("{} exited ({st}); log:\n{tail}", self.name());
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,840 @@
+//! The experiments: each drives devices through the tester and adds rows to the results.
+//!
+//! Every experiment first knows the tester's ceiling for the frame sizes it uses (measured
+//! once per run on the CA-CD pair, no DUT): it is the top of every throughput search and the
+//! 100% of "offered load" unless `--link` gives a nominal link rate.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+
+use crate::device::{self, Device};
+use crate::packet::{line_rate_pps, Flow, SizeMix};
+use crate::results::{Ceiling, Experiment, Row, RunResults};
+use crate::stats::{self, Spread};
+use crate::sys;
+use crate::tester::{run_trial, PathSpec, Trial, TrialSpec};
+use crate::topo::Topo;
+
+/// The experiments `xlat lab list` shows.
+pub const EXPERIMENTS: &[(&str, &str)] = &[
+    ("quick", "headline table: forward4, kernel-nat44, xlat-nat44 at 64 B and 512 B: throughput, latency and CPU cost (< 3 min)"),
+    ("throughput", "RFC 2544 binary search for the highest rate with loss <= threshold, per frame size, repeated"),
+    ("loss-vs-load", "loss and received rate at offered load 10%..100% (S1 figures)"),
+    ("latency-vs-load", "latency percentiles at offered load 10%..100% (S1 figures)"),
+    ("latency-vs-sessions", "latency at a fixed load with 1, 200, 2,000, 20,000 ... active sessions (S5 table 4.1)"),
+    ("memory-per-session", "device memory at N sessions minus baseline, bytes per session (S5 table 4.3)"),
+    ("cpu", "DUT CPU busy share and ns per forwarded packet at a fixed load, by frame size and sessions (S5 table 4.4)"),
+    ("setup-rate", "highest rate of new sessions per second with loss <= threshold (RFC 9693)"),
+];
+
+/// Options common to all experiments.
+#[derive(Debug, Clone)]
+pub struct Opts {
+    pub devices: Vec<String>,
+    pub sizes: Vec<SizeMix>,
+    pub trial: Duration,
+    pub repeats: usize,
+    pub threshold: f64,
+    pub flows: u32,
+    pub link_bps: Option<f64>,
+    pub resolution: f64,
+    pub max_steps: usize,
+    pub loads: Vec<f64>,
+    pub sessions: Vec<u32>,
+    /// Fixed offered load (pps) for cpu / latency-vs-sessions; None = a default.
+    pub rate: Option<f64>,
+}
+
+/// A run in progress: the testbed, options and what has been measured so far.
+pub struct Lab {
+    pub topo: Topo,
+    pub opts: Opts,
+    pub res: RunResults,
+    started: Instant,
+    trials_done: usize,
+}
+
+fn pct(x: f64) -> f64 {
+    x * 100.0
+}
+
+/// Frame size label with a unit.
+pub fn size_label(s: &SizeMix) -> String {
+    match s {
+        SizeMix::Fixed(n) => format!("{n} B"),
+        SizeMix::Imix => "IMIX".into(),
+    }
+}
+
+impl Lab {
+    pub fn new(topo: Topo, opts: Opts, res: RunResults) -> Lab {
+        Lab {
+            topo,
+            opts,
+            res,
+            started: Instant::now(),
+            trials_done: 0,
+        }
+    }
+
+    fn progress(&self, what: &str) {
+        eprintln!("[{:>6.1}s] {what}", self.started.elapsed().as_secs_f64());
+    }
+
+    fn dut_path(&self, v6: bool) -> PathSpec {
+        PathSpec {
+            ns: self.topo.ns_tester.clone(),
+            tx_dev: self.topo.a.dev.clone(),
+            rx_dev: self.topo.d.dev.clone(),
+            src_mac: self.topo.a.mac,
+            dst_mac: self.topo.ua.mac,
+            v6,
+        }
+    }
+
+    fn loop_path(&self, v6: bool) -> PathSpec {
+        PathSpec {
+            ns: self.topo.ns_tester.clone(),
+            tx_dev: self.topo.ca.dev.clone(),
+            rx_dev: self.topo.cd.dev.clone(),
+            src_mac: self.topo.ca.mac,
+            dst_mac: self.topo.cd.mac,
+            v6,
+        }
+    }
+
+    fn spec(
+        &self,
+        path: PathSpec,
+        flows: Arc<Vec<Flow>>,
+        size: &SizeMix,
+        rate: Option<f64>,
+        duration: Duration,
+        pids: Vec<i32>,
+    ) -> TrialSpec {
+        TrialSpec {
+            path,
+            flows,
+            sizes: size.clone(),
+            rate_pps: rate,
+            duration,
+            max_packets: None,
+            tester_cpu: self.topo.tester_cpu,
+            dut_cpu: self.topo.dut_cpu,
+            dut_pids: pids,
+            drain: Duration::from_millis(300),
+        }
+    }
+
+    fn trial(&mut self, spec: &TrialSpec, what: &str) -> Result<Trial> {
+        sys::check_stop()?;
+        let t = run_trial(spec)?;
+        self.trials_done += 1;
+        let rate = match spec.rate_pps {
+            Some(r) => format!("{:>9.0} pps", r),
+            None => "  max rate".into(),
+        };
+        self.progress(&format!(
+            "trial {:>3}: {what:<34} {} {rate}: rx {:>9.0} pps, loss {:>7.3}%, p50 {:>8.1} us, DUT cpu {:>3.0}%",
+            self.trials_done,
+            spec.sizes.label(),
+            t.rx_pps,
+            pct(t.loss),
+            t.latency.p50_us,
+            pct(t.cpu.dut_busy)
+        ));
+        Ok(t)
+    }
+
+    /// The tester's ceiling for a frame size: first as fast as the sender goes, then a search
+    /// below that for the highest loss-free rate on CA -> CD.
+    pub fn ceiling(&mut self, size: &SizeMix, v6: bool) -> Result<f64> {
+        if let Some(c) = self
+            .res
+            .ceilings
+            .iter()
+            .find(|c| c.size == size.label() && c.v6 == v6)
+        {
+            return Ok(c.pps);
+        }
+        let flows = Arc::new(if v6 {
+            crate::packet::flows_v6(
+                self.opts.flows,
+                0,
+                [0x20, 1, 0, 2, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2],
+            )
+        } else {
+            crate::packet::flows_v4(self.opts.flows, 0, crate::topo::D_ADDR)
+        });
+        let dur = self.opts.trial;
+        let spec = self.spec(self.loop_path(v6), flows.clone(), size, None, dur, vec![]);
+        let first = self.trial(&spec, "tester ceiling (no DUT), unpaced")?;
+        let send_max = first.tx_pps;
+        let mut trials = vec![first];
+        let th = self.opts.threshold;
+        let search = stats::search(send_max, self.opts.resolution, self.opts.max_steps, |r| {
+            let spec = self.spec(
+                self.loop_path(v6),
+                flows.clone(),
+                size,
+                Some(r),
+                dur,
+                vec![],
+            );
+            let t = self.trial(&spec, "tester ceiling (no DUT)")?;
+            let ok = stats::passes(t.loss, th) && !t.sender_short;
+            trials.push(t);
+            Ok::<bool, anyhow::Error>(ok)
+        })?;
+        let pps = if search.rate > 0.0 {
+            search.rate
+        } else {
+            send_max * 0.5
+        };
+        self.progress(&format!(
+            "tester ceiling {}: {:.0} pps loss-free (sender alone {:.0} pps)",
+            size.label(),
+            pps,
+            send_max
+        ));
+        self.res.ceilings.push(Ceiling {
+            size: size.label(),
+            v6,
+            pps,
+            send_max_pps: send_max,
+            search: Some(search),
+            trials,
+        });
+        Ok(pps)
+    }
+
+    /// 100% offered load for a size: the nominal link if given, else the tester's ceiling.
+    pub fn nominal(&mut self, size: &SizeMix, v6: bool) -> Result<f64> {
+        match self.opts.link_bps {
+            Some(bps) => Ok(line_rate_pps(bps, size.mean(v6))),
+            None => self.ceiling(size, v6),
+        }
+    }
+
+    /// Sends each flow once at a modest rate so the device holds a session for each.
+    fn warm(&mut self, dev: &dyn Device, flows: Arc<Vec<Flow>>, size: &SizeMix) -> Result<()> {
+        if flows.is_empty() {
+            return Ok(());
+        }
+        let rate = 50_000.0f64;
+        let n = flows.len() as u64;
+        let secs = (n as f64 / rate + 1.0).min(120.0);
+        let mut spec = self.spec(
+            self.dut_path(dev.v6_in()),
+            flows,
+            size,
+            Some(rate),
+            Duration::from_secs_f64(secs),
+            dev.pids(),
+        );
+        spec.max_packets = Some(n);
+        let t = self.trial(&spec, &format!("{} warm-up ({n} flows)", dev.name()))?;
+        if t.received < t.sent {
+            self.progress(&format!(
+                "warning: warm-up lost {} of {} packets",
+                t.lost, t.sent
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs `f` with a device set up, tearing it down afterwards whatever happens.
+    pub fn with_device<T>(
+        &mut self,
+        name: &str,
+        f: impl FnOnce(&mut Lab, &mut dyn Device) -> Result<T>,
+    ) -> Result<T> {
+        sys::check_stop()?;
+        let mut dev = device::make(name)?;
+        self.res
+            .versions
+            .entry(name.to_string())
+            .or_insert_with(|| dev.version());
+        self.progress(&format!("setting up {name}"));
+        if let Err(e) = dev.setup(&self.topo) {
+            dev.teardown(&self.topo);
+            return Err(e.context(format!("setting up {name}")));
+        }
+        let r = f(self, dev.as_mut());
+        let alive = dev.check_alive();
+        dev.teardown(&self.topo);
+        let r = r?;
+        alive?;
+        Ok(r)
+    }
+
+    /// RFC 2544 throughput for one device and size: `repeats` searches.
+    fn throughput_row(&mut self, dev: &mut dyn Device, size: &SizeMix, flows: u32) -> Result<Row> {
+        let v6 = dev.v6_in();
+        let max = self.ceiling(size, v6)?;
+        let fl = Arc::new(dev.flows(flows, 0));
+        self.warm(dev, fl.clone(), size)?;
+        let mut row = Row {
+            device: dev.name().into(),
+            size: size.label(),
+            ..Row::default()
+        };
+        let mut rates = Vec::new();
+        let mut mbps = Vec::new();
+        let (mut p50, mut p99, mut ns, mut busy) = (vec![], vec![], vec![], vec![]);
+        let th = self.opts.threshold;
+        let dur = self.opts.trial;
+        let mut short: Option<(f64, f64)> = None;
+        for _ in 0..self.opts.repeats.max(1) {
+            let mut best: Option<Trial> = None;
+            let mut trials = Vec::new();
+            let search = stats::search(max, self.opts.resolution, self.opts.max_steps, |r| {
+                let spec = self.spec(
+                    self.dut_path(v6),
+                    fl.clone(),
+                    size,
+                    Some(r),
+                    dur,
+                    dev.pids(),
+                );
+                let t = self.trial(&spec, &format!("{} throughput", dev.name()))?;
+                dev.check_alive()?;
+                // A trial the tester could not offer proves nothing about the device.
+                let ok = stats::passes(t.loss, th) && !t.sender_short;
+                if stats::passes(t.loss, th) && t.sender_short {
+                    short = Some((r, t.tx_pps));
+                }
+                if ok {
+                    best = Some(t.clone());
+                }
+                trials.push(t);
+                Ok::<bool, anyhow::Error>(ok)
+            })?;
+            rates.push(search.rate);
+            if search.at_ceiling {
+                row.tester_limited = true;
+            }
+            if let Some(b) = &best {
+                mbps.push(b.rx_bps / 1e6);
+                p50.push(b.latency.p50_us);
+                p99.push(b.latency.p99_us);
+                ns.push(b.cpu.dut_ns_per_pkt);
+                busy.push(pct(b.cpu.dut_busy));
+            }
+            row.searches.push(search);
+            row.trials.extend(trials);
+        }
+        row.metrics
+            .insert("throughput_pps".into(), Spread::of(&rates));
+        row.metrics
+            .insert("throughput_mbps".into(), Spread::of(&mbps));
+        row.metrics.insert(
+            "ceiling_pct".into(),
+            Spread::of(&rates.iter().map(|r| 100.0 * r / max).collect::<Vec<_>>()),
+        );
+        row.metrics
+            .insert("latency_p50_us".into(), Spread::of(&p50));
+        row.metrics
+            .insert("latency_p99_us".into(), Spread::of(&p99));
+        row.metrics.insert("dut_ns_per_pkt".into(), Spread::of(&ns));
+        row.metrics.insert("dut_busy_pct".into(), Spread::of(&busy));
+        if let Some((asked, got)) = short {
+            let found = rates.iter().copied().fold(0.0, f64::max);
+            if got >= found * 0.97 {
+                row.tester_limited = true;
+                row.notes.push(format!(
+                    "asked for {asked:.0} pps the tester sent only {got:.0} pps without loss: the tester, not {}, was the limit",
+                    dev.name()
+                ));
+            }
+        }
+        if row.tester_limited && short.is_none() {
+            row.notes.push(format!(
+                "passed at the tester's ceiling ({max:.0} pps): the tester, not {}, was the limit",
+                dev.name()
+            ));
+        }
+        Ok(row)
+    }
+
+    /// Trials at fixed offered loads; one row per load.
+    #[allow(clippy::too_many_arguments)]
+    fn load_rows(
+        &mut self,
+        dev: &mut dyn Device,
+        size: &SizeMix,
+        flows: Arc<Vec<Flow>>,
+        loads: &[(f64, f64)],
+        x_is_load: bool,
+    ) -> Result<Vec<Row>> {
+        let v6 = dev.v6_in();
+        let mut rows = Vec::new();
+        for &(x, rate) in loads {
+            let mut row = Row {
+                device: dev.name().into(),
+                size: size.label(),
+                x: Some(x),
+                ..Row::default()
+            };
+            let mut m: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+            for _ in 0..self.opts.repeats.max(1) {
+                let spec = self.spec(
+                    self.dut_path(v6),
+                    flows.clone(),
+                    size,
+                    Some(rate),
+                    self.opts.trial,
+                    dev.pids(),
+                );
+                let label = if x_is_load {
+                    format!("{} at {x:.0}% load", dev.name())
+                } else {
+                    format!("{} at {rate:.0} pps", dev.name())
+                };
+                let t = self.trial(&spec, &label)?;
+                dev.check_alive()?;
+                if t.sender_short {
+                    row.tester_limited = true;
+                }
+                let ceiling = self.ceiling(size, v6)?;
+                if rate > ceiling * 1.02 && t.loss > self.opts.threshold {
+                    row.tester_limited = true;
+                }
+                for (k, v) in [
+                    ("offered_pps", rate),
+                    ("rx_pps", t.rx_pps),
+                    ("rx_mbps", t.rx_bps / 1e6),
+                    ("loss_pct", pct(t.loss)),
+                    ("latency_mean_us", t.latency.mean_us),
+                    ("latency_p50_us", t.latency.p50_us),
+                    ("latency_p99_us", t.latency.p99_us),
+                    ("latency_max_us", t.latency.max_us),
+                    ("dut_busy_pct", pct(t.cpu.dut_busy)),
+                    ("dut_softirq_pct", pct(t.cpu.dut_softirq)),
+                    ("dut_ns_per_pkt", t.cpu.dut_ns_per_pkt),
+                    ("proc_ns_per_pkt", t.cpu.proc_ns_per_pkt),
+                    ("tester_busy_pct", pct(t.cpu.tester_busy)),
+                    ("reordered", t.reordered as f64),
+                    ("duplicates", t.duplicates as f64),
+                ] {
+                    m.entry(k).or_default().push(v);
+                }
+                row.trials.push(t);
+            }
+            for (k, v) in m {
+                row.metrics.insert(k.into(), Spread::of(&v));
+            }
+            if row.tester_limited {
+                row.notes
+                    .push("the tester could not offer this load loss-free".into());
+            }
+            rows.push(row);
+        }
+        Ok(rows)
+    }
+
+    fn push(&mut self, e: Experiment) {
+        if let Some(x) = self.res.experiments.iter_mut().find(|x| x.name == e.name) {
+            x.rows.extend(e.rows);
+        } else {
+            self.res.experiments.push(e);
+        }
+    }
+
+    fn exp(name: &str, title: &str, x_label: Option<&str>, method: String) -> Experiment {
+        Experiment {
+            name: name.into(),
+            title: title.into(),
+            x_label: x_label.map(String::from),
+            method,
+            rows: Vec::new(),
+        }
+    }
+
+    /// Runs one named experiment over the configured devices and sizes.
+    pub fn run(&mut self, name: &str) -> Result<()> {
+        match name {
+            "quick" => self.quick(),
+            "throughput" => self.throughput(),
+            "loss-vs-load" | "latency-vs-load" => self.vs_load(name),
+            "latency-vs-sessions" => self.latency_vs_sessions(),
+            "memory-per-session" => self.memory_per_session(),
+            "cpu" => self.cpu(),
+            "setup-rate" => self.setup_rate(),
+            other => bail!(
+                "unknown experiment {other:?}; `xlat lab list` shows them: {}",
+                EXPERIMENTS
+                    .iter()
+                    .map(|e| e.0)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+
+    fn throughput_method(&self) -> String {
+        format!(
+            "RFC 2544 26.1: binary search between 0 and the tester's ceiling for the highest offered rate with loss <= {}%, \
+             {:.1} s trials, stop at {}% of the ceiling or {} trials; {} flows with RFC 4814 pseudorandom ports (each sent once before the search); \
+             repeated {} time(s): median [min..max]. Latency and CPU are those of the highest passing trial.",
+            pct(self.opts.threshold),
+            self.opts.trial.as_secs_f64(),
+            pct(self.opts.resolution),
+            self.opts.max_steps,
+            self.opts.flows,
+            self.opts.repeats
+        )
+    }
+
+    fn throughput(&mut self) -> Result<()> {
+        let mut e = Self::exp(
+            "throughput",
+            "Throughput (RFC 2544)",
+            None,
+            self.throughput_method(),
+        );
+        for d in self.opts.devices.clone() {
+            for s in self.opts.sizes.clone() {
+                let flows = self.opts.flows;
+                let row = self.with_device(&d, |lab, dev| lab.throughput_row(dev, &s, flows))?;
+                e.rows.push(row);
+            }
+        }
+        self.push(e);
+        Ok(())
+    }
+
+    fn quick(&mut self) -> Result<()> {
+        let mut e = Self::exp(
+            "throughput",
+            "Throughput (RFC 2544)",
+            None,
+            self.throughput_method(),
+        );
+        let sizes = self.opts.sizes.clone();
+        for s in &sizes {
+            self.ceiling(s, false)?;
+        }
+        let mut by_size: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for d in self.opts.devices.clone() {
+            for s in &sizes {
+                let flows = self.opts.flows;
+                let row = self.with_device(&d, |lab, dev| lab.throughput_row(dev, s, flows))?;
+                let r = row
+                    .metric("throughput_pps")
+                    .map(|x| x.median)
+                    .unwrap_or(0.0);
+                by_size.entry(s.label()).or_default().push(r);
+                e.rows.push(row);
+            }
+        }
+        self.push(e);
+        // Latency and CPU cost at one load every device carries: half the slowest one's throughput.
+        let mut c = Self::exp(
+            "cost",
+            "Latency and CPU cost at a common load",
+            None,
+            "Each device at the same offered load, half of the lowest throughput measured for that size \
+             (so no device is overloaded): one-way latency (one clock), DUT CPU busy share and DUT CPU \
+             nanoseconds per forwarded packet (busy time of the DUT core / packets received)."
+                .into(),
+        );
+        for d in self.opts.devices.clone() {
+            for s in &sizes {
+                let min = by_size
+                    .get(&s.label())
+                    .and_then(|v| v.iter().copied().filter(|x| *x > 0.0).reduce(f64::min))
+                    .unwrap_or(10_000.0);
+                let rate = (min * 0.5).max(1000.0);
+                let flows = self.opts.flows;
+                let rows = self.with_device(&d, |lab, dev| {
+                    let fl = Arc::new(dev.flows(flows, 0));
+                    lab.warm(dev, fl.clone(), s)?;
+                    lab.load_rows(dev, s, fl, &[(rate, rate)], false)
+                })?;
+                for mut r in rows {
+                    r.x = None;
+                    c.rows.push(r);
+                }
+            }
+        }
+        self.push(c);
+        Ok(())
+    }
+
+    fn vs_load(&mut self, name: &str) -> Result<()> {
+        let nominal_word = match self.opts.link_bps {
+            Some(b) => format!(
+                "a {:.0} Mb/s link (line rate with 20 B preamble+gap per frame)",
+                b / 1e6
+            ),
+            None => "the tester's ceiling for the size".into(),
+        };
+        let title = if name == "loss-vs-load" {
+            "Loss and received rate vs offered load"
+        } else {
+            "Latency vs offered load"
+        };
+        let _ = title;
+        let mut e = Self::exp(
+            name,
+            title,
+            Some("offered load (% of nominal)"),
+            format!(
+                "Offered load {} % of {nominal_word}; {:.1} s trials, {} flows, repeated {} time(s).",
+                self.opts
+                    .loads
+                    .iter()
+                    .map(|l| format!("{l:.0}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                self.opts.trial.as_secs_f64(),
+                self.opts.flows,
+                self.opts.repeats
+            ),
+        );
+        for d in self.opts.devices.clone() {
+            for s in self.opts.sizes.clone() {
+                let flows = self.opts.flows;
+                let loads = self.opts.loads.clone();
+                let rows = self.with_device(&d, |lab, dev| {
+                    let nominal = lab.nominal(&s, dev.v6_in())?;
+                    let pts: Vec<(f64, f64)> =
+                        loads.iter().map(|l| (*l, nominal * l / 100.0)).collect();
+                    let fl = Arc::new(dev.flows(flows, 0));
+                    lab.warm(dev, fl.clone(), &s)?;
+                    lab.load_rows(dev, &s, fl, &pts, true)
+                })?;
+                e.rows.extend(rows);
+            }
+        }
+        // One sweep gives both views: loss and rate, and latency.
+        let (mut loss, mut lat) = (e.clone(), e);
+        loss.name = "loss-vs-load".into();
+        loss.title = "Loss and received rate vs offered load".into();
+        lat.name = "latency-vs-load".into();
+        lat.title = "Latency vs offered load".into();
+        self.push(loss);
+        self.push(lat);
+        Ok(())
+    }
+
+    fn fixed_rate(&mut self, size: &SizeMix, v6: bool) -> Result<f64> {
+        match self.opts.rate {
+            Some(r) => Ok(r),
+            None => Ok((self.ceiling(size, v6)? * 0.1).max(1000.0)),
+        }
+    }
+
+    fn latency_vs_sessions(&mut self) -> Result<()> {
+        let mut e = Self::exp(
+            "latency-vs-sessions",
+            "Latency vs active sessions",
+            Some("sessions"),
+            "Each flow is sent once (warm-up, 50,000 pps) so the device holds N sessions, then a trial at a fixed \
+             offered load (--rate, default 10% of the tester's ceiling) cycles through all N flows. S5 table 4.1."
+                .into(),
+        );
+        let sessions = self.opts.sessions.clone();
+        for d in self.opts.devices.clone() {
+            for s in self.opts.sizes.clone() {
+                let rows = self.with_device(&d, |lab, dev| {
+                    let rate = lab.fixed_rate(&s, dev.v6_in())?;
+                    let mut out = Vec::new();
+                    for &n in &sessions {
+                        let fl = Arc::new(dev.flows(n.max(1), 0));
+                        lab.warm(dev, fl.clone(), &s)?;
+                        let table = dev.sessions(&lab.topo);
+                        let mut rows =
+                            lab.load_rows(dev, &s, fl, &[(f64::from(n), rate)], false)?;
+                        for r in &mut rows {
+                            if let Some(t) = table {
+                                r.metrics
+                                    .insert("device_sessions".into(), Spread::of(&[t as f64]));
+                            }
+                        }
+                        out.extend(rows);
+                    }
+                    Ok(out)
+                })?;
+                e.rows.extend(rows);
+            }
+        }
+        self.push(e);
+        Ok(())
+    }
+
+    fn memory_per_session(&mut self) -> Result<()> {
+        let mut e = Self::exp(
+            "memory-per-session",
+            "Memory per session",
+            Some("sessions"),
+            "Device memory after N sessions were created (each flow sent once at 50,000 pps), minus the memory \
+             before any: kernel devices count nf_conntrack entries x the conntrack slab object size; processes \
+             their resident set size (VmRSS). S5 table 4.3."
+                .into(),
+        );
+        let sessions = self.opts.sessions.clone();
+        let size = SizeMix::Fixed(64);
+        for d in self.opts.devices.clone() {
+            let rows = self.with_device(&d, |lab, dev| {
+                let mut out = Vec::new();
+                sys::sleep_interruptible(Duration::from_millis(300));
+                let Some(base) = dev.memory(&lab.topo) else {
+                    lab.progress(&format!("{}: no memory reading; skipped", dev.name()));
+                    return Ok(out);
+                };
+                let all = dev.flows(sessions.iter().copied().max().unwrap_or(0), 0);
+                let mut done = 0usize;
+                for &n in &sessions {
+                    let n = (n as usize).min(all.len());
+                    if n > done {
+                        lab.warm(dev, Arc::new(all[done..n].to_vec()), &size)?;
+                        done = n;
+                    }
+                    sys::sleep_interruptible(Duration::from_millis(300));
+                    let m = dev.memory(&lab.topo).unwrap_or_default();
+                    let table = dev.sessions(&lab.topo).unwrap_or(n as u64);
+                    let delta = m.bytes as f64 - base.bytes as f64;
+                    let mut row = Row {
+                        device: dev.name().into(),
+                        size: size.label(),
+                        x: Some(n as f64),
+                        ..Row::default()
+                    };
+                    row.metrics
+                        .insert("memory_bytes".into(), Spread::of(&[m.bytes as f64]));
+                    row.metrics
+                        .insert("memory_delta_bytes".into(), Spread::of(&[delta]));
+                    row.metrics
+                        .insert("device_sessions".into(), Spread::of(&[table as f64]));
+                    if table > 0 {
+                        row.metrics.insert(
+                            "bytes_per_session".into(),
+                            Spread::of(&[delta / table as f64]),
+                        );
+                    }
+                    row.notes.push(m.source.clone());
+                    lab.progress(&format!(
+                        "{}: {n} flows -> {table} sessions, memory {:+.0} B",
+                        dev.name(),
+                        delta
+                    ));
+                    out.push(row);
+                }
+                Ok(out)
+            })?;
+            e.rows.extend(rows);
+        }
+        self.push(e);
+        Ok(())
+    }
+
+    fn cpu(&mut self) -> Result<()> {
+        let mut e = Self::exp(
+            "cpu",
+            "DUT CPU at a fixed load",
+            Some("sessions"),
+            "A fixed offered load (--rate, default 10% of the tester's ceiling for the size) for each frame size and \
+             number of sessions: DUT core busy share (and its softirq part), busy nanoseconds per forwarded packet, \
+             and the device processes' own CPU time per packet. S5 table 4.4."
+                .into(),
+        );
+        let sessions = self.opts.sessions.clone();
+        for d in self.opts.devices.clone() {
+            for s in self.opts.sizes.clone() {
+                let rows = self.with_device(&d, |lab, dev| {
+                    let rate = lab.fixed_rate(&s, dev.v6_in())?;
+                    let mut out = Vec::new();
+                    for &n in &sessions {
+                        let fl = Arc::new(dev.flows(n.max(1), 0));
+                        lab.warm(dev, fl.clone(), &s)?;
+                        out.extend(lab.load_rows(dev, &s, fl, &[(f64::from(n), rate)], false)?);
+                    }
+                    Ok(out)
+                })?;
+                e.rows.extend(rows);
+            }
+        }
+        self.push(e);
+        Ok(())
+    }
+
+    fn setup_rate(&mut self) -> Result<()> {
+        let mut e = Self::exp(
+            "setup-rate",
+            "Session setup rate",
+            None,
+            format!(
+                "RFC 9693 connection setup rate: every packet of a trial opens a new session (new RFC 4814 port pairs \
+                 each trial); binary search for the highest rate with loss <= {}%; the device's table is emptied \
+                 between trials (conntrack -F, or the daemon restarted). 64-byte frames, {:.1} s trials.",
+                pct(self.opts.threshold),
+                self.opts.trial.as_secs_f64()
+            ),
+        );
+        let size = SizeMix::Fixed(64);
+        for d in self.opts.devices.clone() {
+            let row = self.with_device(&d, |lab, dev| {
+                let v6 = dev.v6_in();
+                let max = lab.ceiling(&size, v6)?;
+                // At most 1,000,000 new sessions per trial.
+                let dur = lab
+                    .opts
+                    .trial
+                    .min(Duration::from_secs_f64(1e6 / max.max(1.0)));
+                let th = lab.opts.threshold;
+                let mut row = Row {
+                    device: dev.name().into(),
+                    size: size.label(),
+                    ..Row::default()
+                };
+                let mut rates = Vec::new();
+                let mut seed = 1000u32;
+                for _ in 0..lab.opts.repeats.max(1) {
+                    let mut trials = Vec::new();
+                    let search =
+                        stats::search(max, lab.opts.resolution, lab.opts.max_steps, |r| {
+                            seed += 1;
+                            let n = (r * dur.as_secs_f64()).ceil().max(1.0) as u32;
+                            reset(dev, &lab.topo)?;
+                            let fl = Arc::new(dev.flows(n, seed));
+                            let mut spec =
+                                lab.spec(lab.dut_path(v6), fl, &size, Some(r), dur, dev.pids());
+                            spec.max_packets = Some(u64::from(n));
+                            let t = lab.trial(&spec, &format!("{} new sessions", dev.name()))?;
+                            let ok = stats::passes(t.loss, th);
+                            trials.push(t);
+                            Ok::<bool, anyhow::Error>(ok)
+                        })?;
+                    rates.push(search.rate);
+                    if search.at_ceiling {
+                        row.tester_limited = true;
+                    }
+                    row.searches.push(search);
+                    row.trials.extend(trials);
+                }
+                row.metrics
+                    .insert("setup_rate_per_s".into(), Spread::of(&rates));
+                Ok(row)
+            })?;
+            e.rows.push(row);
+        }
+        self.push(e);
+        Ok(())
+    }
+}
+
+/// Empties a device's session table: conntrack -F for the kernel, a restart for daemons.
+fn reset(dev: &mut dyn Device, topo: &Topo) -> Result<()> {
+    if dev.pids().is_empty() {
+        let _ = topo.dut(&["conntrack", "-F"]);
+        Ok(())
+    } else {
+        dev.teardown(topo);
+        dev.setup(topo)
+    }
+}

@@ -1,0 +1,579 @@
+//! `xlat lab`: measures translators the way the studies in SEEDS.md did, on one machine.
+//!
+//! A testbed of network namespaces ([`topo`]) puts a device under test ([`device`]: kernel
+//! forwarding, kernel NAT with nftables, xlat, TAYGA) between the two ports of a software
+//! tester ([`tester`], [`afpacket`]) that sends UDP frames with sequence numbers and timestamps
+//! and receives them on one clock. [`experiments`] run RFC 2544 / RFC 9693 style measurements;
+//! [`results`] keeps every raw sample in results.json, and [`report`] turns that into a
+//! printed table, report.md, report.html and SVG plots.
+
+pub mod afpacket;
+pub mod device;
+pub mod experiments;
+pub mod packet;
+pub mod report;
+pub mod results;
+pub mod stats;
+pub mod sys;
+pub mod tester;
+pub mod topo;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+
+use crate::experiments::{Lab, Opts, EXPERIMENTS};
+use crate::packet::SizeMix;
+use crate::results::{Machine, RunResults, Settings, SCHEMA};
+
+/// `xlat lab ...`
+#[derive(Debug, Args)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    pub cmd: LabCmd,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LabCmd {
+    /// List experiments, devices and studies.
+    List,
+    /// Run one experiment (needs root): `quick`, `throughput`, `loss-vs-load`, ...
+    Run {
+        /// Experiment name (see `xlat lab list`).
+        experiment: String,
+        #[command(flatten)]
+        opts: RunOpts,
+    },
+    /// Run a study's experiments (s1..s5) with its sizes, loads and devices.
+    Reproduce {
+        /// s1, s2, s3, s4 or s5.
+        study: String,
+        #[command(flatten)]
+        opts: RunOpts,
+    },
+    /// Regenerate report.md, report.html and plots from a run's results.json.
+    Report {
+        /// A results directory (or its results.json).
+        dir: PathBuf,
+    },
+}
+
+/// Options of `run` and `reproduce`; unset ones take the experiment's defaults.
+#[derive(Debug, Args, Default, Clone)]
+pub struct RunOpts {
+    /// Devices, comma-separated (see `xlat lab list`).
+    #[arg(long, value_delimiter = ',')]
+    pub devices: Option<Vec<String>>,
+    /// Frame sizes in bytes including FCS (64..1518) or `imix`, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub sizes: Option<Vec<String>>,
+    /// Seconds per trial.
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Repetitions of each measurement (median and spread are reported).
+    #[arg(long)]
+    pub repeats: Option<usize>,
+    /// Loss threshold of the throughput search, in percent (0 allowed).
+    #[arg(long)]
+    pub loss: Option<f64>,
+    /// Flows (RFC 4814 pseudorandom port pairs) in throughput and load trials.
+    #[arg(long)]
+    pub flows: Option<u32>,
+    /// Nominal link for "percent of load": e.g. 100M, 1G. Default: the tester's ceiling.
+    #[arg(long)]
+    pub link: Option<String>,
+    /// Offered loads in percent of nominal, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub loads: Option<Vec<f64>>,
+    /// Session counts for latency-vs-sessions, memory-per-session and cpu.
+    #[arg(long, value_delimiter = ',')]
+    pub sessions: Option<Vec<u32>>,
+    /// Fixed offered load in packets/s for cpu and latency-vs-sessions.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Search resolution in percent of the ceiling.
+    #[arg(long)]
+    pub resolution: Option<f64>,
+    /// Most trials per throughput search.
+    #[arg(long)]
+    pub max_steps: Option<usize>,
+    /// Directory under which results/<timestamp>-<name>/ is created (default: ./results).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// CPU for the tester threads and the tester's receive work.
+    #[arg(long)]
+    pub tester_cpu: Option<usize>,
+    /// CPU for the device (its processes and its receive work).
+    #[arg(long)]
+    pub dut_cpu: Option<usize>,
+}
+
+/// Runs `xlat lab`. Output goes to stdout; progress to stderr.
+pub fn main(args: LabArgs) -> Result<()> {
+    match args.cmd {
+        LabCmd::List => {
+            print!("{}", list_text());
+            Ok(())
+        }
+        LabCmd::Report { dir } => {
+            let (d, r) = report::regenerate(&dir)?;
+            print!("{}", report::text(&r));
+            println!(
+                "\nreport: {}/report.md, {}/report.html",
+                d.display(),
+                d.display()
+            );
+            Ok(())
+        }
+        LabCmd::Run { experiment, opts } => {
+            if !EXPERIMENTS.iter().any(|e| e.0 == experiment) {
+                bail!(
+                    "unknown experiment {experiment:?}; known: {}",
+                    EXPERIMENTS
+                        .iter()
+                        .map(|e| e.0)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            let plan = Plan {
+                name: experiment.clone(),
+                steps: vec![experiment.clone()],
+                defaults: defaults_for(&experiment),
+            };
+            execute(plan, &opts).map(|_| ())
+        }
+        LabCmd::Reproduce { study, opts } => {
+            let plan = study_plan(&study)?;
+            execute(plan, &opts).map(|_| ())
+        }
+    }
+}
+
+/// What `xlat lab list` prints.
+pub fn list_text() -> String {
+    let mut s = String::from("Experiments (xlat lab run NAME):\n");
+    for (n, d) in EXPERIMENTS {
+        s.push_str(&format!("  {n:<22} {d}\n"));
+    }
+    s.push_str("\nDevices (--devices a,b,c):\n");
+    for (n, d) in device::DEVICES {
+        s.push_str(&format!("  {n:<22} {d}\n"));
+    }
+    s.push_str("\nStudies (xlat lab reproduce NAME):\n");
+    for (n, d) in STUDIES {
+        s.push_str(&format!("  {n:<22} {d}\n"));
+    }
+    s
+}
+
+pub const STUDIES: &[(&str, &str)] = &[
+    ("s1", "IPv6 routing vs NAT44: loss, rate and latency vs load (10..100% of 100 Mb/s) by payload size"),
+    ("s2", "transition mechanisms: throughput and latency, IPv4/IPv6 forwarding, NAT64 (TAYGA), xlat, by payload size"),
+    ("s3", "NAT64 vs NAT44: throughput at full-size frames and router CPU at a fixed load"),
+    ("s4", "slimming kernel NAT: loss vs load at 64 B on 100 Mb/s, no hooks / NAT / default firewall"),
+    ("s5", "NAT impact: latency vs entries, throughput at 1000 entries, memory per entry, CPU, entry creation rate"),
+];
+
+/// Defaults that a plan sets and the command line may override.
+#[derive(Debug, Clone)]
+pub struct Defaults {
+    pub devices: Vec<&'static str>,
+    pub sizes: Vec<String>,
+    pub duration: f64,
+    pub repeats: usize,
+    pub flows: u32,
+    pub link: Option<&'static str>,
+    pub sessions: Vec<u32>,
+    pub resolution: f64,
+    pub max_steps: usize,
+}
+
+impl Default for Defaults {
+    fn default() -> Defaults {
+        Defaults {
+            devices: vec!["forward4", "kernel-nat44", "xlat-nat44"],
+            sizes: vec!["64".into()],
+            duration: 2.0,
+            repeats: 1,
+            flows: 100,
+            link: None,
+            sessions: vec![1, 200, 2000, 20000],
+            resolution: 2.0,
+            max_steps: 8,
+        }
+    }
+}
+
+pub fn defaults_for(exp: &str) -> Defaults {
+    let d = Defaults::default();
+    match exp {
+        "quick" => Defaults {
+            sizes: vec!["64".into(), "512".into()],
+            duration: 1.0,
+            max_steps: 7,
+            resolution: 2.0,
+            ..d
+        },
+        "throughput" => Defaults {
+            sizes: vec!["64".into(), "512".into(), "imix".into()],
+            repeats: 3,
+            ..d
+        },
+        "memory-per-session" => Defaults {
+            sessions: vec![1000, 10_000, 50_000, 100_000],
+            ..d
+        },
+        "cpu" => Defaults {
+            sizes: vec!["64".into(), "1024".into()],
+            sessions: vec![1, 1000, 10_000],
+            ..d
+        },
+        "setup-rate" => Defaults { duration: 1.0, ..d },
+        _ => d,
+    }
+}
+
+/// A named sequence of experiments with defaults.
+pub struct Plan {
+    pub name: String,
+    pub steps: Vec<String>,
+    pub defaults: Defaults,
+}
+
+/// Frame sizes (with FCS) for IPv4 UDP payload sizes.
+fn frames_for_payloads(p: &[usize]) -> Vec<String> {
+    p.iter()
+        .map(|x| (x + 14 + 20 + 8 + 4).clamp(64, 1518).to_string())
+        .collect()
+}
+
+pub fn study_plan(study: &str) -> Result<Plan> {
+    let d = Defaults::default();
+    let (steps, defaults): (Vec<&str>, Defaults) = match study {
+        "s1" => (
+            vec!["loss-vs-load"],
+            Defaults {
+                devices: vec!["forward6", "kernel-nat44", "xlat-nat44"],
+                sizes: frames_for_payloads(&[32, 64, 128, 256, 512, 768, 1024, 1280, 1408]),
+                duration: 1.0,
+                link: Some("100M"),
+                ..d
+            },
+        ),
+        "s2" => (
+            vec!["throughput"],
+            Defaults {
+                devices: vec!["forward4", "forward6", "tayga-nat64", "xlat-nat44"],
+                sizes: frames_for_payloads(&[50, 100, 250, 500, 750, 1000, 1250, 1472]),
+                duration: 1.0,
+                ..d
+            },
+        ),
+        "s3" => (
+            vec!["throughput", "cpu"],
+            Defaults {
+                devices: vec!["forward6", "kernel-nat44", "tayga-nat64", "xlat-nat44"],
+                sizes: vec!["1518".into()],
+                sessions: vec![100],
+                ..d
+            },
+        ),
+        "s4" => (
+            vec!["loss-vs-load"],
+            Defaults {
+                devices: vec!["forward4", "kernel-nat44", "kernel-nat44-heavy"],
+                sizes: vec!["64".into()],
+                link: Some("100M"),
+                ..d
+            },
+        ),
+        "s5" => (
+            vec![
+                "latency-vs-sessions",
+                "throughput",
+                "memory-per-session",
+                "cpu",
+                "setup-rate",
+            ],
+            Defaults {
+                devices: vec!["forward4", "kernel-nat44", "xlat-nat44"],
+                sizes: vec!["64".into(), "imix".into()],
+                flows: 1000,
+                sessions: vec![1, 200, 2000, 20_000],
+                ..d
+            },
+        ),
+        other => bail!("unknown study {other:?}; known: s1, s2, s3, s4, s5"),
+    };
+    Ok(Plan {
+        name: format!("reproduce-{study}"),
+        steps: steps.into_iter().map(String::from).collect(),
+        defaults,
+    })
+}
+
+/// Parses "100M", "1G", "10k", "1500000" into bits per second.
+pub fn parse_rate(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let s = s
+        .strip_suffix("bps")
+        .or_else(|| s.strip_suffix("b"))
+        .unwrap_or(s);
+    let (num, mul) = match s.chars().last()? {
+        'k' | 'K' => (&s[..s.len() - 1], 1e3),
+        'm' | 'M' => (&s[..s.len() - 1], 1e6),
+        'g' | 'G' => (&s[..s.len() - 1], 1e9),
+        _ => (s, 1.0),
+    };
+    let v: f64 = num.trim().parse().ok()?;
+    (v > 0.0 && v.is_finite()).then_some(v * mul)
+}
+
+/// Combines a plan's defaults with the command line into experiment options.
+pub fn resolve(plan: &Plan, o: &RunOpts) -> Result<Opts> {
+    let d = &plan.defaults;
+    let devices: Vec<String> = o
+        .devices
+        .clone()
+        .unwrap_or_else(|| d.devices.iter().map(|s| s.to_string()).collect());
+    for dev in &devices {
+        if !device::DEVICES.iter().any(|x| x.0 == dev) {
+            bail!(
+                "unknown device {dev:?}; known: {}",
+                device::DEVICES
+                    .iter()
+                    .map(|x| x.0)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+    let size_text = o.sizes.clone().unwrap_or_else(|| d.sizes.clone());
+    let mut sizes = Vec::new();
+    for s in &size_text {
+        sizes.push(SizeMix::parse(s).with_context(|| {
+            format!("--sizes: {s:?} is not a frame size (64..1518 bytes) or imix")
+        })?);
+    }
+    let duration = o.duration.unwrap_or(d.duration);
+    if !(0.05..=3600.0).contains(&duration) {
+        bail!("--duration: {duration} s is outside 0.05..3600");
+    }
+    let loss = o.loss.unwrap_or(0.1);
+    if !(0.0..=100.0).contains(&loss) {
+        bail!("--loss: {loss}% is outside 0..100");
+    }
+    let link_bps = match o.link.as_deref().or(d.link) {
+        None => None,
+        Some(l) => Some(
+            parse_rate(l).with_context(|| format!("--link: {l:?}: expected e.g. 100M or 1G"))?,
+        ),
+    };
+    let flows = o.flows.unwrap_or(d.flows);
+    if flows == 0 || flows > 4_000_000 {
+        bail!("--flows: {flows} is outside 1..4000000");
+    }
+    let sessions = o.sessions.clone().unwrap_or_else(|| d.sessions.clone());
+    if sessions.iter().any(|&n| n > 4_000_000) {
+        bail!("--sessions: at most 4,000,000");
+    }
+    let loads = o
+        .loads
+        .clone()
+        .unwrap_or_else(|| (1..=10).map(|x| f64::from(x) * 10.0).collect());
+    if loads.iter().any(|l| !(0.1..=1000.0).contains(l)) {
+        bail!("--loads: each load is a percentage in 0.1..1000");
+    }
+    if let Some(r) = o.rate {
+        if !(1.0..=1e8).contains(&r) {
+            bail!("--rate: {r} pps is outside 1..1e8");
+        }
+    }
+    let resolution = o.resolution.unwrap_or(d.resolution);
+    if !(0.01..=50.0).contains(&resolution) {
+        bail!("--resolution: {resolution}% is outside 0.01..50");
+    }
+    Ok(Opts {
+        devices,
+        sizes,
+        trial: Duration::from_secs_f64(duration),
+        repeats: o.repeats.unwrap_or(d.repeats).clamp(1, 100),
+        threshold: loss / 100.0,
+        flows,
+        link_bps,
+        resolution: resolution / 100.0,
+        max_steps: o.max_steps.unwrap_or(d.max_steps).clamp(1, 40),
+        loads,
+        sessions,
+        rate: o.rate,
+    })
+}
+
+/// Builds the testbed, runs the plan, writes results and reports; returns the results
+/// directory. Results measured before an error or Ctrl-C are written too (marked incomplete).
+pub fn execute(plan: Plan, o: &RunOpts) -> Result<PathBuf> {
+    let opts = resolve(&plan, o)?;
+    sys::install_stop_handler();
+    let n = sys::ncpus();
+    let tester_cpu = o.tester_cpu.unwrap_or(0);
+    let dut_cpu = o.dut_cpu.unwrap_or(if n > 1 { 1 } else { 0 });
+    if tester_cpu >= n || dut_cpu >= n {
+        bail!("--tester-cpu/--dut-cpu: this machine has CPUs 0..{}", n - 1);
+    }
+    let base = o.out.clone().unwrap_or_else(|| PathBuf::from("results"));
+    let stamp = sys::utc_stamp();
+    let dir = base.join(format!("{stamp}-{}", plan.name));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+
+    let started = Instant::now();
+    let mut res = RunResults {
+        schema: SCHEMA,
+        name: plan.name.clone(),
+        command_line: std::env::args().collect(),
+        started_utc: stamp,
+        machine: Machine::read(),
+        settings: Settings {
+            devices: opts.devices.clone(),
+            sizes: opts.sizes.iter().map(SizeMix::label).collect(),
+            trial_secs: opts.trial.as_secs_f64(),
+            repeats: opts.repeats,
+            loss_threshold: opts.threshold,
+            flows: opts.flows,
+            link_bps: opts.link_bps.unwrap_or(0.0),
+            resolution: opts.resolution,
+        },
+        ..RunResults::default()
+    };
+    res.versions
+        .insert("xlat-lab".into(), env!("CARGO_PKG_VERSION").to_string());
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load1: f64 = load
+        .split_whitespace()
+        .next()
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(0.0);
+    if load1 > 0.5 {
+        res.notes.push(format!(
+            "the machine was busy before the run (load average {load1:.2}): other processes share the tester and DUT CPUs, so numbers are noisier and lower"
+        ));
+    }
+    if tester_cpu == dut_cpu {
+        res.notes.push(format!(
+            "tester and device share CPU {tester_cpu} (one CPU online): results mix their costs"
+        ));
+    }
+    eprintln!(
+        "xlat lab {}: building the testbed (tester CPU {tester_cpu}, DUT CPU {dut_cpu}); results in {}",
+        plan.name,
+        dir.display()
+    );
+    let outcome = match topo::Topo::new(tester_cpu, dut_cpu) {
+        Err(e) => Err(e),
+        Ok(t) => {
+            res.placement = t.placement();
+            let mut lab = Lab::new(t, opts, res.clone());
+            let mut r = Ok(());
+            for step in &plan.steps {
+                if let Err(e) = lab.run(step) {
+                    r = Err(e);
+                    break;
+                }
+            }
+            res = lab.res;
+            // lab.topo is dropped here: namespaces removed.
+            r
+        }
+    };
+    res.wall_secs = started.elapsed().as_secs_f64();
+    if let Err(e) = &outcome {
+        res.incomplete = Some(format!("{e:#}"));
+    }
+    finish(&dir, &res)?;
+    outcome.map(|_| dir)
+}
+
+fn finish(dir: &Path, res: &RunResults) -> Result<()> {
+    let p = dir.join("results.json");
+    let text = serde_json::to_string_pretty(res).context("encoding results")?;
+    std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?;
+    report::write(dir, res)?;
+    print!("{}", report::text(res));
+    println!(
+        "\nresults: {}/results.json\nreport:  {}/report.md, {}/report.html",
+        dir.display(),
+        dir.display(),
+        dir.display()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_parse() {
+        assert_eq!(parse_rate("100M"), Some(100e6));
+        assert_eq!(parse_rate("1G"), Some(1e9));
+        assert_eq!(parse_rate("10kbps"), Some(10e3));
+        assert_eq!(parse_rate("1500"), Some(1500.0));
+        assert_eq!(parse_rate("x"), None);
+        assert_eq!(parse_rate("-5M"), None);
+        assert_eq!(parse_rate(""), None);
+    }
+
+    #[test]
+    fn options_resolve_and_validate() {
+        let plan = Plan {
+            name: "t".into(),
+            steps: vec!["throughput".into()],
+            defaults: defaults_for("throughput"),
+        };
+        let o = resolve(&plan, &RunOpts::default()).unwrap();
+        assert_eq!(o.sizes.len(), 3);
+        assert_eq!(o.repeats, 3);
+        assert!((o.threshold - 0.001).abs() < 1e-12);
+        let bad = RunOpts {
+            sizes: Some(vec!["12".into()]),
+            ..RunOpts::default()
+        };
+        assert!(resolve(&plan, &bad).is_err());
+        let bad = RunOpts {
+            devices: Some(vec!["cisco".into()]),
+            ..RunOpts::default()
+        };
+        assert!(resolve(&plan, &bad).is_err());
+        let link = RunOpts {
+            link: Some("100M".into()),
+            ..RunOpts::default()
+        };
+        assert_eq!(resolve(&plan, &link).unwrap().link_bps, Some(100e6));
+    }
+
+    #[test]
+    fn studies_have_plans() {
+        for (s, _) in STUDIES {
+            let p = study_plan(s).unwrap();
+            assert!(!p.steps.is_empty());
+            for step in &p.steps {
+                assert!(EXPERIMENTS.iter().any(|e| e.0 == step));
+            }
+            resolve(&p, &RunOpts::default()).unwrap();
+        }
+        assert!(study_plan("s9").is_err());
+        // S1's 32-byte payload is a 78-byte frame.
+        assert_eq!(frames_for_payloads(&[32])[0], "78");
+    }
+
+    #[test]
+    fn list_mentions_everything() {
+        let t = list_text();
+        for (e, _) in EXPERIMENTS {
+            assert!(t.contains(e));
+        }
+        assert!(t.contains("tayga-nat64"));
+    }
+}

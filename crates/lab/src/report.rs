@@ -1,0 +1,724 @@
+//! Reports from results.json: a printed table, report.md, report.html and SVG plots.
+//!
+//! Plots are SVG from plotters' SVG backend: text is emitted as SVG <text> and laid out by the
+//! browser, so no font files are needed. Every number in the tables is the median over
+//! repetitions with [min..max] when they differ.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use plotters::prelude::*;
+
+use crate::results::{Experiment, Row, RunResults};
+use crate::stats::Spread;
+
+/// A table column: metric key and header.
+type Col = (&'static str, &'static str);
+
+/// The columns an experiment's table shows.
+pub fn columns(exp: &str) -> Vec<Col> {
+    match exp {
+        "throughput" => vec![
+            ("throughput_pps", "throughput (pps)"),
+            ("throughput_mbps", "Mb/s"),
+            ("ceiling_pct", "% of tester ceiling"),
+            ("latency_p50_us", "latency p50 (us)"),
+            ("latency_p99_us", "p99 (us)"),
+            ("dut_busy_pct", "DUT CPU %"),
+            ("dut_ns_per_pkt", "DUT ns/pkt"),
+        ],
+        "cost" => vec![
+            ("offered_pps", "offered (pps)"),
+            ("loss_pct", "loss %"),
+            ("latency_p50_us", "latency p50 (us)"),
+            ("latency_p99_us", "p99 (us)"),
+            ("dut_busy_pct", "DUT CPU %"),
+            ("dut_ns_per_pkt", "DUT ns/pkt"),
+            ("proc_ns_per_pkt", "process ns/pkt"),
+        ],
+        "loss-vs-load" => vec![
+            ("offered_pps", "offered (pps)"),
+            ("rx_mbps", "received Mb/s"),
+            ("loss_pct", "loss %"),
+            ("latency_mean_us", "latency mean (us)"),
+            ("dut_busy_pct", "DUT CPU %"),
+        ],
+        "latency-vs-load" => vec![
+            ("offered_pps", "offered (pps)"),
+            ("latency_mean_us", "latency mean (us)"),
+            ("latency_p50_us", "p50 (us)"),
+            ("latency_p99_us", "p99 (us)"),
+            ("latency_max_us", "max (us)"),
+            ("loss_pct", "loss %"),
+        ],
+        "latency-vs-sessions" => vec![
+            ("device_sessions", "table size"),
+            ("offered_pps", "offered (pps)"),
+            ("latency_mean_us", "latency mean (us)"),
+            ("latency_p50_us", "p50 (us)"),
+            ("latency_p99_us", "p99 (us)"),
+            ("loss_pct", "loss %"),
+        ],
+        "memory-per-session" => vec![
+            ("device_sessions", "table size"),
+            ("memory_delta_bytes", "memory - baseline (B)"),
+            ("bytes_per_session", "bytes/session"),
+        ],
+        "cpu" => vec![
+            ("offered_pps", "offered (pps)"),
+            ("dut_busy_pct", "DUT CPU %"),
+            ("dut_softirq_pct", "softirq %"),
+            ("dut_ns_per_pkt", "DUT ns/pkt"),
+            ("proc_ns_per_pkt", "process ns/pkt"),
+            ("loss_pct", "loss %"),
+        ],
+        "setup-rate" => vec![("setup_rate_per_s", "new sessions/s")],
+        _ => vec![],
+    }
+}
+
+/// The plots an experiment gets: (metric, y label, log x).
+pub fn plots(exp: &str) -> Vec<(&'static str, &'static str, bool)> {
+    match exp {
+        "throughput" => vec![
+            ("throughput_pps", "throughput (pps)", false),
+            ("throughput_mbps", "throughput (Mb/s)", false),
+        ],
+        "loss-vs-load" => vec![
+            ("loss_pct", "loss (%)", false),
+            ("rx_mbps", "received (Mb/s)", false),
+        ],
+        "latency-vs-load" => vec![
+            ("latency_mean_us", "mean latency (us)", false),
+            ("latency_p99_us", "p99 latency (us)", false),
+        ],
+        "latency-vs-sessions" => vec![("latency_mean_us", "mean latency (us)", true)],
+        "memory-per-session" => vec![("memory_delta_bytes", "memory - baseline (bytes)", true)],
+        "cpu" => vec![("dut_ns_per_pkt", "DUT CPU ns per packet", true)],
+        _ => vec![],
+    }
+}
+
+/// Formats a number for a table: thousands grouped, fewer decimals as it grows.
+pub fn num(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    let a = v.abs();
+    if a >= 1000.0 {
+        let r = v.round() as i64;
+        let s = r.unsigned_abs().to_string();
+        let mut out = String::new();
+        for (i, ch) in s.chars().enumerate() {
+            if i > 0 && (s.len() - i).is_multiple_of(3) {
+                out.push(',');
+            }
+            out.push(ch);
+        }
+        if r < 0 {
+            out.insert(0, '-');
+        }
+        out
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a == 0.0 {
+        "0".into()
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// A cell: median, and [min..max] when repetitions differ.
+pub fn cell(s: Option<Spread>) -> String {
+    match s {
+        None => "-".into(),
+        Some(s) if s.n == 0 => "-".into(),
+        Some(s) if s.n > 1 && s.min != s.max => {
+            format!("{} [{}..{}]", num(s.median), num(s.min), num(s.max))
+        }
+        Some(s) => num(s.median),
+    }
+}
+
+fn header(e: &Experiment) -> Vec<String> {
+    let mut h = vec!["device".to_string(), "frame".to_string()];
+    if let Some(x) = &e.x_label {
+        h.push(x.clone());
+    }
+    h.extend(columns(&e.name).iter().map(|c| c.1.to_string()));
+    h
+}
+
+fn row_cells(e: &Experiment, r: &Row) -> Vec<String> {
+    let mut v = vec![
+        format!("{}{}", r.device, if r.tester_limited { " *" } else { "" }),
+        size_text(&r.size),
+    ];
+    if e.x_label.is_some() {
+        v.push(r.x.map(num).unwrap_or_else(|| "-".into()));
+    }
+    v.extend(columns(&e.name).iter().map(|c| cell(r.metric(c.0))));
+    v
+}
+
+fn size_text(s: &str) -> String {
+    if s == "imix" {
+        "IMIX".into()
+    } else {
+        format!("{s} B")
+    }
+}
+
+/// A plain-text table with aligned columns.
+pub fn text_table(head: &[String], rows: &[Vec<String>]) -> String {
+    let n = head.len();
+    let mut w: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate().take(n) {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| -> String {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate().take(n) {
+            let pad = w[i] - c.chars().count();
+            if i == 0 {
+                s.push_str(c);
+                s.push_str(&" ".repeat(pad));
+            } else {
+                s.push_str("  ");
+                s.push_str(&" ".repeat(pad));
+                s.push_str(c);
+            }
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    let mut out = line(head);
+    out.push_str(&line(&w.iter().map(|&x| "-".repeat(x)).collect::<Vec<_>>()));
+    for r in rows {
+        out.push_str(&line(r));
+    }
+    out
+}
+
+fn md_table(head: &[String], rows: &[Vec<String>]) -> String {
+    let mut s = format!("| {} |\n", head.join(" | "));
+    s.push_str(&format!("|{}\n", "---|".repeat(head.len())));
+    for r in rows {
+        s.push_str(&format!("| {} |\n", r.join(" | ")));
+    }
+    s
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn html_table(head: &[String], rows: &[Vec<String>]) -> String {
+    let mut s = String::from("<table>\n<tr>");
+    for h in head {
+        let _ = write!(s, "<th>{}</th>", html_escape(h));
+    }
+    s.push_str("</tr>\n");
+    for r in rows {
+        s.push_str("<tr>");
+        for (i, c) in r.iter().enumerate() {
+            let cls = if i < 2 { "" } else { " class=\"n\"" };
+            let _ = write!(s, "<td{cls}>{}</td>", html_escape(c));
+        }
+        s.push_str("</tr>\n");
+    }
+    s.push_str("</table>\n");
+    s
+}
+
+fn ceiling_table(r: &RunResults) -> (Vec<String>, Vec<Vec<String>>) {
+    let head = vec![
+        "frame".to_string(),
+        "IP".to_string(),
+        "loss-free (pps)".to_string(),
+        "Mb/s".to_string(),
+        "sender alone (pps)".to_string(),
+    ];
+    let rows = r
+        .ceilings
+        .iter()
+        .map(|c| {
+            let mean = c.trials.first().map(|t| t.mean_frame).unwrap_or(0.0);
+            vec![
+                size_text(&c.size),
+                if c.v6 { "IPv6" } else { "IPv4" }.to_string(),
+                num(c.pps),
+                num(c.pps * mean * 8.0 / 1e6),
+                num(c.send_max_pps),
+            ]
+        })
+        .collect();
+    (head, rows)
+}
+
+/// The printed summary: ceilings and each experiment's table.
+pub fn text(r: &RunResults) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "xlat lab: {} ({}; {:.0} s)",
+        r.name, r.started_utc, r.wall_secs
+    );
+    let _ = writeln!(s, "where: {}", r.placement);
+    if !r.ceilings.is_empty() {
+        let (h, rows) = ceiling_table(r);
+        let _ = writeln!(s, "\nTester ceiling (A wired straight to D, no DUT)");
+        s.push_str(&text_table(&h, &rows));
+    }
+    for e in &r.experiments {
+        let _ = writeln!(s, "\n{}", e.title);
+        let rows: Vec<Vec<String>> = e.rows.iter().map(|x| row_cells(e, x)).collect();
+        s.push_str(&text_table(&header(e), &rows));
+    }
+    let notes = all_notes(r);
+    if !notes.is_empty() {
+        s.push('\n');
+        for n in notes {
+            let _ = writeln!(s, "note: {n}");
+        }
+    }
+    if let Some(i) = &r.incomplete {
+        let _ = writeln!(s, "\nINCOMPLETE: {i}");
+    }
+    s
+}
+
+fn all_notes(r: &RunResults) -> Vec<String> {
+    let mut v: Vec<String> = r.notes.clone();
+    let mut limited = false;
+    for e in &r.experiments {
+        for row in &e.rows {
+            if row.tester_limited {
+                limited = true;
+            }
+            for n in &row.notes {
+                let s = format!("{} {} ({}): {n}", e.name, row.device, size_text(&row.size));
+                if !v.contains(&s)
+                    && !n.starts_with("nf_conntrack_count")
+                    && !n.starts_with("VmRSS")
+                {
+                    v.push(s);
+                }
+            }
+        }
+    }
+    if limited {
+        v.push("* = the tester, not the device, was the limit for that row".into());
+    }
+    v
+}
+
+/// Numeric x for a frame size label (IMIX at its mean).
+fn size_x(s: &str) -> f64 {
+    if s == "imix" {
+        crate::packet::SizeMix::Imix.mean(false)
+    } else {
+        s.parse().unwrap_or(0.0)
+    }
+}
+
+/// One SVG line plot: series of (x, y) points with names.
+pub fn svg_plot(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    log_x: bool,
+    series: &[(String, Vec<(f64, f64)>)],
+) -> Result<String> {
+    let mut out = String::new();
+    let pts: Vec<(f64, f64)> = series.iter().flat_map(|s| s.1.iter().copied()).collect();
+    if pts.is_empty() {
+        return Ok(out);
+    }
+    let tx = |x: f64| if log_x { (x.max(1.0)).log10() } else { x };
+    let (mut x0, mut x1) = pts.iter().fold((f64::MAX, f64::MIN), |a, p| {
+        (a.0.min(tx(p.0)), a.1.max(tx(p.0)))
+    });
+    if x1 <= x0 {
+        x0 -= 1.0;
+        x1 += 1.0;
+    }
+    let y1 = pts.iter().fold(0.0f64, |a, p| a.max(p.1)) * 1.1;
+    let y1 = if y1 <= 0.0 { 1.0 } else { y1 };
+    let colors = [
+        RGBColor(31, 119, 180),
+        RGBColor(214, 39, 40),
+        RGBColor(44, 160, 44),
+        RGBColor(255, 127, 14),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+        RGBColor(127, 127, 127),
+    ];
+    {
+        let root = SVGBackend::with_string(&mut out, (720, 420)).into_drawing_area();
+        root.fill(&WHITE)
+            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        let xl = if log_x {
+            format!("{x_label} (log10)")
+        } else {
+            x_label.to_string()
+        };
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(x0..x1, 0.0..y1)
+            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        chart
+            .configure_mesh()
+            .x_desc(xl)
+            .y_desc(y_label)
+            .y_label_formatter(&|v| num(*v))
+            .x_label_formatter(&|v| if log_x { num(10f64.powf(*v)) } else { num(*v) })
+            .draw()
+            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        for (i, (name, p)) in series.iter().enumerate() {
+            let c = colors[i % colors.len()];
+            let data: Vec<(f64, f64)> = p.iter().map(|&(x, y)| (tx(x), y)).collect();
+            chart
+                .draw_series(LineSeries::new(data.clone(), c.stroke_width(2)))
+                .map_err(|e| anyhow::anyhow!("plot: {e}"))?
+                .label(name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                });
+            chart
+                .draw_series(
+                    data.iter()
+                        .map(|&(x, y)| Circle::new((x, y), 3, c.filled())),
+                )
+                .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+        root.present().map_err(|e| anyhow::anyhow!("plot: {e}"))?;
+    }
+    Ok(out)
+}
+
+/// The plots of one experiment: (file name, title, svg).
+pub fn experiment_plots(e: &Experiment) -> Result<Vec<(String, String, String)>> {
+    let mut out = Vec::new();
+    for (metric, ylab, log_x) in plots(&e.name) {
+        let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+        for r in &e.rows {
+            let Some(y) = r.metric(metric) else { continue };
+            let (name, x) = match e.x_label {
+                Some(_) => (
+                    format!("{} {}", r.device, size_text(&r.size)),
+                    r.x.unwrap_or(0.0),
+                ),
+                None => (r.device.clone(), size_x(&r.size)),
+            };
+            match series.iter_mut().find(|s| s.0 == name) {
+                Some(s) => s.1.push((x, y.median)),
+                None => series.push((name, vec![(x, y.median)])),
+            }
+        }
+        for s in &mut series {
+            s.1.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        let x_label = e
+            .x_label
+            .clone()
+            .unwrap_or_else(|| "frame size (bytes)".into());
+        let title = format!("{}: {ylab}", e.title);
+        let svg = svg_plot(&title, &x_label, ylab, log_x, &series)?;
+        if !svg.is_empty() {
+            out.push((format!("{}-{}.svg", e.name, metric), title, svg));
+        }
+    }
+    Ok(out)
+}
+
+/// Writes report.md, report.html and the SVG plots into `dir`; returns the files written.
+pub fn write(dir: &Path, r: &RunResults) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let mut md = String::new();
+    let mut html = String::new();
+    let _ = writeln!(md, "# xlat lab: {}\n", r.name);
+    let _ = writeln!(
+        html,
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>xlat lab: {name}</title>\n<style>\
+         body{{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}}\
+         table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #bbb;padding:3px 8px}}\
+         th{{background:#eee}}td.n{{text-align:right;font-variant-numeric:tabular-nums}}\
+         .meta{{color:#555;font-size:90%}}svg{{max-width:100%;height:auto}}</style></head><body>\n\
+         <h1>xlat lab: {name}</h1>",
+        name = html_escape(&r.name)
+    );
+    let meta = vec![
+        format!("Started {} (UTC), {:.0} s.", r.started_utc, r.wall_secs),
+        format!("Command: `{}`", r.command_line.join(" ")),
+        format!(
+            "Machine: {} ({} CPUs, {} MiB), Linux {}.",
+            r.machine.cpu_model,
+            r.machine.cpus,
+            r.machine.mem_total_kib / 1024,
+            r.machine.kernel
+        ),
+        format!("Where the work ran: {}.", r.placement),
+        format!(
+            "Settings: {:.1} s trials, {} repetition(s), loss threshold {}%, {} flows{}.",
+            r.settings.trial_secs,
+            r.settings.repeats,
+            r.settings.loss_threshold * 100.0,
+            r.settings.flows,
+            if r.settings.link_bps > 0.0 {
+                format!(", nominal link {:.0} Mb/s", r.settings.link_bps / 1e6)
+            } else {
+                String::new()
+            }
+        ),
+    ];
+    for m in &meta {
+        let _ = writeln!(md, "- {m}");
+    }
+    let _ = writeln!(html, "<ul class=\"meta\">");
+    for m in &meta {
+        let _ = writeln!(html, "<li>{}</li>", html_escape(m).replace('`', ""));
+    }
+    for (k, v) in &r.versions {
+        let _ = writeln!(md, "- {k}: {v}");
+        let _ = writeln!(html, "<li>{}: {}</li>", html_escape(k), html_escape(v));
+    }
+    let _ = writeln!(html, "</ul>");
+    if let Some(i) = &r.incomplete {
+        let _ = writeln!(md, "\n**Incomplete run:** {i}\n");
+        let _ = writeln!(html, "<p><b>Incomplete run:</b> {}</p>", html_escape(i));
+    }
+    if !r.ceilings.is_empty() {
+        let (h, rows) = ceiling_table(r);
+        let intro = "The tester wired straight to itself (no device): the highest rate it sends and receives with loss within the threshold. Device results at this rate say more about the tester than the device.";
+        let _ = writeln!(
+            md,
+            "\n## Tester ceiling\n\n{intro}\n\n{}",
+            md_table(&h, &rows)
+        );
+        let _ = writeln!(
+            html,
+            "<h2>Tester ceiling</h2><p>{intro}</p>{}",
+            html_table(&h, &rows)
+        );
+    }
+    for e in &r.experiments {
+        let rows: Vec<Vec<String>> = e.rows.iter().map(|x| row_cells(e, x)).collect();
+        let h = header(e);
+        let _ = writeln!(
+            md,
+            "\n## {}\n\n{}\n\n{}",
+            e.title,
+            e.method,
+            md_table(&h, &rows)
+        );
+        let _ = writeln!(
+            html,
+            "<h2>{}</h2><p>{}</p>{}",
+            html_escape(&e.title),
+            html_escape(&e.method),
+            html_table(&h, &rows)
+        );
+        for (file, title, svg) in experiment_plots(e)? {
+            let p = dir.join(&file);
+            std::fs::write(&p, &svg).with_context(|| format!("writing {}", p.display()))?;
+            files.push(p);
+            let _ = writeln!(md, "![{title}]({file})\n");
+            let _ = writeln!(html, "<div>{svg}</div>");
+        }
+    }
+    let notes = all_notes(r);
+    if !notes.is_empty() {
+        let _ = writeln!(md, "\n## Notes\n");
+        let _ = writeln!(html, "<h2>Notes</h2><ul>");
+        for n in &notes {
+            let _ = writeln!(md, "- {n}");
+            let _ = writeln!(html, "<li>{}</li>", html_escape(n));
+        }
+        let _ = writeln!(html, "</ul>");
+    }
+    let _ = writeln!(
+        md,
+        "\nRaw samples: results.json. Regenerate with `xlat lab report {}`.",
+        dir.display()
+    );
+    let _ = writeln!(
+        html,
+        "<p class=\"meta\">Raw samples: results.json.</p></body></html>"
+    );
+    let pm = dir.join("report.md");
+    std::fs::write(&pm, md).with_context(|| format!("writing {}", pm.display()))?;
+    let ph = dir.join("report.html");
+    std::fs::write(&ph, html).with_context(|| format!("writing {}", ph.display()))?;
+    files.push(pm);
+    files.push(ph);
+    Ok(files)
+}
+
+/// Reads results.json from `dir` (or the file itself) and writes the reports again.
+pub fn regenerate(path: &Path) -> Result<(PathBuf, RunResults)> {
+    let (dir, file) = if path.is_dir() {
+        (path.to_path_buf(), path.join("results.json"))
+    } else {
+        (
+            path.parent().map(Path::to_path_buf).unwrap_or_default(),
+            path.to_path_buf(),
+        )
+    };
+    let text =
+        std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+    let r: RunResults = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not an xlat lab results file", file.display()))?;
+    write(&dir, &r)?;
+    Ok((dir, r))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::{Ceiling, Experiment, Row};
+
+    fn sample() -> RunResults {
+        let mut r = RunResults {
+            name: "quick".into(),
+            started_utc: "20260101-000000".into(),
+            ..RunResults::default()
+        };
+        r.ceilings.push(Ceiling {
+            size: "64".into(),
+            pps: 500_000.0,
+            send_max_pps: 600_000.0,
+            ..Ceiling::default()
+        });
+        let mut e = Experiment {
+            name: "throughput".into(),
+            title: "Throughput (RFC 2544)".into(),
+            ..Experiment::default()
+        };
+        for (d, s, v) in [
+            ("forward4", "64", 300_000.0),
+            ("forward4", "512", 250_000.0),
+            ("xlat-nat44", "64", 100_000.0),
+        ] {
+            let mut row = Row {
+                device: d.into(),
+                size: s.into(),
+                ..Row::default()
+            };
+            row.metrics
+                .insert("throughput_pps".into(), Spread::of(&[v, v * 1.1, v * 0.9]));
+            e.rows.push(row);
+        }
+        e.rows[0].tester_limited = true;
+        r.experiments.push(e);
+        let mut l = Experiment {
+            name: "loss-vs-load".into(),
+            title: "Loss".into(),
+            x_label: Some("offered load (% of nominal)".into()),
+            ..Experiment::default()
+        };
+        for x in [10.0, 50.0, 100.0] {
+            let mut row = Row {
+                device: "kernel-nat44".into(),
+                size: "imix".into(),
+                x: Some(x),
+                ..Row::default()
+            };
+            row.metrics
+                .insert("loss_pct".into(), Spread::of(&[x / 10.0]));
+            l.rows.push(row);
+        }
+        r.experiments.push(l);
+        r
+    }
+
+    #[test]
+    fn numbers_format() {
+        assert_eq!(num(1234567.4), "1,234,567");
+        assert_eq!(num(-1234.0), "-1,234");
+        assert_eq!(num(150.4), "150");
+        assert_eq!(num(12.34), "12.3");
+        assert_eq!(num(0.0), "0");
+        assert_eq!(num(0.12345), "0.123");
+        assert_eq!(num(f64::NAN), "-");
+        assert_eq!(cell(None), "-");
+        assert_eq!(
+            cell(Some(Spread::of(&[1.0, 2.0, 3.0]))),
+            "2.000 [1.000..3.000]"
+        );
+        assert_eq!(cell(Some(Spread::of(&[5.0]))), "5.000");
+    }
+
+    #[test]
+    fn text_table_aligns() {
+        let t = text_table(
+            &["a".into(), "bb".into()],
+            &[
+                vec!["xxx".into(), "1".into()],
+                vec!["y".into(), "22".into()],
+            ],
+        );
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "a    bb");
+        assert_eq!(lines[1], "---  --");
+        assert_eq!(lines[2], "xxx   1");
+        assert_eq!(lines[3], "y    22");
+    }
+
+    #[test]
+    fn printed_report_has_tables_and_notes() {
+        let r = sample();
+        let t = text(&r);
+        assert!(t.contains("Tester ceiling"));
+        assert!(t.contains("forward4 *"));
+        assert!(t.contains("300,000 [270,000..330,000]"));
+        assert!(t.contains("the tester, not the device, was the limit"));
+        assert!(t.contains("IMIX"));
+    }
+
+    #[test]
+    fn report_files_written_and_regenerated() {
+        let dir = std::env::temp_dir().join(format!("xlat-lab-report-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let r = sample();
+        std::fs::write(dir.join("results.json"), serde_json::to_string(&r).unwrap()).unwrap();
+        let (d, back) = regenerate(&dir).unwrap();
+        assert_eq!(d, dir);
+        assert_eq!(back.experiments.len(), 2);
+        let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        assert!(md.contains("| device | frame |"));
+        assert!(md
+            .contains("![Throughput (RFC 2544): throughput (pps)](throughput-throughput_pps.svg)"));
+        let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+        assert!(html.contains("<svg"));
+        assert!(html.contains("<table>"));
+        let svg = std::fs::read_to_string(dir.join("loss-vs-load-loss_pct.svg")).unwrap();
+        assert!(svg.contains("kernel-nat44 IMIX"));
+        assert!(regenerate(&dir.join("nope")).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn empty_plot_is_empty() {
+        assert!(svg_plot("t", "x", "y", false, &[]).unwrap().is_empty());
+    }
+}

@@ -1,0 +1,495 @@
+//! The software tester: one trial sends UDP frames out of one tester port at an offered load
+//! and receives them on the other, in one process, so transmit and receive timestamps come from
+//! one clock (CLOCK_REALTIME: the sender stamps the payload, the kernel stamps the receive ring).
+//!
+//! A trial runs two threads, each moved into the tester namespace and pinned to the tester
+//! CPU: the sender (paced by a token count: packets due = rate x elapsed, sent in sendmmsg
+//! batches of up to 32) and the receiver (TPACKET_V3 ring). The receiver counts frames carrying
+//! this trial's tag, duplicates (a bitmap of sequence numbers), reordering (a sequence number
+//! below the highest already seen in its flow, RFC 4737's "reordered"), and records one-way
+//! latency in an HDR histogram. Loss = sent - distinct received. Every loop is bounded in time
+//! (the trial's duration plus a drain limit) and in count.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::afpacket::{RxRing, TxSocket};
+use crate::packet::{build_frame, parse_tag, Flow, SizeMix, Tag, FCS_LEN, MAX_FRAME};
+use crate::sys;
+
+/// Frames per sendmmsg.
+pub const BATCH: usize = 32;
+/// The largest sequence-number bitmap (packets per trial tracked for duplicates).
+const MAX_TRACKED: u64 = 1 << 30;
+
+/// Where a trial's frames go.
+#[derive(Debug, Clone)]
+pub struct PathSpec {
+    pub ns: String,
+    pub tx_dev: String,
+    pub rx_dev: String,
+    pub src_mac: [u8; 6],
+    pub dst_mac: [u8; 6],
+    pub v6: bool,
+}
+
+/// What a trial sends.
+#[derive(Debug, Clone)]
+pub struct TrialSpec {
+    pub path: PathSpec,
+    pub flows: Arc<Vec<Flow>>,
+    pub sizes: SizeMix,
+    /// Offered load in packets per second; None sends as fast as the tester can.
+    pub rate_pps: Option<f64>,
+    pub duration: Duration,
+    /// Stop after this many packets (a warm-up sends each flow once).
+    pub max_packets: Option<u64>,
+    pub tester_cpu: usize,
+    pub dut_cpu: usize,
+    /// Processes of the device, for their CPU time.
+    pub dut_pids: Vec<i32>,
+    /// How long to wait for stragglers after the last frame is sent.
+    pub drain: Duration,
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Latency {
+    pub samples: u64,
+    pub min_us: f64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+}
+
+/// CPU use during a trial.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CpuUse {
+    /// Busy share of the tester CPU during the send window, 0..1.
+    pub tester_busy: f64,
+    /// Busy share of the DUT CPU during the send window, 0..1.
+    pub dut_busy: f64,
+    /// Softirq share of the DUT CPU during the send window, 0..1.
+    pub dut_softirq: f64,
+    /// Busy nanoseconds of the DUT CPU (send window plus drain) per packet received.
+    pub dut_ns_per_pkt: f64,
+    /// CPU nanoseconds of the device's own processes per packet received (0 for kernel devices).
+    pub proc_ns_per_pkt: f64,
+    /// CPUs the sender and receiver threads ran on (sampled at their end).
+    pub sender_cpu: i32,
+    pub receiver_cpu: i32,
+}
+
+/// The result of one trial.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Trial {
+    pub size: String,
+    pub flows: u32,
+    /// Offered load asked for (pps); 0 = as fast as possible.
+    pub offered_pps: f64,
+    pub sent: u64,
+    pub received: u64,
+    pub lost: u64,
+    pub loss: f64,
+    pub duplicates: u64,
+    pub reordered: u64,
+    /// Frames the tester's receive ring had no room for (a tester limit, counted as loss).
+    pub ring_drops: u64,
+    /// Frames on the receive port without this trial's tag.
+    pub foreign: u64,
+    /// sendmmsg calls that found the kernel's buffers full.
+    pub tx_full: u64,
+    pub send_secs: f64,
+    /// Achieved transmit rate (pps).
+    pub tx_pps: f64,
+    /// Receive rate over the send window (pps).
+    pub rx_pps: f64,
+    /// Received bits per second at layer 2 (frames with FCS).
+    pub rx_bps: f64,
+    pub mean_frame: f64,
+    pub latency: Latency,
+    pub cpu: CpuUse,
+    /// The sender fell short of the offered load by more than 3%.
+    pub sender_short: bool,
+    /// Source address:port of the first test frame received (shows what the device did).
+    pub rx_first_src: String,
+}
+
+struct RxState {
+    tag: u16,
+    nflows: usize,
+    seen: Vec<u64>,
+    last: Vec<i64>,
+    received: u64,
+    dup: u64,
+    reordered: u64,
+    foreign: u64,
+    bytes: u64,
+    first_src: String,
+    hist: Histogram<u64>,
+}
+
+impl RxState {
+    fn on_frame(&mut self, data: &[u8], rx_ns: u64) {
+        let Some(t) = parse_tag(data) else {
+            self.foreign += 1;
+            return;
+        };
+        if t.tag != self.tag || (t.flow as usize) >= self.nflows {
+            self.foreign += 1;
+            return;
+        }
+        let seq = u64::from(t.seq);
+        if seq < MAX_TRACKED {
+            let w = (seq / 64) as usize;
+            if w >= self.seen.len() {
+                let want = (w + 1).next_power_of_two().max(1024);
+                self.seen.resize(want, 0);
+            }
+            let bit = 1u64 << (seq % 64);
+            if self.seen[w] & bit != 0 {
+                self.dup += 1;
+                return;
+            }
+            self.seen[w] |= bit;
+        }
+        if self.received == 0 {
+            self.first_src = src_of(data);
+        }
+        self.received += 1;
+        self.bytes += (data.len() + FCS_LEN) as u64;
+        let l = &mut self.last[t.flow as usize];
+        if (t.seq as i64) < *l {
+            self.reordered += 1;
+        } else {
+            *l = t.seq as i64;
+        }
+        let lat = rx_ns.saturating_sub(t.tx_ns).max(1);
+        let _ = self.hist.record(lat.min(self.hist.high()));
+    }
+}
+
+/// "address:port" of a frame's IP source and UDP source port.
+fn src_of(f: &[u8]) -> String {
+    let et = f.get(12..14).map(|b| u16::from_be_bytes([b[0], b[1]]));
+    match et {
+        Some(0x0800) => {
+            let ihl = f.get(14).map(|b| usize::from(b & 0x0f) * 4).unwrap_or(20);
+            match (f.get(26..30), f.get(14 + ihl..16 + ihl)) {
+                (Some(a), Some(p)) => format!(
+                    "{}.{}.{}.{}:{}",
+                    a[0],
+                    a[1],
+                    a[2],
+                    a[3],
+                    u16::from_be_bytes([p[0], p[1]])
+                ),
+                _ => String::new(),
+            }
+        }
+        Some(0x86dd) => match (f.get(22..38), f.get(54..56)) {
+            (Some(a), Some(p)) => {
+                let mut o = [0u8; 16];
+                o.copy_from_slice(a);
+                format!(
+                    "[{}]:{}",
+                    std::net::Ipv6Addr::from(o),
+                    u16::from_be_bytes([p[0], p[1]])
+                )
+            }
+            _ => String::new(),
+        },
+        _ => String::new(),
+    }
+}
+
+fn tag_for_trial() -> u16 {
+    // Different for every trial, so a straggler from the last trial is never counted.
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    (crate::packet::mix32((n as u32) ^ (sys::now_ns() as u32)) & 0xffff) as u16 | 1
+}
+
+/// Runs one trial. Fails when a thread cannot set itself up (namespace, sockets).
+pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
+    let tag = tag_for_trial();
+    let nflows = spec.flows.len().max(1);
+    let sent = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<()>>();
+
+    // Receiver first: its ring must exist before the first frame leaves.
+    let rx_spec = spec.clone();
+    let (rx_sent, rx_done) = (sent.clone(), done.clone());
+    let receiver = std::thread::Builder::new()
+        .name("lab-rx".into())
+        .spawn(move || -> Result<(RxState, u64, i32)> {
+            let setup = || -> Result<RxRing> {
+                sys::enter_netns(&rx_spec.path.ns)?;
+                sys::pin_thread(rx_spec.tester_cpu);
+                RxRing::open(&rx_spec.path.rx_dev, 1 << 20, 64)
+            };
+            let mut ring = match setup() {
+                Ok(r) => {
+                    let _ = ready_tx.send(Ok(()));
+                    r
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(anyhow!("{e:#}")));
+                    return Err(e);
+                }
+            };
+            let _ = ring.drops(); // reset the kernel's counters
+            let hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
+                .map_err(|e| anyhow!("histogram: {e}"))?;
+            let mut st = RxState {
+                tag,
+                nflows,
+                seen: Vec::new(),
+                last: vec![-1; nflows],
+                received: 0,
+                dup: 0,
+                reordered: 0,
+                foreign: 0,
+                bytes: 0,
+                first_src: String::new(),
+                hist,
+            };
+            let hard_limit = rx_spec.duration + rx_spec.drain + Duration::from_secs(10);
+            let start = Instant::now();
+            let mut done_at: Option<Instant> = None;
+            // Bounded: each turn waits at most 5 ms, and the loop ends by `hard_limit`.
+            let max_turns = hard_limit.as_millis() as u64 * 10 + 1000;
+            for _ in 0..max_turns {
+                ring.poll_block(5, |f| st.on_frame(f.data, f.rx_ns));
+                if done_at.is_none() && rx_done.load(Ordering::Acquire) {
+                    done_at = Some(Instant::now());
+                }
+                if let Some(t) = done_at {
+                    let total = rx_sent.load(Ordering::Acquire);
+                    if st.received + st.dup >= total || t.elapsed() >= rx_spec.drain {
+                        // Pick up blocks already retired before leaving.
+                        while ring.poll_block(0, |f| st.on_frame(f.data, f.rx_ns)) > 0 {
+                            if t.elapsed() >= rx_spec.drain + Duration::from_millis(100) {
+                                break;
+                            }
+                        }
+                        break;
+                    }
+                }
+                if start.elapsed() >= hard_limit || (sys::stopped() && done_at.is_some()) {
+                    break;
+                }
+            }
+            let drops = ring.drops();
+            Ok((st, drops, sys::current_cpu()))
+        })
+        .context("starting the receiver thread")?;
+    match ready_rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            done.store(true, Ordering::Release);
+            let _ = receiver.join();
+            return Err(e.context("receiver setup"));
+        }
+        Err(_) => {
+            done.store(true, Ordering::Release);
+            return Err(anyhow!("receiver did not start within 10 s"));
+        }
+    }
+
+    let cpu0 = sys::cpu_times();
+    let proc0: u64 = spec
+        .dut_pids
+        .iter()
+        .filter_map(|&p| sys::proc_cpu_ticks(p))
+        .sum();
+    let tx_spec = spec.clone();
+    let tx_sent = sent.clone();
+    let sender = std::thread::Builder::new()
+        .name("lab-tx".into())
+        .spawn(move || -> Result<(f64, u64, i32)> {
+            sys::enter_netns(&tx_spec.path.ns)?;
+            sys::pin_thread(tx_spec.tester_cpu);
+            sys::tight_timer_slack();
+            let tx = TxSocket::open(&tx_spec.path.tx_dev)?;
+            send_loop(&tx_spec, &tx, tag, &tx_sent).map(|(s, f)| (s, f, sys::current_cpu()))
+        })
+        .context("starting the sender thread")?;
+    let send_res = sender.join().map_err(|_| anyhow!("sender thread panicked"));
+    let cpu1 = sys::cpu_times();
+    done.store(true, Ordering::Release);
+    let rx_res = receiver
+        .join()
+        .map_err(|_| anyhow!("receiver thread panicked"))?;
+    let cpu2 = sys::cpu_times();
+    let proc2: u64 = spec
+        .dut_pids
+        .iter()
+        .filter_map(|&p| sys::proc_cpu_ticks(p))
+        .sum();
+    let (send_secs, tx_full, sender_cpu) = send_res??;
+    let (st, ring_drops, receiver_cpu) = rx_res?;
+
+    let total = sent.load(Ordering::Acquire);
+    let lost = total.saturating_sub(st.received);
+    let tick_ns = 1e9 / sys::clk_tck() as f64;
+    let share = |a: &[sys::CpuTimes], b: &[sys::CpuTimes], cpu: usize| -> (f64, f64, f64) {
+        match (a.get(cpu), b.get(cpu)) {
+            (Some(x), Some(y)) => {
+                let d = y.delta(x);
+                let t = d.total().max(1) as f64;
+                (d.busy() as f64 / t, d.softirq as f64 / t, d.busy() as f64)
+            }
+            _ => (0.0, 0.0, 0.0),
+        }
+    };
+    let (tester_busy, _, _) = share(&cpu0, &cpu1, spec.tester_cpu);
+    let (dut_busy, dut_softirq, _) = share(&cpu0, &cpu1, spec.dut_cpu);
+    let (_, _, dut_ticks) = share(&cpu0, &cpu2, spec.dut_cpu);
+    let rcv = st.received.max(1) as f64;
+    let h = &st.hist;
+    let us = |v: u64| v as f64 / 1000.0;
+    let latency = if h.is_empty() {
+        Latency::default()
+    } else {
+        Latency {
+            samples: h.len(),
+            min_us: us(h.min()),
+            mean_us: h.mean() / 1000.0,
+            p50_us: us(h.value_at_quantile(0.5)),
+            p90_us: us(h.value_at_quantile(0.9)),
+            p99_us: us(h.value_at_quantile(0.99)),
+            p999_us: us(h.value_at_quantile(0.999)),
+            max_us: us(h.max()),
+        }
+    };
+    let offered = spec.rate_pps.unwrap_or(0.0);
+    let tx_pps = total as f64 / send_secs.max(1e-9);
+    Ok(Trial {
+        size: spec.sizes.label(),
+        flows: spec.flows.len() as u32,
+        offered_pps: offered,
+        sent: total,
+        received: st.received,
+        lost,
+        loss: if total == 0 {
+            0.0
+        } else {
+            lost as f64 / total as f64
+        },
+        duplicates: st.dup,
+        reordered: st.reordered,
+        ring_drops,
+        foreign: st.foreign,
+        tx_full,
+        send_secs,
+        tx_pps,
+        rx_pps: st.received as f64 / send_secs.max(1e-9),
+        rx_bps: st.bytes as f64 * 8.0 / send_secs.max(1e-9),
+        mean_frame: spec.sizes.mean(spec.path.v6),
+        latency,
+        cpu: CpuUse {
+            tester_busy,
+            dut_busy,
+            dut_softirq,
+            dut_ns_per_pkt: dut_ticks * tick_ns / rcv,
+            proc_ns_per_pkt: proc2.saturating_sub(proc0) as f64 * tick_ns / rcv,
+            sender_cpu,
+            receiver_cpu,
+        },
+        sender_short: offered > 0.0 && spec.max_packets.is_none() && tx_pps < offered * 0.97,
+        rx_first_src: st.first_src,
+    })
+}
+
+/// Sends until the duration or the packet budget is used up; returns (seconds, tx_full).
+fn send_loop(
+    spec: &TrialSpec,
+    tx: &TxSocket,
+    tag: u16,
+    sent_out: &AtomicU64,
+) -> Result<(f64, u64)> {
+    let flows = &spec.flows;
+    if flows.is_empty() {
+        return Ok((0.0, 0));
+    }
+    let nflows = flows.len() as u64;
+    let mut bufs: Vec<Vec<u8>> = (0..BATCH).map(|_| vec![0u8; MAX_FRAME]).collect();
+    let mut lens = [0usize; BATCH];
+    let max = spec.max_packets.unwrap_or(u64::MAX).min(u32::MAX as u64);
+    let rate = spec.rate_pps.filter(|r| *r > 0.0);
+    let mut sent: u64 = 0;
+    let mut tx_full: u64 = 0;
+    let t0 = Instant::now();
+    let limit = spec.duration;
+    // Bounded in time by `limit`; the turn count bounds it too (each turn sends or waits).
+    let max_turns = (limit.as_secs_f64() * 50_000_000.0) as u64 + 1_000_000;
+    for _ in 0..max_turns {
+        let el = t0.elapsed();
+        if el >= limit || sent >= max || sys::stopped() {
+            break;
+        }
+        let due = match rate {
+            Some(r) => ((el.as_secs_f64() * r) as u64 + 1)
+                .min(max)
+                .saturating_sub(sent),
+            None => (max - sent).min(BATCH as u64),
+        };
+        if due == 0 {
+            if let Some(r) = rate {
+                let next = Duration::from_secs_f64((sent + 1) as f64 / r);
+                let wait = next.saturating_sub(el);
+                if wait > Duration::from_micros(60) {
+                    std::thread::sleep(wait - Duration::from_micros(40));
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+            continue;
+        }
+        let n = (due as usize).min(BATCH);
+        for (i, buf) in bufs.iter_mut().enumerate().take(n) {
+            let seq = sent + i as u64;
+            let fi = (seq % nflows) as usize;
+            let frame = spec.sizes.frame(seq, spec.path.v6);
+            let t = Tag {
+                tag,
+                flow: fi as u32,
+                seq: seq as u32,
+                tx_ns: sys::now_ns(),
+            };
+            lens[i] = build_frame(
+                buf,
+                frame,
+                spec.path.v6,
+                &spec.path.dst_mac,
+                &spec.path.src_mac,
+                &flows[fi],
+                t,
+            )
+            .ok_or_else(|| anyhow!("cannot build a {frame}-byte frame"))?;
+        }
+        let slices: Vec<&[u8]> = bufs[..n]
+            .iter()
+            .zip(&lens[..n])
+            .map(|(b, &l)| &b[..l])
+            .collect();
+        let k = tx.send_batch(&slices).context("sendmmsg")?;
+        if k == 0 {
+            tx_full += 1;
+            std::thread::yield_now();
+        }
+        sent += k as u64;
+        sent_out.store(sent, Ordering::Release);
+    }
+    Ok((t0.elapsed().as_secs_f64(), tx_full))
+}

@@ -1,0 +1,387 @@
+//! The testbed: a tester namespace with two ports, A (inside side) and D (outside side), a
+//! device-under-test (DUT) namespace between them, and a third veth pair CA <-> CD inside the
+//! tester that wires the tester straight to itself (the tester's own ceiling).
+//!
+//! ```text
+//!   tester ns                          DUT ns
+//!   A  198.18.0.2/16  ---- veth ----  UA 198.18.0.1/16   (inside;  flows come from 198.18.1.0+)
+//!   D  198.19.0.2/24  ---- veth ----  UD 198.19.0.1/24   (outside; pool 198.19.0.100)
+//!   CA ---- veth ---- CD                                   (no DUT: the tester's ceiling)
+//! ```
+//!
+//! IPv6 (RFC 5180 range 2001:2::/48): A 2001:2:0:1::2/64, UA ::1; D 2001:2:0:2::2/64, UD ::1.
+//! The tester writes whole Ethernet frames with AF_PACKET and reads them with a receive ring,
+//! so its own IP stack never sees test traffic: a netdev ingress rule drops IP on the tester
+//! ports after the ring has copied it (packet taps run before the ingress hook). Offloads are
+//! off on every veth; RPS sends the DUT's receive work to the DUT core and the tester's to the
+//! tester core (veth otherwise runs the receiver's work on the sender's CPU). Namespaces are
+//! removed on drop, which also runs on Ctrl-C (the lab's loops stop and unwind).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use anyhow::{bail, Context, Result};
+
+use crate::sys;
+
+pub const A_ADDR: [u8; 4] = [198, 18, 0, 2];
+pub const UA_ADDR: [u8; 4] = [198, 18, 0, 1];
+pub const UD_ADDR: [u8; 4] = [198, 19, 0, 1];
+pub const D_ADDR: [u8; 4] = [198, 19, 0, 2];
+/// NAT pool / masquerade address on the outside.
+pub const POOL_ADDR: [u8; 4] = [198, 19, 0, 100];
+pub const A6_ADDR: &str = "2001:2:0:1::2";
+pub const UA6_ADDR: &str = "2001:2:0:1::1";
+pub const UD6_ADDR: &str = "2001:2:0:2::1";
+pub const D6_ADDR: &str = "2001:2:0:2::2";
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// One tester port: where frames leave or arrive.
+#[derive(Debug, Clone)]
+pub struct Port {
+    pub ns: String,
+    pub dev: String,
+    pub mac: [u8; 6],
+}
+
+/// The namespaces and links of one lab run.
+pub struct Topo {
+    pub id: String,
+    pub ns_tester: String,
+    pub ns_dut: String,
+    pub a: Port,
+    pub d: Port,
+    pub ua: Port,
+    pub ud: Port,
+    pub ca: Port,
+    pub cd: Port,
+    pub tester_cpu: usize,
+    pub dut_cpu: usize,
+    /// Scratch directory (configs, logs) removed on drop.
+    pub dir: PathBuf,
+    namespaces: Vec<String>,
+}
+
+fn s(a: [u8; 4]) -> String {
+    format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3])
+}
+
+fn mask(cpu: usize) -> String {
+    // rps_cpus is a hex bitmap; comma-separated 32-bit groups beyond 32 CPUs.
+    let mut groups = vec![0u32; cpu / 32 + 1];
+    groups[cpu / 32] |= 1 << (cpu % 32);
+    groups
+        .iter()
+        .rev()
+        .map(|g| format!("{g:x}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+impl Topo {
+    /// Builds the testbed; on any failure removes what it made and returns the error.
+    pub fn new(tester_cpu: usize, dut_cpu: usize) -> Result<Topo> {
+        for t in ["ip", "nft", "ethtool"] {
+            if !sys::have(t) {
+                bail!("the lab needs `{t}` (apt-get install iproute2 nftables ethtool)");
+            }
+        }
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            bail!("the lab needs root (network namespaces, AF_PACKET): run it with sudo");
+        }
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        // Interface names are at most 15 bytes: "l" + pid hex (<= 7) + counter + suffix (<= 2).
+        let id = format!("l{:x}{n}", std::process::id());
+        let dir = std::env::temp_dir().join(format!("xlat-lab-{id}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let port = |ns: &str, suffix: &str| Port {
+            ns: ns.to_string(),
+            dev: format!("{id}{suffix}"),
+            mac: [0; 6],
+        };
+        let ns_tester = format!("{id}-tester");
+        let ns_dut = format!("{id}-dut");
+        let mut t = Topo {
+            a: port(&ns_tester, "a"),
+            d: port(&ns_tester, "d"),
+            ca: port(&ns_tester, "ca"),
+            cd: port(&ns_tester, "cd"),
+            ua: port(&ns_dut, "ua"),
+            ud: port(&ns_dut, "ud"),
+            ns_tester,
+            ns_dut,
+            tester_cpu,
+            dut_cpu,
+            dir,
+            namespaces: Vec::new(),
+            id,
+        };
+        // On error `t` is dropped here, which removes the namespaces made so far.
+        t.build()?;
+        Ok(t)
+    }
+
+    fn ip(&self, ns: &str, args: &[&str]) -> Result<String> {
+        let mut v = vec!["ip", "-n", ns];
+        v.extend_from_slice(args);
+        sys::cmd_ok(&v)
+    }
+
+    fn build(&mut self) -> Result<()> {
+        for ns in [self.ns_tester.clone(), self.ns_dut.clone()] {
+            let _ = sys::cmd(10, &["ip", "netns", "del", &ns]);
+            sys::cmd_ok(&["ip", "netns", "add", &ns])?;
+            self.namespaces.push(ns.clone());
+            self.ip(&ns, &["link", "set", "lo", "up"])?;
+        }
+        let (t, u) = (self.ns_tester.clone(), self.ns_dut.clone());
+        let pairs = [
+            (self.a.clone(), self.ua.clone()),
+            (self.d.clone(), self.ud.clone()),
+            (self.ca.clone(), self.cd.clone()),
+        ];
+        for (x, y) in &pairs {
+            self.ip(
+                &x.ns,
+                &[
+                    "link", "add", "name", &x.dev, "type", "veth", "peer", "name", &y.dev, "netns",
+                    &y.ns,
+                ],
+            )?;
+        }
+        // Sysctls before addresses: no IPv6 autoconf noise, forwarding in the DUT.
+        sys::ns_sh(
+            &u,
+            "sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1 \
+             net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0 \
+             net.ipv6.conf.all.accept_ra=0 net.ipv6.conf.default.accept_ra=0",
+        )?;
+        sys::ns_sh(
+            &t,
+            "sysctl -qw net.ipv6.conf.all.accept_ra=0 net.ipv6.conf.default.accept_ra=0 \
+             net.ipv6.conf.default.accept_dad=0 net.ipv6.conf.all.accept_dad=0",
+        )?;
+        let addrs: [(&Port, String, &str); 8] = [
+            (&self.a, format!("{}/16", s(A_ADDR)), "-4"),
+            (&self.ua, format!("{}/16", s(UA_ADDR)), "-4"),
+            (&self.d, format!("{}/24", s(D_ADDR)), "-4"),
+            (&self.ud, format!("{}/24", s(UD_ADDR)), "-4"),
+            (&self.a, format!("{A6_ADDR}/64"), "-6"),
+            (&self.ua, format!("{UA6_ADDR}/64"), "-6"),
+            (&self.d, format!("{D6_ADDR}/64"), "-6"),
+            (&self.ud, format!("{UD6_ADDR}/64"), "-6"),
+        ];
+        for (p, a, fam) in addrs {
+            let extra: &[&str] = if fam == "-6" { &["nodad"] } else { &[] };
+            let mut v = vec![fam, "addr", "add", a.as_str(), "dev", p.dev.as_str()];
+            v.extend_from_slice(extra);
+            self.ip(&p.ns, &v)?;
+        }
+        let all = [
+            self.a.clone(),
+            self.d.clone(),
+            self.ca.clone(),
+            self.cd.clone(),
+            self.ua.clone(),
+            self.ud.clone(),
+        ];
+        for p in &all {
+            // Some features are fixed on some kernels; ethtool then fails. Best effort.
+            let _ = sys::cmd(
+                10,
+                &[
+                    "ip", "netns", "exec", &p.ns, "ethtool", "-K", &p.dev, "tso", "off", "gso",
+                    "off", "gro", "off", "tx", "off", "rx", "off",
+                ],
+            );
+            self.ip(&p.ns, &["link", "set", &p.dev, "up"])?;
+        }
+        // MACs after the links exist.
+        self.a.mac = read_mac(&t, &self.a.dev)?;
+        self.d.mac = read_mac(&t, &self.d.dev)?;
+        self.ca.mac = read_mac(&t, &self.ca.dev)?;
+        self.cd.mac = read_mac(&t, &self.cd.dev)?;
+        self.ua.mac = read_mac(&u, &self.ua.dev)?;
+        self.ud.mac = read_mac(&u, &self.ud.dev)?;
+        // The DUT knows the tester's outside port without ARP/ND (no resolution delays).
+        let dmac = fmt_mac(&self.d.mac);
+        self.ip(
+            &u,
+            &[
+                "neigh",
+                "replace",
+                &s(D_ADDR),
+                "lladdr",
+                &dmac,
+                "dev",
+                &self.ud.dev,
+                "nud",
+                "permanent",
+            ],
+        )?;
+        self.ip(
+            &u,
+            &[
+                "-6",
+                "neigh",
+                "replace",
+                D6_ADDR,
+                "lladdr",
+                &dmac,
+                "dev",
+                &self.ud.dev,
+                "nud",
+                "permanent",
+            ],
+        )?;
+        let amac = fmt_mac(&self.a.mac);
+        self.ip(
+            &u,
+            &[
+                "-6",
+                "neigh",
+                "replace",
+                A6_ADDR,
+                "lladdr",
+                &amac,
+                "dev",
+                &self.ua.dev,
+                "nud",
+                "permanent",
+            ],
+        )?;
+        // Receive work: DUT ingress on the DUT core, tester ingress on the tester core.
+        self.set_rps(&u, &self.ua.dev.clone(), self.dut_cpu)?;
+        self.set_rps(&u, &self.ud.dev.clone(), self.dut_cpu)?;
+        self.set_rps(&t, &self.d.dev.clone(), self.tester_cpu)?;
+        self.set_rps(&t, &self.cd.dev.clone(), self.tester_cpu)?;
+        self.set_rps(&t, &self.a.dev.clone(), self.tester_cpu)?;
+        // The tester's stack never handles test traffic (no ICMP port unreachable back).
+        let ruleset = format!(
+            "table netdev labtester {{\n\
+             \tchain d {{\n\t\ttype filter hook ingress device \"{d}\" priority 0; policy accept;\n\t\tmeta protocol {{ ip, ip6 }} drop\n\t}}\n\
+             \tchain cd {{\n\t\ttype filter hook ingress device \"{cd}\" priority 0; policy accept;\n\t\tmeta protocol {{ ip, ip6 }} drop\n\t}}\n\
+             \tchain a {{\n\t\ttype filter hook ingress device \"{a}\" priority 0; policy accept;\n\t\tmeta protocol {{ ip, ip6 }} drop\n\t}}\n\
+             }}\n",
+            d = self.d.dev,
+            cd = self.cd.dev,
+            a = self.a.dev
+        );
+        sys::nft_load(&t, &ruleset, &self.dir)?;
+        Ok(())
+    }
+
+    fn set_rps(&self, ns: &str, dev: &str, cpu: usize) -> Result<()> {
+        let path = format!("/sys/class/net/{dev}/queues/rx-0/rps_cpus");
+        // /sys/class/net shows the namespace of the process that mounted sysfs: write it from
+        // inside the namespace with a fresh sysfs view.
+        let m = mask(cpu);
+        let script = format!("echo {m} > {path}");
+        // `ip netns exec` remounts /sys for the namespace.
+        sys::ns_sh(ns, &script).with_context(|| format!("setting RPS on {dev}"))?;
+        Ok(())
+    }
+
+    /// Runs a command in the DUT namespace; must succeed.
+    pub fn dut(&self, args: &[&str]) -> Result<String> {
+        sys::ns_ok(&self.ns_dut, args)
+    }
+
+    /// Reads a file inside the DUT namespace (for per-namespace /proc/sys values).
+    pub fn dut_read(&self, path: &str) -> Option<String> {
+        sys::ns_ok(&self.ns_dut, &["cat", path]).ok()
+    }
+
+    /// Where the work runs, in words, for reports.
+    pub fn placement(&self) -> String {
+        format!(
+            "tester threads and tester receive work (RPS) on CPU {}; DUT receive work (RPS on its ports) and DUT processes on CPU {}",
+            self.tester_cpu, self.dut_cpu
+        )
+    }
+}
+
+impl Drop for Topo {
+    fn drop(&mut self) {
+        for ns in self.namespaces.iter().rev() {
+            destroy_ns(ns);
+        }
+        if std::env::var_os("XLAT_LAB_KEEP").is_none() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Kills what runs in `ns` and deletes it (bounded retries).
+pub fn destroy_ns(ns: &str) {
+    if let Ok(o) = sys::cmd(5, &["ip", "netns", "pids", ns]) {
+        for pid in o
+            .stdout
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+        {
+            // SAFETY: kill(2) on processes inside a namespace this run created.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+    for _ in 0..40 {
+        if sys::cmd(10, &["ip", "netns", "del", ns])
+            .map(|o| o.ok)
+            .unwrap_or(false)
+        {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    eprintln!("warning: could not delete namespace {ns}");
+}
+
+pub fn fmt_mac(m: &[u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+pub fn parse_mac(text: &str) -> Option<[u8; 6]> {
+    let mut m = [0u8; 6];
+    let mut it = text.trim().split(':');
+    for b in m.iter_mut() {
+        *b = u8::from_str_radix(it.next()?, 16).ok()?;
+    }
+    if it.next().is_some() {
+        return None;
+    }
+    Some(m)
+}
+
+fn read_mac(ns: &str, dev: &str) -> Result<[u8; 6]> {
+    let path = format!("/sys/class/net/{dev}/address");
+    let text = sys::ns_ok(ns, &["cat", &path])?;
+    parse_mac(&text).with_context(|| format!("{path} in {ns}: not a MAC address: {text:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn macs_round_trip() {
+        let m = [0x02, 0xab, 0, 1, 0xff, 0x10];
+        assert_eq!(parse_mac(&fmt_mac(&m)), Some(m));
+        assert_eq!(parse_mac("02:ab:00:01:ff"), None);
+        assert_eq!(parse_mac("zz:ab:00:01:ff:00"), None);
+    }
+
+    #[test]
+    fn rps_masks() {
+        assert_eq!(mask(0), "1");
+        assert_eq!(mask(1), "2");
+        assert_eq!(mask(33), "2,0");
+    }
+}
