@@ -5,9 +5,9 @@
 //! | device | what runs in the DUT namespace |
 //! |---|---|
 //! | forward4, forward6 | plain kernel routing (the "no NAT" baseline of S4/S5) |
-//! | kernel-nat44 | nftables SNAT to 198.19.0.100 with conntrack (S1/S3's netfilter NAT) |
+//! | kernel-nat44 | nftables SNAT to 198.19.0.128/25 with conntrack (S1/S3's netfilter NAT) |
 //! | kernel-nat44-heavy | the same plus a distribution-style firewall: extra tables, hooks, sets (S4's contrast) |
-//! | xlat-nat44 | `xlat run` (NAPT over 198.19.0.100), the binary next to this one |
+//! | xlat-nat44 | `xlat run` (NAPT over 198.19.0.128/25), the binary next to this one |
 //! | tayga-nat64 | TAYGA, prefix 2001:2:0:64::/96, dynamic pool 198.19.1.0/24 (S2's NAT64) |
 
 use std::fs;
@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::packet::Flow;
 use crate::sys;
-use crate::topo::{Topo, D_ADDR, POOL_ADDR};
+use crate::topo::{Topo, D_ADDR, POOL_PREFIX, POOL_RANGE};
 
 /// The devices `xlat lab list` shows, in order.
 pub const DEVICES: &[(&str, &str)] = &[
@@ -141,20 +141,15 @@ struct KernelNat44 {
     heavy: bool,
 }
 
-fn ip4(a: [u8; 4]) -> String {
-    format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3])
-}
-
-/// SNAT of the inside range to the pool address on the outside port.
+/// SNAT of the inside range to the pool on the outside port.
 pub fn nat_ruleset(out_dev: &str) -> String {
     format!(
         "table ip labnat {{\n\
          \tchain postrouting {{\n\
          \t\ttype nat hook postrouting priority srcnat; policy accept;\n\
-         \t\tip saddr 198.18.0.0/16 oifname \"{out_dev}\" snat to {pool}\n\
+         \t\tip saddr 198.18.0.0/16 oifname \"{out_dev}\" snat to {POOL_RANGE}\n\
          \t}}\n\
-         }}\n",
-        pool = ip4(POOL_ADDR)
+         }}\n"
     )
 }
 
@@ -242,16 +237,11 @@ impl Device for KernelNat44 {
             rs.push_str(&heavy_ruleset(&topo.ua.dev, &topo.ud.dev));
         }
         sys::nft_load(&topo.ns_dut, &rs, &topo.dir)?;
-        // The pool address is the DUT's on the outside (so D could answer it).
-        let a = format!("{}/32", ip4(POOL_ADDR));
-        let _ = topo.dut(&["ip", "addr", "add", &a, "dev", &topo.ud.dev]);
         Ok(())
     }
     fn teardown(&mut self, topo: &Topo) {
         let _ = topo.dut(&["nft", "flush", "ruleset"]);
         let _ = topo.dut(&["conntrack", "-F"]);
-        let a = format!("{}/32", ip4(POOL_ADDR));
-        let _ = topo.dut(&["ip", "addr", "del", &a, "dev", &topo.ud.dev]);
     }
     fn memory(&self, topo: &Topo) -> Option<Memory> {
         let n = self.sessions(topo)?;
@@ -422,7 +412,7 @@ fn tun_name(topo: &Topo, kind: DaemonKind) -> String {
     }
 }
 
-/// The lab's xlat configuration: NAPT of the tester's inside range over one pool address,
+/// The lab's xlat configuration: NAPT of the tester's inside range over the pool,
 /// endpoint-independent filtering, limits high enough for the session experiments.
 pub fn xlat_config(tun: &str, socket: &str) -> String {
     format!(
@@ -434,7 +424,7 @@ auto_routes = true
 
 [nat44]
 inside = ["198.18.0.0/16"]
-pool = ["{pool}/32"]
+pool = ["{POOL_PREFIX}"]
 mode = "napt"
 filtering = "endpoint-independent"
 ports = "1024-65535"
@@ -448,8 +438,7 @@ socket = "{socket}"
 
 [engine]
 seed = 1
-"#,
-        pool = ip4(POOL_ADDR)
+"#
     )
 }
 

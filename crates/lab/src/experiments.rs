@@ -416,6 +416,7 @@ impl Lab {
                     ("dut_softirq_pct", pct(t.cpu.dut_softirq)),
                     ("dut_ns_per_pkt", t.cpu.dut_ns_per_pkt),
                     ("proc_ns_per_pkt", t.cpu.proc_ns_per_pkt),
+                    ("dut_other_pct", pct(t.cpu.dut_other)),
                     ("tester_busy_pct", pct(t.cpu.tester_busy)),
                     ("reordered", t.reordered as f64),
                     ("duplicates", t.duplicates as f64),
@@ -430,6 +431,12 @@ impl Lab {
             if row.tester_limited {
                 row.notes
                     .push("the tester could not offer this load loss-free".into());
+            }
+            if let Some(o) = row.metric("dut_other_pct").filter(|o| o.median > 10.0) {
+                row.notes.push(format!(
+                    "other processes used {:.0}% of the DUT CPU during these trials (not counted in DUT ns/pkt)",
+                    o.median
+                ));
             }
             rows.push(row);
         }
@@ -538,8 +545,9 @@ impl Lab {
             "Latency and CPU cost at a common load",
             None,
             "Each device at the same offered load, half of the lowest throughput measured for that size \
-             (so no device is overloaded): one-way latency (one clock), DUT CPU busy share and DUT CPU \
-             nanoseconds per forwarded packet (busy time of the DUT core / packets received)."
+             (so no device is overloaded), trials of at least 2 s: one-way latency (one clock), the DUT CPU's \
+             busy share, and the device's CPU nanoseconds per forwarded packet (softirq and irq time of the \
+             DUT CPU plus the device processes' CPU time, divided by packets received)."
                 .into(),
         );
         for d in self.opts.devices.clone() {
@@ -553,7 +561,12 @@ impl Lab {
                 let rows = self.with_device(&d, |lab, dev| {
                     let fl = Arc::new(dev.flows(flows, 0));
                     lab.warm(dev, fl.clone(), s)?;
-                    lab.load_rows(dev, s, fl, &[(rate, rate)], false)
+                    // CPU time comes in scheduler ticks: a longer trial counts more of them.
+                    let keep = lab.opts.trial;
+                    lab.opts.trial = keep.max(Duration::from_secs(2));
+                    let r = lab.load_rows(dev, s, fl, &[(rate, rate)], false);
+                    lab.opts.trial = keep;
+                    r
                 })?;
                 for mut r in rows {
                     r.x = None;

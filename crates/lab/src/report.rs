@@ -36,6 +36,7 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("dut_busy_pct", "DUT CPU %"),
             ("dut_ns_per_pkt", "DUT ns/pkt"),
             ("proc_ns_per_pkt", "process ns/pkt"),
+            ("dut_other_pct", "other load %"),
         ],
         "loss-vs-load" => vec![
             ("offered_pps", "offered (pps)"),
@@ -71,6 +72,7 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("dut_softirq_pct", "softirq %"),
             ("dut_ns_per_pkt", "DUT ns/pkt"),
             ("proc_ns_per_pkt", "process ns/pkt"),
+            ("dut_other_pct", "other load %"),
             ("loss_pct", "loss %"),
         ],
         "setup-rate" => vec![("setup_rate_per_s", "new sessions/s")],

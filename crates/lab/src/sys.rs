@@ -269,6 +269,32 @@ pub fn proc_cpu_ticks(pid: i32) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// CPU time of all threads of a process in nanoseconds (sum of /proc/PID/task/*/schedstat,
+/// which the scheduler keeps in ns), or utime+stime ticks converted when schedstat is missing.
+pub fn proc_cpu_ns(pid: i32) -> Option<u64> {
+    let mut total = 0u64;
+    let mut found = false;
+    if let Ok(rd) = fs::read_dir(format!("/proc/{pid}/task")) {
+        for e in rd.flatten().take(4096) {
+            let Ok(t) = fs::read_to_string(e.path().join("schedstat")) else {
+                continue;
+            };
+            if let Some(ns) = t
+                .split_whitespace()
+                .next()
+                .and_then(|x| x.parse::<u64>().ok())
+            {
+                total += ns;
+                found = true;
+            }
+        }
+    }
+    if found {
+        return Some(total);
+    }
+    proc_cpu_ticks(pid).map(|t| t * (1_000_000_000 / clk_tck()))
+}
+
 /// Resident set size of a process in bytes (VmRSS).
 pub fn proc_rss(pid: i32) -> Option<u64> {
     let text = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

@@ -79,10 +79,15 @@ pub struct CpuUse {
     pub dut_busy: f64,
     /// Softirq share of the DUT CPU during the send window, 0..1.
     pub dut_softirq: f64,
-    /// Busy nanoseconds of the DUT CPU (send window plus drain) per packet received.
+    /// The device's CPU nanoseconds per packet received: softirq and irq time of the DUT CPU
+    /// plus the CPU time of the device's processes (send window plus drain). Other processes
+    /// that happen to run on the DUT CPU are not counted.
     pub dut_ns_per_pkt: f64,
     /// CPU nanoseconds of the device's own processes per packet received (0 for kernel devices).
     pub proc_ns_per_pkt: f64,
+    /// Share of the DUT CPU used by anything else (other processes on the machine), 0..1.
+    #[serde(default)]
+    pub dut_other: f64,
     /// CPUs the sender and receiver threads ran on (sampled at their end).
     pub sender_cpu: i32,
     pub receiver_cpu: i32,
@@ -310,7 +315,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
     let proc0: u64 = spec
         .dut_pids
         .iter()
-        .filter_map(|&p| sys::proc_cpu_ticks(p))
+        .filter_map(|&p| sys::proc_cpu_ns(p))
         .sum();
     let tx_spec = spec.clone();
     let tx_sent = sent.clone();
@@ -334,7 +339,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
     let proc2: u64 = spec
         .dut_pids
         .iter()
-        .filter_map(|&p| sys::proc_cpu_ticks(p))
+        .filter_map(|&p| sys::proc_cpu_ns(p))
         .sum();
     let (send_secs, tx_full, sender_cpu) = send_res??;
     let (st, ring_drops, receiver_cpu) = rx_res?;
@@ -342,19 +347,29 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
     let total = sent.load(Ordering::Acquire);
     let lost = total.saturating_sub(st.received);
     let tick_ns = 1e9 / sys::clk_tck() as f64;
-    let share = |a: &[sys::CpuTimes], b: &[sys::CpuTimes], cpu: usize| -> (f64, f64, f64) {
+    // (busy share, softirq share, softirq+irq ticks, total ticks) of one CPU between snapshots.
+    let share = |a: &[sys::CpuTimes], b: &[sys::CpuTimes], cpu: usize| -> (f64, f64, f64, f64) {
         match (a.get(cpu), b.get(cpu)) {
             (Some(x), Some(y)) => {
                 let d = y.delta(x);
                 let t = d.total().max(1) as f64;
-                (d.busy() as f64 / t, d.softirq as f64 / t, d.busy() as f64)
+                (
+                    d.busy() as f64 / t,
+                    d.softirq as f64 / t,
+                    (d.softirq + d.irq) as f64,
+                    t,
+                )
             }
-            _ => (0.0, 0.0, 0.0),
+            _ => (0.0, 0.0, 0.0, 1.0),
         }
     };
-    let (tester_busy, _, _) = share(&cpu0, &cpu1, spec.tester_cpu);
-    let (dut_busy, dut_softirq, _) = share(&cpu0, &cpu1, spec.dut_cpu);
-    let (_, _, dut_ticks) = share(&cpu0, &cpu2, spec.dut_cpu);
+    let (tester_busy, _, _, _) = share(&cpu0, &cpu1, spec.tester_cpu);
+    let (dut_busy, dut_softirq, _, _) = share(&cpu0, &cpu1, spec.dut_cpu);
+    let (busy2, _, kernel_ticks, total2) = share(&cpu0, &cpu2, spec.dut_cpu);
+    let proc_ns = proc2.saturating_sub(proc0) as f64;
+    let kernel_ns = kernel_ticks * tick_ns;
+    let window_ns = total2 * tick_ns;
+    let dut_other = (busy2 - (kernel_ns + proc_ns) / window_ns.max(1.0)).max(0.0);
     let rcv = st.received.max(1) as f64;
     let h = &st.hist;
     let us = |v: u64| v as f64 / 1000.0;
@@ -401,8 +416,9 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
             tester_busy,
             dut_busy,
             dut_softirq,
-            dut_ns_per_pkt: dut_ticks * tick_ns / rcv,
-            proc_ns_per_pkt: proc2.saturating_sub(proc0) as f64 * tick_ns / rcv,
+            dut_ns_per_pkt: (kernel_ns + proc_ns) / rcv,
+            proc_ns_per_pkt: proc_ns / rcv,
+            dut_other,
             sender_cpu,
             receiver_cpu,
         },

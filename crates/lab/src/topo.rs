@@ -5,7 +5,7 @@
 //! ```text
 //!   tester ns                          DUT ns
 //!   A  198.18.0.2/16  ---- veth ----  UA 198.18.0.1/16   (inside;  flows come from 198.18.1.0+)
-//!   D  198.19.0.2/24  ---- veth ----  UD 198.19.0.1/24   (outside; pool 198.19.0.100)
+//!   D  198.19.0.2/24  ---- veth ----  UD 198.19.0.1/24   (outside; pool 198.19.0.128/25)
 //!   CA ---- veth ---- CD                                   (no DUT: the tester's ceiling)
 //! ```
 //!
@@ -28,8 +28,10 @@ pub const A_ADDR: [u8; 4] = [198, 18, 0, 2];
 pub const UA_ADDR: [u8; 4] = [198, 18, 0, 1];
 pub const UD_ADDR: [u8; 4] = [198, 19, 0, 1];
 pub const D_ADDR: [u8; 4] = [198, 19, 0, 2];
-/// NAT pool / masquerade address on the outside.
-pub const POOL_ADDR: [u8; 4] = [198, 19, 0, 100];
+/// NAT pool on the outside: 198.19.0.128/25 (128 addresses, so NAPT has ports for millions
+/// of sessions from many inside hosts).
+pub const POOL_PREFIX: &str = "198.19.0.128/25";
+pub const POOL_RANGE: &str = "198.19.0.128-198.19.0.255";
 pub const A6_ADDR: &str = "2001:2:0:1::2";
 pub const UA6_ADDR: &str = "2001:2:0:1::1";
 pub const UD6_ADDR: &str = "2001:2:0:2::1";

@@ -1,0 +1,186 @@
+//! Smoke test of `xlat lab`: the whole pipeline (testbed, devices, tester, results, reports)
+//! with tiny durations over forward4, kernel-nat44 and xlat-nat44. Needs root; skipped with a
+//! message otherwise (fails instead when CI or XLAT_E2E_REQUIRED is set). Asserts on counts and
+//! files, never on speed or wall time.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn can_run() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let required =
+        std::env::var_os("CI").is_some() || std::env::var_os("XLAT_E2E_REQUIRED").is_some();
+    if !root {
+        assert!(
+            !required,
+            "the lab smoke test needs root (CI or XLAT_E2E_REQUIRED is set)"
+        );
+        eprintln!("SKIPPED: the lab smoke test needs root (network namespaces, AF_PACKET)");
+        return false;
+    }
+    true
+}
+
+fn xlat() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_xlat"))
+}
+
+fn only_dir(base: &Path) -> PathBuf {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(base)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(
+        dirs.len(),
+        1,
+        "expected one results directory in {base:?}: {dirs:?}"
+    );
+    dirs[0].clone()
+}
+
+#[test]
+fn lab_list_names_experiments_and_devices() {
+    let o = xlat().args(["lab", "list"]).output().unwrap();
+    assert!(o.status.success());
+    let s = String::from_utf8_lossy(&o.stdout);
+    for w in [
+        "quick",
+        "throughput",
+        "setup-rate",
+        "forward4",
+        "kernel-nat44",
+        "xlat-nat44",
+        "s5",
+    ] {
+        assert!(s.contains(w), "lab list lacks {w}:\n{s}");
+    }
+}
+
+#[test]
+fn lab_rejects_bad_arguments() {
+    let o = xlat()
+        .args(["lab", "run", "throughput", "--sizes", "12"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--sizes"));
+    let o = xlat().args(["lab", "run", "nonsense"]).output().unwrap();
+    assert!(!o.status.success());
+}
+
+#[test]
+fn lab_smoke_throughput_over_three_devices() {
+    if !can_run() {
+        return;
+    }
+    let base = std::env::temp_dir().join(format!("xlat-lab-smoke-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    let child = xlat()
+        .args([
+            "lab",
+            "run",
+            "throughput",
+            "--devices",
+            "forward4,kernel-nat44,xlat-nat44",
+            "--sizes",
+            "64",
+            "--duration",
+            "0.2",
+            "--repeats",
+            "1",
+            "--max-steps",
+            "2",
+            "--flows",
+            "10",
+            "--out",
+        ])
+        .arg(&base)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The lab names its namespaces after its pid: l<pid hex><counter>-tester / -dut.
+    let prefix = format!("l{:x}0-", child.id());
+    let o = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "xlat lab failed:\n{stdout}\n{stderr}");
+    let dir = only_dir(&base);
+    for f in [
+        "results.json",
+        "report.md",
+        "report.html",
+        "throughput-throughput_pps.svg",
+    ] {
+        assert!(dir.join(f).is_file(), "{f} missing in {dir:?}");
+    }
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert!(
+        r["incomplete"].is_null(),
+        "run incomplete: {}",
+        r["incomplete"]
+    );
+    assert!(r["command_line"].as_array().unwrap().len() > 3);
+    // The tester's ceiling was measured and moved packets.
+    let c = &r["ceilings"][0];
+    assert!(c["pps"].as_f64().unwrap() > 0.0);
+    let rows = r["experiments"][0]["rows"].as_array().unwrap();
+    let devices: Vec<&str> = rows.iter().map(|x| x["device"].as_str().unwrap()).collect();
+    assert_eq!(devices, ["forward4", "kernel-nat44", "xlat-nat44"]);
+    for row in rows {
+        let dev = row["device"].as_str().unwrap();
+        let trials = row["trials"].as_array().unwrap();
+        assert!(!trials.is_empty(), "{dev}: no trials");
+        let mut any_received = false;
+        for t in trials {
+            let sent = t["sent"].as_u64().unwrap();
+            let received = t["received"].as_u64().unwrap();
+            let lost = t["lost"].as_u64().unwrap();
+            assert!(sent > 0, "{dev}: nothing sent");
+            assert!(received <= sent, "{dev}: received {received} > sent {sent}");
+            assert_eq!(
+                lost,
+                sent - received,
+                "{dev}: loss inconsistent with counters"
+            );
+            let loss = t["loss"].as_f64().unwrap();
+            assert!((loss - lost as f64 / sent as f64).abs() < 1e-9);
+            assert_eq!(t["duplicates"].as_u64().unwrap(), 0, "{dev}: duplicates");
+            if received > 0 {
+                any_received = true;
+                let src = t["rx_first_src"].as_str().unwrap();
+                // forward4 leaves inside sources; the NATs translate them to the pool.
+                if dev == "forward4" {
+                    assert!(src.starts_with("198.18."), "{dev}: source {src}");
+                } else {
+                    assert!(
+                        src.starts_with("198.19.0."),
+                        "{dev}: untranslated source {src}"
+                    );
+                }
+            }
+        }
+        assert!(any_received, "{dev}: no packet arrived on the outside port");
+        assert!(row["metrics"]["throughput_pps"]["median"].as_f64().unwrap() >= 0.0);
+    }
+    assert!(stdout.contains("Throughput (RFC 2544)"), "{stdout}");
+    // No namespace of this run is left behind.
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let list = String::from_utf8_lossy(&ns.stdout);
+    assert!(
+        !list.contains(&prefix),
+        "namespaces {prefix}* left behind:\n{list}"
+    );
+    // The report regenerates from results.json alone.
+    std::fs::remove_file(dir.join("report.md")).unwrap();
+    let o = xlat().args(["lab", "report"]).arg(&dir).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(dir.join("report.md").is_file());
+    std::fs::remove_dir_all(&base).unwrap();
+}
