@@ -16,6 +16,7 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use xlat_dns64::Dns64Config;
 use xlat_engine::{
     EngineConfig, Filtering, Limits, Nat44Config, Nat44Mode, Prefix4, StaticEntry, Timeouts,
 };
@@ -90,6 +91,8 @@ pub struct Config {
     pub socket: PathBuf,
     /// `[engine].seed`; `None` lets the caller choose (the daemon reads /dev/urandom).
     pub seed: Option<u64>,
+    /// `[dns64]`, when present: the DNS64 proxy `xlat run` starts beside the packet worker.
+    pub dns64: Option<Dns64Config>,
 }
 
 // ---- the file as written -------------------------------------------------------------------
@@ -109,6 +112,7 @@ struct RawFile {
     control: RawControl,
     #[serde(default)]
     engine: RawEngine,
+    dns64: Option<RawDns64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -417,6 +421,7 @@ impl Config {
             nat44,
             socket: PathBuf::from(socket),
             seed: raw.engine.seed,
+            dns64: raw.dns64.map(|d| d.check(&cx)).transpose()?,
         })
     }
 
@@ -435,6 +440,156 @@ impl Config {
             nat44: self.nat44.clone(),
             seed: self.seed.unwrap_or(default_seed),
         }
+    }
+}
+
+// ---- [dns64] ---------------------------------------------------------------------------------
+
+/// `[dns64]` as written (RFC 6147 DNS64 proxy; docs/CONFIG.md).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDns64 {
+    listen: Vec<String>,
+    upstream: Vec<String>,
+    prefix: String,
+    #[serde(default)]
+    exclude: Vec<String>,
+}
+
+impl RawDns64 {
+    fn check(self, cx: &Ctx<'_>) -> Result<Dns64Config, ConfigFileError> {
+        let sockets = |key: &str, list: &[String], example: &str| {
+            if list.is_empty() {
+                return Err(cx.invalid(
+                    format!("dns64.{key}"),
+                    format!("empty list; expected at least one socket address like {example:?}"),
+                ));
+            }
+            list.iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    s.trim().parse::<std::net::SocketAddr>().map_err(|_| {
+                        cx.invalid(
+                            format!("dns64.{key}[{i}]"),
+                            format!("{s:?} is not a socket address; expected ADDRESS:PORT like {example:?} (IPv6 in brackets)"),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let listen = sockets("listen", &self.listen, "[2001:2:0:1::1]:53")?;
+        let upstream = sockets("upstream", &self.upstream, "198.19.0.2:53")?;
+        let prefix: xlat_dns64::Pref64 = self.prefix.trim().parse().map_err(|e: String| {
+            cx.invalid(
+                "dns64.prefix",
+                format!("{e}; expected an RFC 6052 pref64 like \"2001:2:0:64::/96\""),
+            )
+        })?;
+        let mut exclude = Vec::new();
+        for (i, s) in self.exclude.iter().enumerate() {
+            exclude.push(s.trim().parse::<xlat_dns64::Prefix6>().map_err(|e| {
+                cx.invalid(
+                    format!("dns64.exclude[{i}]"),
+                    format!("{e}; expected an IPv6 prefix like \"2001:db8::/32\""),
+                )
+            })?);
+        }
+        Ok(Dns64Config::new(listen, upstream, prefix, exclude))
+    }
+}
+
+/// `[dns64]` alone, for `xlat dns64`: the other tables are not read (and need not be valid).
+pub fn load_dns64(path: &Path) -> Result<Dns64Config, ConfigFileError> {
+    #[derive(Deserialize)]
+    struct Only {
+        dns64: Option<RawDns64>,
+    }
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigFileError::Read {
+        file: file.clone(),
+        error,
+    })?;
+    let raw: Only = toml::from_str(&text).map_err(|e| ConfigFileError::Syntax {
+        file: file.clone(),
+        message: e.to_string().trim_end().to_string(),
+    })?;
+    let cx = Ctx { file: &file };
+    match raw.dns64 {
+        Some(d) => d.check(&cx),
+        None => Err(cx.invalid(
+            "dns64",
+            "no [dns64] table; expected one with listen, upstream and prefix (docs/CONFIG.md)",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod dns64_tests {
+    use super::*;
+
+    const BASE: &str = "[nat44]\ninside=[\"198.18.0.0/24\"]\npool=[\"198.19.0.1\"]\n";
+
+    fn parse(dns64: &str) -> Result<Config, String> {
+        Config::parse("xlat.toml", &format!("{BASE}[dns64]\n{dns64}")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn dns64_section() {
+        let c = parse(
+            "listen = [\"[2001:2:0:1::1]:53\"]\nupstream = [\"198.19.0.2:53\"]\nprefix = \"2001:2:0:64::/96\"\nexclude = [\"2001:db8:dead::/48\"]\n",
+        )
+        .unwrap();
+        let d = c.dns64.unwrap();
+        assert_eq!(d.listen[0].to_string(), "[2001:2:0:1::1]:53");
+        assert_eq!(d.upstream[0].to_string(), "198.19.0.2:53");
+        assert_eq!(d.prefix.to_string(), "2001:2:0:64::/96");
+        assert_eq!(d.exclude[0].to_string(), "2001:db8:dead::/48");
+        assert!(Config::parse("xlat.toml", BASE).unwrap().dns64.is_none());
+    }
+
+    #[test]
+    fn dns64_errors_name_the_key() {
+        let ok_rest = "upstream = [\"198.19.0.2:53\"]\nprefix = \"2001:2:0:64::/96\"\n";
+        let e = parse(&format!("listen = [\"2001:2:0:1::1:53\"]\n{ok_rest}")).unwrap_err();
+        assert!(e.starts_with("xlat.toml: dns64.listen[0]: "), "{e}");
+        let e = parse(&format!("listen = []\n{ok_rest}")).unwrap_err();
+        assert!(e.starts_with("xlat.toml: dns64.listen: empty list"), "{e}");
+        let l = "listen = [\"[::1]:53\"]\n";
+        let e = parse(&format!(
+            "{l}upstream = [\"198.19.0.2\"]\nprefix = \"2001:2:0:64::/96\"\n"
+        ))
+        .unwrap_err();
+        assert!(e.starts_with("xlat.toml: dns64.upstream[0]: "), "{e}");
+        let e = parse(&format!(
+            "{l}upstream = [\"198.19.0.2:53\"]\nprefix = \"2001:2:0:64::/80\"\n"
+        ))
+        .unwrap_err();
+        assert!(
+            e.starts_with("xlat.toml: dns64.prefix: /80 is not an RFC 6052 prefix length"),
+            "{e}"
+        );
+        let e = parse(&format!("{l}{ok_rest}exclude = [\"2001:db8::1/32\"]\n")).unwrap_err();
+        assert!(e.starts_with("xlat.toml: dns64.exclude[0]: "), "{e}");
+        assert!(e.contains("did you mean 2001:db8::/32"), "{e}");
+        let e = parse(&format!("{l}{ok_rest}lisen = 1\n")).unwrap_err();
+        assert!(e.contains("unknown field `lisen`"), "{e}");
+        let e = parse(l).unwrap_err();
+        assert!(e.contains("missing field `upstream`"), "{e}");
+    }
+
+    #[test]
+    fn dns64_alone() {
+        let dir = std::env::temp_dir().join(format!("xlat-dns64-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("only.toml");
+        // No [nat44]: fine for `xlat dns64`.
+        std::fs::write(&f, "[dns64]\nlisten = [\"[::1]:5353\"]\nupstream = [\"127.0.0.1:53\"]\nprefix = \"64:ff9b::/96\"\n").unwrap();
+        let d = load_dns64(&f).unwrap();
+        assert!(d.prefix.is_well_known());
+        std::fs::write(&f, "[tun]\nname = \"x\"\n").unwrap();
+        let e = load_dns64(&f).unwrap_err().to_string();
+        assert!(e.ends_with("only.toml: dns64: no [dns64] table; expected one with listen, upstream and prefix (docs/CONFIG.md)"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
 

@@ -30,6 +30,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tracing::{debug, info, warn};
+use xlat_dns64::Dns64Counters;
 use xlat_engine::{SessionInfo, Stats};
 use xlat_io::sys::{wait_readable, Waker};
 
@@ -65,12 +66,16 @@ pub struct IoCounters {
     pub uptime_secs: u64,
 }
 
-/// The daemon's answer to `{"cmd":"stats"}`: the engine's [`Stats`] fields, plus `io`.
+/// The daemon's answer to `{"cmd":"stats"}`: the engine's [`Stats`] fields, plus `io`, plus
+/// `dns64` when `[dns64]` runs.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DaemonStats {
     #[serde(flatten)]
     pub engine: Stats,
     pub io: IoCounters,
+    /// The DNS64 proxy's counters (`xlat_dns64::Dns64Counters`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns64: Option<Dns64Counters>,
 }
 
 /// `{"cmd":"ping"}` answer.

@@ -87,6 +87,14 @@ pub fn run(cfg: &Config) -> Result<()> {
         None
     };
 
+    // [dns64]: the RFC 6147 proxy on its own threads, after the routes (its listen addresses
+    // may depend on them); stopped and joined when `dns64_service` drops.
+    let dns64_service = match &cfg.dns64 {
+        Some(d) => Some(start_dns64(&cfg.file, d)?),
+        None => None,
+    };
+    let dns64_stats = dns64_service.as_ref().map(|s| s.stats().clone());
+
     info!(mode = ?cfg.nat44.mode, "xlat running");
     let start = Instant::now();
     let clock = || Time::from_nanos(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX));
@@ -127,7 +135,9 @@ pub fn run(cfg: &Config) -> Result<()> {
         if wake_ready {
             waker.drain();
         }
-        serve_pending(&rx, |req| answer(req, &engine, now, &io, start));
+        serve_pending(&rx, |req| {
+            answer(req, &engine, now, &io, start, dns64_stats.as_deref())
+        });
         if now.0.saturating_sub(last_expire.0) >= TICK.as_nanos() as u64 {
             engine.expire(now, EXPIRE_BUDGET);
             last_expire = now;
@@ -156,7 +166,43 @@ pub fn run(cfg: &Config) -> Result<()> {
     Ok(())
 }
 
-fn answer(req: &Request, engine: &Engine, now: Time, io: &IoCounters, start: Instant) -> Response {
+/// Starts the DNS64 service; a bind error names the file and the `dns64.listen[i]` key.
+pub fn start_dns64(file: &str, d: &xlat_dns64::Dns64Config) -> Result<xlat_dns64::Dns64Service> {
+    xlat_dns64::Dns64Service::start(d).map_err(|e| match e.key() {
+        Some(_) => anyhow::anyhow!("{file}: dns64.{e}"),
+        None => anyhow::anyhow!("{file}: dns64: {e}"),
+    })
+}
+
+/// `xlat dns64`: only the DNS64 proxy, in the foreground, until SIGINT or SIGTERM.
+pub fn run_dns64(file: &str, d: &xlat_dns64::Dns64Config) -> Result<()> {
+    let stop = install_stop_handler().context("installing SIGINT/SIGTERM handlers")?;
+    let svc = start_dns64(file, d)?;
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(TICK);
+    }
+    let c = svc.counters();
+    drop(svc);
+    info!(
+        signal = stop_signal(),
+        queries = c.queries,
+        synthesized = c.synthesized,
+        passthrough = c.passthrough,
+        upstream_errors = c.upstream_errors,
+        malformed = c.malformed,
+        "dns64 stopped"
+    );
+    Ok(())
+}
+
+fn answer(
+    req: &Request,
+    engine: &Engine,
+    now: Time,
+    io: &IoCounters,
+    start: Instant,
+    dns64: Option<&xlat_dns64::Stats>,
+) -> Response {
     let uptime_secs = start.elapsed().as_secs();
     match req {
         Request::Sessions { limit } => {
@@ -172,6 +218,7 @@ fn answer(req: &Request, engine: &Engine, now: Time, io: &IoCounters, start: Ins
                 uptime_secs,
                 ..io.clone()
             },
+            dns64: dns64.map(|s| s.snapshot()),
         })),
         Request::Ping {} => Response::Pong(Pong {
             version: env!("CARGO_PKG_VERSION").to_string(),

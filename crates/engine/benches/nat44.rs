@@ -70,7 +70,7 @@ fn established(c: &mut Criterion) {
         }
         // Visit flows in a scattered order, as real traffic does.
         let order: Vec<usize> = (0..n as usize).map(|i| (i * 7919) % n as usize).collect();
-        let mut bufs = vec![[0u8; 64]; BATCH];
+        let mut bufs = [[0u8; 64]; BATCH];
         let mut at = 0usize;
         g.bench_function(format!("{n}_sessions"), |b| {
             b.iter(|| {
@@ -80,6 +80,19 @@ fn established(c: &mut Criterion) {
                     buf.copy_from_slice(f);
                     black_box(e.process(Time(1), &mut PacketBuf::whole(buf)));
                 }
+            })
+        });
+        let mut verdicts = [Verdict::Held; BATCH];
+        g.bench_function(format!("{n}_sessions_batch_prefetch"), |b| {
+            b.iter(|| {
+                for buf in bufs.iter_mut() {
+                    let f = &flows[order[at]];
+                    at = if at + 1 == order.len() { 0 } else { at + 1 };
+                    buf.copy_from_slice(f);
+                }
+                let mut pkts = bufs.each_mut().map(|b| PacketBuf::whole(b));
+                e.process_batch(Time(1), &mut pkts, &mut verdicts);
+                black_box(&verdicts);
             })
         });
     }

@@ -18,6 +18,7 @@
 pub mod config;
 pub mod counters;
 mod frag;
+mod index;
 pub mod napt;
 pub mod nat44;
 mod ports;
@@ -105,6 +106,30 @@ impl Engine {
             Verdict::Held => {}
         }
         v
+    }
+
+    /// Translates a batch: first starts fetching the index slots and then the sessions every
+    /// packet will need, so the memory latency of a large table overlaps across the batch,
+    /// then processes each packet as [`Engine::process`] does. `verdicts[i]` is packet i's.
+    pub fn process_batch(&mut self, now: Time, pkts: &mut [PacketBuf], verdicts: &mut [Verdict]) {
+        const CHUNK: usize = 32;
+        let mut start = 0;
+        while start < pkts.len() {
+            let end = pkts.len().min(start + CHUNK);
+            let mut hashes = [None; CHUNK];
+            for (h, p) in hashes.iter_mut().zip(pkts.get(start..end).unwrap_or(&[])) {
+                *h = self.nat44.prefetch_index(p.data());
+            }
+            for h in hashes.iter().flatten() {
+                self.nat44.prefetch_session(*h);
+            }
+            let chunk = pkts.get_mut(start..end).unwrap_or(&mut []);
+            let vs = verdicts.get_mut(start..end).unwrap_or(&mut []);
+            for (p, v) in chunk.iter_mut().zip(vs.iter_mut()) {
+                *v = self.process(now, p);
+            }
+            start = end;
+        }
     }
 
     /// [`Engine::process`] on a plain byte vector: copies it behind [`HEADROOM`] bytes, and

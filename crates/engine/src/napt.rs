@@ -16,7 +16,7 @@
 //! Expiry is lazy (a lookup that finds an expired session removes it) plus a budgeted sweep.
 
 use std::fmt::Debug;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use hashbrown::HashMap;
@@ -25,6 +25,7 @@ use xlat_wire::l4::{icmp, tcp, udp};
 
 use crate::config::{Filtering, Limits, Nat44Mode, Prefix4, Timeouts};
 use crate::counters::{Counters, DropReason, Event};
+use crate::index::FlowIndex;
 use crate::ports::PortMap;
 use crate::rng::Rng;
 use crate::snapshot::{PoolUse, SessionInfo, Stats};
@@ -162,13 +163,24 @@ struct Session<A> {
     propagated: Time,
 }
 
+impl<A: InsideAddr> Session<A> {
+    /// The tuple this session's packets carry going out (`inbound = false`) or coming in.
+    fn key(&self, inbound: bool) -> FlowKey<A> {
+        if inbound {
+            FlowKey::In(self.proto, self.ext, self.remote)
+        } else {
+            FlowKey::Out(self.proto, self.int, self.remote)
+        }
+    }
+}
+
 /// How often (at most) a session's expiry is copied to its mapping and filter entry.
 const PROPAGATE_NS: u64 = 1_000_000_000;
 
 /// Index of sessions by the tuple a packet carries: (protocol, inside endpoint, remote) going
 /// out, (protocol, outside endpoint, remote) coming in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum FlowKey<A> {
+pub enum FlowKey<A> {
     Out(Proto, Endpoint<A>, Endpoint),
     In(Proto, Endpoint, Endpoint),
 }
@@ -223,6 +235,19 @@ impl<T> Slab<T> {
     fn get_mut(&mut self, i: u32) -> Option<&mut T> {
         self.slots.get_mut(i as usize)?.as_mut()
     }
+    fn prefetch(&self, i: u32) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(p) = self.slots.get(i as usize) {
+            // SAFETY: prefetch has no architectural effect; the pointer is valid anyway.
+            unsafe {
+                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                    (p as *const Option<T>).cast::<i8>(),
+                )
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = i;
+    }
     fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
         self.slots
             .iter()
@@ -261,7 +286,9 @@ pub struct Napt<A> {
     bib_in: HashMap<(Proto, Endpoint<A>), u32>,
     bib_ext: HashMap<(Proto, Endpoint), u32>,
     sessions: Slab<Session<A>>,
-    flows: HashMap<FlowKey<A>, u32>,
+    /// Session index by packet tuple; values are `sid * 2 + direction` (0 out, 1 in).
+    flows: FlowIndex,
+    hasher: foldhash::fast::FixedState,
     remotes: HashMap<(u32, u32), RemoteRef>,
     rng: Rng,
     sweep_cursor: usize,
@@ -291,7 +318,8 @@ impl<A: InsideAddr> Napt<A> {
             bib_in: HashMap::new(),
             bib_ext: HashMap::new(),
             sessions: Slab::new(),
-            flows: HashMap::new(),
+            flows: FlowIndex::with_capacity(1024),
+            hasher: foldhash::fast::FixedState::with_seed(seed ^ 0x5bd1_e995_7f4a_7c15),
             remotes: HashMap::new(),
             rng: Rng::new(seed),
             sweep_cursor: 0,
@@ -443,10 +471,41 @@ impl<A: InsideAddr> Napt<A> {
         self.sessions.get(sid).map(|s| s.int)
     }
 
+    fn hash(&self, key: &FlowKey<A>) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// Batch stage 1: starts fetching the index slot of a tuple; returns its hash.
+    pub fn prefetch_index(&self, key: &FlowKey<A>) -> u64 {
+        let h = self.hash(key);
+        self.flows.prefetch(h);
+        h
+    }
+
+    /// Batch stage 2: starts fetching the session the index (probably) points to.
+    pub fn prefetch_session(&self, hash: u64) {
+        if let Some(v) = self.flows.peek(hash) {
+            self.sessions.prefetch(v >> 1);
+        }
+    }
+
+    /// The session of `key`, live or not.
+    fn lookup(&self, key: &FlowKey<A>) -> Option<u32> {
+        let h = self.hash(key);
+        let sessions = &self.sessions;
+        self.flows
+            .get(h, |v| {
+                sessions
+                    .get(v >> 1)
+                    .is_some_and(|s| s.key(v & 1 == 1) == *key)
+            })
+            .map(|v| v >> 1)
+    }
+
     /// The session a packet tuple belongs to, if it is live; an expired one found here is
     /// removed (lazy expiry).
     fn live(&mut self, key: FlowKey<A>, now: Time, c: &mut Counters) -> Option<u32> {
-        let sid = *self.flows.get(&key)?;
+        let sid = self.lookup(&key)?;
         if self.sessions.get(sid).is_some_and(|s| s.expires > now) {
             return Some(sid);
         }
@@ -589,8 +648,10 @@ impl<A: InsideAddr> Napt<A> {
             expires,
             propagated: expires,
         });
-        self.flows.insert(FlowKey::Out(proto, int, remote), sid);
-        self.flows.insert(FlowKey::In(proto, ext, remote), sid);
+        let h_out = self.hash(&FlowKey::Out(proto, int, remote));
+        let h_in = self.hash(&FlowKey::In(proto, ext, remote));
+        self.flows.insert(h_out, sid * 2);
+        self.flows.insert(h_in, sid * 2 + 1);
         let r = self.remotes.entry((mid, remote.addr)).or_insert(RemoteRef {
             sessions: 0,
             expires,
@@ -655,8 +716,10 @@ impl<A: InsideAddr> Napt<A> {
         let Some(s) = self.sessions.remove(sid) else {
             return;
         };
-        self.flows.remove(&FlowKey::Out(s.proto, s.int, s.remote));
-        self.flows.remove(&FlowKey::In(s.proto, s.ext, s.remote));
+        let h_out = self.hash(&s.key(false));
+        let h_in = self.hash(&s.key(true));
+        self.flows.remove(h_out, sid * 2);
+        self.flows.remove(h_in, sid * 2 + 1);
         if let Some(r) = self.remotes.get_mut(&(s.map, s.remote.addr)) {
             r.sessions = r.sessions.saturating_sub(1);
             if r.sessions == 0 {

@@ -40,6 +40,12 @@ enum Cmd {
         #[arg(short = 'c', long = "config", value_name = "FILE")]
         config: PathBuf,
     },
+    /// Run only the DNS64 proxy ([dns64] of the file) in the foreground until SIGINT or SIGTERM.
+    Dns64 {
+        /// Configuration file (TOML); only its [dns64] table is read.
+        #[arg(short = 'c', long = "config", value_name = "FILE")]
+        config: PathBuf,
+    },
     /// Show a running gateway's state.
     Show {
         #[command(subcommand)]
@@ -120,7 +126,7 @@ impl Target {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let default_level = if matches!(cli.cmd, Cmd::Run { .. }) {
+    let default_level = if matches!(cli.cmd, Cmd::Run { .. } | Cmd::Dns64 { .. }) {
         "info"
     } else {
         "warn"
@@ -174,6 +180,10 @@ fn dispatch(cmd: Cmd) -> Result<()> {
         Cmd::Run { config } => {
             let cfg = Config::load(&config)?;
             xlat_daemon::run::run(&cfg)
+        }
+        Cmd::Dns64 { config } => {
+            let d = xlat_daemon::config::load_dns64(&config)?;
+            xlat_daemon::run::run_dns64(&config.display().to_string(), &d)
         }
         Cmd::Show { what } => show(what),
         Cmd::Translate {

@@ -30,7 +30,7 @@ use xlat_wire::Delta;
 use crate::config::{Nat44Config, Nat44Mode};
 use crate::counters::{Counters, DropReason, Event};
 use crate::frag::{FragKey, FragRewrite, Frags};
-use crate::napt::{Endpoint, Napt, NaptConfig, Proto};
+use crate::napt::{Endpoint, FlowKey, Napt, NaptConfig, Proto};
 use crate::snapshot::{SessionInfo, Stats};
 use crate::tcp::Dir;
 use crate::{PacketBuf, Time, Verdict};
@@ -156,6 +156,49 @@ impl Nat44 {
             Ok(false) => Verdict::Held,
             Err(reason) => Verdict::Drop(reason),
         }
+    }
+
+    /// The session-index key a packet would look up, if it is a plain TCP/UDP/ICMP-query
+    /// packet of a dynamic flow (for batch prefetching; the real work re-derives it).
+    fn flow_key(&self, pkt: &[u8]) -> Option<FlowKey<u32>> {
+        let h = Ipv4Header::parse(pkt, false).ok()?;
+        if h.is_later_fragment() {
+            return None;
+        }
+        let L4::Flow(f) = parse_l4(pkt, &h).ok()? else {
+            return None;
+        };
+        let rp = |p: u16| f.proto.remote_port(p);
+        if self.is_inside(h.src) {
+            if self.static_in.contains_key(&h.src) {
+                return None;
+            }
+            let remote = Endpoint {
+                addr: f.dst.addr,
+                port: rp(f.dst.port),
+            };
+            Some(FlowKey::Out(f.proto, f.src, remote))
+        } else if self.napt.is_pool(h.dst) {
+            let remote = Endpoint {
+                addr: f.src.addr,
+                port: rp(f.src.port),
+            };
+            Some(FlowKey::In(f.proto, f.dst, remote))
+        } else {
+            None
+        }
+    }
+
+    /// Batch stage 1: starts fetching the index slot `pkt` will probe; returns the tuple's
+    /// hash for stage 2 (`None`: nothing to prefetch).
+    pub fn prefetch_index(&self, pkt: &[u8]) -> Option<u64> {
+        let k = self.flow_key(pkt)?;
+        Some(self.napt.prefetch_index(&k))
+    }
+
+    /// Batch stage 2: starts fetching the session behind a stage-1 hash.
+    pub fn prefetch_session(&self, hash: u64) {
+        self.napt.prefetch_session(hash);
     }
 
     /// Classifies by address and translates; then hairpins if the result is addressed to
