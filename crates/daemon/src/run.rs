@@ -99,6 +99,7 @@ pub fn run(cfg: &Config) -> Result<()> {
     let start = Instant::now();
     let clock = || Time::from_nanos(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX));
     let mut batch = RecvBatch::new(DEFAULT_BATCH);
+    let mut verdicts = vec![xlat_engine::Verdict::Held; DEFAULT_BATCH];
     let mut io = IoCounters::default();
     let mut last_expire = Time(0);
     let mut reported_errors = 0u64;
@@ -113,11 +114,10 @@ pub fn run(cfg: &Config) -> Result<()> {
                 .with_context(|| format!("reading from {}", tun.name()))?;
             let now = clock();
             io.tun_rx_packets += n as u64;
-            for i in 0..n {
-                let Some(mut pkt) = batch.packet_mut(i) else {
-                    break;
-                };
-                if engine.process(now, &mut pkt) == xlat_engine::Verdict::Forward {
+            let mut pkts = batch.packets_mut();
+            engine.process_batch(now, &mut pkts, &mut verdicts);
+            for (pkt, v) in pkts.iter().zip(verdicts.iter()) {
+                if *v == xlat_engine::Verdict::Forward {
                     match tun.send(pkt.data()) {
                         Ok(()) => io.tun_tx_packets += 1,
                         Err(_) => io.tun_write_errors += 1,

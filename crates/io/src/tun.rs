@@ -267,6 +267,15 @@ impl RecvBatch {
         Ok(self.lens.len())
     }
 
+    /// All packets of the last fill, mutable, with their headroom, in order.
+    pub fn packets_mut(&mut self) -> Vec<xlat_wire::PacketBuf<'_>> {
+        self.bufs
+            .iter_mut()
+            .zip(self.lens.iter())
+            .filter_map(|(b, &len)| xlat_wire::PacketBuf::new(b, xlat_wire::HEADROOM, len))
+            .collect()
+    }
+
     /// The `i`-th received packet, mutable, with its headroom (the engine translates in place).
     pub fn packet_mut(&mut self, i: usize) -> Option<xlat_wire::PacketBuf<'_>> {
         let len = *self.lens.get(i)?;
