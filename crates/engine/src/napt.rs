@@ -281,6 +281,7 @@ pub struct Napt<A> {
     cfg: NaptConfig,
     pool: Vec<PoolAddr>,
     pool_index: HashMap<u32, u32>,
+    pool_prefixes: Vec<Prefix4>,
     hosts: HashMap<A, Host>,
     mappings: Slab<Mapping<A>>,
     bib_in: HashMap<(Proto, Endpoint<A>), u32>,
@@ -313,6 +314,7 @@ impl<A: InsideAddr> Napt<A> {
             cfg,
             pool,
             pool_index,
+            pool_prefixes: pool_prefixes.to_vec(),
             hosts: HashMap::new(),
             mappings: Slab::new(),
             bib_in: HashMap::new(),
@@ -328,7 +330,7 @@ impl<A: InsideAddr> Napt<A> {
 
     /// True for an address of the pool.
     pub fn is_pool(&self, a: u32) -> bool {
-        self.pool_index.contains_key(&a)
+        self.pool_prefixes.iter().any(|p| p.contains(a))
     }
 
     /// An outbound packet of flow `int` -> `remote`: finds or creates its session (RFC 4787

@@ -9,13 +9,20 @@
 /// An odd trailing byte is padded with zero, as RFC 1071 4.1 says.
 pub fn sum(data: &[u8], initial: u32) -> u32 {
     let mut acc = u64::from(initial);
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
+    // Big-endian 32-bit words: each adds two 16-bit words at once (RFC 1071 2 (B), (C)).
+    let mut quads = data.chunks_exact(4);
+    for c in &mut quads {
+        if let [a, b, x, y] = c {
+            acc = acc.wrapping_add(u64::from(u32::from_be_bytes([*a, *b, *x, *y])));
+        }
+    }
+    let mut pairs = quads.remainder().chunks_exact(2);
+    for c in &mut pairs {
         if let [a, b] = c {
             acc = acc.wrapping_add(u64::from(u16::from_be_bytes([*a, *b])));
         }
     }
-    if let [last] = chunks.remainder() {
+    if let [last] = pairs.remainder() {
         acc = acc.wrapping_add(u64::from(u16::from_be_bytes([*last, 0])));
     }
     fold64(acc)
@@ -94,7 +101,7 @@ impl Delta {
     /// Combines two deltas.
     #[must_use]
     pub fn plus(self, other: Delta) -> Delta {
-        Delta(u32::from(fold(self.0.wrapping_add(other.0))))
+        Delta(u32::from(fold(self.0)).wrapping_add(u32::from(fold(other.0))))
     }
 
     /// True when the delta changes nothing.
@@ -104,7 +111,7 @@ impl Delta {
 
     /// Applies the delta to a checksum field value: `~(~HC + delta)` (RFC 1624 eqn. 3).
     pub fn apply(self, cksum: u16) -> u16 {
-        let acc = u32::from(!cksum).wrapping_add(self.0);
+        let acc = u32::from(!cksum).wrapping_add(u32::from(fold(self.0)));
         !fold(acc)
     }
 

@@ -49,6 +49,8 @@ pub enum Ipv4Error {
 pub struct Ipv4Header {
     pub header_len: usize,
     pub total_len: usize,
+    /// Type of service / DSCP and ECN (RFC 2474, RFC 3168).
+    pub tos: u8,
     pub ident: u16,
     /// Fragment offset in 8-byte units.
     pub frag_offset: u16,
@@ -64,10 +66,11 @@ impl Ipv4Header {
     /// Validates and reads the header at the start of `b` (RFC 791 3.1; RFC 1812 5.2.2).
     /// With `verify_checksum`, a header whose checksum does not verify is rejected.
     pub fn parse(b: &[u8], verify_checksum: bool) -> Result<Self, Ipv4Error> {
-        let ver_ihl = u8_at(b, off::VER_IHL).ok_or(Ipv4Error::Truncated)?;
-        if b.len() < MIN_HEADER {
+        // One bounds check for the fixed header; the fields below index a [u8; 20].
+        let Some(f) = b.first_chunk::<MIN_HEADER>() else {
             return Err(Ipv4Error::Truncated);
-        }
+        };
+        let ver_ihl = f[off::VER_IHL];
         if ver_ihl >> 4 != 4 {
             return Err(Ipv4Error::Version(ver_ihl >> 4));
         }
@@ -75,7 +78,7 @@ impl Ipv4Header {
         if header_len < MIN_HEADER || header_len > b.len() {
             return Err(Ipv4Error::BadIhl);
         }
-        let total_len = usize::from(u16_at(b, off::TOTAL_LEN).ok_or(Ipv4Error::Truncated)?);
+        let total_len = usize::from(u16::from_be_bytes([f[2], f[3]]));
         if total_len < header_len || total_len > b.len() {
             return Err(Ipv4Error::BadTotalLength);
         }
@@ -85,18 +88,19 @@ impl Ipv4Header {
                 return Err(Ipv4Error::BadChecksum);
             }
         }
-        let ff = u16_at(b, off::FLAGS_FRAG).ok_or(Ipv4Error::Truncated)?;
+        let ff = u16::from_be_bytes([f[6], f[7]]);
         Ok(Ipv4Header {
             header_len,
             total_len,
-            ident: u16_at(b, off::IDENT).ok_or(Ipv4Error::Truncated)?,
+            tos: f[off::TOS],
+            ident: u16::from_be_bytes([f[4], f[5]]),
             frag_offset: ff & 0x1fff,
             more_fragments: ff & 0x2000 != 0,
             dont_fragment: ff & 0x4000 != 0,
-            ttl: u8_at(b, off::TTL).ok_or(Ipv4Error::Truncated)?,
-            proto: u8_at(b, off::PROTO).ok_or(Ipv4Error::Truncated)?,
-            src: u32_at(b, off::SRC).ok_or(Ipv4Error::Truncated)?,
-            dst: u32_at(b, off::DST).ok_or(Ipv4Error::Truncated)?,
+            ttl: f[off::TTL],
+            proto: f[off::PROTO],
+            src: u32::from_be_bytes([f[12], f[13], f[14], f[15]]),
+            dst: u32::from_be_bytes([f[16], f[17], f[18], f[19]]),
         })
     }
 

@@ -119,12 +119,13 @@ impl Nat44 {
     }
 
     fn is_inside(&self, a: u32) -> bool {
-        self.static_in.contains_key(&a) || self.cfg.inside.iter().any(|p| p.contains(a))
+        self.cfg.inside.iter().any(|p| p.contains(a))
+            || (!self.static_in.is_empty() && self.static_in.contains_key(&a))
     }
 
     /// An address this NAT answers for on the outside: a pool or static outside address.
     fn is_outside(&self, a: u32) -> bool {
-        self.static_out.contains_key(&a) || self.napt.is_pool(a)
+        self.napt.is_pool(a) || (!self.static_out.is_empty() && self.static_out.contains_key(&a))
     }
 
     pub fn pop_ready(&mut self) -> Option<Vec<u8>> {
@@ -213,8 +214,12 @@ impl Nat44 {
         if self.is_inside(h.src) {
             self.outbound(now, pkt, h, c)?;
             c.event(Event::Outbound);
-            let h2 = Ipv4Header::parse(pkt, false).map_err(ipv4_drop)?;
-            if self.is_outside(h2.dst) {
+            // Outbound translation rewrites only the source.
+            if self.is_outside(h.dst) {
+                let h2 = Ipv4Header {
+                    src: u32_at(pkt, ipv4::off::SRC).unwrap_or(h.src),
+                    ..*h
+                };
                 // RFC 4787 REQ-9: the packet leaves with its outside source and is then
                 // treated as if it arrived on the outside. Its source is now an outside
                 // address, so this cannot recurse.
