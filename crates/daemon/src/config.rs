@@ -479,10 +479,18 @@ impl RawDns64 {
         };
         let listen = sockets("listen", &self.listen, "[2001:2:0:1::1]:53")?;
         let upstream = sockets("upstream", &self.upstream, "198.19.0.2:53")?;
+        // The parse errors that say what would be right already are kept as they are.
+        let hint = |e: String, example: &str| {
+            if e.contains("expected") || e.contains("did you mean") {
+                e
+            } else {
+                format!("{e}; expected {example}")
+            }
+        };
         let prefix: xlat_dns64::Pref64 = self.prefix.trim().parse().map_err(|e: String| {
             cx.invalid(
                 "dns64.prefix",
-                format!("{e}; expected an RFC 6052 pref64 like \"2001:2:0:64::/96\""),
+                hint(e, "an RFC 6052 pref64 like \"2001:2:0:64::/96\""),
             )
         })?;
         let mut exclude = Vec::new();
@@ -490,7 +498,7 @@ impl RawDns64 {
             exclude.push(s.trim().parse::<xlat_dns64::Prefix6>().map_err(|e| {
                 cx.invalid(
                     format!("dns64.exclude[{i}]"),
-                    format!("{e}; expected an IPv6 prefix like \"2001:db8::/32\""),
+                    hint(e, "an IPv6 prefix like \"2001:db8::/32\""),
                 )
             })?);
         }

@@ -187,6 +187,7 @@ pub fn run_dns64(file: &str, d: &xlat_dns64::Dns64Config) -> Result<()> {
         signal = stop_signal(),
         queries = c.queries,
         synthesized = c.synthesized,
+        ptr_synthesized = c.ptr_synthesized,
         passthrough = c.passthrough,
         upstream_errors = c.upstream_errors,
         malformed = c.malformed,

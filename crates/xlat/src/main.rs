@@ -67,7 +67,7 @@ enum Cmd {
         json: bool,
     },
     /// Measure translators in a namespace testbed (needs root): list | run | reproduce | report.
-    Lab(xlat_lab::LabArgs),
+    Lab(Box<xlat_lab::LabArgs>),
 }
 
 #[derive(Subcommand)]
@@ -192,7 +192,7 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             output,
             json: as_json,
         } => translate(&config, &input, &output, as_json),
-        Cmd::Lab(args) => xlat_lab::main(args),
+        Cmd::Lab(args) => xlat_lab::main(*args),
     }
 }
 
@@ -238,12 +238,11 @@ fn show(what: ShowCmd) -> Result<()> {
             if as_json {
                 print(&json(&stats)?)
             } else {
-                print(&show::stats_text(
-                    &stats.engine,
-                    Some(&stats.io),
-                    explain,
-                    all,
-                ))
+                let mut text = show::stats_text(&stats.engine, Some(&stats.io), explain, all);
+                if let Some(d) = &stats.dns64 {
+                    text.push_str(&show::dns64_text(&d.fields()));
+                }
+                print(&text)
             }
         }
     }

@@ -139,6 +139,15 @@ pub fn stats_text(s: &Stats, io: Option<&IoCounters>, explain: bool, all: bool) 
     out
 }
 
+/// The DNS64 proxy's counters (`[dns64]`), as `(name, value)` pairs in their fixed order.
+pub fn dns64_text(fields: &[(&str, u64)]) -> String {
+    let mut out = String::from("DNS64\n");
+    for (name, value) in fields {
+        let _ = writeln!(out, "  {name:<26} {value}");
+    }
+    out
+}
+
 /// One-paragraph summary of an offline translation.
 pub fn translate_summary(input: &str, output: &str, s: &Stats, p: &PcapCounters) -> String {
     let mut out = String::new();

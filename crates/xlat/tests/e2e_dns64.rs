@@ -564,4 +564,13 @@ fn xlat_run_serves_dns64_and_reports_its_counters() {
     assert_eq!(c["passthrough"], 1, "{}", r.stdout);
     assert_eq!(c["upstream_errors"], 0, "{}", r.stdout);
     assert_eq!(c["malformed"], 0, "{}", r.stdout);
+    // The text form ends with the same counters.
+    let r = run_host(15, &[xlat_bin(), "show", "stats", "--socket", &sock]).check();
+    let tail = r.stdout.split_once("DNS64\n").map(|(_, t)| t).unwrap_or("");
+    assert!(
+        tail.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["synthesized", "1"]),
+        "{}",
+        r.stdout
+    );
 }
