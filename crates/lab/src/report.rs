@@ -122,7 +122,7 @@ pub fn num(v: f64) -> String {
             out.insert(0, '-');
         }
         out
-    } else if a >= 100.0 {
+    } else if v.fract() == 0.0 || a >= 100.0 {
         format!("{v:.0}")
     } else if a >= 10.0 {
         format!("{v:.1}")
@@ -660,13 +660,15 @@ mod tests {
         assert_eq!(num(12.34), "12.3");
         assert_eq!(num(0.0), "0");
         assert_eq!(num(0.12345), "0.123");
+        assert_eq!(num(1.0), "1");
+        assert_eq!(num(20.0), "20");
         assert_eq!(num(f64::NAN), "-");
         assert_eq!(cell(None), "-");
         assert_eq!(
-            cell(Some(Spread::of(&[1.0, 2.0, 3.0]))),
-            "2.000 [1.000..3.000]"
+            cell(Some(Spread::of(&[1.5, 2.5, 3.5]))),
+            "2.500 [1.500..3.500]"
         );
-        assert_eq!(cell(Some(Spread::of(&[5.0]))), "5.000");
+        assert_eq!(cell(Some(Spread::of(&[5.0]))), "5");
     }
 
     #[test]

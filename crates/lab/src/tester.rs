@@ -422,7 +422,9 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
             sender_cpu,
             receiver_cpu,
         },
-        sender_short: offered > 0.0 && spec.max_packets.is_none() && tx_pps < offered * 0.97,
+        sender_short: offered > 0.0
+            && tx_pps < offered * 0.97
+            && spec.max_packets.is_none_or(|m| total < m),
         rx_first_src: st.first_src,
     })
 }
