@@ -437,8 +437,9 @@ impl Config {
     /// The engine's configuration, seeded with `[engine].seed` or else `default_seed`.
     pub fn engine_config(&self, default_seed: u64) -> EngineConfig {
         EngineConfig {
-            nat44: self.nat44.clone(),
+            nat44: Some(self.nat44.clone()),
             seed: self.seed.unwrap_or(default_seed),
+            ..EngineConfig::default()
         }
     }
 }

@@ -117,7 +117,7 @@ pub fn run(cfg: &Config) -> Result<()> {
             let mut pkts = batch.packets_mut();
             engine.process_batch(now, &mut pkts, &mut verdicts);
             for (pkt, v) in pkts.iter().zip(verdicts.iter()) {
-                if *v == xlat_engine::Verdict::Forward {
+                if v.transmit() {
                     match tun.send(pkt.data()) {
                         Ok(()) => io.tun_tx_packets += 1,
                         Err(_) => io.tun_write_errors += 1,

@@ -77,7 +77,7 @@ pub fn translate_stream<R: Read, W: Write>(
             }
             Some(_) => {}
         }
-        if engine.process_vec(now, &mut rec.data) == xlat_engine::Verdict::Forward {
+        if engine.process_vec(now, &mut rec.data).transmit() {
             writer.write(rec.ts_ns, &rec.data)?;
             counters.packets_written += 1;
         }
@@ -129,7 +129,7 @@ mod tests {
 
     fn config() -> EngineConfig {
         EngineConfig {
-            nat44: Nat44Config {
+            nat44: Some(Nat44Config {
                 inside: vec!["198.18.0.0/24"
                     .parse()
                     .unwrap_or(xlat_engine::Prefix4 { addr: 0, len: 0 })],
@@ -137,8 +137,9 @@ mod tests {
                     .parse()
                     .unwrap_or(xlat_engine::Prefix4 { addr: 0, len: 0 })],
                 ..Nat44Config::default()
-            },
+            }),
             seed: 0,
+            ..EngineConfig::default()
         }
     }
 

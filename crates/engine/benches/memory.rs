@@ -72,8 +72,9 @@ fn main() {
         };
         let before = LIVE.load(Ordering::Relaxed);
         let mut e = Engine::new(EngineConfig {
-            nat44: cfg,
+            nat44: Some(cfg),
             seed: 1,
+            ..EngineConfig::default()
         })
         .unwrap();
         let empty = LIVE.load(Ordering::Relaxed);

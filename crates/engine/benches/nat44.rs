@@ -21,8 +21,9 @@ fn engine(max_sessions: u32) -> Engine {
     cfg.limits.max_sessions = max_sessions;
     cfg.limits.max_sessions_per_host = max_sessions;
     Engine::new(EngineConfig {
-        nat44: cfg,
+        nat44: Some(cfg),
         seed: 42,
+        ..EngineConfig::default()
     })
     .unwrap()
 }

@@ -182,6 +182,29 @@ impl Default for Nat44Config {
     }
 }
 
+/// Checks `[timeouts]` and `[limits]`, which NAT44 and NAT64 share.
+fn validate_timeouts_limits(t: &Timeouts, l: &Limits) -> Result<(), ConfigError> {
+    let err = |key, problem: String| Err(ConfigError { key, problem });
+    for (key, v) in [
+        ("timeouts.udp", t.udp),
+        ("timeouts.tcp_established", t.tcp_established),
+        ("timeouts.tcp_transitory", t.tcp_transitory),
+        ("timeouts.icmp", t.icmp),
+        ("timeouts.fragment", t.fragment),
+    ] {
+        if v == 0 {
+            return err(key, "must be at least 1 s".into());
+        }
+    }
+    if l.max_sessions == 0 {
+        return err("limits.max_sessions", "must be at least 1".into());
+    }
+    if l.max_sessions_per_host == 0 {
+        return err("limits.max_sessions_per_host", "must be at least 1".into());
+    }
+    Ok(())
+}
+
 /// A configuration the engine cannot run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError {
@@ -264,27 +287,7 @@ impl Nat44Config {
                 );
             }
         }
-        let t = &self.timeouts;
-        for (key, v) in [
-            ("timeouts.udp", t.udp),
-            ("timeouts.tcp_established", t.tcp_established),
-            ("timeouts.tcp_transitory", t.tcp_transitory),
-            ("timeouts.icmp", t.icmp),
-        ] {
-            if v == 0 {
-                return err(key, "must be at least 1 s".into());
-            }
-        }
-        if self.timeouts.fragment == 0 {
-            return err("timeouts.fragment", "must be at least 1 s".into());
-        }
-        if self.limits.max_sessions == 0 {
-            return err("limits.max_sessions", "must be at least 1".into());
-        }
-        if self.limits.max_sessions_per_host == 0 {
-            return err("limits.max_sessions_per_host", "must be at least 1".into());
-        }
-        Ok(())
+        validate_timeouts_limits(&self.timeouts, &self.limits)
     }
 
     /// Settings that work but go below an RFC's recommendation; `xlat check` prints them.
@@ -313,5 +316,305 @@ impl Nat44Config {
         );
         below("timeouts.icmp", t.icmp, 60, "RFC 5508 REQ-1");
         w
+    }
+}
+
+/// An IPv6 prefix (address and length), host bits cleared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Prefix6 {
+    pub addr: u128,
+    pub len: u8,
+}
+
+impl Prefix6 {
+    /// Builds a prefix, clearing host bits; `None` if `len > 128`.
+    pub fn new(addr: std::net::Ipv6Addr, len: u8) -> Option<Self> {
+        if len > 128 {
+            return None;
+        }
+        Some(Prefix6 {
+            addr: u128::from(addr) & Self::mask_of(len),
+            len,
+        })
+    }
+    fn mask_of(len: u8) -> u128 {
+        u128::MAX
+            .checked_shl(128u32.saturating_sub(u32::from(len)))
+            .unwrap_or(0)
+    }
+    pub fn mask(&self) -> u128 {
+        Self::mask_of(self.len)
+    }
+    pub fn contains(&self, a: u128) -> bool {
+        a & self.mask() == self.addr
+    }
+    /// True when the two prefixes share any address.
+    pub fn overlaps(&self, o: &Prefix6) -> bool {
+        self.contains(o.addr) || o.contains(self.addr)
+    }
+}
+
+impl std::fmt::Display for Prefix6 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", std::net::Ipv6Addr::from(self.addr), self.len)
+    }
+}
+
+impl std::str::FromStr for Prefix6 {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (a, l) = match s.split_once('/') {
+            Some((a, l)) => (
+                a,
+                l.parse::<u8>()
+                    .map_err(|_| format!("bad prefix length in {s:?}"))?,
+            ),
+            None => (s, 128),
+        };
+        let addr: std::net::Ipv6Addr = a
+            .parse()
+            .map_err(|_| format!("{a:?} is not an IPv6 address"))?;
+        let p = Prefix6::new(addr, l).ok_or_else(|| format!("prefix length {l} is over 128"))?;
+        if p.addr != u128::from(addr) {
+            return Err(format!("{s} has host bits set; did you mean {p}?"));
+        }
+        Ok(p)
+    }
+}
+
+impl Prefix4 {
+    /// True when the two prefixes share any address.
+    pub fn overlaps(&self, o: &Prefix4) -> bool {
+        self.contains(o.addr) || o.contains(self.addr)
+    }
+}
+
+/// What to do with an unfragmented IPv4 UDP datagram whose checksum is zero (none) on its
+/// way to IPv6, where the checksum is mandatory (RFC 7915 4.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UdpZeroChecksum {
+    /// Compute the checksum (RFC 7915 4.5: the default of a stateless translator).
+    Compute,
+    /// Drop the datagram (counted as `udp_zero_checksum`).
+    Drop,
+}
+
+/// Settings of the IPv4 <-> IPv6 header translation shared by SIIT and NAT64 (RFC 7915).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XlatParams {
+    /// MTU of the next hop on both sides: the TUN device's MTU (`tun.mtu`). Larger DF
+    /// packets get Fragmentation Needed / Packet Too Big back (RFC 7915 4.1, 5.1).
+    pub mtu: u32,
+    /// IPv4 packets without DF are fragmented so that no IPv6 packet exceeds this
+    /// (RFC 7915 4.1 "lowest-ipv6-mtu"; 1280 by default, RFC 8200 5).
+    pub lowest_ipv6_mtu: u32,
+    pub udp_zero_checksum: UdpZeroChecksum,
+}
+
+impl Default for XlatParams {
+    fn default() -> Self {
+        XlatParams {
+            mtu: 1500,
+            lowest_ipv6_mtu: 1280,
+            udp_zero_checksum: UdpZeroChecksum::Compute,
+        }
+    }
+}
+
+impl XlatParams {
+    fn validate(&self, section: &'static str) -> Result<(), ConfigError> {
+        if self.mtu < 1280 {
+            return Err(ConfigError {
+                key: "tun.mtu",
+                problem: format!(
+                    "{} is below 1280, the minimum IPv6 MTU (RFC 8200 5) that [{section}] needs",
+                    self.mtu
+                ),
+            });
+        }
+        if self.lowest_ipv6_mtu < 1280 || self.lowest_ipv6_mtu > 65535 {
+            return Err(ConfigError {
+                key: if section == "nat64" {
+                    "nat64.lowest_ipv6_mtu"
+                } else {
+                    "siit.lowest_ipv6_mtu"
+                },
+                problem: format!(
+                    "{} is out of range; expected 1280 (the IPv6 minimum, the default) to 65535",
+                    self.lowest_ipv6_mtu
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// One Explicit Address Mapping (RFC 7757 3.1): an IPv4 prefix and an IPv6 prefix with
+/// suffixes of equal length, translated into each other bit for bit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Eam {
+    pub ipv4: Prefix4,
+    pub ipv6: Prefix6,
+}
+
+/// Stateless translation (SIIT, RFC 7915) configuration.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SiitConfig {
+    /// pref64 (RFC 6052): IPv4 addresses without an EAM entry are embedded in it.
+    pub prefix: Option<crate::rfc6052::Pref64>,
+    /// IPv4 addresses of IPv6 hosts that translate through `prefix` (IPv4-translatable
+    /// addresses, RFC 6052 / RFC 7915 1.3): IPv4 packets to them are translated.
+    pub pool4: Vec<Prefix4>,
+    /// Explicit Address Mappings (RFC 7757).
+    pub eam: Vec<Eam>,
+    /// Source addresses for ICMPv6 errors from IPv6 nodes whose address has no IPv4 form
+    /// (RFC 6791); also the source of this translator's own ICMPv4 errors.
+    pub rfc6791: Option<Prefix4>,
+    pub params: XlatParams,
+}
+
+impl SiitConfig {
+    /// Checks the things the engine relies on.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let err = |key, problem: String| Err(ConfigError { key, problem });
+        if self.prefix.is_none() && self.eam.is_empty() {
+            return err(
+                "siit.prefix",
+                "SIIT needs a pref64 or EAM entries; e.g. prefix = \"2001:2:0:64::/96\"".into(),
+            );
+        }
+        if !self.pool4.is_empty() && self.prefix.is_none() {
+            return err(
+                "siit.pool4",
+                "pool4 addresses translate through the pref64; set siit.prefix too".into(),
+            );
+        }
+        for (i, e) in self.eam.iter().enumerate() {
+            // RFC 7757 3.1: the suffixes (host parts) must have the same length.
+            if 32 - u32::from(e.ipv4.len) != 128 - u32::from(e.ipv6.len) {
+                return err(
+                    "siit.eam",
+                    format!(
+                        "entry {i} ({} = {}): suffix lengths differ ({} IPv4 bits, {} IPv6 bits); RFC 7757 needs equal ones, e.g. /28 with /124",
+                        e.ipv4,
+                        e.ipv6,
+                        32 - u32::from(e.ipv4.len),
+                        128 - u32::from(e.ipv6.len)
+                    ),
+                );
+            }
+            for (j, f) in self.eam.iter().enumerate().skip(i + 1) {
+                if e.ipv4 == f.ipv4 || e.ipv6 == f.ipv6 {
+                    return err(
+                        "siit.eam",
+                        format!(
+                            "entries {i} and {j} map the same prefix; each prefix may appear once"
+                        ),
+                    );
+                }
+            }
+            if let Some(p) = self.prefix {
+                if p.contains(e.ipv6.addr) {
+                    return err(
+                        "siit.eam",
+                        format!("entry {i}: {} lies inside siit.prefix {p}", e.ipv6),
+                    );
+                }
+            }
+        }
+        for (i, p) in self.pool4.iter().enumerate() {
+            if self.eam.iter().any(|e| e.ipv4.overlaps(p)) {
+                return err(
+                    "siit.pool4",
+                    format!("entry {i} ({p}) overlaps an EAM entry's IPv4 prefix"),
+                );
+            }
+        }
+        if let Some(r) = self.rfc6791 {
+            if self.eam.iter().any(|e| e.ipv4.overlaps(&r))
+                || self.pool4.iter().any(|p| p.overlaps(&r))
+            {
+                return err(
+                    "siit.rfc6791",
+                    format!("{r} overlaps siit.pool4 or an EAM entry; RFC 6791 addresses must be addresses no host uses"),
+                );
+            }
+        }
+        self.params.validate("siit")
+    }
+}
+
+/// Stateful NAT64 (RFC 6146) configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Nat64Config {
+    /// pref64 (RFC 6052): IPv6 packets to it go to the IPv4 address embedded in it.
+    pub prefix: crate::rfc6052::Pref64,
+    /// IPv4 transport addresses for the BIB (RFC 6146 3.5).
+    pub pool4: Vec<Prefix4>,
+    /// Inclusive TCP/UDP port range of pool4; ICMP identifiers use 0-65535.
+    pub ports: (u16, u16),
+    /// RFC 6146 3.5.1 / 3.5.2: endpoint-independent or address-dependent filtering.
+    pub filtering: Filtering,
+    pub timeouts: Timeouts,
+    pub limits: Limits,
+    /// Inbound packets refresh sessions (RFC 6146 3.5.1 refreshes on both directions).
+    pub inbound_refresh: bool,
+    /// Verify the IPv4 header checksum of every packet (RFC 1812 5.2.2).
+    pub verify_ip_checksum: bool,
+    pub params: XlatParams,
+}
+
+impl Default for Nat64Config {
+    fn default() -> Self {
+        Nat64Config {
+            prefix: crate::rfc6052::WELL_KNOWN,
+            pool4: Vec::new(),
+            ports: (1024, 65535),
+            filtering: Filtering::AddressDependent,
+            timeouts: Timeouts::default(),
+            limits: Limits::default(),
+            inbound_refresh: true,
+            verify_ip_checksum: true,
+            params: XlatParams::default(),
+        }
+    }
+}
+
+impl Nat64Config {
+    /// Checks the things the engine relies on.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let err = |key, problem: String| Err(ConfigError { key, problem });
+        if self.pool4.is_empty() {
+            return err(
+                "nat64.pool4",
+                "NAT64 needs at least one pool4 address, e.g. pool4 = [\"198.19.0.101/32\"]".into(),
+            );
+        }
+        let size: u64 = self.pool4.iter().map(Prefix4::size).sum();
+        if size > 65536 {
+            return err(
+                "nat64.pool4",
+                format!("{size} addresses; at most 65536 are supported"),
+            );
+        }
+        for (i, p) in self.pool4.iter().enumerate() {
+            if self.pool4.iter().skip(i + 1).any(|q| q.overlaps(p)) {
+                return err(
+                    "nat64.pool4",
+                    format!("{p} is listed twice or overlaps another pool4 entry"),
+                );
+            }
+        }
+        if self.ports.0 == 0 || self.ports.0 > self.ports.1 {
+            return err(
+                "nat64.ports",
+                format!(
+                    "range {}-{} is empty or starts at 0; write LOW-HIGH with 1 <= LOW <= HIGH",
+                    self.ports.0, self.ports.1
+                ),
+            );
+        }
+        validate_timeouts_limits(&self.timeouts, &self.limits)?;
+        self.params.validate("nat64")
     }
 }

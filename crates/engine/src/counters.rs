@@ -31,8 +31,8 @@ reasons! {
     pub enum DropReason {
         /// Shorter than an IPv4 header. Malformed input; nothing to configure.
         Truncated = "truncated",
-        /// Not an IPv4 packet (version nibble is not 4). Only IPv4 is translated by NAT44;
-        /// check what routes IPv6 into the xlat interface.
+        /// Neither IPv4 nor IPv6 (version nibble), or IPv6 while no IPv6 translator ([nat64],
+        /// [siit]) is configured. Check what routes such packets into the xlat interface.
         NotIpv4 = "not_ipv4",
         /// IPv4 header length (IHL) below 5 or beyond the packet. Malformed input.
         BadIhl = "bad_ihl",
@@ -91,6 +91,56 @@ reasons! {
         FragmentLimit = "fragment_limit",
         /// A fragmented ICMP error message: RFC 5508 requires none; dropped.
         FragmentedIcmpError = "fragmented_icmp_error",
+        /// Shorter than an IPv6 header (40 bytes). Malformed input.
+        TruncatedIpv6 = "truncated_ipv6",
+        /// IPv6 payload length beyond the bytes received, or a jumbogram (RFC 8200 3,
+        /// RFC 2675). Malformed input.
+        BadPayloadLength = "bad_payload_length",
+        /// An IPv6 extension header cut short, a Hop-by-Hop header that is not first, or more
+        /// than 8 extension headers (RFC 8200 4). Malformed or hostile input.
+        BadExtensionHeader = "bad_extension_header",
+        /// A fragmented IPv6 packet with extension headers after the Fragment header: they
+        /// are part of the fragmented data and cannot be removed (RFC 7915 5.1).
+        UntranslatableExtensionHeader = "untranslatable_extension_header",
+        /// An IPv6 packet with a Routing header whose Segments Left is not zero: it is not at
+        /// its final destination (RFC 7915 5.1). An ICMPv6 Parameter Problem went back.
+        RoutingHeader = "routing_header",
+        /// An IPv4 packet with an unexpired source route option (RFC 7915 4.1). An ICMPv4
+        /// Source Route Failed went back.
+        SourceRoute = "source_route",
+        /// The TTL or hop limit would reach zero in the translator (RFC 7915 4.1, 5.1: it is
+        /// a router). A Time Exceeded went back, unless the packet was itself an ICMP error.
+        HopLimitExceeded = "hop_limit_exceeded",
+        /// A packet that may not be fragmented is too big for the next hop after translation
+        /// (`tun.mtu`; RFC 7915 4.1, 5.1). Fragmentation Needed / Packet Too Big went back
+        /// with the MTU the sender should use.
+        TooBig = "too_big",
+        /// An IPv4 UDP datagram without checksum (zero) that cannot get one on its way to
+        /// IPv6: a fragment, or `udp_zero_checksum = "drop"` (RFC 7915 4.5).
+        UdpZeroChecksum = "udp_zero_checksum",
+        /// An ICMP or ICMPv6 message RFC 7915 4.2 / 5.2 says not to translate: timestamp,
+        /// information and address mask requests, router and neighbor discovery, MLD,
+        /// redirects, source quench, unknown types, Parameter Problem codes without an
+        /// equivalent or pointing at a field the other header lacks.
+        IcmpNotTranslated = "icmp_not_translated",
+        /// An ICMP error quoting another ICMP error: translation stops at the first embedded
+        /// header (RFC 7915 4.3, 5.3).
+        IcmpErrorNested = "icmp_error_nested",
+        /// An address has no form in the other family: not in an EAM entry, not in the
+        /// pref64 (IPv6), not in siit.pool4 / the EAM table (IPv4 destinations), or an IPv6
+        /// source of something other than an ICMPv6 error without an RFC 6791 address.
+        /// Check `siit.prefix`, `siit.eam`, `siit.pool4` and `siit.rfc6791`.
+        UntranslatableAddress = "untranslatable_address",
+        /// An IPv4 address that is not global with the well-known prefix 64:ff9b::/96, which
+        /// must not carry it (RFC 6052 3.1). Use a network-specific prefix.
+        WellKnownPrefixNonGlobal = "well_known_prefix_non_global",
+        /// The first fragment of a fragmented ICMP message, held until its last fragment told
+        /// the message's length (the checksum covers it), whose last fragment did not come in
+        /// time (`timeouts.fragment`).
+        FragmentIncomplete = "fragment_incomplete",
+        /// The packet buffer had no room in front of the packet for a longer header. Drivers
+        /// leave `HEADROOM` bytes; seeing this is a bug in the driver.
+        NoHeadroom = "no_headroom",
     }
 }
 
@@ -125,6 +175,21 @@ reasons! {
         SessionsCreated = "sessions_created",
         /// Sessions removed because their idle timeout passed.
         SessionsExpired = "sessions_expired",
+        /// IPv4 packets translated to IPv6 (SIIT and NAT64; RFC 7915 4).
+        Ipv4ToIpv6 = "ipv4_to_ipv6",
+        /// IPv6 packets translated to IPv4 (SIIT and NAT64; RFC 7915 5).
+        Ipv6ToIpv4 = "ipv6_to_ipv4",
+        /// ICMP errors the translator sent itself (Time Exceeded, Fragmentation Needed,
+        /// Packet Too Big, Parameter Problem; RFC 7915 4.4, 5.4).
+        IcmpErrorsSent = "icmp_errors_sent",
+        /// ICMP errors the translator would have sent but the rate limit held back (RFC 4443
+        /// 2.4 f: 1000 per second, bursts of 50).
+        IcmpErrorsRateLimited = "icmp_errors_rate_limited",
+        /// IPv6 fragments made from IPv4 packets without DF that exceed the lowest IPv6 MTU
+        /// (RFC 7915 4.1).
+        FragmentsCreated = "fragments_created",
+        /// Checksums computed for IPv4 UDP datagrams without one (RFC 7915 4.5).
+        UdpChecksumsComputed = "udp_checksums_computed",
     }
 }
 

@@ -5,9 +5,19 @@
 //! do the I/O, so the same code runs the gateway, `xlat translate` on captures, golden-vector
 //! tests without root, and benchmarks.
 //!
-//! Implemented: NAT44 -- static 1:1, dynamic pool (Basic NAT) and NAPT -- after RFC 3022,
-//! RFC 4787 (UDP), RFC 5382 (TCP), RFC 5508 (ICMP), with the TCP state machine of RFC 6146
-//! 3.5.2.2 and incremental checksums (RFC 1624). See [`nat44`].
+//! Implemented:
+//! - NAT44 -- static 1:1, dynamic pool (Basic NAT) and NAPT -- after RFC 3022, RFC 4787
+//!   (UDP), RFC 5382 (TCP), RFC 5508 (ICMP), with the TCP state machine of RFC 6146 3.5.2.2
+//!   and incremental checksums (RFC 1624). See [`nat44`].
+//! - SIIT, stateless IPv4/IPv6 translation (RFC 7915) with RFC 6052 and RFC 7757 (EAM)
+//!   addressing. See [`siit`].
+//! - Stateful NAT64 (RFC 6146), on the same NAPT state as NAT44 and the same header
+//!   translation as SIIT. See [`nat64`].
+//!
+//! [`Engine::process`] sends each packet to one translator: IPv6 to NAT64 when the
+//! destination is in its pref64, else to SIIT when it is in SIIT's pref64 or EAM table; IPv4
+//! to NAT64 when the destination is in pool4, else to SIIT when it is an EAM or siit.pool4
+//! address, else to NAT44.
 #![deny(
     clippy::indexing_slicing,
     clippy::panic,
@@ -21,15 +31,20 @@ mod frag;
 mod index;
 pub mod napt;
 pub mod nat44;
+pub mod nat64;
 mod ports;
+pub mod rfc6052;
 mod rng;
+pub mod siit;
 pub mod snapshot;
 pub mod tcp;
 
 pub use config::{
-    ConfigError, Filtering, Limits, Nat44Config, Nat44Mode, Prefix4, StaticEntry, Timeouts,
+    ConfigError, Eam, Filtering, Limits, Nat44Config, Nat44Mode, Nat64Config, Prefix4, Prefix6,
+    SiitConfig, StaticEntry, Timeouts, UdpZeroChecksum, XlatParams,
 };
 pub use counters::{Counters, DropReason, Event};
+pub use rfc6052::{Pref64, Pref64Error};
 pub use snapshot::{SessionInfo, Stats};
 
 /// Monotonic time in nanoseconds since an epoch of the caller's choosing. The engine never
@@ -69,43 +84,204 @@ pub enum Verdict {
     Held,
     /// Not translated; counted under this reason.
     Drop(DropReason),
+    /// Not translated (counted under this reason); the buffer now holds the translator's
+    /// own ICMP error about it (RFC 7915 4.4, 5.4), to send back out of the same interface
+    /// like a `Forward` packet.
+    Reply(DropReason),
 }
 
-/// Everything the engine needs to start.
-#[derive(Clone, Debug)]
+impl Verdict {
+    /// True when the buffer holds a packet to transmit (`Forward` or `Reply`).
+    pub fn transmit(self) -> bool {
+        matches!(self, Verdict::Forward | Verdict::Reply(_))
+    }
+}
+
+/// Everything the engine needs to start. At least one translator must be configured.
+#[derive(Clone, Debug, Default)]
 pub struct EngineConfig {
-    pub nat44: Nat44Config,
+    pub nat44: Option<Nat44Config>,
+    pub nat64: Option<Nat64Config>,
+    pub siit: Option<SiitConfig>,
     /// Seed for port randomisation (RFC 6056). Same seed + same trace = same output.
     pub seed: u64,
 }
 
+impl EngineConfig {
+    /// Checks each translator and that they do not claim the same addresses.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let err = |key, problem: String| Err(ConfigError { key, problem });
+        if self.nat44.is_none() && self.nat64.is_none() && self.siit.is_none() {
+            return err(
+                "nat44",
+                "no translator configured; add a [nat44], [nat64] or [siit] section".into(),
+            );
+        }
+        if let Some(n) = &self.nat44 {
+            n.validate()?;
+        }
+        if let Some(n) = &self.nat64 {
+            n.validate()?;
+        }
+        if let Some(s) = &self.siit {
+            s.validate()?;
+        }
+        if let (Some(n), Some(s)) = (&self.nat64, &self.siit) {
+            // Issue 3: one translator per pref64; IPv6 destinations pick the translator.
+            let np = Prefix6 {
+                addr: n.prefix.addr(),
+                len: n.prefix.len(),
+            };
+            if let Some(sp) = s.prefix {
+                let sp6 = Prefix6 {
+                    addr: sp.addr(),
+                    len: sp.len(),
+                };
+                if np.overlaps(&sp6) {
+                    return err("siit.prefix", format!("{sp} overlaps nat64.prefix {}; each pref64 belongs to one translator (NAT64 or SIIT)", n.prefix));
+                }
+            }
+            if let Some(e) = s.eam.iter().find(|e| np.overlaps(&e.ipv6)) {
+                return err(
+                    "siit.eam",
+                    format!("{} overlaps nat64.prefix {}", e.ipv6, n.prefix),
+                );
+            }
+            for p in &n.pool4 {
+                if s.eam.iter().any(|e| e.ipv4.overlaps(p)) || s.pool4.iter().any(|q| q.overlaps(p))
+                {
+                    return err(
+                        "nat64.pool4",
+                        format!("{p} overlaps an IPv4 address of [siit] (eam or pool4)"),
+                    );
+                }
+            }
+        }
+        if let Some(n44) = &self.nat44 {
+            let v4: Vec<(&str, Prefix4)> = self
+                .nat64
+                .iter()
+                .flat_map(|n| n.pool4.iter().map(|p| ("nat64.pool4", *p)))
+                .chain(self.siit.iter().flat_map(|s| {
+                    s.pool4
+                        .iter()
+                        .map(|p| ("siit.pool4", *p))
+                        .chain(s.eam.iter().map(|e| ("siit.eam", e.ipv4)))
+                }))
+                .collect();
+            for (key, p) in v4 {
+                let statics = n44.statics.iter().map(|s| Prefix4 {
+                    addr: u32::from(s.outside),
+                    len: 32,
+                });
+                if n44
+                    .pool
+                    .iter()
+                    .copied()
+                    .chain(statics)
+                    .any(|q| q.overlaps(&p))
+                {
+                    return err(
+                        key,
+                        format!("{p} overlaps nat44.pool or a static outside address; IPv4 destinations pick the translator"),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// One translator instance (one per worker thread).
 pub struct Engine {
-    nat44: nat44::Nat44,
+    nat44: Option<nat44::Nat44>,
+    nat64: Option<nat64::Nat64>,
+    siit: Option<siit::Siit>,
     counters: Counters,
 }
 
 impl Engine {
     /// Builds an engine; fails with the config key at fault.
     pub fn new(cfg: EngineConfig) -> Result<Engine, ConfigError> {
-        cfg.nat44.validate()?;
+        cfg.validate()?;
+        // The translators draw from independent streams of the one seed.
+        let nat64 = cfg
+            .nat64
+            .as_ref()
+            .map(|n| nat64::Nat64::new(n, cfg.seed ^ 0x6464_6464_6464_6464));
+        let siit = cfg.siit.as_ref().map(|s| {
+            let (limits, fragment) = match (&cfg.nat64, &cfg.nat44) {
+                (Some(n), _) => (n.limits, n.timeouts.fragment),
+                (None, Some(n)) => (n.limits, n.timeouts.fragment),
+                (None, None) => (Limits::default(), Timeouts::default().fragment),
+            };
+            siit::Siit::new(s, &limits, fragment)
+        });
         Ok(Engine {
-            nat44: nat44::Nat44::new(cfg.nat44, cfg.seed),
+            nat44: cfg.nat44.map(|n| nat44::Nat44::new(n, cfg.seed)),
+            nat64,
+            siit,
             counters: Counters::default(),
         })
     }
 
     /// Translates one packet in place. `pkt` holds exactly the bytes received, with headroom
-    /// in front of them where the driver has it; on `Forward`, transmit `pkt.data()`.
+    /// in front of them where the driver has it; on `Forward` or `Reply`, transmit
+    /// `pkt.data()`.
     pub fn process(&mut self, now: Time, pkt: &mut PacketBuf) -> Verdict {
         self.counters.event(Event::PacketsIn);
-        let v = self.nat44.process(now, pkt, &mut self.counters);
+        let v = self.dispatch(now, pkt);
         match v {
             Verdict::Forward => self.counters.event(Event::PacketsOut),
             Verdict::Drop(r) => self.counters.drop(r),
+            Verdict::Reply(r) => {
+                self.counters.drop(r);
+                self.counters.event(Event::IcmpErrorsSent);
+            }
             Verdict::Held => {}
         }
         v
+    }
+
+    /// Picks the translator by IP version and destination address.
+    fn dispatch(&mut self, now: Time, pkt: &mut PacketBuf) -> Verdict {
+        let c = &mut self.counters;
+        let data = pkt.data();
+        match data.first().map(|b| b >> 4) {
+            Some(6) if self.nat64.is_some() || self.siit.is_some() => {
+                let Some(dst) = xlat_wire::ipv6::addr_at(data, xlat_wire::ipv6::off::DST) else {
+                    return Verdict::Drop(DropReason::TruncatedIpv6);
+                };
+                if let Some(n) = self.nat64.as_mut().filter(|n| n.owns6(dst)) {
+                    return n.process6(now, pkt, c);
+                }
+                if let Some(s) = self.siit.as_mut().filter(|s| s.owns6(dst)) {
+                    return s.process6(now, pkt, c);
+                }
+                Verdict::Drop(DropReason::NotOurs)
+            }
+            Some(4) => {
+                let dst = xlat_wire::field::u32_at(data, xlat_wire::ipv4::off::DST);
+                if let Some(dst) = dst {
+                    if let Some(n) = self.nat64.as_mut().filter(|n| n.owns4(dst)) {
+                        return n.process4(now, pkt, c);
+                    }
+                    if let Some(s) = self.siit.as_mut().filter(|s| s.owns4(dst)) {
+                        return s.process4(now, pkt, c);
+                    }
+                }
+                match self.nat44.as_mut() {
+                    Some(n) => n.process(now, pkt, c),
+                    None if dst.is_none() => Verdict::Drop(DropReason::Truncated),
+                    None => Verdict::Drop(DropReason::NotOurs),
+                }
+            }
+            None => Verdict::Drop(DropReason::Truncated),
+            _ => match self.nat44.as_mut() {
+                Some(n) => n.process(now, pkt, c),
+                None => Verdict::Drop(DropReason::NotIpv4),
+            },
+        }
     }
 
     /// Translates a batch: first starts fetching the index slots and then the sessions every
@@ -116,12 +292,14 @@ impl Engine {
         let mut start = 0;
         while start < pkts.len() {
             let end = pkts.len().min(start + CHUNK);
-            let mut hashes = [None; CHUNK];
-            for (h, p) in hashes.iter_mut().zip(pkts.get(start..end).unwrap_or(&[])) {
-                *h = self.nat44.prefetch_index(p.data());
-            }
-            for h in hashes.iter().flatten() {
-                self.nat44.prefetch_session(*h);
+            if let Some(nat44) = self.nat44.as_mut() {
+                let mut hashes = [None; CHUNK];
+                for (h, p) in hashes.iter_mut().zip(pkts.get(start..end).unwrap_or(&[])) {
+                    *h = nat44.prefetch_index(p.data());
+                }
+                for h in hashes.iter().flatten() {
+                    nat44.prefetch_session(*h);
+                }
             }
             let chunk = pkts.get_mut(start..end).unwrap_or(&mut []);
             let vs = verdicts.get_mut(start..end).unwrap_or(&mut []);
@@ -144,17 +322,23 @@ impl Engine {
             return Verdict::Drop(DropReason::Truncated);
         };
         let v = self.process(now, &mut b);
-        if v == Verdict::Forward {
+        if v.transmit() {
             *pkt = b.data().to_vec();
         }
         v
     }
 
     /// Packets released by the engine outside of [`Engine::process`]'s return value: held
-    /// out-of-order fragments whose first fragment has arrived. Drivers drain this after
-    /// every batch.
+    /// out-of-order fragments whose first fragment has arrived, fragments made from a
+    /// packet too big for IPv6, first fragments of ICMP messages whose length is now known.
+    /// Drivers drain this after every batch.
     pub fn pop_ready(&mut self) -> Option<Vec<u8>> {
-        let p = self.nat44.pop_ready();
+        let p = self
+            .nat44
+            .as_mut()
+            .and_then(|n| n.pop_ready())
+            .or_else(|| self.nat64.as_mut().and_then(|n| n.pop_ready()))
+            .or_else(|| self.siit.as_mut().and_then(|s| s.pop_ready()));
         if p.is_some() {
             self.counters.event(Event::PacketsOut);
         }
@@ -162,9 +346,21 @@ impl Engine {
     }
 
     /// Removes idle sessions and stale fragment state, looking at no more than `budget`
-    /// session slots (so a call never stalls the fast path for long). Returns sessions removed.
+    /// session slots per translator (so a call never stalls the fast path for long).
+    /// Returns sessions removed.
     pub fn expire(&mut self, now: Time, budget: usize) -> usize {
-        self.nat44.expire(now, budget, &mut self.counters)
+        let c = &mut self.counters;
+        let mut removed = 0;
+        if let Some(n) = self.nat44.as_mut() {
+            removed += n.expire(now, budget, c);
+        }
+        if let Some(n) = self.nat64.as_mut() {
+            removed += n.expire(now, budget, c);
+        }
+        if let Some(s) = self.siit.as_mut() {
+            s.expire(now, c);
+        }
+        removed
     }
 
     /// Counters of this engine.
@@ -172,13 +368,33 @@ impl Engine {
         &self.counters
     }
 
-    /// Table sizes, pool use and counters.
+    /// Table sizes, pool use and counters (NAT44 and NAT64 tables added up; pool use per
+    /// protocol summed over both pools).
     pub fn stats(&self) -> Stats {
-        self.nat44.stats(&self.counters)
+        let mut st = match &self.nat44 {
+            Some(n) => n.stats(&self.counters),
+            None => Stats::from_counters(&self.counters),
+        };
+        if let Some(n) = &self.nat64 {
+            n.fill_stats(&mut st);
+        }
+        if let Some(s) = &self.siit {
+            s.fill_stats(&mut st);
+        }
+        st.merge_pool_rows();
+        st
     }
 
-    /// The live translation table (static entries first, then dynamic sessions).
+    /// The live translation table: NAT44 (static entries first, then dynamic sessions),
+    /// then NAT64 sessions.
     pub fn sessions(&self, now: Time) -> Vec<SessionInfo> {
-        self.nat44.sessions(now)
+        let mut out = match &self.nat44 {
+            Some(n) => n.sessions(now),
+            None => Vec::new(),
+        };
+        if let Some(n) = &self.nat64 {
+            n.sessions(now, &mut out);
+        }
+        out
     }
 }

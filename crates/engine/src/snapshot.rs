@@ -46,6 +46,46 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// Stats holding `c`'s counters (with their explanations) and empty tables.
+    pub fn from_counters(c: &crate::Counters) -> Stats {
+        use crate::counters::{DropReason, Event, NamedCount};
+        Stats {
+            events: Event::ALL
+                .iter()
+                .map(|&e| NamedCount {
+                    name: e.name().into(),
+                    value: c.count(e),
+                    explain: e.explain().into(),
+                })
+                .collect(),
+            drops: DropReason::ALL
+                .iter()
+                .map(|&r| NamedCount {
+                    name: r.name().into(),
+                    value: c.dropped(r),
+                    explain: r.explain().into(),
+                })
+                .collect(),
+            ..Stats::default()
+        }
+    }
+
+    /// Adds up `pool` rows of the same protocol (NAT44's pool and NAT64's pool4 each give one
+    /// row per protocol).
+    pub fn merge_pool_rows(&mut self) {
+        let mut merged: Vec<PoolUse> = Vec::new();
+        for row in self.pool.drain(..) {
+            match merged.iter_mut().find(|m| m.proto == row.proto) {
+                Some(m) => {
+                    m.ports_used += row.ports_used;
+                    m.ports_total += row.ports_total;
+                }
+                None => merged.push(row),
+            }
+        }
+        self.pool = merged;
+    }
+
     /// Value of a named event or drop counter (0 if unknown).
     pub fn get(&self, name: &str) -> u64 {
         self.events

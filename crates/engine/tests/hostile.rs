@@ -18,8 +18,9 @@ fn engine() -> Engine {
         ..Nat44Config::default()
     };
     Engine::new(EngineConfig {
-        nat44: cfg,
+        nat44: Some(cfg),
         seed: 1,
+        ..EngineConfig::default()
     })
     .unwrap()
 }
@@ -69,6 +70,172 @@ proptest! {
         let mut open = seed_packet(proto, [198, 18, 0, 20], [198, 19, 0, 2]);
         e.process_vec(Time::from_secs(0), &mut open);
         let mut p = seed_packet(proto, src, dst);
+        for (i, v) in flips {
+            if i >= 9 { if let Some(b) = p.get_mut(i) { *b = v; } }
+        }
+        p.truncate(cut);
+        e.process_vec(Time::from_secs(1), &mut p);
+        while e.pop_ready().is_some() {}
+        prop_assert!(outcome_counted(&e));
+    }
+}
+
+/// An engine with every translator: NAT44 (above), NAT64 on 2001:2:0:64::/96 with pool4
+/// 198.19.0.101, SIIT on 2001:2:0:46::/96 with an EAM entry and pool4.
+fn engine46() -> Engine {
+    let n44 = Nat44Config {
+        inside: vec!["198.18.0.0/24".parse().unwrap()],
+        pool: vec!["198.19.0.100/32".parse().unwrap()],
+        verify_ip_checksum: false,
+        ..Nat44Config::default()
+    };
+    Engine::new(EngineConfig {
+        nat44: Some(n44),
+        nat64: Some(Nat64Config {
+            prefix: "2001:2:0:64::/96".parse().unwrap(),
+            pool4: vec!["198.19.0.101/32".parse().unwrap()],
+            verify_ip_checksum: false,
+            filtering: Filtering::EndpointIndependent,
+            ..Nat64Config::default()
+        }),
+        siit: Some(SiitConfig {
+            prefix: Some("2001:2:0:46::/96".parse().unwrap()),
+            eam: vec![Eam {
+                ipv4: "198.19.1.0/28".parse().unwrap(),
+                ipv6: "2001:2:0:6::/124".parse().unwrap(),
+            }],
+            pool4: vec!["203.0.113.0/24".parse().unwrap()],
+            rfc6791: Some("192.0.2.1/32".parse().unwrap()),
+            ..SiitConfig::default()
+        }),
+        seed: 1,
+    })
+    .unwrap()
+}
+
+fn v6(src: [u8; 16], dst: [u8; 16], nh: u8, body: &[u8]) -> Vec<u8> {
+    let mut p = vec![0x60, 0, 0, 0];
+    p.extend_from_slice(&(body.len() as u16).to_be_bytes());
+    p.extend_from_slice(&[nh, 64]);
+    p.extend_from_slice(&src);
+    p.extend_from_slice(&dst);
+    p.extend_from_slice(body);
+    p
+}
+
+fn addr6(s: &str) -> [u8; 16] {
+    s.parse::<std::net::Ipv6Addr>().unwrap().octets()
+}
+
+/// A valid-looking IPv6 packet of a kind the translators treat differently.
+fn seed6(kind: u8, dst: [u8; 16]) -> Vec<u8> {
+    let src = addr6("2001:2:0:6::5");
+    let udp = [0x13, 0x88, 0, 53, 0, 16, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
+    match kind {
+        0 => v6(src, dst, 17, &udp),
+        1 => v6(
+            src,
+            dst,
+            6,
+            &[
+                0x13, 0x88, 0, 80, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 2, 0xff, 0xff, 0, 0, 0, 0,
+            ],
+        ),
+        2 => v6(src, dst, 58, &[128, 0, 0, 0, 0, 7, 0, 1, 9, 9, 9, 9]),
+        3 => {
+            // ICMPv6 error quoting a UDP packet from the pref64 side.
+            let mut e = vec![1, 4, 0, 0, 0, 0, 0, 0];
+            e.extend_from_slice(&v6(dst, src, 17, &udp));
+            v6(src, dst, 58, &e)
+        }
+        4 => {
+            // Fragment header (first fragment, more follow) then UDP.
+            let mut f = vec![17, 0, 0, 1, 0, 0, 0, 9];
+            f.extend_from_slice(&udp);
+            v6(src, dst, 44, &f)
+        }
+        5 => {
+            // Hop-by-hop, routing (segments left 1), destination options, UDP.
+            let mut b = vec![43, 0, 1, 4, 0, 0, 0, 0];
+            b.extend_from_slice(&[60, 0, 0, 1, 0, 0, 0, 0]);
+            b.extend_from_slice(&[17, 0, 1, 4, 0, 0, 0, 0]);
+            b.extend_from_slice(&udp);
+            v6(src, dst, 0, &b)
+        }
+        _ => {
+            // Later fragment of an ICMPv6 message.
+            let mut f = vec![58, 0, 0, 0x18, 0, 0, 0, 9];
+            f.extend_from_slice(&[7; 24]);
+            v6(src, dst, 44, &f)
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    /// Arbitrary bytes behind an IPv6 version nibble never panic the IPv6 translators.
+    #[test]
+    fn arbitrary_ipv6_bytes_never_panic(mut data in proptest::collection::vec(any::<u8>(), 0..300),
+                                        to in 0u8..3) {
+        let mut e = engine46();
+        if let Some(b) = data.get_mut(0) { *b = 0x60 | (*b & 0x0f); }
+        let dst = match to { 0 => addr6("2001:2:0:64::c613:2"), 1 => addr6("2001:2:0:46::cb00:7101"), _ => addr6("2001:2:0:6::3") };
+        if data.len() >= 40 { data[24..40].copy_from_slice(&dst); }
+        let mut p = data.clone();
+        e.process_vec(Time::from_secs(1), &mut p);
+        while e.pop_ready().is_some() {}
+        prop_assert!(outcome_counted(&e));
+        e.expire(Time::from_secs(1000), 10);
+    }
+
+    /// Mutated valid IPv6 packets (and the IPv4 answers to them) reach deep into NAT64 and
+    /// SIIT without panicking, and every packet is counted.
+    #[test]
+    fn mutated_ipv6_packets_never_panic(kind in 0u8..7, to in 0u8..3,
+                                        flips in proptest::collection::vec((0usize..120, any::<u8>()), 0..12),
+                                        cut in 40usize..120,
+                                        reply_flips in proptest::collection::vec((0usize..80, any::<u8>()), 0..6)) {
+        let mut e = engine46();
+        let dst = match to { 0 => addr6("2001:2:0:64::c613:2"), 1 => addr6("2001:2:0:46::cb00:7101"), _ => addr6("2001:2:0:46::c613:103") };
+        // A clean packet first, so sessions and fragment state exist.
+        let mut open = seed6(kind, dst);
+        e.process_vec(Time::from_secs(0), &mut open);
+        let mut p = seed6(kind, dst);
+        for (i, v) in flips {
+            if i >= 4 { if let Some(b) = p.get_mut(i) { *b = v; } }
+        }
+        p.truncate(cut);
+        let mut out = p.clone();
+        let v = e.process_vec(Time::from_secs(1), &mut out);
+        // Whatever came out goes back in, mutated (an answer from the other side).
+        if v.transmit() {
+            for (i, x) in reply_flips {
+                if i >= 9 { if let Some(b) = out.get_mut(i) { *b = x; } }
+            }
+            e.process_vec(Time::from_secs(2), &mut out);
+        }
+        while e.pop_ready().is_some() {}
+        prop_assert!(outcome_counted(&e));
+        e.expire(Time::from_secs(1000), 100);
+        prop_assert!(outcome_counted(&e));
+    }
+
+    /// IPv4 packets to NAT64's pool4 and SIIT's addresses, mutated.
+    #[test]
+    fn mutated_ipv4_to_ipv6_translators_never_panic(proto in prop::sample::select(vec![1u8, 6, 17, 47]),
+                                                    to in 0u8..2, df in any::<bool>(), mf in any::<bool>(),
+                                                    flips in proptest::collection::vec((0usize..48, any::<u8>()), 0..12),
+                                                    cut in 20usize..48) {
+        let mut e = engine46();
+        let dst = if to == 0 { [198, 19, 0, 101] } else { [198, 19, 1, 3] };
+        let mut open = v6(addr6("2001:2:0:1::10"), addr6("2001:2:0:64::c613:2"), 17,
+                          &[0x13, 0x88, 0, 53, 0, 8, 0, 0]);
+        e.process_vec(Time::from_secs(0), &mut open);
+        let mut p = seed_packet(proto, [198, 19, 0, 2], dst);
+        let ff: u16 = if df { 0x4000 } else { 0 } | if mf { 0x2000 } else { 0 };
+        p[6..8].copy_from_slice(&ff.to_be_bytes());
+        p[8] = 64;
         for (i, v) in flips {
             if i >= 9 { if let Some(b) = p.get_mut(i) { *b = v; } }
         }

@@ -32,7 +32,12 @@ fn cfg(mode: Nat44Mode, filtering: Filtering) -> Nat44Config {
 }
 
 fn engine(c: Nat44Config) -> Engine {
-    Engine::new(EngineConfig { nat44: c, seed: 7 }).unwrap()
+    Engine::new(EngineConfig {
+        nat44: Some(c),
+        seed: 7,
+        ..EngineConfig::default()
+    })
+    .unwrap()
 }
 
 fn napt() -> Engine {

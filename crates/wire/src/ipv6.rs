@@ -294,9 +294,10 @@ pub fn write_fragment_header(
     true
 }
 
-/// One's-complement sum of an IPv6 address (its eight 16-bit words), not folded to 16 bits.
+/// One's-complement sum of an IPv6 address (its eight 16-bit words), folded to 16 bits so
+/// that a few such sums can be added in a `u32` without overflow.
 pub fn addr_sum(a: u128) -> u32 {
-    checksum::sum(&a.to_be_bytes(), 0)
+    u32::from(checksum::fold(checksum::sum(&a.to_be_bytes(), 0)))
 }
 
 /// One's-complement sum of an IPv4 address (its two 16-bit words).

@@ -1,0 +1,568 @@
+//! Stateful NAT64 (RFC 6146): IPv6 hosts reach IPv4 hosts through the pref64 (RFC 6052),
+//! sharing the pool4 addresses by BIB and session tables.
+//!
+//! The packet path follows RFC 6146 3's steps, each returning `Result<_, DropReason>`:
+//!
+//! - 3.4, determining the incoming tuple: [`crate::siit::to4::parse`] /
+//!   [`crate::siit::to6::parse`] read the transport identifiers (ports, ICMP identifier, the
+//!   tuple of the packet an ICMP error quotes); non-first fragments take their first
+//!   fragment's translation, held until it comes when they are early.
+//! - 3.5, filtering and updating binding and session information: [`Napt`] (shared with
+//!   NAT44): endpoint-independent mapping (3.5.1, 3.5.2, 3.5.3), the filtering policy,
+//!   the TCP state machine of 3.5.2.2 and the timeouts of section 4.
+//! - 3.6, computing the outgoing tuple: the destination's IPv4 address comes out of the
+//!   pref64 (IPv6 -> IPv4); the source's pref64 form goes in (IPv4 -> IPv6).
+//! - 3.7, translating the packet: the SIIT code, RFC 7915 ([`crate::siit`]), including its
+//!   own ICMP errors for hop limit and MTU.
+//! - 3.8, hairpinning: an IPv6 host addressing the pref64 form of a pool4 address gets its
+//!   packet translated out and straight back in.
+//!
+//! Deviation (docs/RFC-COMPLIANCE.md): an inbound TCP SYN without a BIB entry, or one the
+//! filtering policy does not admit, is dropped at once instead of being held 6 s for a
+//! simultaneous open (3.5.2.2); it is counted as `no_mapping` / `filtered`.
+
+use std::collections::VecDeque;
+
+use xlat_wire::{PacketBuf, HEADROOM};
+
+use crate::config::{Nat44Mode, Nat64Config, XlatParams};
+use crate::counters::{Counters, DropReason, Event};
+use crate::napt::{Endpoint, Napt, NaptConfig, Proto};
+use crate::rfc6052::Pref64;
+use crate::siit::frag::{FragTable, Rewrite};
+use crate::siit::reply::RateLimit;
+use crate::siit::to4::{self, Kind6};
+use crate::siit::to6::{self, Kind4};
+use crate::siit::{
+    checks4, checks6, embed, extract, finish4, finish6, frag_id4, frag_id6, Done, Map,
+};
+use crate::snapshot::{SessionInfo, Stats};
+use crate::{Time, Verdict};
+
+/// The NAT64 translator.
+pub struct Nat64 {
+    prefix: Pref64,
+    napt: Napt<u128>,
+    params: XlatParams,
+    verify_ip_checksum: bool,
+    frags: FragTable,
+    ready: VecDeque<Vec<u8>>,
+    rate: RateLimit,
+    /// Source of the translator's own ICMPv4 errors: the first pool4 address.
+    own4: u32,
+}
+
+impl Nat64 {
+    pub fn new(cfg: &Nat64Config, seed: u64) -> Nat64 {
+        Nat64 {
+            prefix: cfg.prefix,
+            napt: Napt::new(
+                NaptConfig {
+                    mode: Nat44Mode::Napt,
+                    filtering: cfg.filtering,
+                    ports: cfg.ports,
+                    timeouts: cfg.timeouts,
+                    limits: cfg.limits,
+                    inbound_refresh: cfg.inbound_refresh,
+                },
+                &cfg.pool4,
+                seed,
+            ),
+            params: cfg.params,
+            verify_ip_checksum: cfg.verify_ip_checksum,
+            frags: FragTable::new(
+                cfg.limits.max_fragment_flows,
+                cfg.limits.max_fragments_held,
+                cfg.timeouts.fragment,
+            ),
+            ready: VecDeque::new(),
+            rate: RateLimit::new(),
+            own4: cfg.pool4.first().map_or(0, |p| p.addr),
+        }
+    }
+
+    /// True for an IPv4 destination in pool4.
+    pub fn owns4(&self, a: u32) -> bool {
+        self.napt.is_pool(a)
+    }
+
+    /// True for an IPv6 destination in the pref64.
+    pub fn owns6(&self, a: u128) -> bool {
+        self.prefix.contains(a)
+    }
+
+    pub fn pop_ready(&mut self) -> Option<Vec<u8>> {
+        self.ready.pop_front()
+    }
+
+    /// Removes idle sessions (up to `budget` slots looked at) and stale fragment state.
+    pub fn expire(&mut self, now: Time, budget: usize, c: &mut Counters) -> usize {
+        let (held, incomplete) = self.frags.expire(now);
+        for _ in 0..held {
+            c.drop(DropReason::FragmentNoFirst);
+        }
+        for _ in 0..incomplete {
+            c.drop(DropReason::FragmentIncomplete);
+        }
+        self.napt.expire(now, budget, c)
+    }
+
+    /// The live sessions: inside = the IPv6 host, outside = its pool4 transport address,
+    /// remote = the IPv4 host (its pref64 form in `remote6`).
+    pub fn sessions(&self, now: Time, out: &mut Vec<SessionInfo>) {
+        self.napt.sessions(now, out);
+    }
+
+    /// The pref64 form of an IPv4 `addr[:port]` as `sessions` shows it, for `remote6`.
+    pub fn remote6(&self, remote: &str) -> String {
+        let (addr, port) = match remote.rsplit_once(':') {
+            Some((a, p)) => (a, Some(p)),
+            None => (remote, None),
+        };
+        let Ok(v4) = addr.parse::<std::net::Ipv4Addr>() else {
+            return String::new();
+        };
+        let Some(v6) = self.prefix.embed(u32::from(v4)) else {
+            return String::new();
+        };
+        let v6 = std::net::Ipv6Addr::from(v6);
+        match port {
+            Some(p) => format!("[{v6}]:{p}"),
+            None => v6.to_string(),
+        }
+    }
+
+    pub fn fill_stats(&self, st: &mut Stats) {
+        self.napt.fill_stats(st);
+        st.fragment_flows += self.frags.flows() as u64;
+        st.fragments_held += self.frags.held() as u64;
+    }
+
+    /// The translator's own IPv6 address (for its ICMPv6 errors): the pref64 form of the
+    /// first pool4 address.
+    fn own6(&self) -> Option<u128> {
+        self.prefix.embed(self.own4)
+    }
+
+    /// IPv6 -> IPv4 (RFC 6146 3.4 - 3.8).
+    pub fn process6(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Verdict {
+        Done::verdict(self.outbound(now, buf, c))
+    }
+
+    /// IPv4 -> IPv6 (RFC 6146 3.4 - 3.7).
+    pub fn process4(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Verdict {
+        Done::verdict(self.inbound(now, buf, c, true))
+    }
+
+    fn outbound(
+        &mut self,
+        now: Time,
+        buf: &mut PacketBuf,
+        c: &mut Counters,
+    ) -> Result<Done, DropReason> {
+        let in6 = to4::parse(buf.data(), &self.params)?;
+        let h = in6.h;
+        buf.truncate(h.total_len());
+        let own6 = self.own6();
+        if let Some(d) = checks6(buf, &in6, &self.params, own6, &mut self.rate, now, c)? {
+            return Ok(d);
+        }
+        let (m, inner, rewrite) = match &in6.kind {
+            Kind6::Flow(p) => {
+                // RFC 6146 3.5.1 (UDP), 3.5.2 (TCP), 3.5.3 (ICMP query): the BIB entry and
+                // session of (source, port) -> (pref64 destination, port); 3.6.1: the
+                // destination is the IPv4 address in the pref64.
+                let dst4 = extract(&self.prefix, h.dst)?;
+                let ext = self.napt.outbound(
+                    now,
+                    p.proto,
+                    Endpoint {
+                        addr: h.src,
+                        port: p.src,
+                    },
+                    Endpoint {
+                        addr: dst4,
+                        port: p.dst,
+                    },
+                    p.flags,
+                    c,
+                )?;
+                let dport = if p.proto == Proto::Icmp {
+                    ext.port
+                } else {
+                    p.dst
+                };
+                (
+                    Map {
+                        src: ext.addr,
+                        dst: dst4,
+                        sport: ext.port,
+                        dport,
+                    },
+                    None,
+                    Some(Rewrite::To4 {
+                        src: ext.addr,
+                        dst: dst4,
+                    }),
+                )
+            }
+            Kind6::Other if h.is_later_fragment() => {
+                // RFC 6146 3.4: a later fragment takes its first fragment's translation.
+                let (Some(key), Some(f)) = (frag_id6(&h), h.frag) else {
+                    return Err(DropReason::UnsupportedProtocol);
+                };
+                let l = self
+                    .frags
+                    .later(key, f.offset, h.l4_len(), f.more, now, false);
+                self.ready.extend(l.released);
+                match l.rewrite {
+                    Some(Rewrite::To4 { src, dst }) => (
+                        Map {
+                            src,
+                            dst,
+                            sport: 0,
+                            dport: 0,
+                        },
+                        None,
+                        None,
+                    ),
+                    _ => {
+                        self.frags.hold(key, buf.data(), now)?;
+                        c.event(Event::FragmentsHeld);
+                        return Ok(Done::Held);
+                    }
+                }
+            }
+            // Only TCP, UDP and ICMP have the identifiers a BIB needs (RFC 6146 3.4).
+            Kind6::Other => return Err(DropReason::UnsupportedProtocol),
+            Kind6::Error(e) => {
+                // RFC 6146 3.4 / 3.6: an ICMPv6 error about a packet that came from the IPv4
+                // side; the quoted packet's tuple (pref64 source -> IPv6 node) names the
+                // session. It does not refresh it (find_by_inside).
+                let ip = e.inner_ports.ok_or(DropReason::IcmpErrorMalformed)?;
+                let remote4 = extract(&self.prefix, e.inner.src)?;
+                let ext = self
+                    .napt
+                    .find_by_inside(
+                        now,
+                        ip.proto,
+                        Endpoint {
+                            addr: e.inner.dst,
+                            port: ip.dst,
+                        },
+                        Endpoint {
+                            addr: remote4,
+                            port: ip.src,
+                        },
+                        c,
+                    )
+                    .ok_or(DropReason::IcmpErrorNoSession)?;
+                let (sport, dport) = if ip.proto == Proto::Icmp {
+                    (ext.port, ext.port)
+                } else {
+                    (ip.src, ext.port)
+                };
+                (
+                    Map {
+                        src: ext.addr,
+                        dst: extract(&self.prefix, h.dst)?,
+                        sport: 0,
+                        dport: 0,
+                    },
+                    Some(Map {
+                        src: remote4,
+                        dst: ext.addr,
+                        sport,
+                        dport,
+                    }),
+                    None,
+                )
+            }
+        };
+        // RFC 6146 3.7: translate (RFC 7915 5).
+        let em = to4::emit(buf, &in6, &m, inner.as_ref(), true)?;
+        c.event(Event::Ipv6ToIpv4);
+        c.event(Event::Outbound);
+        if inner.is_some() {
+            c.event(Event::IcmpErrorsTranslated);
+        }
+        if let Some(key) = frag_id6(&h) {
+            c.event(Event::Fragments);
+            let done = finish4(
+                buf,
+                em.icmp_len_pending,
+                &h,
+                rewrite,
+                &mut self.frags,
+                &mut self.ready,
+                now,
+                c,
+            )?;
+            if rewrite.is_some() {
+                self.release_held(key, rewrite, now, c);
+            }
+            if !matches!(done, Done::Forward) {
+                return Ok(done);
+            }
+        }
+        // RFC 6146 3.8: a destination in pool4 is hairpinned: the packet, now with its
+        // IPv4 source, is handled as if it had arrived on the IPv4 side.
+        if self.napt.is_pool(m.dst) {
+            let done = self.inbound(now, buf, c, false)?;
+            c.event(Event::Hairpinned);
+            return Ok(done);
+        }
+        Ok(Done::Forward)
+    }
+
+    fn inbound(
+        &mut self,
+        now: Time,
+        buf: &mut PacketBuf,
+        c: &mut Counters,
+        decrement: bool,
+    ) -> Result<Done, DropReason> {
+        let in4 = to6::parse(buf.data(), self.verify_ip_checksum, &self.params)?;
+        let h = in4.h;
+        buf.truncate(h.total_len);
+        if decrement {
+            let own = Some(self.own4);
+            if let Some(d) = checks4(buf, &in4, &self.params, own, &mut self.rate, now, c)? {
+                return Ok(d);
+            }
+        }
+        let (m, inner, rewrite) = match &in4.kind {
+            Kind4::Flow(p) => {
+                // RFC 6146 3.5: the session of (pool4 address, port) <- (source, port), or a
+                // new one where the BIB entry and the filtering policy admit it; 3.6.2: the
+                // source gets its pref64 form.
+                let int = self.napt.inbound(
+                    now,
+                    p.proto,
+                    Endpoint {
+                        addr: h.dst,
+                        port: p.dst,
+                    },
+                    Endpoint {
+                        addr: h.src,
+                        port: p.src,
+                    },
+                    p.flags,
+                    c,
+                )?;
+                let src6 = embed(&self.prefix, h.src)?;
+                let sport = if p.proto == Proto::Icmp {
+                    int.port
+                } else {
+                    p.src
+                };
+                (
+                    Map {
+                        src: src6,
+                        dst: int.addr,
+                        sport,
+                        dport: int.port,
+                    },
+                    None,
+                    Some(Rewrite::To6 {
+                        src: src6,
+                        dst: int.addr,
+                    }),
+                )
+            }
+            Kind4::Other if h.is_later_fragment() => {
+                let key = frag_id4(&h);
+                let l = self.frags.later(
+                    key,
+                    h.frag_offset,
+                    h.payload_len(),
+                    h.more_fragments,
+                    now,
+                    false,
+                );
+                self.ready.extend(l.released);
+                match l.rewrite {
+                    Some(Rewrite::To6 { src, dst }) => (
+                        Map {
+                            src,
+                            dst,
+                            sport: 0,
+                            dport: 0,
+                        },
+                        None,
+                        None,
+                    ),
+                    _ => {
+                        self.frags.hold(key, buf.data(), now)?;
+                        c.event(Event::FragmentsHeld);
+                        return Ok(Done::Held);
+                    }
+                }
+            }
+            Kind4::Other => return Err(DropReason::UnsupportedProtocol),
+            Kind4::Error(e) => {
+                // The quoted packet went out from a pool4 transport address; its session
+                // gives the IPv6 node (without refreshing it).
+                let ip = e.inner_ports.ok_or(DropReason::IcmpErrorMalformed)?;
+                let int = self
+                    .napt
+                    .find_by_outside(
+                        now,
+                        ip.proto,
+                        Endpoint {
+                            addr: e.inner.src,
+                            port: ip.src,
+                        },
+                        Endpoint {
+                            addr: e.inner.dst,
+                            port: ip.dst,
+                        },
+                        c,
+                    )
+                    .ok_or(DropReason::IcmpErrorNoSession)?;
+                let dport = if ip.proto == Proto::Icmp {
+                    int.port
+                } else {
+                    ip.dst
+                };
+                (
+                    Map {
+                        src: embed(&self.prefix, h.src)?,
+                        dst: int.addr,
+                        sport: 0,
+                        dport: 0,
+                    },
+                    Some(Map {
+                        src: int.addr,
+                        dst: embed(&self.prefix, e.inner.dst)?,
+                        sport: int.port,
+                        dport,
+                    }),
+                    None,
+                )
+            }
+        };
+        let em = to6::emit(buf, &in4, &m, inner.as_ref(), &self.params, decrement)?;
+        c.event(Event::Ipv4ToIpv6);
+        if decrement {
+            c.event(Event::Inbound);
+        }
+        if inner.is_some() {
+            c.event(Event::IcmpErrorsTranslated);
+        }
+        if h.is_fragment() {
+            c.event(Event::Fragments);
+        }
+        let done = finish6(
+            buf,
+            &em,
+            &h,
+            rewrite,
+            &mut self.frags,
+            &mut self.ready,
+            now,
+            c,
+        )?;
+        if h.more_fragments && h.frag_offset == 0 && rewrite.is_some() {
+            self.release_held(frag_id4(&h), rewrite, now, c);
+        }
+        Ok(done)
+    }
+
+    /// Translates the later fragments held for a datagram whose first fragment just went
+    /// through (RFC 6146 3.4) and queues them.
+    fn release_held(
+        &mut self,
+        key: crate::siit::frag::FragId,
+        rewrite: Option<Rewrite>,
+        now: Time,
+        c: &mut Counters,
+    ) {
+        let mut held = Vec::new();
+        self.frags.take_held(key, &mut held);
+        for data in held {
+            let mut room = vec![0u8; HEADROOM + data.len()];
+            if let Some(d) = room.get_mut(HEADROOM..) {
+                d.copy_from_slice(&data);
+            }
+            let Some(mut b) = PacketBuf::new(&mut room, HEADROOM, data.len()) else {
+                continue;
+            };
+            let r = match rewrite {
+                Some(Rewrite::To4 { src, dst }) => self.held6(&mut b, src, dst, now, c),
+                Some(Rewrite::To6 { src, dst }) => self.held4(&mut b, src, dst, now, c),
+                None => Err(DropReason::FragmentNoFirst),
+            };
+            match r {
+                Ok(()) => {
+                    c.event(Event::Fragments);
+                    self.ready.push_back(b.data().to_vec());
+                }
+                Err(reason) => c.drop(reason),
+            }
+        }
+    }
+
+    fn held6(
+        &mut self,
+        b: &mut PacketBuf,
+        src: u32,
+        dst: u32,
+        now: Time,
+        c: &mut Counters,
+    ) -> Result<(), DropReason> {
+        let in6 = to4::parse(b.data(), &self.params)?;
+        let (Some(key), Some(f)) = (frag_id6(&in6.h), in6.h.frag) else {
+            return Err(DropReason::FragmentNoFirst);
+        };
+        let m = Map {
+            src,
+            dst,
+            sport: 0,
+            dport: 0,
+        };
+        to4::emit(b, &in6, &m, None, true)?;
+        c.event(Event::Ipv6ToIpv4);
+        let l = self
+            .frags
+            .later(key, f.offset, in6.h.l4_len(), f.more, now, false);
+        self.ready.extend(l.released);
+        Ok(())
+    }
+
+    fn held4(
+        &mut self,
+        b: &mut PacketBuf,
+        src: u128,
+        dst: u128,
+        now: Time,
+        c: &mut Counters,
+    ) -> Result<(), DropReason> {
+        let in4 = to6::parse(b.data(), false, &self.params)?;
+        let h = in4.h;
+        let m = Map {
+            src,
+            dst,
+            sport: 0,
+            dport: 0,
+        };
+        let em = to6::emit(b, &in4, &m, None, &self.params, true)?;
+        c.event(Event::Ipv4ToIpv6);
+        let l = self.frags.later(
+            frag_id4(&h),
+            h.frag_offset,
+            h.payload_len(),
+            h.more_fragments,
+            now,
+            false,
+        );
+        self.ready.extend(l.released);
+        if let Some(limit) = em.split {
+            let mut extra = VecDeque::new();
+            let n = crate::siit::split6(b, limit, &mut extra);
+            c.add(Event::FragmentsCreated, n);
+            self.ready.extend(extra);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,639 @@
+//! SIIT: stateless IP/ICMP translation between IPv4 and IPv6 (RFC 7915), with addresses from
+//! the pref64 (RFC 6052) and the Explicit Address Mapping table (RFC 7757).
+//!
+//! The header translation itself ([`to6`]: RFC 7915 section 4, [`to4`]: section 5, [`icmp`]:
+//! the type/code tables of 4.2 and 5.2) is shared with NAT64, which decides addresses and
+//! ports from its BIB instead. The packet path of both translators:
+//!
+//! 1. parse (`to6::parse` / `to4::parse`): header checks, extension headers, transport
+//!    identifiers, the packet quoted in an ICMP error;
+//! 2. the router checks of RFC 7915 4.1 / 5.1 ([`checks4`] / [`checks6`]): source route or
+//!    routing header, TTL / hop limit, DF and the next hop MTU -- each answered with the
+//!    translator's own ICMP error ([`reply`]);
+//! 3. the addresses: SIIT maps each address on its own ([`AddrMap`]: EAM first, RFC 7757
+//!    3.2; then the pref64), NAT64 looks up its session;
+//! 4. emit (`to6::emit` / `to4::emit`): the new header in place, checksums updated;
+//! 5. fragments ([`frag`]): IPv4 packets without DF split to the lowest IPv6 MTU
+//!    ([`split6`]), first fragments of ICMP messages held until their length is known.
+//!
+//! SIIT keeps no per-flow state; its only memory is that ICMP fragment bookkeeping.
+
+pub(crate) mod eam;
+pub(crate) mod frag;
+pub(crate) mod icmp;
+pub(crate) mod reply;
+pub(crate) mod to4;
+pub(crate) mod to6;
+
+use std::collections::VecDeque;
+
+use xlat_wire::field::{set_u16, u16_at};
+use xlat_wire::ipv4::proto as ipproto;
+use xlat_wire::ipv6::{self, nh};
+use xlat_wire::PacketBuf;
+
+use crate::config::{Prefix4, SiitConfig, XlatParams};
+use crate::counters::{Counters, DropReason, Event};
+use crate::napt::Proto;
+use crate::rfc6052::{is_global_ipv4, Pref64};
+use crate::{Time, Verdict};
+
+use eam::Eamt;
+use frag::{FragId, FragTable, Pending};
+use reply::RateLimit;
+use to4::{In6, Kind6};
+use to6::{In4, Kind4};
+
+/// Transport identifiers: ports (TCP, UDP) or the echo identifier (in both `src` and `dst`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Ports {
+    pub proto: Proto,
+    pub src: u16,
+    pub dst: u16,
+    /// TCP flags (0 otherwise).
+    pub flags: u8,
+}
+
+/// The addresses and ports a translated packet gets. For ICMP echo `sport` is the
+/// identifier (and `dport` equals it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Map<A> {
+    pub src: A,
+    pub dst: A,
+    pub sport: u16,
+    pub dport: u16,
+}
+
+impl<A> Map<A> {
+    /// New addresses, ports kept.
+    pub fn keep_ports(src: A, dst: A, ports: Option<&Ports>) -> Map<A> {
+        Map {
+            src,
+            dst,
+            sport: ports.map_or(0, |p| p.src),
+            dport: ports.map_or(0, |p| p.dst),
+        }
+    }
+}
+
+/// How a translation ended when it did not drop the packet.
+pub(crate) enum Done {
+    Forward,
+    Held,
+    /// The packet was replaced by an ICMP error about it (dropped for this reason).
+    Reply(DropReason),
+}
+
+impl Done {
+    pub fn verdict(r: Result<Done, DropReason>) -> Verdict {
+        match r {
+            Ok(Done::Forward) => Verdict::Forward,
+            Ok(Done::Held) => Verdict::Held,
+            Ok(Done::Reply(r)) => Verdict::Reply(r),
+            Err(r) => Verdict::Drop(r),
+        }
+    }
+}
+
+/// Moves the start of the packet so that what was at offset `old` is at offset `new`.
+pub(crate) fn resize_front(buf: &mut PacketBuf, old: usize, new: usize) -> Result<(), DropReason> {
+    let ok = if new >= old {
+        buf.push_front(new - old)
+    } else {
+        buf.pull_front(old - new)
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(DropReason::NoHeadroom)
+    }
+}
+
+/// RFC 7915 4.1: splits the IPv6 packet in `buf`, which carries a Fragment header right
+/// after the fixed header, into fragments of at most `limit` bytes. The first stays in `buf`;
+/// the others are appended to `out`. Returns the number of fragments (0: nothing to split).
+pub(crate) fn split6(buf: &mut PacketBuf, limit: usize, out: &mut VecDeque<Vec<u8>>) -> u64 {
+    const HDR: usize = ipv6::HEADER + ipv6::FRAGMENT_HEADER;
+    let chunk = (limit.saturating_sub(HDR) / 8) * 8;
+    if chunk == 0 || buf.len() <= limit {
+        return 0;
+    }
+    let data = buf.data();
+    let (Some(header), Some(payload), Some(fo)) = (
+        data.get(..HDR),
+        data.get(HDR..),
+        u16_at(data, ipv6::HEADER + 2),
+    ) else {
+        return 0;
+    };
+    let (base, more) = (fo >> 3, fo & 1 != 0);
+    let mut n = 1;
+    for (k, part) in payload.chunks(chunk).enumerate().skip(1) {
+        let mut p = Vec::with_capacity(HDR + part.len());
+        p.extend_from_slice(header);
+        p.extend_from_slice(part);
+        let last = (k + 1) * chunk >= payload.len();
+        let off = base.saturating_add((k * chunk / 8) as u16);
+        set_u16(&mut p, 4, (ipv6::FRAGMENT_HEADER + part.len()) as u16);
+        set_u16(
+            &mut p,
+            ipv6::HEADER + 2,
+            (off << 3) | u16::from(!last || more),
+        );
+        out.push_back(p);
+        n += 1;
+    }
+    buf.truncate(HDR + chunk);
+    let d = buf.data_mut();
+    set_u16(d, 4, (ipv6::FRAGMENT_HEADER + chunk) as u16);
+    set_u16(d, ipv6::HEADER + 2, (base << 3) | 1);
+    n
+}
+
+/// Sends an ICMPv4 error about the packet in `buf` in its place, if allowed; else drops.
+fn send4(
+    buf: &mut PacketBuf,
+    own: Option<u32>,
+    rate: &mut RateLimit,
+    now: Time,
+    c: &mut Counters,
+    (reason, typ, code, rest): (DropReason, u8, u8, u32),
+) -> Result<Done, DropReason> {
+    let Some(src) = own else {
+        return Err(reason);
+    };
+    if !rate.allow(now) {
+        c.event(Event::IcmpErrorsRateLimited);
+        return Err(reason);
+    }
+    if reply::icmp4_error(buf, src, typ, code, rest) {
+        Ok(Done::Reply(reason))
+    } else {
+        Err(reason)
+    }
+}
+
+/// Sends an ICMPv6 error about the packet in `buf` in its place, if allowed; else drops.
+fn send6(
+    buf: &mut PacketBuf,
+    own: Option<u128>,
+    rate: &mut RateLimit,
+    now: Time,
+    c: &mut Counters,
+    (reason, typ, code, rest): (DropReason, u8, u8, u32),
+) -> Result<Done, DropReason> {
+    let Some(src) = own else {
+        return Err(reason);
+    };
+    if !rate.allow(now) {
+        c.event(Event::IcmpErrorsRateLimited);
+        return Err(reason);
+    }
+    if reply::icmp6_error(buf, src, typ, code, rest) {
+        Ok(Done::Reply(reason))
+    } else {
+        Err(reason)
+    }
+}
+
+/// RFC 7915 4.1, the translator as a router on the IPv4 side: an unexpired source route
+/// (Source Route Failed), a TTL that runs out (Time Exceeded), a DF packet too big for the
+/// next hop once it is IPv6 (Fragmentation Needed with the MTU that fits). `Some` when the
+/// packet was answered instead of translated.
+pub(crate) fn checks4(
+    buf: &mut PacketBuf,
+    in4: &In4,
+    p: &XlatParams,
+    own: Option<u32>,
+    rate: &mut RateLimit,
+    now: Time,
+    c: &mut Counters,
+) -> Result<Option<Done>, DropReason> {
+    let h = &in4.h;
+    let is_error = matches!(in4.kind, Kind4::Error(_));
+    let frag = if h.is_fragment() {
+        ipv6::FRAGMENT_HEADER
+    } else {
+        0
+    };
+    let err = if in4.source_route {
+        (DropReason::SourceRoute, 3, 5, 0)
+    } else if h.ttl <= 1 {
+        (DropReason::HopLimitExceeded, 11, 0, 0)
+    } else if !is_error
+        && h.dont_fragment
+        && (ipv6::HEADER + frag + h.payload_len()) as u64 > u64::from(p.mtu)
+    {
+        let fits = p.mtu.saturating_sub(20 + frag as u32).min(0xffff);
+        (DropReason::TooBig, 3, 4, fits)
+    } else {
+        return Ok(None);
+    };
+    send4(buf, own, rate, now, c, err).map(Some)
+}
+
+/// RFC 7915 5.1, the translator as a router on the IPv6 side: a routing header with
+/// segments left (Parameter Problem pointing at it), a hop limit that runs out (Time
+/// Exceeded), a packet too big for the next hop once it is IPv4 with DF (Packet Too Big).
+pub(crate) fn checks6(
+    buf: &mut PacketBuf,
+    in6: &In6,
+    p: &XlatParams,
+    own: Option<u128>,
+    rate: &mut RateLimit,
+    now: Time,
+    c: &mut Counters,
+) -> Result<Option<Done>, DropReason> {
+    let h = &in6.h;
+    let is_error = matches!(in6.kind, Kind6::Error(_));
+    let err = if let Some(at) = h.segments_left_at {
+        (DropReason::RoutingHeader, 4, 0, at as u32)
+    } else if h.hop_limit <= 1 {
+        (DropReason::HopLimitExceeded, 3, 0, 0)
+    } else if !is_error && !h.is_fragment() && (20 + h.l4_len()) as u64 > u64::from(p.mtu) {
+        (DropReason::TooBig, 2, 0, p.mtu.saturating_add(20))
+    } else {
+        return Ok(None);
+    };
+    send6(buf, own, rate, now, c, err).map(Some)
+}
+
+/// The failure to embed `v4` in `pref64`.
+fn embed_drop(pref64: &Pref64, v4: u32) -> DropReason {
+    if pref64.is_well_known() && !is_global_ipv4(v4) {
+        DropReason::WellKnownPrefixNonGlobal
+    } else {
+        DropReason::UntranslatableAddress
+    }
+}
+
+/// Embeds `v4` in `pref64` (RFC 6052 2.2) or says why not.
+pub(crate) fn embed(pref64: &Pref64, v4: u32) -> Result<u128, DropReason> {
+    pref64.embed(v4).ok_or_else(|| embed_drop(pref64, v4))
+}
+
+/// Extracts the IPv4 address from `a` (RFC 6052 2.3) or says why not.
+pub(crate) fn extract(pref64: &Pref64, a: u128) -> Result<u32, DropReason> {
+    match pref64.extract(a) {
+        Some(v4) => Ok(v4),
+        None if pref64.contains(a) => Err(DropReason::WellKnownPrefixNonGlobal),
+        None => Err(DropReason::UntranslatableAddress),
+    }
+}
+
+/// SIIT's address mapping: RFC 7757 3.2 (the EAM table) first, then RFC 6052 (the pref64).
+#[derive(Clone, Debug)]
+pub(crate) struct AddrMap {
+    pref64: Option<Pref64>,
+    eamt: Eamt,
+}
+
+impl AddrMap {
+    fn to6(&self, a: u32) -> Result<u128, DropReason> {
+        if let Some(v6) = self.eamt.to6(a) {
+            return Ok(v6);
+        }
+        match &self.pref64 {
+            Some(p) => embed(p, a),
+            None => Err(DropReason::UntranslatableAddress),
+        }
+    }
+
+    fn to4(&self, a: u128) -> Result<u32, DropReason> {
+        if let Some(v4) = self.eamt.to4(a) {
+            return Ok(v4);
+        }
+        match &self.pref64 {
+            Some(p) => extract(p, a),
+            None => Err(DropReason::UntranslatableAddress),
+        }
+    }
+}
+
+/// The SIIT translator.
+pub struct Siit {
+    map: AddrMap,
+    pool4: Vec<Prefix4>,
+    rfc6791: Option<Prefix4>,
+    params: XlatParams,
+    frags: FragTable,
+    ready: VecDeque<Vec<u8>>,
+    rate: RateLimit,
+}
+
+impl Siit {
+    pub fn new(cfg: &SiitConfig, limits: &crate::Limits, fragment_timeout: u64) -> Siit {
+        Siit {
+            map: AddrMap {
+                pref64: cfg.prefix,
+                eamt: Eamt::new(&cfg.eam),
+            },
+            pool4: cfg.pool4.clone(),
+            rfc6791: cfg.rfc6791,
+            params: cfg.params,
+            frags: FragTable::new(
+                limits.max_fragment_flows,
+                limits.max_fragments_held,
+                fragment_timeout,
+            ),
+            ready: VecDeque::new(),
+            rate: RateLimit::new(),
+        }
+    }
+
+    /// True for an IPv4 destination SIIT translates: an EAM entry's or siit.pool4's.
+    pub fn owns4(&self, a: u32) -> bool {
+        self.map.eamt.has4(a) || self.pool4.iter().any(|p| p.contains(a))
+    }
+
+    /// True for an IPv6 destination SIIT translates: in an EAM entry or the pref64.
+    pub fn owns6(&self, a: u128) -> bool {
+        self.map.eamt.has6(a) || self.map.pref64.is_some_and(|p| p.contains(a))
+    }
+
+    pub fn pop_ready(&mut self) -> Option<Vec<u8>> {
+        self.ready.pop_front()
+    }
+
+    /// Forgets stale fragment state.
+    pub fn expire(&mut self, now: Time, c: &mut Counters) {
+        let (held, incomplete) = self.frags.expire(now);
+        for _ in 0..held {
+            c.drop(DropReason::FragmentNoFirst);
+        }
+        for _ in 0..incomplete {
+            c.drop(DropReason::FragmentIncomplete);
+        }
+    }
+
+    pub fn fill_stats(&self, st: &mut crate::Stats) {
+        st.fragment_flows += self.frags.flows() as u64;
+        st.fragments_held += self.frags.held() as u64;
+    }
+
+    /// An RFC 6791 address for an ICMPv6 error from `src`, which has no IPv4 form; the same
+    /// source always gets the same address.
+    fn rfc6791_for(&self, src: u128) -> Option<u32> {
+        let p = self.rfc6791?;
+        let fold = (src as u64) ^ ((src >> 64) as u64);
+        Some(p.nth(fold % p.size()))
+    }
+
+    /// Source of this translator's own ICMPv4 errors: the first RFC 6791 address, else the
+    /// address the packet was sent to.
+    fn own4(&self, dst: u32) -> u32 {
+        self.rfc6791.map_or(dst, |p| p.addr)
+    }
+
+    /// Source of this translator's own ICMPv6 errors: the pref64 form of the first RFC 6791
+    /// address, else the address the packet was sent to.
+    fn own6(&self, dst: u128) -> u128 {
+        match (self.rfc6791, self.map.pref64) {
+            (Some(r), Some(p)) => p.embed(r.addr).unwrap_or(dst),
+            _ => dst,
+        }
+    }
+
+    /// An IPv4 packet to an EAM or pool4 address: to IPv6 (RFC 7915 4).
+    pub fn process4(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Verdict {
+        Done::verdict(self.translate4(now, buf, c, true))
+    }
+
+    /// An IPv6 packet to the pref64 or an EAM address: to IPv4 (RFC 7915 5).
+    pub fn process6(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Verdict {
+        Done::verdict(self.translate6(now, buf, c))
+    }
+
+    fn translate4(
+        &mut self,
+        now: Time,
+        buf: &mut PacketBuf,
+        c: &mut Counters,
+        decrement: bool,
+    ) -> Result<Done, DropReason> {
+        let in4 = to6::parse(buf.data(), true, &self.params)?;
+        let h = in4.h;
+        buf.truncate(h.total_len);
+        if decrement {
+            let own = Some(self.own4(h.dst));
+            if let Some(d) = checks4(buf, &in4, &self.params, own, &mut self.rate, now, c)? {
+                return Ok(d);
+            }
+        }
+        // RFC 7915 4.1 (addresses per RFC 7757 3.2 / RFC 6052 2.2). An ICMP error's source
+        // is translated whatever it is, for troubleshooting (4.1). A hairpinned packet's
+        // source takes its pref64 form even when an EAM entry covers it (RFC 7757 4), so that
+        // the answer comes back through the translator to the address the sender used.
+        let hairpin = !decrement;
+        let src6 = |a: u32| match (hairpin, &self.map.pref64) {
+            (true, Some(p)) => embed(p, a),
+            _ => self.map.to6(a),
+        };
+        let (m, inner) = match &in4.kind {
+            Kind4::Error(e) => (
+                Map::keep_ports(src6(h.src)?, self.map.to6(h.dst)?, None),
+                Some(Map::keep_ports(
+                    self.map.to6(e.inner.src)?,
+                    self.map.to6(e.inner.dst)?,
+                    e.inner_ports.as_ref(),
+                )),
+            ),
+            Kind4::Flow(p) => (
+                Map::keep_ports(src6(h.src)?, self.map.to6(h.dst)?, Some(p)),
+                None,
+            ),
+            Kind4::Other => (
+                Map::keep_ports(src6(h.src)?, self.map.to6(h.dst)?, None),
+                None,
+            ),
+        };
+        let em = to6::emit(buf, &in4, &m, inner.as_ref(), &self.params, decrement)?;
+        c.event(Event::Ipv4ToIpv6);
+        if em.udp_checksum_computed {
+            c.event(Event::UdpChecksumsComputed);
+        }
+        if matches!(in4.kind, Kind4::Error(_)) {
+            c.event(Event::IcmpErrorsTranslated);
+        }
+        if h.is_fragment() {
+            c.event(Event::Fragments);
+        }
+        // RFC 7915 4.2: a later fragment of an ICMP message tells its length to the held
+        // first fragment.
+        if h.is_later_fragment() && h.proto == ipproto::ICMP {
+            let l = self.frags.later(
+                frag_id4(&h),
+                h.frag_offset,
+                h.payload_len(),
+                h.more_fragments,
+                now,
+                true,
+            );
+            self.ready.extend(l.released);
+        }
+        finish6(buf, &em, &h, None, &mut self.frags, &mut self.ready, now, c)
+    }
+
+    fn translate6(
+        &mut self,
+        now: Time,
+        buf: &mut PacketBuf,
+        c: &mut Counters,
+    ) -> Result<Done, DropReason> {
+        let in6 = to4::parse(buf.data(), &self.params)?;
+        let h = in6.h;
+        buf.truncate(h.total_len());
+        let own = Some(self.own6(h.dst));
+        if let Some(d) = checks6(buf, &in6, &self.params, own, &mut self.rate, now, c)? {
+            return Ok(d);
+        }
+        let (m, inner) = match &in6.kind {
+            Kind6::Error(e) => {
+                // RFC 6791: an ICMPv6 error from a node without an IPv4 form (a router on
+                // the IPv6 side) gets a source from the RFC 6791 pool.
+                let src = match self.map.to4(h.src) {
+                    Ok(a) => a,
+                    Err(r) => self.rfc6791_for(h.src).ok_or(r)?,
+                };
+                (
+                    Map::keep_ports(src, self.map.to4(h.dst)?, None),
+                    Some(Map::keep_ports(
+                        self.map.to4(e.inner.src)?,
+                        self.map.to4(e.inner.dst)?,
+                        e.inner_ports.as_ref(),
+                    )),
+                )
+            }
+            Kind6::Flow(p) => (
+                Map::keep_ports(self.map.to4(h.src)?, self.map.to4(h.dst)?, Some(p)),
+                None,
+            ),
+            Kind6::Other => (
+                Map::keep_ports(self.map.to4(h.src)?, self.map.to4(h.dst)?, None),
+                None,
+            ),
+        };
+        let em = to4::emit(buf, &in6, &m, inner.as_ref(), true)?;
+        c.event(Event::Ipv6ToIpv4);
+        if matches!(in6.kind, Kind6::Error(_)) {
+            c.event(Event::IcmpErrorsTranslated);
+        }
+        if let (Some(key), Some(f)) = (frag_id6(&h), h.frag) {
+            c.event(Event::Fragments);
+            if h.is_later_fragment() && h.proto == nh::ICMPV6 {
+                let l = self
+                    .frags
+                    .later(key, f.offset, h.l4_len(), f.more, now, true);
+                self.ready.extend(l.released);
+            }
+            let done = finish4(
+                buf,
+                em.icmp_len_pending,
+                &h,
+                None,
+                &mut self.frags,
+                &mut self.ready,
+                now,
+                c,
+            )?;
+            if !matches!(done, Done::Forward) {
+                return Ok(done);
+            }
+        }
+        // RFC 7757 4 / RFC 7915 1.3: an IPv6 node addressing another by its IPv4 form
+        // (hairpinning): the packet goes back to IPv6 at once.
+        if self.owns4(m.dst) {
+            return self.translate4(now, buf, c, false);
+        }
+        Ok(Done::Forward)
+    }
+}
+
+/// The fragment bookkeeping key of an IPv4 packet.
+pub(crate) fn frag_id4(h: &xlat_wire::Ipv4Header) -> FragId {
+    FragId::V4 {
+        src: h.src,
+        dst: h.dst,
+        proto: h.proto,
+        ident: h.ident,
+    }
+}
+
+/// The fragment bookkeeping key of an IPv6 packet with a Fragment header.
+pub(crate) fn frag_id6(h: &xlat_wire::Ipv6Header) -> Option<FragId> {
+    h.frag.map(|f| FragId::V6 {
+        src: h.src,
+        dst: h.dst,
+        ident: f.ident,
+    })
+}
+
+/// After an IPv4 -> IPv6 emit: splits an oversized packet without DF (RFC 7915 4.1), and for
+/// a first fragment records its translation (`rewrite`, NAT64) or, for an ICMP message,
+/// holds it until the message length is known (the pieces after the first leave at once).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn finish6(
+    buf: &mut PacketBuf,
+    em: &to6::Emitted6,
+    h: &xlat_wire::Ipv4Header,
+    rewrite: Option<frag::Rewrite>,
+    frags: &mut FragTable,
+    ready: &mut VecDeque<Vec<u8>>,
+    now: Time,
+    c: &mut Counters,
+) -> Result<Done, DropReason> {
+    let mut extra = VecDeque::new();
+    if let Some(limit) = em.split {
+        let n = split6(buf, limit, &mut extra);
+        c.add(Event::FragmentsCreated, n);
+    }
+    let first = h.more_fragments && h.frag_offset == 0;
+    let mut done = Done::Forward;
+    if first {
+        if let Some(ck) = em.icmp_len_pending {
+            let pending = Pending {
+                data: buf.data().to_vec(),
+                cksum_at: ck,
+                add: true,
+            };
+            ready.extend(frags.first(frag_id4(h), rewrite, h.payload_len(), Some(pending), now)?);
+            c.event(Event::FragmentsHeld);
+            done = Done::Held;
+        } else if rewrite.is_some() {
+            frags.first(frag_id4(h), rewrite, h.payload_len(), None, now)?;
+        }
+    }
+    ready.extend(extra);
+    Ok(done)
+}
+
+/// After an IPv6 -> IPv4 emit of a first fragment: the bookkeeping of [`finish6`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn finish4(
+    buf: &mut PacketBuf,
+    pending_at: Option<usize>,
+    h: &xlat_wire::Ipv6Header,
+    rewrite: Option<frag::Rewrite>,
+    frags: &mut FragTable,
+    ready: &mut VecDeque<Vec<u8>>,
+    now: Time,
+    c: &mut Counters,
+) -> Result<Done, DropReason> {
+    let (Some(key), true) = (frag_id6(h), h.more_fragments() && !h.is_later_fragment()) else {
+        return Ok(Done::Forward);
+    };
+    if let Some(ck) = pending_at {
+        let pending = Pending {
+            data: buf.data().to_vec(),
+            cksum_at: ck,
+            add: false,
+        };
+        ready.extend(frags.first(key, rewrite, h.l4_len(), Some(pending), now)?);
+        c.event(Event::FragmentsHeld);
+        return Ok(Done::Held);
+    }
+    if rewrite.is_some() {
+        frags.first(key, rewrite, h.l4_len(), None, now)?;
+    }
+    Ok(Done::Forward)
+}

@@ -1,0 +1,498 @@
+//! SIIT (RFC 7915 with RFC 6052 and RFC 7757 addressing) through the public engine API.
+//! Every packet that comes out is checked with the independent checksum oracle of
+//! `common`, and the round-trip property test checks that 6 -> 4 -> 6 gives back the
+//! original where RFC 7915 says the translation is lossless.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use proptest::prelude::*;
+use xlat_engine::*;
+
+/// The IPv6 host 2001:2:0:6::5 is 198.19.0.5 by EAM; IPv4 hosts are 2001:2:0:64::/96.
+const H6: &str = "2001:2:0:6::5";
+const H4: &str = "198.19.0.5";
+const R4: &str = "198.51.100.7";
+const R6: &str = "2001:2:0:64::c633:6407";
+
+fn config() -> SiitConfig {
+    SiitConfig {
+        prefix: Some("2001:2:0:64::/96".parse().unwrap()),
+        eam: vec![Eam {
+            ipv4: "198.19.0.0/28".parse().unwrap(),
+            ipv6: "2001:2:0:6::/124".parse().unwrap(),
+        }],
+        pool4: vec!["203.0.113.0/24".parse().unwrap()],
+        rfc6791: Some("192.0.2.1/32".parse().unwrap()),
+        ..SiitConfig::default()
+    }
+}
+
+fn engine_with(c: SiitConfig) -> Engine {
+    Engine::new(EngineConfig {
+        siit: Some(c),
+        seed: 1,
+        ..EngineConfig::default()
+    })
+    .unwrap()
+}
+
+fn engine() -> Engine {
+    engine_with(config())
+}
+
+fn run(e: &mut Engine, mut p: Vec<u8>) -> (Verdict, Vec<u8>) {
+    let v = e.process_vec(Time::from_secs(1), &mut p);
+    (v, p)
+}
+
+fn ready(e: &mut Engine) -> Vec<Vec<u8>> {
+    std::iter::from_fn(|| e.pop_ready()).collect()
+}
+
+#[test]
+fn rfc7915_5_1_udp_6to4_header_fields() {
+    let mut e = engine();
+    let p = ip6(a6(H6), a6(R6), 17, udp(5000, 53, b"query"), 64);
+    let (v, o) = run(&mut e, p);
+    assert_eq!(v, Verdict::Forward);
+    verify4(&o);
+    assert_eq!(o[1], 0xb8, "TOS = traffic class");
+    assert_eq!(&o[4..8], &[0, 0, 0x40, 0], "ident 0, DF set");
+    assert_eq!((o[8], o[9]), (63, 17), "TTL = hop limit - 1");
+    assert_eq!((&o[12..16], &o[16..20]), (&a4(H4)[..], &a4(R4)[..]));
+    assert_eq!(&o[20..24], &[0x13, 0x88, 0, 53], "ports kept");
+    assert_eq!(e.stats().get("ipv6_to_ipv4"), 1);
+}
+
+#[test]
+fn rfc7915_4_1_udp_4to6_header_fields() {
+    let mut e = engine();
+    let p = ip4(a4(R4), a4(H4), 17, udp(53, 5000, b"answer"), 64, 0x4000, 77);
+    let (v, o) = run(&mut e, p);
+    assert_eq!(v, Verdict::Forward);
+    verify6(&o);
+    assert_eq!(o[0] >> 4, 6);
+    assert_eq!(
+        u32::from_be_bytes([o[0], o[1], o[2], o[3]]) >> 20 & 0xff,
+        0x28,
+        "TC = TOS"
+    );
+    assert_eq!(
+        u32::from_be_bytes([o[0], o[1], o[2], o[3]]) & 0xfffff,
+        0,
+        "flow label 0"
+    );
+    assert_eq!((o[6], o[7]), (17, 63));
+    assert_eq!((&o[8..24], &o[24..40]), (&a6(R6)[..], &a6(H6)[..]));
+}
+
+#[test]
+fn rfc7915_4_5_udp_zero_checksum_computed_or_dropped() {
+    let mut e = engine();
+    let mut l4 = udp(53, 5000, b"no checksum");
+    let p = raw4(a4(R4), a4(H4), 17, &l4, 64, 0x4000, 1, 0);
+    let (v, o) = run(&mut e, p);
+    assert_eq!(v, Verdict::Forward);
+    verify6(&o);
+    assert_ne!(&o[46..48], &[0, 0]);
+    assert_eq!(e.stats().get("udp_checksums_computed"), 1);
+    let mut drop = engine_with(SiitConfig {
+        params: XlatParams {
+            udp_zero_checksum: UdpZeroChecksum::Drop,
+            ..XlatParams::default()
+        },
+        ..config()
+    });
+    l4[6..8].copy_from_slice(&[0, 0]);
+    let p = raw4(a4(R4), a4(H4), 17, &l4, 64, 0x4000, 1, 0);
+    assert_eq!(
+        run(&mut drop, p).0,
+        Verdict::Drop(DropReason::UdpZeroChecksum)
+    );
+    // A zero-checksum fragment cannot get a checksum: dropped.
+    let p = raw4(a4(R4), a4(H4), 17, &l4, 64, 0x2000, 2, 0);
+    assert_eq!(run(&mut e, p).0, Verdict::Drop(DropReason::UdpZeroChecksum));
+}
+
+#[test]
+fn rfc7915_4_2_and_5_2_echo_both_ways() {
+    let mut e = engine();
+    let (v, o) = run(
+        &mut e,
+        ip6(a6(H6), a6(R6), 58, echo(128, 0x1234, 1, b"ping"), 64),
+    );
+    assert_eq!(v, Verdict::Forward);
+    verify4(&o);
+    assert_eq!((o[9], o[20]), (1, 8));
+    let (v, o) = run(
+        &mut e,
+        ip4(a4(R4), a4(H4), 1, echo(0, 0x1234, 1, b"ping"), 64, 0, 3),
+    );
+    assert_eq!(v, Verdict::Forward);
+    verify6(&o);
+    assert_eq!((o[6], o[40]), (58, 129));
+    // Timestamp requests and neighbor solicitations are not translated.
+    let ts = ip4(a4(R4), a4(H4), 1, echo(13, 1, 1, &[0; 12]), 64, 0, 4);
+    assert_eq!(
+        run(&mut e, ts).0,
+        Verdict::Drop(DropReason::IcmpNotTranslated)
+    );
+    let ns = ip6(a6(H6), a6(R6), 58, echo(135, 0, 0, &[0; 16]), 255);
+    assert_eq!(
+        run(&mut e, ns).0,
+        Verdict::Drop(DropReason::IcmpNotTranslated)
+    );
+}
+
+#[test]
+fn rfc7915_4_3_icmp_error_with_quoted_udp_4to6() {
+    let mut e = engine();
+    // The IPv6 host sent UDP to R (as 198.19.0.5 -> 198.51.100.7); R answers port unreachable.
+    let quoted = ip4(a4(H4), a4(R4), 17, udp(5000, 53, b"query"), 63, 0x4000, 0);
+    let mut err = vec![3, 3, 0, 0, 0, 0, 0, 0];
+    err.extend_from_slice(&quoted);
+    let p = ip4(a4(R4), a4(H4), 1, err, 64, 0, 9);
+    let (v, o) = run(&mut e, p);
+    assert_eq!(v, Verdict::Forward);
+    verify6(&o);
+    assert_eq!((o[40], o[41]), (1, 4), "port unreachable -> type 1 code 4");
+    let inner = &o[48..];
+    assert_eq!(inner[0] >> 4, 6);
+    assert_eq!((&inner[8..24], &inner[24..40]), (&a6(H6)[..], &a6(R6)[..]));
+    assert_eq!(
+        inner[7], 63,
+        "quoted hop limit = quoted TTL, not decremented"
+    );
+    // The quoted UDP checksum follows its new pseudo-header.
+    verify6(inner);
+    assert_eq!(e.stats().get("icmp_errors_translated"), 1);
+}
+
+#[test]
+fn rfc7915_5_3_packet_too_big_6to4_with_mtu() {
+    let mut e = engine();
+    let quoted = ip6(a6(R6), a6(H6), 17, udp(53, 5000, &[7; 100]), 60);
+    let mut err = vec![2, 0, 0, 0, 0, 0, 0x05, 0x00]; // MTU 1280
+    err.extend_from_slice(&quoted);
+    let p = ip6(a6(H6), a6(R6), 58, err, 64);
+    let (v, o) = run(&mut e, p);
+    assert_eq!(v, Verdict::Forward);
+    verify4(&o);
+    assert_eq!((o[20], o[21]), (3, 4), "frag needed");
+    assert_eq!(u16::from_be_bytes([o[26], o[27]]), 1260, "MTU - 20");
+    let inner = &o[28..];
+    assert_eq!((&inner[12..16], &inner[16..20]), (&a4(R4)[..], &a4(H4)[..]));
+    verify4(inner);
+}
+
+#[test]
+fn rfc6791_router_without_ipv4_form() {
+    let mut e = engine();
+    // A router 2001:db8::1 on the IPv6 side reports hop limit exceeded for an inbound packet.
+    let quoted = ip6(a6(R6), a6(H6), 17, udp(53, 5000, b"x"), 1);
+    let mut err = vec![3, 0, 0, 0, 0, 0, 0, 0];
+    err.extend_from_slice(&quoted);
+    let p = ip6(a6("2001:db8::1"), a6(R6), 58, err, 64);
+    let (v, o) = run(&mut e, p);
+    assert_eq!(v, Verdict::Forward);
+    verify4(&o);
+    assert_eq!(&o[12..16], &a4("192.0.2.1"), "RFC 6791 source");
+    assert_eq!((o[20], o[21]), (11, 0));
+    // Not an error: no RFC 6791 address for it.
+    let p = ip6(a6("2001:db8::1"), a6(R6), 17, udp(1, 2, b"x"), 64);
+    assert_eq!(
+        run(&mut e, p).0,
+        Verdict::Drop(DropReason::UntranslatableAddress)
+    );
+}
+
+#[test]
+fn rfc7915_4_1_own_errors_ttl_and_frag_needed() {
+    let mut e = engine_with(SiitConfig {
+        params: XlatParams {
+            mtu: 1400,
+            ..XlatParams::default()
+        },
+        ..config()
+    });
+    let p = ip4(a4(R4), a4(H4), 17, udp(53, 5000, b"late"), 1, 0x4000, 5);
+    let (v, o) = run(&mut e, p.clone());
+    assert_eq!(v, Verdict::Reply(DropReason::HopLimitExceeded));
+    verify4(&o);
+    assert_eq!((o[20], o[21]), (11, 0));
+    assert_eq!(&o[12..16], &a4("192.0.2.1"));
+    assert_eq!(&o[16..20], &a4(R4));
+    assert_eq!(&o[28..], &p[..]);
+    // 1381 + 20 > 1400 with DF: Fragmentation Needed, MTU 1380.
+    let big = ip4(a4(R4), a4(H4), 17, udp(53, 5000, &[1; 1353]), 64, 0x4000, 6);
+    assert_eq!(big.len(), 1381);
+    let (v, o) = run(&mut e, big);
+    assert_eq!(v, Verdict::Reply(DropReason::TooBig));
+    verify4(&o);
+    assert_eq!(
+        (o[20], o[21], u16::from_be_bytes([o[26], o[27]])),
+        (3, 4, 1380)
+    );
+    assert!(o.len() <= 576);
+    let st = e.stats();
+    assert_eq!(
+        (
+            st.get("hop_limit_exceeded"),
+            st.get("too_big"),
+            st.get("icmp_errors_sent")
+        ),
+        (1, 1, 2)
+    );
+}
+
+#[test]
+fn rfc7915_5_1_own_errors_hop_limit_too_big_routing_header() {
+    let mut e = engine_with(SiitConfig {
+        params: XlatParams {
+            mtu: 1300,
+            ..XlatParams::default()
+        },
+        ..config()
+    });
+    let p = ip6(a6(H6), a6(R6), 17, udp(5000, 53, b"x"), 1);
+    let (v, o) = run(&mut e, p);
+    assert_eq!(v, Verdict::Reply(DropReason::HopLimitExceeded));
+    verify6(&o);
+    assert_eq!((o[40], o[41]), (3, 0));
+    assert_eq!(&o[24..40], &a6(H6));
+    assert_eq!(
+        &o[8..24],
+        &a6("2001:2:0:64::c000:201"),
+        "pref64 form of the RFC 6791 address"
+    );
+    let big = ip6(a6(H6), a6(R6), 17, udp(5000, 53, &[0; 1300]), 64);
+    let (v, o) = run(&mut e, big);
+    assert_eq!(v, Verdict::Reply(DropReason::TooBig));
+    assert_eq!((o[40], o[41]), (2, 0));
+    assert_eq!(u32::from_be_bytes([o[44], o[45], o[46], o[47]]), 1320);
+    assert!(o.len() <= 1280);
+    verify6(&o);
+    // Routing header with segments left 1: parameter problem pointing at it (offset 43).
+    let mut rh = vec![17, 2, 0, 1, 0, 0, 0, 0];
+    rh.extend_from_slice(&a6("2001:2:0:64::1"));
+    rh.extend_from_slice(&udp(5000, 53, b"x"));
+    let p = raw6(a6(H6), a6(R6), 43, &rh, 64, 0, 0);
+    let (v, o) = run(&mut e, p);
+    assert_eq!(v, Verdict::Reply(DropReason::RoutingHeader));
+    assert_eq!(
+        (
+            o[40],
+            o[41],
+            u32::from_be_bytes([o[44], o[45], o[46], o[47]])
+        ),
+        (4, 0, 43)
+    );
+}
+
+#[test]
+fn rfc7915_5_1_1_fragments_6to4_and_4_1_fragments_4to6() {
+    let mut e = engine();
+    let msg = udp(5000, 53, &[9; 48]);
+    let fr = frags6(a6(H6), a6(R6), 17, msg, 0xabcd_1234, &[24, 24, 8]);
+    let mut out = Vec::new();
+    for f in fr {
+        let (v, o) = run(&mut e, f);
+        assert_eq!(v, Verdict::Forward);
+        assert_eq!(
+            u16::from_be_bytes([o[4], o[5]]),
+            0x1234,
+            "ident = low 16 bits"
+        );
+        assert_eq!(o[6] & 0x40, 0, "DF clear");
+        out.push(o);
+    }
+    verify4_fragments(&out);
+    let fr = frags4(
+        a4(R4),
+        a4(H4),
+        17,
+        udp(53, 5000, &[3; 48]),
+        0x4321,
+        &[24, 24, 8],
+    );
+    let mut out = Vec::new();
+    for f in fr {
+        let (v, o) = run(&mut e, f);
+        assert_eq!(v, Verdict::Forward);
+        assert_eq!((o[6], &o[44..48]), (44, &[0, 0, 0x43, 0x21][..]));
+        out.push(o);
+    }
+    verify6_fragments(&out);
+}
+
+#[test]
+fn rfc7915_4_1_no_df_fragmented_to_lowest_ipv6_mtu() {
+    let mut e = engine();
+    let p = ip4(a4(R4), a4(H4), 17, udp(53, 5000, &[5; 2000]), 64, 0, 0x77);
+    let (v, first) = run(&mut e, p);
+    assert_eq!(v, Verdict::Forward);
+    let mut all = vec![first];
+    all.extend(ready(&mut e));
+    assert_eq!(all.len(), 2);
+    assert!(all.iter().all(|f| f.len() <= 1280));
+    verify6_fragments(&all);
+    assert_eq!(e.stats().get("fragments_created"), 2);
+    // With DF and within the MTU: no fragment header.
+    let p = ip4(
+        a4(R4),
+        a4(H4),
+        17,
+        udp(53, 5000, &[5; 1400]),
+        64,
+        0x4000,
+        0x78,
+    );
+    let (v, o) = run(&mut e, p);
+    assert_eq!((v, o[6]), (Verdict::Forward, 17));
+}
+
+#[test]
+fn rfc7915_fragmented_echo_first_fragment_waits_for_length() {
+    let mut e = engine();
+    // ping -s 3000 from the IPv6 side: 3008-byte ICMPv6 echo in 3 fragments.
+    let msg = echo(128, 0x42, 1, &[0x61; 3000]);
+    let fr = frags6(a6(H6), a6(R6), 58, msg, 99, &[1448, 1448, 112]);
+    let (v, _) = run(&mut e, fr[0].clone());
+    assert_eq!(v, Verdict::Held, "first fragment waits for the length");
+    let (v, o2) = run(&mut e, fr[1].clone());
+    assert_eq!(v, Verdict::Forward);
+    let (v, o3) = run(&mut e, fr[2].clone());
+    assert_eq!(v, Verdict::Forward);
+    let rest = ready(&mut e);
+    assert_eq!(rest.len(), 1);
+    verify4_fragments(&[rest[0].clone(), o2, o3]);
+    // The reply from IPv4, fragmented at 1500: each piece becomes two IPv6 fragments.
+    let reply = echo(0, 0x42, 1, &[0x61; 3000]);
+    let fr = frags4(a4(R4), a4(H4), 1, reply, 5, &[1480, 1480, 48]);
+    let mut out = Vec::new();
+    for f in fr {
+        let (v, o) = run(&mut e, f);
+        if v == Verdict::Forward {
+            out.push(o);
+        }
+        out.extend(ready(&mut e));
+    }
+    assert!(out.iter().all(|f| f.len() <= 1280));
+    verify6_fragments(&out);
+}
+
+#[test]
+fn rfc7757_eam_hairpin_and_not_ours() {
+    let mut e = engine();
+    // 2001:2:0:6::5 -> the pref64 form of 198.19.0.6 (another EAM host): back to IPv6.
+    let p = ip6(a6(H6), a6("2001:2:0:64::c613:6"), 17, udp(1, 2, b"hi"), 64);
+    let (v, o) = run(&mut e, p);
+    assert_eq!(v, Verdict::Forward);
+    verify6(&o);
+    assert_eq!(&o[24..40], &a6("2001:2:0:6::6"));
+    assert_eq!(
+        &o[8..24],
+        &a6("2001:2:0:64::c613:5"),
+        "source: pref64 form of 198.19.0.5"
+    );
+    let p = ip6(a6(H6), a6("2001:2:0:65::1"), 17, udp(1, 2, b"hi"), 64);
+    assert_eq!(run(&mut e, p).0, Verdict::Drop(DropReason::NotOurs));
+    let p = ip4(a4(R4), a4("198.19.0.99"), 17, udp(1, 2, b"hi"), 64, 0, 1);
+    assert_eq!(run(&mut e, p).0, Verdict::Drop(DropReason::NotOurs));
+}
+
+#[test]
+fn rfc6052_3_1_well_known_prefix_refuses_non_global() {
+    let mut e = engine_with(SiitConfig {
+        prefix: Some("64:ff9b::/96".parse().unwrap()),
+        pool4: vec![],
+        rfc6791: None,
+        ..config()
+    });
+    let p = ip6(a6(H6), a6("64:ff9b::c633:6407"), 17, udp(1, 2, b"hi"), 64);
+    assert_eq!(
+        run(&mut e, p).0,
+        Verdict::Drop(DropReason::WellKnownPrefixNonGlobal)
+    );
+    let p = ip6(a6(H6), a6("64:ff9b::808:808"), 17, udp(1, 2, b"hi"), 64);
+    assert_eq!(run(&mut e, p).0, Verdict::Forward);
+}
+
+#[test]
+fn config_errors_name_the_key() {
+    let bad = |c: EngineConfig| Engine::new(c).err().unwrap();
+    let e = bad(EngineConfig::default());
+    assert!(e.problem.contains("no translator"), "{e}");
+    let e = bad(EngineConfig {
+        siit: Some(SiitConfig {
+            eam: vec![Eam {
+                ipv4: "198.19.0.0/28".parse().unwrap(),
+                ipv6: "2001:2:0:6::/120".parse().unwrap(),
+            }],
+            ..config()
+        }),
+        ..EngineConfig::default()
+    });
+    assert_eq!(e.key, "siit.eam");
+    assert!(e.problem.contains("suffix lengths differ"), "{e}");
+    let e = bad(EngineConfig {
+        siit: Some(config()),
+        nat64: Some(Nat64Config {
+            prefix: "2001:2:0:64::/96".parse().unwrap(),
+            pool4: vec!["198.19.0.101/32".parse().unwrap()],
+            ..Nat64Config::default()
+        }),
+        ..EngineConfig::default()
+    });
+    assert_eq!(e.key, "siit.prefix");
+}
+
+prop_compose! {
+    fn v6_packet()(proto in prop::sample::select(vec![6u8, 17, 58]),
+                   sport in 1u16.., dport in 1u16..,
+                   tc in any::<u8>(), hop in 2u8..,
+                   payload in proptest::collection::vec(any::<u8>(), 0..200),
+                   dst_host in 0u8..=255)
+        -> Vec<u8> {
+        let l4 = match proto {
+            6 => { let mut t = tcp(sport, dport, 0x18); t.extend_from_slice(&payload); t }
+            17 => udp(sport, dport, &payload),
+            _ => echo(128, sport, dport, &payload),
+        };
+        // Both ends are IPv4-translatable (siit.pool4 203.0.113.0/24 in the pref64).
+        let src = a6("2001:2:0:64::cb00:7105");
+        let mut p = ip6(src, a6(&format!("2001:2:0:64::cb00:71{dst_host:02x}")), proto, l4, hop);
+        p[0] = 0x60 | (tc >> 4);
+        p[1] = (tc & 0x0f) << 4; // flow label 0: RFC 7915 does not carry it
+        p[2] = 0;
+        p[3] = 0;
+        p
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    /// RFC 7915: 6 -> 4 -> 6 (a hairpin through pool4 does both in one call) gives back the
+    /// packet, hop limit one less (flow label is zero both times); checksums verify.
+    #[test]
+    fn siit_6to4to6_is_lossless(p in v6_packet()) {
+        let mut e = engine();
+        let mut q = p.clone();
+        let v = e.process_vec(Time::from_secs(1), &mut q);
+        prop_assert_eq!(v, Verdict::Forward);
+        verify6(&q);
+        let mut want = p.clone();
+        want[7] -= 1;
+        // ICMP/TCP/UDP checksums may differ only between the two one's-complement zeros.
+        let ck = match p[6] { 6 => 40 + 16, 17 => 40 + 6, _ => 40 + 2 };
+        let (a, b) = (u16::from_be_bytes([q[ck], q[ck + 1]]), u16::from_be_bytes([want[ck], want[ck + 1]]));
+        prop_assert!(a == b || (a | b == 0xffff && (a == 0 || b == 0)), "checksum {a:#x} vs {b:#x}");
+        q[ck] = want[ck];
+        q[ck + 1] = want[ck + 1];
+        prop_assert_eq!(q, want);
+    }
+}
