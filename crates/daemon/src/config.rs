@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use xlat_dns64::Dns64Config;
 use xlat_engine::{
-    EngineConfig, Filtering, Limits, Nat44Config, Nat44Mode, Prefix4, StaticEntry, Timeouts,
+    Eam, EngineConfig, Filtering, Limits, Nat44Config, Nat44Mode, Nat64Config, Pref64, Prefix4,
+    Prefix6, SiitConfig, StaticEntry, Timeouts, UdpZeroChecksum, XlatParams,
 };
 
 /// Where the control socket lives when the config does not say.
@@ -86,7 +87,12 @@ pub struct Config {
     /// The file it came from, as given (used in messages).
     pub file: String,
     pub tun: TunConfig,
-    pub nat44: Nat44Config,
+    /// `[nat44]`, when present.
+    pub nat44: Option<Nat44Config>,
+    /// `[nat64]`, when present: stateful NAT64 (RFC 6146).
+    pub nat64: Option<Nat64Config>,
+    /// `[siit]`, when present: stateless translation (RFC 7915).
+    pub siit: Option<SiitConfig>,
     /// `[control].socket`
     pub socket: PathBuf,
     /// `[engine].seed`; `None` lets the caller choose (the daemon reads /dev/urandom).
@@ -102,8 +108,9 @@ pub struct Config {
 struct RawFile {
     #[serde(default)]
     tun: RawTun,
-    #[serde(default)]
-    nat44: RawNat44,
+    nat44: Option<RawNat44>,
+    nat64: Option<RawNat64>,
+    siit: Option<RawSiit>,
     #[serde(default)]
     timeouts: RawTimeouts,
     #[serde(default)]
@@ -137,6 +144,37 @@ struct RawNat44 {
     ports: Option<String>,
     inbound_refresh: Option<bool>,
     verify_ip_checksum: Option<bool>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawNat64 {
+    prefix: Option<String>,
+    pool4: Option<Vec<String>>,
+    ports: Option<String>,
+    filtering: Option<String>,
+    inbound_refresh: Option<bool>,
+    verify_ip_checksum: Option<bool>,
+    lowest_ipv6_mtu: Option<u32>,
+    udp_zero_checksum: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawSiit {
+    prefix: Option<String>,
+    pool4: Option<Vec<String>>,
+    eam: Option<Vec<RawEam>>,
+    rfc6791: Option<String>,
+    lowest_ipv6_mtu: Option<u32>,
+    udp_zero_checksum: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEam {
+    ipv4: String,
+    ipv6: String,
 }
 
 #[derive(Deserialize)]
@@ -244,13 +282,13 @@ impl Ctx<'_> {
         })
     }
 
-    fn ports(&self, value: Option<&str>) -> Result<(u16, u16), ConfigFileError> {
+    fn ports(&self, key: &str, value: Option<&str>) -> Result<(u16, u16), ConfigFileError> {
         let Some(v) = value else {
             return Ok(Nat44Config::default().ports);
         };
         let bad = || {
             self.invalid(
-                "nat44.ports",
+                key,
                 format!("{v:?} is not a port range; expected \"LOW-HIGH\" with 1 <= LOW <= HIGH <= 65535, like \"1024-65535\""),
             )
         };
@@ -264,6 +302,147 @@ impl Ctx<'_> {
             return Err(bad());
         }
         Ok((lo, hi))
+    }
+}
+
+impl Ctx<'_> {
+    fn pref64(&self, key: &str, value: Option<&str>) -> Result<Pref64, ConfigFileError> {
+        let Some(v) = value else {
+            return Err(self.invalid(
+                key,
+                "missing; expected an RFC 6052 pref64 like \"2001:2:0:64::/96\" (or the well-known \"64:ff9b::/96\", which carries global IPv4 addresses only)",
+            ));
+        };
+        v.trim().parse().map_err(|e: String| {
+            let problem = if e.contains("did you mean") || e.contains("RFC 6052") {
+                e
+            } else {
+                format!("{e}; expected an RFC 6052 pref64 like \"2001:2:0:64::/96\"")
+            };
+            self.invalid(key, problem)
+        })
+    }
+
+    fn prefix6(&self, key: String, s: &str) -> Result<Prefix6, ConfigFileError> {
+        s.trim().parse().map_err(|e: String| {
+            let problem = if e.contains("did you mean") {
+                e
+            } else {
+                format!("{e}; expected an IPv6 prefix like \"2001:2:0:6::/124\"")
+            };
+            self.invalid(key, problem)
+        })
+    }
+
+    fn prefix4(&self, key: String, s: &str) -> Result<Prefix4, ConfigFileError> {
+        s.trim().parse().map_err(|e: String| {
+            let problem = if e.contains("did you mean") {
+                e
+            } else {
+                format!("{e}; expected an IPv4 prefix like \"198.19.0.0/28\" or an address")
+            };
+            self.invalid(key, problem)
+        })
+    }
+
+    /// `lowest_ipv6_mtu` and `udp_zero_checksum` of `section`, with the MTU of the tun.
+    fn params(
+        &self,
+        section: &str,
+        mtu: u32,
+        lowest: Option<u32>,
+        udp_zero: Option<&str>,
+    ) -> Result<XlatParams, ConfigFileError> {
+        let d = XlatParams::default();
+        Ok(XlatParams {
+            mtu,
+            lowest_ipv6_mtu: lowest.unwrap_or(d.lowest_ipv6_mtu),
+            udp_zero_checksum: self.choice(
+                &format!("{section}.udp_zero_checksum"),
+                udp_zero,
+                d.udp_zero_checksum,
+                &[
+                    ("compute", UdpZeroChecksum::Compute),
+                    ("drop", UdpZeroChecksum::Drop),
+                ],
+            )?,
+        })
+    }
+
+    fn filtering(&self, key: &str, value: Option<&str>) -> Result<Filtering, ConfigFileError> {
+        self.choice(
+            key,
+            value,
+            Nat44Config::default().filtering,
+            &[
+                ("endpoint-independent", Filtering::EndpointIndependent),
+                ("address-dependent", Filtering::AddressDependent),
+                (
+                    "address-and-port-dependent",
+                    Filtering::AddressAndPortDependent,
+                ),
+            ],
+        )
+    }
+
+    fn nat64(
+        &self,
+        n: RawNat64,
+        tun: &TunConfig,
+        timeouts: Timeouts,
+        limits: Limits,
+    ) -> Result<Nat64Config, ConfigFileError> {
+        let d = Nat64Config::default();
+        let cfg = Nat64Config {
+            prefix: self.pref64("nat64.prefix", n.prefix.as_deref())?,
+            pool4: self.prefixes("nat64.pool4", n.pool4)?,
+            ports: self.ports("nat64.ports", n.ports.as_deref())?,
+            filtering: self.filtering("nat64.filtering", n.filtering.as_deref())?,
+            timeouts,
+            limits,
+            inbound_refresh: n.inbound_refresh.unwrap_or(d.inbound_refresh),
+            verify_ip_checksum: n.verify_ip_checksum.unwrap_or(d.verify_ip_checksum),
+            params: self.params(
+                "nat64",
+                tun.mtu,
+                n.lowest_ipv6_mtu,
+                n.udp_zero_checksum.as_deref(),
+            )?,
+        };
+        cfg.validate().map_err(|e| self.invalid(e.key, e.problem))?;
+        Ok(cfg)
+    }
+
+    fn siit(&self, s: RawSiit, tun: &TunConfig) -> Result<SiitConfig, ConfigFileError> {
+        let prefix = match s.prefix.as_deref() {
+            Some(p) => Some(self.pref64("siit.prefix", Some(p))?),
+            None => None,
+        };
+        let mut eam = Vec::new();
+        for (i, e) in s.eam.unwrap_or_default().iter().enumerate() {
+            eam.push(Eam {
+                ipv4: self.prefix4(format!("siit.eam[{i}].ipv4"), &e.ipv4)?,
+                ipv6: self.prefix6(format!("siit.eam[{i}].ipv6"), &e.ipv6)?,
+            });
+        }
+        let rfc6791 = match s.rfc6791.as_deref() {
+            Some(r) => Some(self.prefix4("siit.rfc6791".into(), r)?),
+            None => None,
+        };
+        let cfg = SiitConfig {
+            prefix,
+            pool4: self.prefixes("siit.pool4", s.pool4)?,
+            eam,
+            rfc6791,
+            params: self.params(
+                "siit",
+                tun.mtu,
+                s.lowest_ipv6_mtu,
+                s.udp_zero_checksum.as_deref(),
+            )?,
+        };
+        cfg.validate().map_err(|e| self.invalid(e.key, e.problem))?;
+        Ok(cfg)
     }
 }
 
@@ -323,43 +502,6 @@ impl Config {
             ));
         }
 
-        // [nat44]
-        let n = raw.nat44;
-        let defaults = Nat44Config::default();
-        let mode = cx.choice(
-            "nat44.mode",
-            n.mode.as_deref(),
-            defaults.mode,
-            &[
-                ("static", Nat44Mode::Static),
-                ("pool", Nat44Mode::Pool),
-                ("napt", Nat44Mode::Napt),
-            ],
-        )?;
-        let filtering = cx.choice(
-            "nat44.filtering",
-            n.filtering.as_deref(),
-            defaults.filtering,
-            &[
-                ("endpoint-independent", Filtering::EndpointIndependent),
-                ("address-dependent", Filtering::AddressDependent),
-                (
-                    "address-and-port-dependent",
-                    Filtering::AddressAndPortDependent,
-                ),
-            ],
-        )?;
-        let inside = cx.prefixes("nat44.inside", n.inside)?;
-        let pool = cx.prefixes("nat44.pool", n.pool)?;
-        let mut statics = Vec::new();
-        for (i, s) in n.statics.unwrap_or_default().iter().enumerate() {
-            statics.push(StaticEntry {
-                inside: cx.address(format!("nat44.static[{i}].inside"), &s.inside)?,
-                outside: cx.address(format!("nat44.static[{i}].outside"), &s.outside)?,
-            });
-        }
-        let ports = cx.ports(n.ports.as_deref())?;
-
         // [timeouts] and [limits]
         let t = raw.timeouts;
         let dt = Timeouts::default();
@@ -379,19 +521,59 @@ impl Config {
             max_fragments_held: l.max_fragments_held.unwrap_or(dl.max_fragments_held),
         };
 
-        let nat44 = Nat44Config {
-            inside,
-            pool,
-            mode,
-            statics,
-            filtering,
-            ports,
-            timeouts,
-            limits,
-            inbound_refresh: n.inbound_refresh.unwrap_or(defaults.inbound_refresh),
-            verify_ip_checksum: n.verify_ip_checksum.unwrap_or(defaults.verify_ip_checksum),
+        // [nat44]
+        let nat44 = match raw.nat44 {
+            None => None,
+            Some(n) => {
+                let defaults = Nat44Config::default();
+                let mode = cx.choice(
+                    "nat44.mode",
+                    n.mode.as_deref(),
+                    defaults.mode,
+                    &[
+                        ("static", Nat44Mode::Static),
+                        ("pool", Nat44Mode::Pool),
+                        ("napt", Nat44Mode::Napt),
+                    ],
+                )?;
+                let filtering = cx.filtering("nat44.filtering", n.filtering.as_deref())?;
+                let inside = cx.prefixes("nat44.inside", n.inside)?;
+                let pool = cx.prefixes("nat44.pool", n.pool)?;
+                let mut statics = Vec::new();
+                for (i, s) in n.statics.unwrap_or_default().iter().enumerate() {
+                    statics.push(StaticEntry {
+                        inside: cx.address(format!("nat44.static[{i}].inside"), &s.inside)?,
+                        outside: cx.address(format!("nat44.static[{i}].outside"), &s.outside)?,
+                    });
+                }
+                let ports = cx.ports("nat44.ports", n.ports.as_deref())?;
+
+                let nat44 = Nat44Config {
+                    inside,
+                    pool,
+                    mode,
+                    statics,
+                    filtering,
+                    ports,
+                    timeouts,
+                    limits,
+                    inbound_refresh: n.inbound_refresh.unwrap_or(defaults.inbound_refresh),
+                    verify_ip_checksum: n.verify_ip_checksum.unwrap_or(defaults.verify_ip_checksum),
+                };
+                nat44.validate().map_err(|e| cx.invalid(e.key, e.problem))?;
+                Some(nat44)
+            }
         };
-        nat44.validate().map_err(|e| cx.invalid(e.key, e.problem))?;
+
+        // [nat64] and [siit]
+        let nat64 = match raw.nat64 {
+            Some(n) => Some(cx.nat64(n, &tun, timeouts, limits)?),
+            None => None,
+        };
+        let siit = match raw.siit {
+            Some(s) => Some(cx.siit(s, &tun)?),
+            None => None,
+        };
 
         // [control]
         let socket = raw
@@ -415,19 +597,44 @@ impl Config {
             ));
         }
 
-        Ok(Config {
+        let cfg = Config {
             file: file.to_string(),
             tun,
             nat44,
+            nat64,
+            siit,
             socket: PathBuf::from(socket),
             seed: raw.engine.seed,
             dns64: raw.dns64.map(|d| d.check(&cx)).transpose()?,
-        })
+        };
+        // At least one translator, and no two claiming the same addresses.
+        cfg.engine_config(0)
+            .validate()
+            .map_err(|e| cx.invalid(e.key, e.problem))?;
+        Ok(cfg)
     }
 
-    /// Settings that work but go below an RFC's recommendation (and other advice), one line each.
+    /// Settings that work but go below an RFC's recommendation, one line each.
+    pub fn rfc_warnings(&self) -> Vec<String> {
+        // Timeouts are shared: NAT44's checks cover NAT64's too.
+        let timeouts = self
+            .nat44
+            .as_ref()
+            .map(|n| n.timeouts)
+            .or(self.nat64.as_ref().map(|n| n.timeouts));
+        match timeouts {
+            Some(timeouts) => Nat44Config {
+                timeouts,
+                ..Nat44Config::default()
+            }
+            .warnings(),
+            None => Vec::new(),
+        }
+    }
+
+    /// [`Config::rfc_warnings`] and other advice, one line each.
     pub fn warnings(&self) -> Vec<String> {
-        let mut w = self.nat44.warnings();
+        let mut w = self.rfc_warnings();
         if !self.tun.auto_routes {
             w.push("tun.auto_routes = false: route traffic into the tun device yourself (see docs/CONFIG.md)".to_string());
         }
@@ -437,9 +644,10 @@ impl Config {
     /// The engine's configuration, seeded with `[engine].seed` or else `default_seed`.
     pub fn engine_config(&self, default_seed: u64) -> EngineConfig {
         EngineConfig {
-            nat44: Some(self.nat44.clone()),
+            nat44: self.nat44.clone(),
+            nat64: self.nat64.clone(),
+            siit: self.siit.clone(),
             seed: self.seed.unwrap_or(default_seed),
-            ..EngineConfig::default()
         }
     }
 }
@@ -613,6 +821,13 @@ mod tests {
         }
     }
 
+    fn n44(c: &Config) -> &Nat44Config {
+        match &c.nat44 {
+            Some(n) => n,
+            None => panic!("no [nat44] in {c:?}"),
+        }
+    }
+
     fn ok(text: &str) -> Config {
         match Config::parse("xlat.toml", text) {
             Ok(c) => c,
@@ -665,24 +880,24 @@ seed = 42
         assert_eq!(c.tun.mtu, 1400);
         assert!(!c.tun.auto_routes);
         assert_eq!((c.tun.route_table, c.tun.rule_pref), (100, 200));
-        assert_eq!(c.nat44.inside.len(), 2);
-        assert_eq!(c.nat44.pool[0].to_string(), "198.19.0.100/31");
-        assert_eq!(c.nat44.mode, Nat44Mode::Napt);
+        assert_eq!(n44(&c).inside.len(), 2);
+        assert_eq!(n44(&c).pool[0].to_string(), "198.19.0.100/31");
+        assert_eq!(n44(&c).mode, Nat44Mode::Napt);
         assert_eq!(
-            c.nat44.statics,
+            n44(&c).statics,
             vec![StaticEntry {
                 inside: Ipv4Addr::new(198, 18, 0, 10),
                 outside: Ipv4Addr::new(198, 19, 0, 10)
             }]
         );
-        assert_eq!(c.nat44.filtering, Filtering::EndpointIndependent);
-        assert_eq!(c.nat44.ports, (2000, 3000));
-        assert!(!c.nat44.inbound_refresh);
-        assert!(!c.nat44.verify_ip_checksum);
-        assert_eq!(c.nat44.timeouts.udp, 120);
-        assert_eq!(c.nat44.timeouts.fragment, 5);
-        assert_eq!(c.nat44.limits.max_sessions, 1000);
-        assert_eq!(c.nat44.limits.max_fragments_held, 8);
+        assert_eq!(n44(&c).filtering, Filtering::EndpointIndependent);
+        assert_eq!(n44(&c).ports, (2000, 3000));
+        assert!(!n44(&c).inbound_refresh);
+        assert!(!n44(&c).verify_ip_checksum);
+        assert_eq!(n44(&c).timeouts.udp, 120);
+        assert_eq!(n44(&c).timeouts.fragment, 5);
+        assert_eq!(n44(&c).limits.max_sessions, 1000);
+        assert_eq!(n44(&c).limits.max_fragments_held, 8);
         assert_eq!(c.socket, PathBuf::from("/tmp/x.sock"));
         assert_eq!(c.seed, Some(42));
         assert_eq!(c.engine_config(7).seed, 42);
@@ -696,12 +911,12 @@ seed = 42
         assert_eq!(c.socket, PathBuf::from(DEFAULT_SOCKET));
         assert_eq!(c.seed, None);
         assert_eq!(c.engine_config(7).seed, 7);
-        assert_eq!(c.nat44.pool[0].to_string(), "198.19.0.100/32");
+        assert_eq!(n44(&c).pool[0].to_string(), "198.19.0.100/32");
         let d = Nat44Config::default();
-        assert_eq!(c.nat44.mode, d.mode);
-        assert_eq!(c.nat44.ports, d.ports);
-        assert_eq!(c.nat44.timeouts, Timeouts::default());
-        assert_eq!(c.nat44.limits, Limits::default());
+        assert_eq!(n44(&c).mode, d.mode);
+        assert_eq!(n44(&c).ports, d.ports);
+        assert_eq!(n44(&c).timeouts, Timeouts::default());
+        assert_eq!(n44(&c).limits, Limits::default());
         assert!(c.warnings().is_empty());
     }
 
@@ -712,7 +927,7 @@ seed = 42
 mode = "static"
 static = [{ inside = "198.18.0.10", outside = "198.19.0.10" }]
 "#);
-        assert_eq!(c.nat44.mode, Nat44Mode::Static);
+        assert_eq!(n44(&c).mode, Nat44Mode::Static);
     }
 
     #[test]
@@ -764,7 +979,7 @@ static = [{ inside = "198.18.0.10", outside = "198.19.0.10" }]
             assert!(e.contains("expected \"LOW-HIGH\""), "{e}");
         }
         assert_eq!(
-            ok(&format!("{base}ports = \"5000\"\n")).nat44.ports,
+            n44(&ok(&format!("{base}ports = \"5000\"\n"))).ports,
             (5000, 5000)
         );
     }
@@ -849,9 +1064,112 @@ static = [{ inside = "198.18.0.10", outside = "198.19.0.10" }]
 
     #[test]
     fn example_config_is_valid() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/nat44.toml");
-        if let Err(e) = Config::load(&path) {
-            panic!("{e}");
+        for f in ["nat44.toml", "nat64.toml", "siit.toml"] {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../examples")
+                .join(f);
+            if let Err(e) = Config::load(&path) {
+                panic!("{e}");
+            }
         }
+    }
+
+    const NAT64: &str = "[nat64]\nprefix = \"2001:2:0:64::/96\"\npool4 = [\"198.19.0.101/32\"]\n";
+
+    #[test]
+    fn nat64_section() {
+        let c = ok(&format!(
+            "{NAT64}ports = \"2000-3000\"\nfiltering = \"endpoint-independent\"\nlowest_ipv6_mtu = 1400\nudp_zero_checksum = \"drop\"\n[timeouts]\nudp = 100\n"
+        ));
+        assert!(c.nat44.is_none() && c.siit.is_none());
+        let n = c.nat64.clone().unwrap();
+        assert_eq!(n.prefix.to_string(), "2001:2:0:64::/96");
+        assert_eq!(n.pool4[0].to_string(), "198.19.0.101/32");
+        assert_eq!(n.ports, (2000, 3000));
+        assert_eq!(n.filtering, Filtering::EndpointIndependent);
+        assert_eq!(n.timeouts.udp, 100, "[timeouts] is shared");
+        assert_eq!(n.params.lowest_ipv6_mtu, 1400);
+        assert_eq!(n.params.udp_zero_checksum, UdpZeroChecksum::Drop);
+        assert_eq!(n.params.mtu, 1500, "tun.mtu");
+        assert_eq!(
+            c.rfc_warnings().len(),
+            1,
+            "udp = 100 is below RFC 4787's 120 s"
+        );
+        let e = c.engine_config(3);
+        assert!(e.nat64.is_some() && e.nat44.is_none());
+    }
+
+    #[test]
+    fn siit_section() {
+        let c = ok(r#"
+[siit]
+prefix = "2001:2:0:46::/96"
+pool4 = ["203.0.113.0/24"]
+eam = [{ ipv4 = "198.19.1.0/28", ipv6 = "2001:2:0:6::/124" }, { ipv4 = "192.0.2.7", ipv6 = "2001:db8::7" }]
+rfc6791 = "192.0.2.1"
+"#);
+        let s = c.siit.unwrap();
+        assert_eq!(s.eam.len(), 2);
+        assert_eq!(s.eam[1].ipv6.to_string(), "2001:db8::7/128");
+        assert_eq!(
+            s.rfc6791.map(|r| r.to_string()).as_deref(),
+            Some("192.0.2.1/32")
+        );
+        assert_eq!(s.pool4[0].to_string(), "203.0.113.0/24");
+    }
+
+    #[test]
+    fn v6_translator_errors_name_the_key() {
+        let e = err("[nat64]\npool4 = [\"198.19.0.101\"]\n");
+        assert!(
+            e.starts_with("xlat.toml: nat64.prefix: missing; expected an RFC 6052 pref64"),
+            "{e}"
+        );
+        let e = err("[nat64]\nprefix = \"2001:2:0:64::/80\"\npool4 = [\"198.19.0.101\"]\n");
+        assert!(e.starts_with("xlat.toml: nat64.prefix: "), "{e}");
+        assert!(e.contains("/80 is not one of RFC 6052's"), "{e}");
+        let e = err("[nat64]\nprefix = \"2001:2:0:64::1/96\"\npool4 = [\"198.19.0.101\"]\n");
+        assert!(e.contains("did you mean 2001:2:0:64::/96"), "{e}");
+        let e = err("[nat64]\nprefix = \"2001:2:0:64::/96\"\n");
+        assert!(e.starts_with("xlat.toml: nat64.pool4: "), "{e}");
+        let e = err(&format!("{NAT64}ports = \"9-1\"\n"));
+        assert!(e.starts_with("xlat.toml: nat64.ports: "), "{e}");
+        let e = err(&format!("{NAT64}filtering = \"cone\"\n"));
+        assert!(
+            e.starts_with("xlat.toml: nat64.filtering: unknown value"),
+            "{e}"
+        );
+        let e = err(&format!("{NAT64}udp_zero_checksum = \"fix\"\n"));
+        assert!(e.starts_with("xlat.toml: nat64.udp_zero_checksum: unknown value \"fix\"; expected one of \"compute\", \"drop\""), "{e}");
+        let e = err(&format!("{NAT64}lowest_ipv6_mtu = 1000\n"));
+        assert!(e.starts_with("xlat.toml: nat64.lowest_ipv6_mtu: "), "{e}");
+        let e = err(&format!("{NAT64}[tun]\nmtu = 1000\n"));
+        assert!(
+            e.starts_with("xlat.toml: tun.mtu: 1000 is below 1280"),
+            "{e}"
+        );
+        let e = err("[siit]\nprefix = \"2001:2:0:46::/96\"\neam = [{ ipv4 = \"198.19.1.0/28\", ipv6 = \"2001:2:0:6::/120\" }]\n");
+        assert!(e.starts_with("xlat.toml: siit.eam: entry 0"), "{e}");
+        assert!(e.contains("suffix lengths differ"), "{e}");
+        let e = err("[siit]\neam = [{ ipv4 = \"198.19.1.300\", ipv6 = \"2001:2:0:6::1\" }]\n");
+        assert!(e.starts_with("xlat.toml: siit.eam[0].ipv4: "), "{e}");
+        let e = err("[siit]\neam = [{ ipv4 = \"198.19.1.3\", ipv6 = \"2001:2:0:6::1/129\" }]\n");
+        assert!(e.starts_with("xlat.toml: siit.eam[0].ipv6: "), "{e}");
+        let e = err("[siit]\nrfc6791 = \"192.0.2.1\"\n");
+        assert!(e.starts_with("xlat.toml: siit.prefix: "), "{e}");
+        // One translator per pref64 (issue 3).
+        let e = err(&format!("{NAT64}[siit]\nprefix = \"2001:2:0:64::/96\"\n"));
+        assert!(e.starts_with("xlat.toml: siit.prefix: "), "{e}");
+        assert!(e.contains("overlaps nat64.prefix"), "{e}");
+        // NAT64's pool4 and NAT44's pool may not overlap.
+        let e = err(&format!(
+            "{NAT64}[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100/31\"]\n"
+        ));
+        assert!(e.starts_with("xlat.toml: nat64.pool4: "), "{e}");
+        let e = err("[control]\nsocket = \"/tmp/x.sock\"\n");
+        assert!(e.contains("no translator configured"), "{e}");
+        let e = err(&format!("{NAT64}prefx = 1\n"));
+        assert!(e.contains("unknown field `prefx`"), "{e}");
     }
 }

@@ -10,6 +10,14 @@
 //!   `default dev <tun>` plus `throw <inside prefix>` for each inside prefix, so traffic between
 //!   inside hosts and the gateway's own traffic to inside hosts stay in the main table.
 //! - Inbound: in the main table, `<pool prefix> dev <tun>` and `<static outside>/32 dev <tun>`.
+//! - NAT64 and SIIT (IPv4 <-> IPv6): `net.ipv6.conf.all.forwarding = 1`; in the main tables,
+//!   `<pref64> dev <tun>` (IPv6) and `<nat64.pool4 | siit.pool4> dev <tun>` (IPv4). An EAM
+//!   entry (RFC 7757) maps hosts on one side; which side is found before our routes exist
+//!   (`ip -j route get` of its first addresses): an IPv6 prefix on a directly connected subnet
+//!   means IPv6 hosts, so the IPv4 prefix is routed into the tun; else an IPv4 prefix on a
+//!   directly connected subnet means IPv4 hosts, so the IPv6 prefix is routed into the tun;
+//!   else (neither connected) the IPv4 prefix is, RFC 7757's usual use (IPv4 addresses for
+//!   IPv6 servers). Each decision is logged.
 //! - Proxy ARP: each pool or static outside address that lies in a subnet directly connected to
 //!   another interface (found with `ip -j route get ADDR` before our routes exist) gets
 //!   `ip neigh add proxy ADDR dev IFACE`, so the gateway answers ARP for it. At most
@@ -23,7 +31,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 use tracing::{debug, info, warn};
-use xlat_engine::{Nat44Config, Prefix4};
+use xlat_engine::{Eam, Nat44Config, Nat64Config, Prefix4, Prefix6, SiitConfig};
 
 /// Most proxy-ARP entries created.
 pub const MAX_PROXY_NEIGH: u64 = 4096;
@@ -38,33 +46,71 @@ pub struct RoutePlan {
     pub rule_sources: Vec<Prefix4>,
     /// Destinations kept in main by `throw` routes in our table.
     pub throws: Vec<Prefix4>,
-    /// Destinations routed into the tun in the main table (pool prefixes, static outside /32s).
+    /// Destinations routed into the tun in the main table (pool prefixes, static outside /32s,
+    /// NAT64 and SIIT pool4).
     pub inbound: Vec<Prefix4>,
+    /// IPv6 destinations routed into the tun in the main table (the pref64s).
+    pub inbound6: Vec<Prefix6>,
+    /// EAM entries; one of their two prefixes is routed into the tun (see the module docs).
+    pub eam: Vec<Eam>,
+    /// An IPv6 translator is configured: IPv6 forwarding is turned on.
+    pub ipv6: bool,
 }
 
 impl RoutePlan {
-    pub fn new(tun: &str, table: u32, pref: u32, nat: &Nat44Config) -> RoutePlan {
-        let mut rule_sources = nat.inside.clone();
-        for s in &nat.statics {
-            let a = u32::from(s.inside);
-            if !rule_sources.iter().any(|p| p.contains(a)) {
-                rule_sources.push(Prefix4 { addr: a, len: 32 });
+    pub fn new(
+        tun: &str,
+        table: u32,
+        pref: u32,
+        nat44: Option<&Nat44Config>,
+        nat64: Option<&Nat64Config>,
+        siit: Option<&SiitConfig>,
+    ) -> RoutePlan {
+        let mut rule_sources = Vec::new();
+        let mut throws = Vec::new();
+        let mut inbound = Vec::new();
+        if let Some(nat) = nat44 {
+            rule_sources = nat.inside.clone();
+            for s in &nat.statics {
+                let a = u32::from(s.inside);
+                if !rule_sources.iter().any(|p| p.contains(a)) {
+                    rule_sources.push(Prefix4 { addr: a, len: 32 });
+                }
+            }
+            throws = nat.inside.clone();
+            inbound = nat.pool.clone();
+            for s in &nat.statics {
+                inbound.push(Prefix4 {
+                    addr: u32::from(s.outside),
+                    len: 32,
+                });
             }
         }
-        let mut inbound = nat.pool.clone();
-        for s in &nat.statics {
-            inbound.push(Prefix4 {
-                addr: u32::from(s.outside),
-                len: 32,
-            });
+        let mut inbound6 = Vec::new();
+        let pref6 = |p: &xlat_engine::Pref64| Prefix6 {
+            addr: p.addr(),
+            len: p.len(),
+        };
+        if let Some(n) = nat64 {
+            inbound6.push(pref6(&n.prefix));
+            inbound.extend(n.pool4.iter().copied());
+        }
+        let mut eam = Vec::new();
+        if let Some(s) = siit {
+            inbound6.extend(s.prefix.as_ref().map(pref6));
+            inbound.extend(s.pool4.iter().copied());
+            eam = s.eam.clone();
         }
         RoutePlan {
             tun: tun.to_string(),
             table,
             pref,
             rule_sources,
-            throws: nat.inside.clone(),
+            throws,
             inbound,
+            inbound6,
+            eam,
+            ipv6: nat64.is_some() || siit.is_some(),
         }
     }
 }
@@ -106,6 +152,12 @@ fn connected_dev(addr: Ipv4Addr) -> Option<String> {
     parse_route_get(&out)
 }
 
+/// [`connected_dev`] for IPv6.
+fn connected_dev6(addr: std::net::Ipv6Addr) -> Option<String> {
+    let out = ip(&args(&format!("-j -6 route get {addr}"))).ok()?;
+    parse_route_get(&out)
+}
+
 /// Parses `ip -j route get` output: the `dev` of a unicast route without a `gateway`.
 fn parse_route_get(json: &str) -> Option<String> {
     let v: serde_json::Value = serde_json::from_str(json).ok()?;
@@ -137,11 +189,37 @@ impl Routes {
         let tun = &plan.tun;
         self.sysctl("/proc/sys/net/ipv4/ip_forward", "1")?;
         self.sysctl(&format!("/proc/sys/net/ipv4/conf/{tun}/rp_filter"), "0")?;
+        if plan.ipv6 {
+            self.sysctl("/proc/sys/net/ipv6/conf/all/forwarding", "1")?;
+        }
+
+        // Which side each EAM entry's hosts are on: ask before our own routes change the
+        // answer (module docs).
+        let mut inbound = plan.inbound.clone();
+        let mut inbound6 = plan.inbound6.clone();
+        for e in &plan.eam {
+            let on6 = connected_dev6(std::net::Ipv6Addr::from(e.ipv6.addr)).filter(|d| d != tun);
+            let on4 = connected_dev(Ipv4Addr::from(e.ipv4.addr)).filter(|d| d != tun);
+            match (on6, on4) {
+                (Some(dev), _) => {
+                    info!(eam = %format!("{} = {}", e.ipv4, e.ipv6), dev = %dev, "EAM hosts are on the IPv6 side: their IPv4 prefix goes into the tun");
+                    inbound.push(e.ipv4);
+                }
+                (None, Some(dev)) => {
+                    info!(eam = %format!("{} = {}", e.ipv4, e.ipv6), dev = %dev, "EAM hosts are on the IPv4 side: their IPv6 prefix goes into the tun");
+                    inbound6.push(e.ipv6);
+                }
+                (None, None) => {
+                    info!(eam = %format!("{} = {}", e.ipv4, e.ipv6), "EAM hosts on no connected subnet: taken as IPv6 hosts, their IPv4 prefix goes into the tun");
+                    inbound.push(e.ipv4);
+                }
+            }
+        }
 
         // Which outside addresses need proxy ARP: ask before our own routes change the answer.
         let mut proxies: Vec<(Ipv4Addr, String)> = Vec::new();
         let mut wanted: u64 = 0;
-        for p in &plan.inbound {
+        for p in &inbound {
             let first = Ipv4Addr::from(p.addr);
             let Some(dev) = connected_dev(first) else {
                 continue;
@@ -165,17 +243,19 @@ impl Routes {
             );
         }
 
-        // Table: default into the tun, inside prefixes thrown back to main.
+        // Table: default into the tun, inside prefixes thrown back to main (NAT44 only).
         let table = plan.table;
-        self.add(
-            &format!("route replace default dev {tun} table {table}"),
-            &format!("route del default dev {tun} table {table}"),
-        )?;
-        for p in &plan.throws {
+        if !plan.rule_sources.is_empty() {
             self.add(
-                &format!("route replace throw {p} table {table}"),
-                &format!("route del throw {p} table {table}"),
+                &format!("route replace default dev {tun} table {table}"),
+                &format!("route del default dev {tun} table {table}"),
             )?;
+            for p in &plan.throws {
+                self.add(
+                    &format!("route replace throw {p} table {table}"),
+                    &format!("route del throw {p} table {table}"),
+                )?;
+            }
         }
         // Rules: remove leftovers of an earlier run first (a duplicate rule is an error).
         for p in &plan.rule_sources {
@@ -189,10 +269,17 @@ impl Routes {
             )?;
         }
         // Main table: outside addresses into the tun.
-        for p in &plan.inbound {
+        for p in &inbound {
             self.add(
                 &format!("route replace {p} dev {tun}"),
                 &format!("route del {p} dev {tun}"),
+            )?;
+        }
+        // IPv6: the pref64s (and IPv4-side EAM prefixes) into the tun.
+        for p in &inbound6 {
+            self.add(
+                &format!("-6 route replace {p} dev {tun}"),
+                &format!("-6 route del {p} dev {tun}"),
             )?;
         }
         // Proxy ARP, skipping entries that exist already (they are not ours to remove).
@@ -231,7 +318,8 @@ impl Routes {
             tun = %tun,
             table,
             rules = plan.rule_sources.len(),
-            inbound_routes = plan.inbound.len(),
+            inbound_routes = inbound.len(),
+            inbound6_routes = inbound6.len(),
             proxy_arp = added,
             "routes set up"
         );
@@ -309,7 +397,7 @@ mod tests {
             ],
             ..Nat44Config::default()
         };
-        let p = RoutePlan::new("xlat0", 4400, 4400, &nat);
+        let p = RoutePlan::new("xlat0", 4400, 4400, Some(&nat), None, None);
         let s = |v: &[Prefix4]| v.iter().map(|p| p.to_string()).collect::<Vec<_>>();
         assert_eq!(s(&p.rule_sources), ["198.18.0.0/24", "198.18.5.1/32"]);
         assert_eq!(s(&p.throws), ["198.18.0.0/24"]);
@@ -317,6 +405,33 @@ mod tests {
             s(&p.inbound),
             ["198.19.0.100/31", "198.19.0.10/32", "198.19.0.11/32"]
         );
+    }
+
+    #[test]
+    fn plan_for_nat64_and_siit() {
+        let nat64 = Nat64Config {
+            prefix: "2001:2:0:64::/96"
+                .parse()
+                .unwrap_or(xlat_engine::rfc6052::WELL_KNOWN),
+            pool4: vec!["198.19.0.101/32"
+                .parse()
+                .unwrap_or(Prefix4 { addr: 0, len: 0 })],
+            ..Nat64Config::default()
+        };
+        let siit = SiitConfig {
+            prefix: "2001:2:0:46::/96".parse().ok(),
+            pool4: vec!["203.0.113.0/24"
+                .parse()
+                .unwrap_or(Prefix4 { addr: 0, len: 0 })],
+            ..SiitConfig::default()
+        };
+        let p = RoutePlan::new("xlat0", 4400, 4400, None, Some(&nat64), Some(&siit));
+        assert!(p.rule_sources.is_empty() && p.throws.is_empty());
+        assert!(p.ipv6);
+        let s6: Vec<String> = p.inbound6.iter().map(|p| p.to_string()).collect();
+        assert_eq!(s6, ["2001:2:0:64::/96", "2001:2:0:46::/96"]);
+        let s4: Vec<String> = p.inbound.iter().map(|p| p.to_string()).collect();
+        assert_eq!(s4, ["198.19.0.101/32", "203.0.113.0/24"]);
     }
 
     #[test]

@@ -61,10 +61,10 @@ pub fn run(cfg: &Config) -> Result<()> {
     let _control = ControlServer::start(&cfg.socket, tx, waker.clone())?;
 
     let tun = Tun::open(&cfg.tun.name).context("opening the TUN device")?;
-    if tun.created() {
-        // NAT44 translates IPv4 only: keep the kernel's own IPv6 (router solicitations, MLD)
-        // out of a tun we created, before it comes up. Best effort: the file is missing when
-        // the kernel has no IPv6.
+    if tun.created() && cfg.nat64.is_none() && cfg.siit.is_none() {
+        // NAT44 alone translates IPv4 only: keep the kernel's own IPv6 (router solicitations,
+        // MLD) out of a tun we created, before it comes up. Best effort: the file is missing
+        // when the kernel has no IPv6. NAT64 and SIIT need IPv6 on the tun.
         let v6 = format!("/proc/sys/net/ipv6/conf/{}/disable_ipv6", tun.name());
         if let Err(e) = std::fs::write(&v6, "1") {
             tracing::debug!(error = %e, "disabling IPv6 on the tun");
@@ -79,7 +79,9 @@ pub fn run(cfg: &Config) -> Result<()> {
             &cfg.tun.name,
             cfg.tun.route_table,
             cfg.tun.rule_pref,
-            &cfg.nat44,
+            cfg.nat44.as_ref(),
+            cfg.nat64.as_ref(),
+            cfg.siit.as_ref(),
         );
         Some(Routes::setup(&plan).context("setting up routes (tun.auto_routes)")?)
     } else {
@@ -95,7 +97,12 @@ pub fn run(cfg: &Config) -> Result<()> {
     };
     let dns64_stats = dns64_service.as_ref().map(|s| s.stats().clone());
 
-    info!(mode = ?cfg.nat44.mode, "xlat running");
+    info!(
+        nat44 = ?cfg.nat44.as_ref().map(|n| n.mode),
+        nat64 = ?cfg.nat64.as_ref().map(|n| n.prefix.to_string()),
+        siit = ?cfg.siit.as_ref().map(|s| s.prefix.map(|p| p.to_string())),
+        "xlat running"
+    );
     let start = Instant::now();
     let clock = || Time::from_nanos(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX));
     let mut batch = RecvBatch::new(DEFAULT_BATCH);

@@ -24,7 +24,8 @@ pub struct PcapCounters {
     pub packets_read: u64,
     /// Packets written to the output.
     pub packets_written: u64,
-    /// Ethernet frames in the input that carried no IPv4 (ARP, IPv6, ...), not translated.
+    /// Ethernet frames in the input that carried neither IPv4 nor IPv6 (ARP, ...), not
+    /// translated.
     pub frames_skipped: u64,
 }
 

@@ -2,10 +2,11 @@
 //!
 //! [`PcapIn`] reads a classic pcap file (either byte order, micro- or nanosecond timestamps)
 //! into [`Record`]s of `(timestamp_ns, IP packet bytes)`. Link types: RAW (101, and the
-//! platform DLT_RAW values 12 and 14), IPV4 (228), and ETHERNET (1), whose 14-byte header (18
-//! with one 802.1Q tag) is stripped when the EtherType is IPv4 (0x0800); other Ethernet frames
-//! (ARP, IPv6, ...) are skipped and counted ([`PcapIn::skipped`]), and Ethernet padding after
-//! the IPv4 total length is trimmed. [`PcapOut`] writes link type RAW (101).
+//! platform DLT_RAW values 12 and 14; IPv4 and IPv6), IPV4 (228), IPV6 (229), and ETHERNET
+//! (1), whose 14-byte header (18 with one 802.1Q tag) is stripped when the EtherType is IPv4
+//! (0x0800) or IPv6 (0x86DD); other Ethernet frames (ARP, ...) are skipped and counted
+//! ([`PcapIn::skipped`]), and Ethernet padding after the IP packet's length is trimmed.
+//! [`PcapOut`] writes link type RAW (101), which carries IPv4 and IPv6 alike.
 //! pcapng is not supported (convert with `editcap -F pcap`).
 
 use std::borrow::Cow;
@@ -21,6 +22,8 @@ use pcap_file::{DataLink, Endianness, TsResolution};
 pub const LINKTYPE_RAW: u32 = 101;
 /// LINKTYPE_IPV4: each record is an IPv4 packet.
 pub const LINKTYPE_IPV4: u32 = 228;
+/// LINKTYPE_IPV6: each record is an IPv6 packet.
+pub const LINKTYPE_IPV6: u32 = 229;
 /// LINKTYPE_ETHERNET: each record is an Ethernet II frame.
 pub const LINKTYPE_ETHERNET: u32 = 1;
 
@@ -68,7 +71,7 @@ pub enum PcapError {
     #[error("{path}: not a pcap file: {detail}")]
     Format { path: String, detail: String },
     #[error(
-        "{path}: link type {link} is not supported; expected RAW (101), IPV4 (228) or ETHERNET (1)"
+        "{path}: link type {link} is not supported; expected RAW (101), IPV4 (228), IPV6 (229) or ETHERNET (1)"
     )]
     LinkType { path: String, link: u32 },
     #[error("{path}: record {index}: {detail}")]
@@ -113,7 +116,7 @@ impl<R: Read> PcapIn<R> {
         let reader = PcapReader::new(reader).map_err(|e| format_error(name, e))?;
         let header = reader.header();
         let link = match u32::from(header.datalink) {
-            LINKTYPE_RAW | LINKTYPE_IPV4 | 12 | 14 => Link::Ip,
+            LINKTYPE_RAW | LINKTYPE_IPV4 | LINKTYPE_IPV6 | 12 | 14 => Link::Ip,
             LINKTYPE_ETHERNET => Link::Ethernet,
             link => {
                 return Err(PcapError::LinkType {
@@ -137,7 +140,7 @@ impl<R: Read> PcapIn<R> {
         self.resolution
     }
 
-    /// Ethernet frames skipped so far because they do not carry IPv4.
+    /// Ethernet frames skipped so far because they carry neither IPv4 nor IPv6.
     pub fn skipped(&self) -> u64 {
         self.skipped
     }
@@ -169,7 +172,7 @@ impl<R: Read> PcapIn<R> {
                 .saturating_add(frac_ns);
             let data = match self.link {
                 Link::Ip => raw.data.into_owned(),
-                Link::Ethernet => match ipv4_in_ethernet(&raw.data) {
+                Link::Ethernet => match ip_in_ethernet(&raw.data) {
                     Some(ip) => ip.to_vec(),
                     None => {
                         self.skipped += 1;
@@ -189,27 +192,35 @@ impl<R: Read> Iterator for PcapIn<R> {
     }
 }
 
-/// The IPv4 packet inside an Ethernet II frame (one optional 802.1Q tag), without padding.
-fn ipv4_in_ethernet(frame: &[u8]) -> Option<&[u8]> {
+/// The IPv4 or IPv6 packet inside an Ethernet II frame (one optional 802.1Q tag), without
+/// padding.
+fn ip_in_ethernet(frame: &[u8]) -> Option<&[u8]> {
     let ethertype = |at: usize| -> Option<u16> {
         match frame.get(at..at + 2)? {
             &[hi, lo] => Some(u16::from_be_bytes([hi, lo])),
             _ => None,
         }
     };
+    let is_ip = |t: u16| t == 0x0800 || t == 0x86dd;
     let start = match ethertype(12)? {
-        0x0800 => 14,
-        0x8100 if ethertype(16)? == 0x0800 => 18,
+        t if is_ip(t) => 14,
+        0x8100 if is_ip(ethertype(16)?) => 18,
         _ => return None,
     };
     let ip = frame.get(start..)?;
-    // Trim Ethernet padding: keep the IPv4 total length when it is sane and fits.
-    let total = match ip.get(2..4) {
+    let be16 = |at: usize| match ip.get(at..at + 2) {
         Some(&[hi, lo]) => Some(usize::from(u16::from_be_bytes([hi, lo]))),
         _ => None,
     };
+    // Trim Ethernet padding: keep the IP packet's length when it is sane and fits (IPv4 total
+    // length; IPv6 header plus payload length).
+    let total = match ip.first().map(|b| b >> 4) {
+        Some(4) => be16(2).filter(|&t| t >= 20),
+        Some(6) => be16(4).map(|p| 40 + p),
+        _ => None,
+    };
     match total {
-        Some(t) if t >= 20 && t <= ip.len() => ip.get(..t),
+        Some(t) if t <= ip.len() => ip.get(..t),
         _ => Some(ip),
     }
 }
@@ -435,18 +446,45 @@ mod tests {
         let mut arp = vec![0u8; 12];
         arp.extend_from_slice(&[0x08, 0x06]);
         arp.extend_from_slice(&[0u8; 28]);
-        for (i, f) in [eth, arp, vlan].iter().enumerate() {
+        let mut v6 = vec![0x60, 0, 0, 0, 0, 4, 59, 64];
+        v6.extend_from_slice(&[0u8; 32]);
+        v6.extend_from_slice(&[1, 2, 3, 4]);
+        let mut eth6 = vec![0u8; 12];
+        eth6.extend_from_slice(&[0x86, 0xdd]);
+        eth6.extend_from_slice(&v6);
+        eth6.extend_from_slice(&[0u8; 14]); // padding
+        for (i, f) in [eth, arp, vlan, eth6].iter().enumerate() {
             let p = PcapPacket::new(Duration::from_micros(i as u64), f.len() as u32, f);
             w.write_packet(&p).map_err(|e| write_error("mem", e))?;
         }
         let bytes = w.into_writer();
         let mut input = PcapIn::new(&bytes[..], "mem")?;
         let back: Vec<Record> = input.by_ref().collect::<Result<_, _>>()?;
-        assert_eq!(back.len(), 2);
+        assert_eq!(back.len(), 3);
         assert_eq!(back[0].data, ip);
         assert_eq!(back[1].data, ip);
+        assert_eq!(back[2].data, v6);
         assert_eq!(back[1].ts_ns, 2000);
         assert_eq!(input.skipped(), 1);
+        Ok(())
+    }
+
+    #[test]
+    fn ipv6_link_type_is_read() -> Result<(), PcapError> {
+        let header = PcapHeader {
+            datalink: DataLink::IPV6,
+            ..PcapHeader::default()
+        };
+        let mut w =
+            PcapWriter::with_header(Vec::new(), header).map_err(|e| write_error("mem", e))?;
+        let mut v6 = vec![0x60, 0, 0, 0, 0, 0, 59, 64];
+        v6.extend_from_slice(&[0u8; 32]);
+        let p = PcapPacket::new(Duration::from_micros(1), v6.len() as u32, &v6);
+        w.write_packet(&p).map_err(|e| write_error("mem", e))?;
+        let bytes = w.into_writer();
+        let back: Vec<Record> = PcapIn::new(&bytes[..], "mem")?.collect::<Result<_, _>>()?;
+        assert_eq!(back.len(), 1);
+        assert_eq!(back[0].data, v6);
         Ok(())
     }
 

@@ -19,7 +19,7 @@ use xlat_daemon::control::{self, ClientError, Request, Response};
 #[command(
     name = "xlat",
     version,
-    about = "A userspace IP translator (NAT44) for Linux"
+    about = "A userspace IP translator (NAT44, NAT64, SIIT) for Linux"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -56,7 +56,7 @@ enum Cmd {
         /// Configuration file (TOML); [tun] and [control] are ignored.
         #[arg(short = 'c', long = "config", value_name = "FILE")]
         config: PathBuf,
-        /// Input capture (pcap; link type RAW, IPV4 or ETHERNET).
+        /// Input capture (pcap; link type RAW, IPV4, IPV6 or ETHERNET).
         #[arg(long = "in", value_name = "IN.pcap")]
         input: PathBuf,
         /// Output capture (pcap, link type RAW).
@@ -250,7 +250,7 @@ fn show(what: ShowCmd) -> Result<()> {
 
 fn translate(config: &Path, input: &Path, output: &Path, as_json: bool) -> Result<()> {
     let cfg = Config::load(config)?;
-    for w in cfg.nat44.warnings() {
+    for w in cfg.rfc_warnings() {
         eprintln!("{}: warning: {w}", cfg.file);
     }
     // Offline runs are reproducible: seed 0 unless the file sets one.
