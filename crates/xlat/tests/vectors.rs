@@ -1,11 +1,11 @@
-//! Golden NAT44 vectors: every `tests/vectors/NAME.in.pcap` goes through
+//! Golden NAT44, SIIT and NAT64 vectors: every `tests/vectors/NAME.in.pcap` goes through
 //! `xlat translate -c CFG --in NAME.in.pcap --out OUT.pcap --json`, and OUT.pcap must equal
 //! `NAME.out.pcap` packet by packet. The expected pcaps come from an independent oracle
 //! (`tests/vectors/gen.py`, scapy computes every checksum); `tests/vectors/vectors.json` names
 //! the rule each vector checks, its config, and the drop and event counters expected.
 //!
-//! On a mismatch the test prints a field-by-field diff (IPv4 header, ports, identifiers,
-//! checksums, the embedded packet of an ICMP error) and the bytes that differ, and keeps the
+//! On a mismatch the test prints a field-by-field diff (IPv4 or IPv6 header, fragment header,
+//! ports, identifiers, checksums, the embedded packet of an ICMP error) and the bytes that differ, and keeps the
 //! produced pcap under `target/tmp/vectors/NAME/` for inspection (e.g. `tshark -r`).
 //! All vectors run; the test fails at the end listing every failing one. `XLAT_VECTORS_BIN`
 //! points the test at another binary with the same command line.
@@ -76,9 +76,103 @@ fn ipv4(b: &[u8], off: usize) -> Option<String> {
     ))
 }
 
+fn ipv6(b: &[u8], off: usize) -> Option<String> {
+    let a: [u8; 16] = b.get(off..off + 16)?.try_into().ok()?;
+    Some(std::net::Ipv6Addr::from(a).to_string())
+}
+
+/// Named fields of an IPv6 packet (fixed header, a Fragment header, TCP/UDP/ICMPv6 and the
+/// packet inside an ICMPv6 error), in wire order.
+fn fields6(b: &[u8], prefix: &str, out: &mut Vec<(String, String)>) {
+    let mut f = |k: &str, v: Option<String>| {
+        out.push((
+            format!("{prefix}{k}"),
+            v.unwrap_or_else(|| "<missing>".into()),
+        ));
+    };
+    let w0 = be16(b, 0)
+        .zip(be16(b, 2))
+        .map(|(h, l)| u32::from(h) << 16 | u32::from(l));
+    f("ip6.version", w0.map(|w| (w >> 28).to_string()));
+    f(
+        "ip6.traffic_class",
+        w0.map(|w| format!("{:#04x}", (w >> 20) & 0xff)),
+    );
+    f(
+        "ip6.flow_label",
+        w0.map(|w| format!("{:#07x}", w & 0xfffff)),
+    );
+    f("ip6.payload_length", be16(b, 4).map(|x| x.to_string()));
+    f("ip6.next_header", b.get(6).map(|x| x.to_string()));
+    f("ip6.hop_limit", b.get(7).map(|x| x.to_string()));
+    f("ip6.src", ipv6(b, 8));
+    f("ip6.dst", ipv6(b, 24));
+    let mut nh = b.get(6).copied();
+    let mut at = 40;
+    let mut first = true;
+    if nh == Some(44) {
+        f("frag.next_header", b.get(40).map(|x| x.to_string()));
+        f("frag.offset", be16(b, 42).map(|x| (x >> 3).to_string()));
+        f("frag.m", be16(b, 42).map(|x| (x & 1).to_string()));
+        f(
+            "frag.id",
+            be16(b, 44)
+                .zip(be16(b, 46))
+                .map(|(h, l)| format!("{:#010x}", u32::from(h) << 16 | u32::from(l))),
+        );
+        first = be16(b, 42).is_some_and(|x| x >> 3 == 0);
+        nh = b.get(40).copied();
+        at = 48;
+    }
+    let Some(l4) = b.get(at..) else { return };
+    if !first {
+        f("payload", Some(hex(l4)));
+        return;
+    }
+    match nh {
+        Some(6) => {
+            f("tcp.sport", be16(l4, 0).map(|x| x.to_string()));
+            f("tcp.dport", be16(l4, 2).map(|x| x.to_string()));
+            f("tcp.flags", l4.get(13).map(|x| format!("{x:#04x}")));
+            f("tcp.checksum", be16(l4, 16).map(|x| format!("{x:#06x}")));
+        }
+        Some(17) => {
+            f("udp.sport", be16(l4, 0).map(|x| x.to_string()));
+            f("udp.dport", be16(l4, 2).map(|x| x.to_string()));
+            f("udp.length", be16(l4, 4).map(|x| x.to_string()));
+            f("udp.checksum", be16(l4, 6).map(|x| format!("{x:#06x}")));
+        }
+        Some(58) => {
+            let ty = l4.first().copied();
+            f("icmp6.type", ty.map(|x| x.to_string()));
+            f("icmp6.code", l4.get(1).map(|x| x.to_string()));
+            f("icmp6.checksum", be16(l4, 2).map(|x| format!("{x:#06x}")));
+            match ty {
+                Some(128 | 129) => f("icmp6.id", be16(l4, 4).map(|x| x.to_string())),
+                Some(1..=4) if prefix.is_empty() => {
+                    f(
+                        "icmp6.mtu_or_pointer",
+                        be16(l4, 4)
+                            .zip(be16(l4, 6))
+                            .map(|(h, l)| (u32::from(h) << 16 | u32::from(l)).to_string()),
+                    );
+                    if let Some(inner) = l4.get(8..) {
+                        fields6(inner, "inner.", out);
+                    }
+                }
+                _ => {}
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Named fields of an IPv4 packet (and its L4 header, and the packet inside an ICMP error),
-/// in wire order. `prefix` names the nesting ("" or "inner.").
+/// in wire order. `prefix` names the nesting ("" or "inner."). IPv6 goes to [`fields6`].
 fn fields(b: &[u8], prefix: &str, out: &mut Vec<(String, String)>) {
+    if b.first().is_some_and(|v| v >> 4 == 6) {
+        return fields6(b, prefix, out);
+    }
     let mut f = |k: &str, v: Option<String>| {
         out.push((
             format!("{prefix}{k}"),
@@ -135,6 +229,12 @@ fn fields(b: &[u8], prefix: &str, out: &mut Vec<(String, String)>) {
             match ty {
                 Some(0 | 8 | 13 | 14) => f("icmp.id", be16(l4, 4).map(|x| x.to_string())),
                 Some(3 | 4 | 5 | 11 | 12) if prefix.is_empty() => {
+                    f(
+                        "icmp.rest",
+                        be16(l4, 4)
+                            .zip(be16(l4, 6))
+                            .map(|(h, l)| format!("{h:#06x}{l:04x}")),
+                    );
                     if let Some(inner) = l4.get(8..) {
                         fields(inner, "inner.", out);
                     }
@@ -153,6 +253,11 @@ fn summary(b: &[u8]) -> String {
     let keep = [
         "ip.src",
         "ip.dst",
+        "ip6.src",
+        "ip6.dst",
+        "frag.offset",
+        "icmp6.type",
+        "icmp6.id",
         "ip.protocol",
         "ip.id",
         "ip.frag_offset",
