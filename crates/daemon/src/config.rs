@@ -31,6 +31,10 @@ pub const DEFAULT_ROUTE_TABLE: u32 = 4400;
 /// Default preference of the `ip rule`s that send inside traffic to that table.
 pub const DEFAULT_RULE_PREF: u32 = 4400;
 
+#[path = "config_tunnel.rs"]
+mod tunnel;
+pub use tunnel::{max_tunnel_mtu, min_tunnel_mtu, DEFAULT_ROUTER_LIFETIME};
+
 /// A configuration file that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigFileError {
@@ -99,6 +103,8 @@ pub struct Config {
     pub seed: Option<u64>,
     /// `[dns64]`, when present: the DNS64 proxy `xlat run` starts beside the packet worker.
     pub dns64: Option<Dns64Config>,
+    /// `[tunnel.6to4]` / `[tunnel.isatap]`, when present: 6in4 tunnel endpoints.
+    pub tunnel: Option<xlat_engine::tunnel::TunnelConfig>,
 }
 
 // ---- the file as written -------------------------------------------------------------------
@@ -120,6 +126,7 @@ struct RawFile {
     #[serde(default)]
     engine: RawEngine,
     dns64: Option<RawDns64>,
+    tunnel: Option<tunnel::RawTunnel>,
 }
 
 #[derive(Deserialize, Default)]
@@ -575,6 +582,22 @@ impl Config {
             None => None,
         };
 
+        // [tunnel.6to4] and [tunnel.isatap]; the TUN device carries the tunnel MTU plus the
+        // outer IPv4 header (RFC 4213 3.2).
+        let tunnel = raw.tunnel.map(|t| cx.tunnel(t)).transpose()?;
+        let mut tun = tun;
+        if let Some(t) = &tunnel {
+            let need = max_tunnel_mtu(t) + 20;
+            if raw.tun.mtu.is_none() {
+                tun.mtu = tun.mtu.max(need);
+            } else if tun.mtu < need {
+                return Err(cx.invalid(
+                    "tun.mtu",
+                    format!("{} is below the tunnel MTU plus the 20-byte outer IPv4 header; expected at least {need} (or leave it out)", tun.mtu),
+                ));
+            }
+        }
+
         // [control]
         let socket = raw
             .control
@@ -606,6 +629,7 @@ impl Config {
             socket: PathBuf::from(socket),
             seed: raw.engine.seed,
             dns64: raw.dns64.map(|d| d.check(&cx)).transpose()?,
+            tunnel,
         };
         // At least one translator, and no two claiming the same addresses.
         cfg.engine_config(0)
@@ -647,6 +671,7 @@ impl Config {
             nat44: self.nat44.clone(),
             nat64: self.nat64.clone(),
             siit: self.siit.clone(),
+            tunnel: self.tunnel.clone(),
             seed: self.seed.unwrap_or(default_seed),
         }
     }

@@ -125,7 +125,7 @@ pub struct Routes {
 }
 
 /// Runs `ip ARGS`, returning stdout; the error carries the command and ip's stderr.
-fn ip(args: &[String]) -> Result<String> {
+pub(crate) fn ip(args: &[String]) -> Result<String> {
     let out = Command::new("ip")
         .args(args)
         .stdin(Stdio::null())
@@ -141,7 +141,7 @@ fn ip(args: &[String]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn args(s: &str) -> Vec<String> {
+pub(crate) fn args(s: &str) -> Vec<String> {
     s.split_whitespace().map(str::to_string).collect()
 }
 
@@ -326,14 +326,14 @@ impl Routes {
         Ok(())
     }
 
-    fn add(&mut self, add: &str, undo: &str) -> Result<()> {
+    pub(crate) fn add(&mut self, add: &str, undo: &str) -> Result<()> {
         ip(&args(add))?;
         debug!(cmd = %add, "ip");
         self.undo.push(args(undo));
         Ok(())
     }
 
-    fn sysctl(&mut self, path: &str, value: &str) -> Result<()> {
+    pub(crate) fn sysctl(&mut self, path: &str, value: &str) -> Result<()> {
         let old = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
         let old = old.trim().to_string();
         if old == value {

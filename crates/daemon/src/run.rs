@@ -61,7 +61,7 @@ pub fn run(cfg: &Config) -> Result<()> {
     let _control = ControlServer::start(&cfg.socket, tx, waker.clone())?;
 
     let tun = Tun::open(&cfg.tun.name).context("opening the TUN device")?;
-    if tun.created() && cfg.nat64.is_none() && cfg.siit.is_none() {
+    if tun.created() && cfg.nat64.is_none() && cfg.siit.is_none() && cfg.tunnel.is_none() {
         // NAT44 alone translates IPv4 only: keep the kernel's own IPv6 (router solicitations,
         // MLD) out of a tun we created, before it comes up. Best effort: the file is missing
         // when the kernel has no IPv6. NAT64 and SIIT need IPv6 on the tun.
@@ -87,6 +87,26 @@ pub fn run(cfg: &Config) -> Result<()> {
     } else {
         info!("tun.auto_routes = false: not touching routes");
         None
+    };
+
+    // [tunnel.*]: steer protocol 41 to the endpoint addresses into the TUN, give the TUN its
+    // IPv6 addresses; an ISATAP host's learned address follows the engine (below).
+    let _tunnel_routes = match (&cfg.tunnel, cfg.tun.auto_routes) {
+        (Some(t), true) => Some(
+            crate::tunnel_routes::setup(t, &cfg.tun.name, cfg.tun.route_table)
+                .context("setting up tunnel routes (tun.auto_routes)")?,
+        ),
+        _ => None,
+    };
+    let mut isatap_host = match (&cfg.tunnel, cfg.tun.auto_routes) {
+        (Some(t), true)
+            if t.isatap.as_ref().is_some_and(|i| {
+                matches!(i.role, xlat_engine::tunnel::IsatapRole::Host { .. })
+            }) =>
+        {
+            Some(crate::tunnel_routes::IsatapHostRoutes::new(&cfg.tun.name))
+        }
+        _ => None,
     };
 
     // [dns64]: the RFC 6147 proxy on its own threads, after the routes (its listen addresses
@@ -148,6 +168,16 @@ pub fn run(cfg: &Config) -> Result<()> {
         if now.0.saturating_sub(last_expire.0) >= TICK.as_nanos() as u64 {
             engine.expire(now, EXPIRE_BUDGET);
             last_expire = now;
+            // Packets the engine originates on its timers (ISATAP Router Solicitations).
+            while let Some(p) = engine.pop_ready() {
+                match tun.send(&p) {
+                    Ok(()) => io.tun_tx_packets += 1,
+                    Err(_) => io.tun_write_errors += 1,
+                }
+            }
+            if let (Some(h), Some(st)) = (isatap_host.as_mut(), engine.tunnel_status()) {
+                h.apply(&st);
+            }
         }
         if io.tun_write_errors != reported_errors
             && last_report.elapsed() >= Duration::from_secs(10)

@@ -112,7 +112,8 @@ reasons! {
         /// a router). A Time Exceeded went back, unless the packet was itself an ICMP error.
         HopLimitExceeded = "hop_limit_exceeded",
         /// A packet that may not be fragmented is too big for the next hop after translation
-        /// (`tun.mtu`; RFC 7915 4.1, 5.1). Fragmentation Needed / Packet Too Big went back
+        /// (`tun.mtu`; RFC 7915 4.1, 5.1), or an IPv6 packet is larger than the tunnel MTU
+        /// (`tunnel.*.mtu`; RFC 4213 3.2). Fragmentation Needed / Packet Too Big went back
         /// with the MTU the sender should use.
         TooBig = "too_big",
         /// An IPv4 UDP datagram without checksum (zero) that cannot get one on its way to
@@ -141,6 +142,72 @@ reasons! {
         /// The packet buffer had no room in front of the packet for a longer header. Drivers
         /// leave `HEADROOM` bytes; seeing this is a bug in the driver.
         NoHeadroom = "no_headroom",
+        /// 6to4: an IPv6 packet to a destination outside 2002::/16 and no relay router
+        /// (`tunnel.6to4.relay`; RFC 3056 5.3) to send it to. Configure a relay or route
+        /// only 2002::/16 into the tunnel.
+        TunnelNoRelay = "tunnel_no_relay",
+        /// 6to4: an IPv4 address RFC 3964 5.3.1 refuses -- 0.0.0.0/8, RFC 1918 private
+        /// space, loopback, link-local, multicast, 240.0.0.0/4 and broadcast -- embedded in a
+        /// 2002::/16 address, or as the outer source or destination of a 6to4 packet.
+        Tunnel6to4AddressRefused = "tunnel_6to4_address_refused",
+        /// The outer IPv4 source does not vouch for the IPv6 source: a 6to4 source that does
+        /// not embed it (RFC 3964 5.3.1), a native source not from the configured relay
+        /// (RFC 3964 5.2), an ISATAP source whose identifier does not embed it and that is
+        /// not from a router of the potential router list (RFC 5214 7.3); or, sending, an
+        /// IPv6 source outside this 6to4 site's 2002:V4ADDR::/48 (and no `relay_router`).
+        /// Spoofed or misrouted traffic.
+        TunnelSpoofedSource = "tunnel_spoofed_source",
+        /// A decapsulated packet that is not for this endpoint: a 6to4 destination embedding
+        /// another IPv4 address than the outer destination, a native destination while this
+        /// endpoint is no relay router (`tunnel.6to4.relay_router`), an ISATAP host's packet
+        /// to an address that is not its own, or another node's link-local address.
+        TunnelWrongDestination = "tunnel_wrong_destination",
+        /// An IPv6 address that never crosses these tunnels: unspecified, loopback,
+        /// IPv4-compatible or -mapped, multicast (ISATAP has none, RFC 5214 6.3), link-local
+        /// over 6to4 (RFC 3964 5.3.1). The kernel's own MLD reports on the TUN land here.
+        TunnelBadInnerAddress = "tunnel_bad_inner_address",
+        /// A protocol-41 packet whose payload is not a whole IPv6 packet (version, payload
+        /// length; RFC 4213 3.6). Malformed input.
+        TunnelBadInnerPacket = "tunnel_bad_inner_packet",
+        /// The IPv4 next hop of an IPv6 packet is this endpoint itself (its own 6to4 prefix
+        /// or ISATAP address routed back into the TUN): sending it would loop. Check routes.
+        TunnelLoop = "tunnel_loop",
+        /// ISATAP host: an off-link IPv6 destination and no default router yet (no Router
+        /// Advertisement from a router of `tunnel.isatap.routers`, RFC 5214 8.3). Check that
+        /// the routers answer.
+        IsatapNoRouter = "isatap_no_router",
+        /// ISATAP: an on-link destination whose interface identifier is not an ISATAP one
+        /// (::0:5efe:V4 / ::200:5efe:V4, RFC 5214 6.1), so no IPv4 address to send it to; or,
+        /// on a router, a destination off the ISATAP link.
+        IsatapNoNextHop = "isatap_no_next_hop",
+        /// ISATAP: a Router Solicitation or Advertisement that fails RFC 4861 6.1 (hop limit
+        /// 255, code 0, checksum, length, options), an advertisement not from a router of
+        /// the potential router list (RFC 5214 8.3.3), a solicitation to a host or an
+        /// advertisement to a router.
+        IsatapInvalidNd = "isatap_invalid_nd",
+        /// An ICMPv4 error about one of this endpoint's protocol-41 packets that is not relayed
+        /// to the IPv6 source (RFC 4213 3.4): a type or code without an ICMPv6 equivalent
+        /// (parameter problem, source quench, reassembly time exceeded), an error about an
+        /// IPv6 packet no error may be sent for (RFC 4443 2.4 e), or over the ICMPv6 error
+        /// rate limit.
+        TunnelIcmpNotRelayed = "tunnel_icmp_not_relayed",
+        /// An ICMPv4 error about a tunnel packet that quotes less than the inner IPv6 header
+        /// (RFC 4213 3.4: routers that quote only 8 bytes): the IPv6 source is unknown.
+        TunnelIcmpTooShort = "tunnel_icmp_too_short",
+        /// The outer header says Congestion Experienced but the inner packet is not
+        /// ECN-capable: the mark cannot be passed on, so the packet is dropped (RFC 6040 4.2).
+        TunnelEcnNotEct = "tunnel_ecn_not_ect",
+        /// Fragments of a protocol-41 packet that cannot be reassembled: overlapping, not a
+        /// multiple of 8 bytes, past 65535 bytes, or disagreeing about the end (RFC 791,
+        /// RFC 4213 3.6). Hostile or broken input.
+        TunnelReassemblyInvalid = "tunnel_reassembly_invalid",
+        /// A fragmented protocol-41 packet that did not complete within 30 s (RFC 4213 3.6).
+        TunnelReassemblyTimeout = "tunnel_reassembly_timeout",
+        /// Already 64 fragmented protocol-41 packets in reassembly; a new one was refused.
+        TunnelReassemblyLimit = "tunnel_reassembly_limit",
+        /// The queue of packets the tunnel originates (Router Solicitations, reassembled
+        /// packets) was full: the driver does not drain it.
+        TunnelQueueFull = "tunnel_queue_full",
     }
 }
 
@@ -190,6 +257,23 @@ reasons! {
         FragmentsCreated = "fragments_created",
         /// Checksums computed for IPv4 UDP datagrams without one (RFC 7915 4.5).
         UdpChecksumsComputed = "udp_checksums_computed",
+        /// IPv6 packets encapsulated in IPv4 protocol 41 (6to4, ISATAP; RFC 4213 3.5).
+        TunnelEncapsulated = "tunnel_encapsulated",
+        /// IPv6 packets decapsulated from protocol 41 and passed on (RFC 4213 3.6).
+        TunnelDecapsulated = "tunnel_decapsulated",
+        /// Fragmented protocol-41 packets reassembled (RFC 4213 3.6).
+        TunnelReassembled = "tunnel_reassembled",
+        /// ICMPv4 errors about tunnel packets relayed to the IPv6 source as ICMPv6 (RFC 4213 3.4).
+        TunnelIcmpRelayed = "tunnel_icmp_relayed",
+        /// ICMPv4 messages to a tunnel endpoint address that are not about its tunnel
+        /// packets (echo, errors about the host's own traffic), handed back to the kernel.
+        TunnelIcmpPassed = "tunnel_icmp_passed",
+        /// ISATAP Router Solicitations sent to the potential routers (RFC 5214 8.3.4).
+        IsatapRsSent = "isatap_rs_sent",
+        /// ISATAP Router Advertisements sent in answer to solicitations (RFC 5214 8.2).
+        IsatapRaSent = "isatap_ra_sent",
+        /// ISATAP Router Advertisements accepted from a potential router (RFC 5214 8.3.3).
+        IsatapRaReceived = "isatap_ra_received",
     }
 }
 

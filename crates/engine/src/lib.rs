@@ -14,8 +14,12 @@
 //! - Stateful NAT64 (RFC 6146), on the same NAPT state as NAT44 and the same header
 //!   translation as SIIT. See [`nat64`].
 //!
-//! [`Engine::process`] sends each packet to one translator: IPv6 to NAT64 when the
-//! destination is in its pref64, else to SIIT when it is in SIIT's pref64 or EAM table; IPv4
+//! - 6in4 tunnel endpoints: 6to4 (RFC 3056, RFC 3964) and ISATAP (RFC 5214) over RFC 4213.
+//!   See [`tunnel`].
+//!
+//! [`Engine::process`] sends each packet to one translator: IPv4 protocol 41 or ICMP to a
+//! tunnel endpoint address to the tunnel; IPv6 to NAT64 when the destination is in its
+//! pref64, else to SIIT when it is in SIIT's pref64 or EAM table, else to the tunnel; IPv4
 //! to NAT64 when the destination is in pool4, else to SIIT when it is an EAM or siit.pool4
 //! address, else to NAT44.
 #![deny(
@@ -38,6 +42,7 @@ mod rng;
 pub mod siit;
 pub mod snapshot;
 pub mod tcp;
+pub mod tunnel;
 
 pub use config::{
     ConfigError, Eam, Filtering, Limits, Nat44Config, Nat44Mode, Nat64Config, Prefix4, Prefix6,
@@ -80,7 +85,8 @@ pub enum Verdict {
     /// Translated in place: transmit [`PacketBuf::data`] (its start and length may have moved).
     Forward,
     /// Kept by the engine (an out-of-order fragment waiting for its first fragment); it may
-    /// come out later through [`Engine::pop_ready`].
+    /// come out later through [`Engine::pop_ready`]. Also: consumed by the engine (a Router
+    /// Advertisement an ISATAP host learned from).
     Held,
     /// Not translated; counted under this reason.
     Drop(DropReason),
@@ -103,6 +109,8 @@ pub struct EngineConfig {
     pub nat44: Option<Nat44Config>,
     pub nat64: Option<Nat64Config>,
     pub siit: Option<SiitConfig>,
+    /// 6to4 / ISATAP tunnel endpoints ([`tunnel`]).
+    pub tunnel: Option<tunnel::TunnelConfig>,
     /// Seed for port randomisation (RFC 6056). Same seed + same trace = same output.
     pub seed: u64,
 }
@@ -111,11 +119,19 @@ impl EngineConfig {
     /// Checks each translator and that they do not claim the same addresses.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |key, problem: String| Err(ConfigError { key, problem });
-        if self.nat44.is_none() && self.nat64.is_none() && self.siit.is_none() {
+        if self.nat44.is_none()
+            && self.nat64.is_none()
+            && self.siit.is_none()
+            && self.tunnel.is_none()
+        {
             return err(
                 "nat44",
-                "no translator configured; add a [nat44], [nat64] or [siit] section".into(),
+                "no translator configured; add a [nat44], [nat64], [siit] or [tunnel.*] section"
+                    .into(),
             );
+        }
+        if let Some(t) = &self.tunnel {
+            t.validate()?;
         }
         if let Some(n) = &self.nat44 {
             n.validate()?;
@@ -197,6 +213,7 @@ pub struct Engine {
     nat44: Option<nat44::Nat44>,
     nat64: Option<nat64::Nat64>,
     siit: Option<siit::Siit>,
+    tunnel: Option<tunnel::Tunnel>,
     counters: Counters,
 }
 
@@ -221,6 +238,10 @@ impl Engine {
             nat44: cfg.nat44.map(|n| nat44::Nat44::new(n, cfg.seed)),
             nat64,
             siit,
+            tunnel: cfg
+                .tunnel
+                .as_ref()
+                .map(|t| tunnel::Tunnel::new(t, cfg.seed ^ 0x4141_4141_4141_4141)),
             counters: Counters::default(),
         })
     }
@@ -248,7 +269,7 @@ impl Engine {
         let c = &mut self.counters;
         let data = pkt.data();
         match data.first().map(|b| b >> 4) {
-            Some(6) if self.nat64.is_some() || self.siit.is_some() => {
+            Some(6) if self.nat64.is_some() || self.siit.is_some() || self.tunnel.is_some() => {
                 let Some(dst) = xlat_wire::ipv6::addr_at(data, xlat_wire::ipv6::off::DST) else {
                     return Verdict::Drop(DropReason::TruncatedIpv6);
                 };
@@ -258,10 +279,19 @@ impl Engine {
                 if let Some(s) = self.siit.as_mut().filter(|s| s.owns6(dst)) {
                     return s.process6(now, pkt, c);
                 }
+                if let Some(t) = self.tunnel.as_mut() {
+                    return t.process6(now, pkt, c);
+                }
                 Verdict::Drop(DropReason::NotOurs)
             }
             Some(4) => {
                 let dst = xlat_wire::field::u32_at(data, xlat_wire::ipv4::off::DST);
+                let proto = xlat_wire::field::u8_at(data, xlat_wire::ipv4::off::PROTO);
+                if let (Some(t), Some(d), Some(p)) = (self.tunnel.as_mut(), dst, proto) {
+                    if t.owns4(d, p) {
+                        return t.process4(now, pkt, c);
+                    }
+                }
                 if let Some(dst) = dst {
                     if let Some(n) = self.nat64.as_mut().filter(|n| n.owns4(dst)) {
                         return n.process4(now, pkt, c);
@@ -338,7 +368,8 @@ impl Engine {
             .as_mut()
             .and_then(|n| n.pop_ready())
             .or_else(|| self.nat64.as_mut().and_then(|n| n.pop_ready()))
-            .or_else(|| self.siit.as_mut().and_then(|s| s.pop_ready()));
+            .or_else(|| self.siit.as_mut().and_then(|s| s.pop_ready()))
+            .or_else(|| self.tunnel.as_mut().and_then(|t| t.pop_ready()));
         if p.is_some() {
             self.counters.event(Event::PacketsOut);
         }
@@ -360,7 +391,16 @@ impl Engine {
         if let Some(s) = self.siit.as_mut() {
             s.expire(now, c);
         }
+        if let Some(t) = self.tunnel.as_mut() {
+            t.expire(now, c);
+        }
         removed
+    }
+
+    /// What the tunnel endpoints learned that the daemon configures on the TUN device (an
+    /// ISATAP host's prefix and router); `None` without a tunnel.
+    pub fn tunnel_status(&self) -> Option<tunnel::TunnelStatus> {
+        self.tunnel.as_ref().map(tunnel::Tunnel::status)
     }
 
     /// Counters of this engine.
@@ -392,8 +432,16 @@ impl Engine {
             Some(n) => n.sessions(now),
             None => Vec::new(),
         };
+        for r in &mut out {
+            r.translator = "nat44".into();
+        }
         if let Some(n) = &self.nat64 {
+            let start = out.len();
             n.sessions(now, &mut out);
+            for r in out.iter_mut().skip(start) {
+                r.translator = "nat64".into();
+                r.remote6 = n.remote6(&r.remote);
+            }
         }
         out
     }

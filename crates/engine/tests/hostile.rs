@@ -109,6 +109,7 @@ fn engine46() -> Engine {
             ..SiitConfig::default()
         }),
         seed: 1,
+        ..EngineConfig::default()
     })
     .unwrap()
 }
