@@ -336,13 +336,17 @@ impl Daemon {
             .stderr(f2)
             .env("RUST_LOG", "warn");
         let cpu = topo.dut_cpu;
-        // SAFETY: the closure only calls sched_setaffinity (async-signal-safe) between fork
-        // and exec; the DUT process and everything it starts inherit the DUT CPU.
+        let rt = sys::RT_PRIO;
+        // SAFETY: the closure only calls sched_setaffinity and sched_setscheduler (plain
+        // syscalls) between fork and exec; the DUT process and its threads inherit both.
         unsafe {
             c.pre_exec(move || {
                 let mut set: libc::cpu_set_t = std::mem::zeroed();
                 libc::CPU_SET(cpu, &mut set);
                 libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+                // Same real-time priority as the DUT ports' NAPI threads (sys::RT_PRIO).
+                let p = libc::sched_param { sched_priority: rt };
+                libc::sched_setscheduler(0, libc::SCHED_FIFO, &p);
                 Ok(())
             });
         }

@@ -125,6 +125,7 @@ impl Lab {
             tester_cpu: self.topo.tester_cpu,
             dut_cpu: self.topo.dut_cpu,
             dut_pids: pids,
+            dut_kernel_pids: self.topo.dut_napi_pids(),
             drain: Duration::from_millis(300),
         }
     }
@@ -447,6 +448,27 @@ impl Lab {
         Ok(rows)
     }
 
+    /// Adds rows to the results as soon as they are measured, so an interrupted run keeps them.
+    fn add(&mut self, header: &Experiment, rows: Vec<Row>) {
+        let mut e = header.clone();
+        e.rows = rows;
+        self.push(e);
+    }
+
+    /// loss-vs-load and latency-vs-load come from the same sweep.
+    fn add_load(&mut self, header: &Experiment, rows: Vec<Row>) {
+        for (name, title) in [
+            ("loss-vs-load", "Loss and received rate vs offered load"),
+            ("latency-vs-load", "Latency vs offered load"),
+        ] {
+            let mut e = header.clone();
+            e.name = name.into();
+            e.title = title.into();
+            e.rows = rows.clone();
+            self.push(e);
+        }
+    }
+
     fn push(&mut self, e: Experiment) {
         if let Some(x) = self.res.experiments.iter_mut().find(|x| x.name == e.name) {
             x.rows.extend(e.rows);
@@ -501,7 +523,7 @@ impl Lab {
     }
 
     fn throughput(&mut self) -> Result<()> {
-        let mut e = Self::exp(
+        let e = Self::exp(
             "throughput",
             "Throughput (RFC 2544)",
             None,
@@ -511,7 +533,7 @@ impl Lab {
             for s in self.opts.sizes.clone() {
                 let flows = self.opts.flows;
                 let row = self.with_device(&d, |lab, dev| lab.throughput_row(dev, &s, flows))?;
-                e.rows.push(row);
+                self.add(&e, vec![row]);
             }
         }
         self.push(e);
@@ -519,7 +541,7 @@ impl Lab {
     }
 
     fn quick(&mut self) -> Result<()> {
-        let mut e = Self::exp(
+        let e = Self::exp(
             "throughput",
             "Throughput (RFC 2544)",
             None,
@@ -539,12 +561,12 @@ impl Lab {
                     .map(|x| x.median)
                     .unwrap_or(0.0);
                 by_size.entry(s.label()).or_default().push(r);
-                e.rows.push(row);
+                self.add(&e, vec![row.clone()]);
             }
         }
         self.push(e);
         // Latency and CPU cost at one load every device carries: half the slowest one's throughput.
-        let mut c = Self::exp(
+        let c = Self::exp(
             "cost",
             "Latency and CPU cost at a common load",
             None,
@@ -574,7 +596,7 @@ impl Lab {
                 })?;
                 for mut r in rows {
                     r.x = None;
-                    c.rows.push(r);
+                    self.add(&c, vec![r]);
                 }
             }
         }
@@ -596,7 +618,7 @@ impl Lab {
             "Latency vs offered load"
         };
         let _ = title;
-        let mut e = Self::exp(
+        let e = Self::exp(
             name,
             title,
             Some("offered load (% of nominal)"),
@@ -625,17 +647,10 @@ impl Lab {
                     lab.warm(dev, fl.clone(), &s)?;
                     lab.load_rows(dev, &s, fl, &pts, true)
                 })?;
-                e.rows.extend(rows);
+                self.add_load(&e, rows);
             }
         }
-        // One sweep gives both views: loss and rate, and latency.
-        let (mut loss, mut lat) = (e.clone(), e);
-        loss.name = "loss-vs-load".into();
-        loss.title = "Loss and received rate vs offered load".into();
-        lat.name = "latency-vs-load".into();
-        lat.title = "Latency vs offered load".into();
-        self.push(loss);
-        self.push(lat);
+        self.add_load(&e, Vec::new());
         Ok(())
     }
 
@@ -649,7 +664,7 @@ impl Lab {
     }
 
     fn latency_vs_sessions(&mut self) -> Result<()> {
-        let mut e = Self::exp(
+        let e = Self::exp(
             "latency-vs-sessions",
             "Latency vs active sessions",
             Some("sessions"),
@@ -679,7 +694,7 @@ impl Lab {
                     }
                     Ok(out)
                 })?;
-                e.rows.extend(rows);
+                self.add(&e, rows);
             }
         }
         self.push(e);
@@ -687,7 +702,7 @@ impl Lab {
     }
 
     fn memory_per_session(&mut self) -> Result<()> {
-        let mut e = Self::exp(
+        let e = Self::exp(
             "memory-per-session",
             "Memory per session",
             Some("sessions"),
@@ -746,14 +761,14 @@ impl Lab {
                 }
                 Ok(out)
             })?;
-            e.rows.extend(rows);
+            self.add(&e, rows);
         }
         self.push(e);
         Ok(())
     }
 
     fn cpu(&mut self) -> Result<()> {
-        let mut e = Self::exp(
+        let e = Self::exp(
             "cpu",
             "DUT CPU at a fixed load",
             Some("sessions"),
@@ -775,7 +790,7 @@ impl Lab {
                     }
                     Ok(out)
                 })?;
-                e.rows.extend(rows);
+                self.add(&e, rows);
             }
         }
         self.push(e);
@@ -783,7 +798,7 @@ impl Lab {
     }
 
     fn setup_rate(&mut self) -> Result<()> {
-        let mut e = Self::exp(
+        let e = Self::exp(
             "setup-rate",
             "Session setup rate",
             None,
@@ -853,7 +868,7 @@ impl Lab {
                 }
                 Ok(row)
             })?;
-            e.rows.push(row);
+            self.add(&e, vec![row]);
         }
         self.push(e);
         Ok(())

@@ -99,6 +99,32 @@ pub fn pin_thread(cpu: usize) -> bool {
     }
 }
 
+/// Pins another thread or process (e.g. a NAPI kernel thread) to `cpu`.
+pub fn pin_pid(pid: i32, cpu: usize) -> bool {
+    // SAFETY: as in pin_thread, for another task.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+/// Real-time priority of the lab's own threads and of the devices' threads (SCHED_FIFO), so
+/// that other work on the machine does not decide the results. The kernel's RT throttling
+/// (sched_rt_runtime_us) still leaves a slice of every second to everything else.
+pub const RT_PRIO: i32 = 50;
+/// The sender's priority: below the receive work on the tester CPU, which it must not starve.
+pub const RT_PRIO_SENDER: i32 = 40;
+
+/// Sets SCHED_FIFO at `prio` for a task (0 = the calling thread). False if refused.
+pub fn set_fifo(pid: i32, prio: i32) -> bool {
+    let p = libc::sched_param {
+        sched_priority: prio,
+    };
+    // SAFETY: sched_setscheduler with a valid sched_param.
+    unsafe { libc::sched_setscheduler(pid, libc::SCHED_FIFO, &p) == 0 }
+}
+
 /// The CPU the calling thread runs on now.
 pub fn current_cpu() -> i32 {
     // SAFETY: no preconditions.

@@ -53,6 +53,8 @@ pub struct TrialSpec {
     pub dut_cpu: usize,
     /// Processes of the device, for their CPU time.
     pub dut_pids: Vec<i32>,
+    /// Kernel threads doing the DUT ports' receive work (threaded NAPI).
+    pub dut_kernel_pids: Vec<i32>,
     /// How long to wait for stragglers after the last frame is sent.
     pub drain: Duration,
 }
@@ -79,9 +81,9 @@ pub struct CpuUse {
     pub dut_busy: f64,
     /// Softirq share of the DUT CPU during the send window, 0..1.
     pub dut_softirq: f64,
-    /// The device's CPU nanoseconds per packet received: softirq and irq time of the DUT CPU
-    /// plus the CPU time of the device's processes (send window plus drain). Other processes
-    /// that happen to run on the DUT CPU are not counted.
+    /// The device's CPU nanoseconds per packet received: softirq and irq time of the DUT CPU,
+    /// the CPU time of the DUT ports' NAPI threads and of the device's processes (send window
+    /// plus drain). Other processes that happen to run on the DUT CPU are not counted.
     pub dut_ns_per_pkt: f64,
     /// CPU nanoseconds of the device's own processes per packet received (0 for kernel devices).
     pub proc_ns_per_pkt: f64,
@@ -240,6 +242,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
             let setup = || -> Result<RxRing> {
                 sys::enter_netns(&rx_spec.path.ns)?;
                 sys::pin_thread(rx_spec.tester_cpu);
+                sys::set_fifo(0, sys::RT_PRIO);
                 RxRing::open(&rx_spec.path.rx_dev, 1 << 20, 64)
             };
             let mut ring = match setup() {
@@ -317,6 +320,11 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
         .iter()
         .filter_map(|&p| sys::proc_cpu_ns(p))
         .sum();
+    let napi0: u64 = spec
+        .dut_kernel_pids
+        .iter()
+        .filter_map(|&p| sys::proc_cpu_ns(p))
+        .sum();
     let tx_spec = spec.clone();
     let tx_sent = sent.clone();
     let sender = std::thread::Builder::new()
@@ -324,6 +332,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
         .spawn(move || -> Result<(f64, u64, i32)> {
             sys::enter_netns(&tx_spec.path.ns)?;
             sys::pin_thread(tx_spec.tester_cpu);
+            sys::set_fifo(0, sys::RT_PRIO_SENDER);
             sys::tight_timer_slack();
             let tx = TxSocket::open(&tx_spec.path.tx_dev)?;
             send_loop(&tx_spec, &tx, tag, &tx_sent).map(|(s, f)| (s, f, sys::current_cpu()))
@@ -338,6 +347,11 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
     let cpu2 = sys::cpu_times();
     let proc2: u64 = spec
         .dut_pids
+        .iter()
+        .filter_map(|&p| sys::proc_cpu_ns(p))
+        .sum();
+    let napi2: u64 = spec
+        .dut_kernel_pids
         .iter()
         .filter_map(|&p| sys::proc_cpu_ns(p))
         .sum();
@@ -367,7 +381,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
     let (dut_busy, dut_softirq, _, _) = share(&cpu0, &cpu1, spec.dut_cpu);
     let (busy2, _, kernel_ticks, total2) = share(&cpu0, &cpu2, spec.dut_cpu);
     let proc_ns = proc2.saturating_sub(proc0) as f64;
-    let kernel_ns = kernel_ticks * tick_ns;
+    let kernel_ns = kernel_ticks * tick_ns + napi2.saturating_sub(napi0) as f64;
     let window_ns = total2 * tick_ns;
     let dut_other = (busy2 - (kernel_ns + proc_ns) / window_ns.max(1.0)).max(0.0);
     let rcv = st.received.max(1) as f64;

@@ -60,6 +60,8 @@ pub struct Topo {
     pub cd: Port,
     pub tester_cpu: usize,
     pub dut_cpu: usize,
+    /// Threaded-NAPI poll threads (device, pid), pinned to the CPU of their side.
+    pub napi_threads: std::cell::RefCell<Vec<(String, i32)>>,
     /// Scratch directory (configs, logs) removed on drop.
     pub dir: PathBuf,
     namespaces: Vec<String>,
@@ -117,6 +119,7 @@ impl Topo {
             ns_dut,
             tester_cpu,
             dut_cpu,
+            napi_threads: std::cell::RefCell::new(Vec::new()),
             dir,
             namespaces: Vec::new(),
             id,
@@ -149,7 +152,24 @@ impl Topo {
             self.ip(
                 &x.ns,
                 &[
-                    "link", "add", "name", &x.dev, "type", "veth", "peer", "name", &y.dev, "netns",
+                    "link",
+                    "add",
+                    "name",
+                    &x.dev,
+                    "numtxqueues",
+                    "1",
+                    "numrxqueues",
+                    "1",
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    &y.dev,
+                    "numtxqueues",
+                    "1",
+                    "numrxqueues",
+                    "1",
+                    "netns",
                     &y.ns,
                 ],
             )?;
@@ -261,6 +281,17 @@ impl Topo {
         self.set_rps(&t, &self.d.dev.clone(), self.tester_cpu)?;
         self.set_rps(&t, &self.cd.dev.clone(), self.tester_cpu)?;
         self.set_rps(&t, &self.a.dev.clone(), self.tester_cpu)?;
+        // veth ignores RPS on this kernel (measured: all receive work stayed on the sender's
+        // CPU), so receive work runs in threaded NAPI instead: GRO on makes veth use NAPI,
+        // `threaded` moves the poll into a kernel thread, which is pinned.
+        for (ns, p, cpu) in [
+            (&u, self.ua.dev.clone(), self.dut_cpu),
+            (&u, self.ud.dev.clone(), self.dut_cpu),
+            (&t, self.d.dev.clone(), self.tester_cpu),
+            (&t, self.cd.dev.clone(), self.tester_cpu),
+        ] {
+            self.threaded_napi(ns, &p, cpu)?;
+        }
         // The tester's stack never handles test traffic (no ICMP port unreachable back).
         let ruleset = format!(
             "table netdev labtester {{\n\
@@ -276,15 +307,67 @@ impl Topo {
         Ok(())
     }
 
+    fn threaded_napi(&self, ns: &str, dev: &str, cpu: usize) -> Result<()> {
+        sys::ns_ok(ns, &["ethtool", "-K", dev, "gro", "on"])
+            .with_context(|| format!("turning GRO on for {dev}"))?;
+        sys::ns_sh(ns, &format!("echo 1 > /sys/class/net/{dev}/threaded"))
+            .with_context(|| format!("threaded NAPI on {dev}"))?;
+        // The poll threads are named napi/DEV-ID (cut to 15 characters).
+        let want = format!("napi/{dev}");
+        let want = &want[..want.len().min(15)];
+        let mut pinned = 0;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        for _ in 0..100 {
+            for e in std::fs::read_dir("/proc")
+                .context("reading /proc")?
+                .flatten()
+                .take(100_000)
+            {
+                let Some(pid) = e.file_name().to_str().and_then(|x| x.parse::<i32>().ok()) else {
+                    continue;
+                };
+                let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+                let comm = comm.trim();
+                let rest = comm.strip_prefix(want).unwrap_or("-");
+                if comm.starts_with(want) && (rest.is_empty() || rest.starts_with('-')) {
+                    if !sys::pin_pid(pid, cpu) {
+                        bail!("cannot pin {comm} (pid {pid}) to CPU {cpu}");
+                    }
+                    sys::set_fifo(pid, sys::RT_PRIO);
+                    self.napi_threads.borrow_mut().push((dev.to_string(), pid));
+                    pinned += 1;
+                }
+            }
+            if pinned > 0 || std::time::Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(30));
+        }
+        if pinned == 0 {
+            bail!("no NAPI thread for {dev} after turning threaded NAPI on");
+        }
+        Ok(())
+    }
+
     fn set_rps(&self, ns: &str, dev: &str, cpu: usize) -> Result<()> {
-        let path = format!("/sys/class/net/{dev}/queues/rx-0/rps_cpus");
-        // /sys/class/net shows the namespace of the process that mounted sysfs: write it from
-        // inside the namespace with a fresh sysfs view.
+        // Every receive queue (a veth gets one per CPU unless told otherwise, and an skb can
+        // land on any of them). `ip netns exec` remounts /sys, so the namespace's devices are there.
         let m = mask(cpu);
-        let script = format!("echo {m} > {path}");
-        // `ip netns exec` remounts /sys for the namespace.
+        let script = format!(
+            "for q in /sys/class/net/{dev}/queues/rx-*/rps_cpus; do echo {m} > $q || exit 1; done"
+        );
         sys::ns_sh(ns, &script).with_context(|| format!("setting RPS on {dev}"))?;
         Ok(())
+    }
+
+    /// NAPI threads of the DUT's ports (their CPU time is the device's).
+    pub fn dut_napi_pids(&self) -> Vec<i32> {
+        self.napi_threads
+            .borrow()
+            .iter()
+            .filter(|(d, _)| *d == self.ua.dev || *d == self.ud.dev)
+            .map(|(_, p)| *p)
+            .collect()
     }
 
     /// Runs a command in the DUT namespace; must succeed.
@@ -300,8 +383,11 @@ impl Topo {
     /// Where the work runs, in words, for reports.
     pub fn placement(&self) -> String {
         format!(
-            "tester threads and tester receive work (RPS) on CPU {}; DUT receive work (RPS on its ports) and DUT processes on CPU {}",
-            self.tester_cpu, self.dut_cpu
+            "tester threads and the tester ports' receive work (threaded NAPI) on CPU {}; the DUT ports' receive work (threaded NAPI) and DUT processes on CPU {}; all of them SCHED_FIFO (receive work and devices priority {}, the sender {})",
+            self.tester_cpu,
+            self.dut_cpu,
+            sys::RT_PRIO,
+            sys::RT_PRIO_SENDER
         )
     }
 }
