@@ -410,6 +410,7 @@ mod tests {
             remote: "203.0.113.5:53".into(),
             state: "udp".into(),
             expires_in: Some(299),
+            ..SessionInfo::default()
         };
         let r = Response::Sessions(vec![s]);
         let line = encode_response(&r);
@@ -419,6 +420,11 @@ mod tests {
         );
         assert!(line.ends_with("}\n"));
         assert_eq!(decode_response(&line)?, r);
+        // A row from a daemon without the NAT64 fields still reads.
+        let old = "{\"sessions\":[{\"proto\":\"udp\",\"inside\":\"a\",\"outside\":\"b\",\"remote\":\"c\",\"state\":\"udp\",\"expires_in\":1}]}";
+        assert!(
+            matches!(decode_response(old)?, Response::Sessions(v) if v[0].translator.is_empty())
+        );
 
         let mut stats = DaemonStats::default();
         stats.engine.sessions = 3;

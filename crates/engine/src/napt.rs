@@ -803,6 +803,7 @@ impl<A: InsideAddr> Napt<A> {
                     SessState::Tcp(t) => tcp_state_name(t).into(),
                 },
                 expires_in: Some(now.secs_until(s.expires)),
+                ..SessionInfo::default()
             })
             .collect();
         dynamic.sort_by(|a, b| {

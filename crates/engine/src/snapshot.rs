@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One row of the translation table (like `show ip nat translations`).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct SessionInfo {
     /// "tcp", "udp", "icmp", or "any" for a static entry.
     pub proto: String,
@@ -13,10 +13,17 @@ pub struct SessionInfo {
     pub outside: String,
     /// Outside (remote) address[:port]; empty for static entries.
     pub remote: String,
+    /// NAT64: the remote as the IPv6 side sees it, its pref64 form (`[2001:2:0:64::c613:2]:80`);
+    /// absent for NAT44.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub remote6: String,
     /// "static", "udp", "icmp", or a TCP state (RFC 6146 3.5.2.2 names in snake_case).
     pub state: String,
     /// Seconds until the session expires if idle; `None` for static entries.
     pub expires_in: Option<u64>,
+    /// "nat44" or "nat64" (empty when read from a daemon older than this field).
+    #[serde(default)]
+    pub translator: String,
 }
 
 /// Pool use per protocol.

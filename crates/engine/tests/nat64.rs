@@ -87,6 +87,8 @@ fn rfc6146_3_5_2_tcp_handshake_and_unsolicited_syn() {
     assert_eq!(row.inside, "[2001:2:0:1::10]:40001");
     assert_eq!(row.outside, "198.19.0.101:40001");
     assert_eq!(row.remote, "198.19.0.2:80");
+    assert_eq!(row.translator, "nat64");
+    assert_eq!(row.remote6, "[2001:2:0:64::c613:2]:80");
     // Deviation from 3.5.2.2 (documented): an unsolicited inbound SYN is dropped at once.
     let (v, _) = at(
         &mut e,

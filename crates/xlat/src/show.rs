@@ -12,41 +12,50 @@ pub fn hms(secs: u64) -> String {
     format!("{}:{:02}:{:02}", secs / 3600, (secs / 60) % 60, secs % 60)
 }
 
-/// The translation table: one row per session or static entry, columns padded to fit.
+/// The translation table: one row per session or static entry, columns padded to fit. With
+/// NAT64 sessions an "Outside local" column shows the remote as the IPv6 side addresses it
+/// (its pref64 form); for NAT44 rows it equals "Outside".
 pub fn sessions_table(sessions: &[SessionInfo]) -> String {
-    let header = [
-        "Pro",
-        "Inside local",
-        "Inside global",
-        "Outside",
-        "State",
-        "Expires",
-    ];
-    let rows: Vec<[String; 6]> = sessions
+    let v6 = sessions.iter().any(|s| !s.remote6.is_empty());
+    let mut header = vec!["Pro", "Inside local", "Inside global"];
+    if v6 {
+        header.push("Outside local");
+    }
+    header.extend(["Outside", "State", "Expires"]);
+    let dash = |v: &str| {
+        if v.is_empty() {
+            "---".to_string()
+        } else {
+            v.to_string()
+        }
+    };
+    let rows: Vec<Vec<String>> = sessions
         .iter()
         .map(|s| {
-            [
-                s.proto.clone(),
-                s.inside.clone(),
-                s.outside.clone(),
-                if s.remote.is_empty() {
-                    "---".to_string()
+            let mut r = vec![s.proto.clone(), s.inside.clone(), s.outside.clone()];
+            if v6 {
+                r.push(dash(if s.remote6.is_empty() {
+                    &s.remote
                 } else {
-                    s.remote.clone()
-                },
+                    &s.remote6
+                }));
+            }
+            r.extend([
+                dash(&s.remote),
                 s.state.clone(),
                 s.expires_in.map(hms).unwrap_or_else(|| "---".to_string()),
-            ]
+            ]);
+            r
         })
         .collect();
-    let mut width = header.map(str::len);
+    let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for r in &rows {
         for (w, c) in width.iter_mut().zip(r.iter()) {
             *w = (*w).max(c.len());
         }
     }
     let mut out = String::new();
-    let line = |out: &mut String, cells: [&str; 6]| {
+    let line = |out: &mut String, cells: &[&str]| {
         let mut l = String::new();
         for (i, (c, w)) in cells.iter().zip(width.iter()).enumerate() {
             if i + 1 == cells.len() {
@@ -58,9 +67,10 @@ pub fn sessions_table(sessions: &[SessionInfo]) -> String {
         out.push_str(l.trim_end());
         out.push('\n');
     };
-    line(&mut out, header);
+    line(&mut out, &header);
     for r in &rows {
-        line(&mut out, [&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]]);
+        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
+        line(&mut out, &cells);
     }
     let n = sessions.len();
     let _ = writeln!(out, "{n} entr{}", if n == 1 { "y" } else { "ies" });
@@ -198,6 +208,7 @@ mod tests {
                 remote: String::new(),
                 state: "static".into(),
                 expires_in: None,
+                ..SessionInfo::default()
             },
             SessionInfo {
                 proto: "tcp".into(),
@@ -206,6 +217,7 @@ mod tests {
                 remote: "203.0.113.5:80".into(),
                 state: "established".into(),
                 expires_in: Some(7439),
+                ..SessionInfo::default()
             },
         ];
         let t = sessions_table(&rows);
@@ -221,6 +233,27 @@ mod tests {
         assert_eq!(col(lines[0]), col(lines[2]));
         assert_eq!(lines[3], "2 entries");
         assert_eq!(sessions_table(&[]).lines().last(), Some("0 entries"));
+    }
+
+    #[test]
+    fn nat64_rows_get_an_outside_local_column() {
+        let rows = vec![SessionInfo {
+            translator: "nat64".into(),
+            proto: "udp".into(),
+            inside: "[2001:2:0:1::10]:40000".into(),
+            outside: "198.19.0.101:40000".into(),
+            remote: "198.19.0.2:53".into(),
+            remote6: "[2001:2:0:64::c613:2]:53".into(),
+            state: "udp".into(),
+            expires_in: Some(299),
+        }];
+        let t = sessions_table(&rows);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].contains("Outside local"), "{t}");
+        assert!(
+            lines[1].contains("[2001:2:0:64::c613:2]:53  198.19.0.2:53"),
+            "{t}"
+        );
     }
 
     #[test]

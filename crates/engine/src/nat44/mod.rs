@@ -541,6 +541,7 @@ impl Nat44 {
                 remote: String::new(),
                 state: "static".into(),
                 expires_in: None,
+                ..SessionInfo::default()
             })
             .collect();
         self.napt.sessions(now, &mut out);
