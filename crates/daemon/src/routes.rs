@@ -13,11 +13,11 @@
 //! - NAT64 and SIIT (IPv4 <-> IPv6): `net.ipv6.conf.all.forwarding = 1`; in the main tables,
 //!   `<pref64> dev <tun>` (IPv6) and `<nat64.pool4 | siit.pool4> dev <tun>` (IPv4). An EAM
 //!   entry (RFC 7757) maps hosts on one side; which side is found before our routes exist
-//!   (`ip -j route get` of its first addresses): an IPv6 prefix on a directly connected subnet
-//!   means IPv6 hosts, so the IPv4 prefix is routed into the tun; else an IPv4 prefix on a
-//!   directly connected subnet means IPv4 hosts, so the IPv6 prefix is routed into the tun;
-//!   else (neither connected) the IPv4 prefix is, RFC 7757's usual use (IPv4 addresses for
-//!   IPv6 servers). Each decision is logged.
+//!   (`ip -j route get` of a host address of each prefix): an IPv6 prefix on a directly
+//!   connected subnet means IPv6 hosts, so the IPv4 prefix is routed into the tun; else an
+//!   IPv4 prefix on a directly connected subnet means IPv4 hosts, so the IPv6 prefix is routed
+//!   into the tun; else (neither connected) the IPv4 prefix is, RFC 7757's usual use (IPv4
+//!   addresses for IPv6 servers). Each decision is logged.
 //! - Proxy ARP: each pool or static outside address that lies in a subnet directly connected to
 //!   another interface (found with `ip -j route get ADDR` before our routes exist) gets
 //!   `ip neigh add proxy ADDR dev IFACE`, so the gateway answers ARP for it. At most
@@ -198,8 +198,17 @@ impl Routes {
         let mut inbound = plan.inbound.clone();
         let mut inbound6 = plan.inbound6.clone();
         for e in &plan.eam {
-            let on6 = connected_dev6(std::net::Ipv6Addr::from(e.ipv6.addr)).filter(|d| d != tun);
-            let on4 = connected_dev(Ipv4Addr::from(e.ipv4.addr)).filter(|d| d != tun);
+            // Host addresses of each prefix: not the first (the subnet-router anycast address of
+            // IPv6, an IPv4 network address) and, failing the second, the last but one (the
+            // second may be this gateway's own address, which is local, not connected).
+            let h6 = !e.ipv6.mask();
+            let h4 = !e.ipv4.mask();
+            let on6 = [e.ipv6.addr | (1 & h6), e.ipv6.addr | (h6 & !1)]
+                .into_iter()
+                .find_map(|a| connected_dev6(std::net::Ipv6Addr::from(a)).filter(|d| d != tun));
+            let on4 = [e.ipv4.addr | (1 & h4), e.ipv4.addr | (h4 & !1)]
+                .into_iter()
+                .find_map(|a| connected_dev(Ipv4Addr::from(a)).filter(|d| d != tun));
             match (on6, on4) {
                 (Some(dev), _) => {
                     info!(eam = %format!("{} = {}", e.ipv4, e.ipv6), dev = %dev, "EAM hosts are on the IPv6 side: their IPv4 prefix goes into the tun");

@@ -405,6 +405,27 @@ fn rfc7757_eam_hairpin_and_not_ours() {
 }
 
 #[test]
+fn rfc7757_eam_for_ipv4_side_hosts_is_not_hairpinned() {
+    // 198.51.100.0/28 = 2001:2:0:7::/124 maps IPv4-side servers: IPv6 clients address them by
+    // the EAM IPv6 prefix, and the packet leaves as IPv4 (no hairpin back to IPv6).
+    let mut c = config();
+    c.eam.push(Eam {
+        ipv4: "198.51.100.0/28".parse().unwrap(),
+        ipv6: "2001:2:0:7::/124".parse().unwrap(),
+    });
+    let mut e = engine_with(c);
+    let p = ip6(a6(H6), a6("2001:2:0:7::7"), 17, udp(1, 2, b"hi"), 64);
+    let (v, o) = run(&mut e, p);
+    assert_eq!(v, Verdict::Forward);
+    verify4(&o);
+    assert_eq!((&o[12..16], &o[16..20]), (&a4(H4)[..], &a4(R4)[..]));
+    // And back: the source takes the EAM form.
+    let (v, o) = run(&mut e, ip4(a4(R4), a4(H4), 17, udp(2, 1, b"ho"), 64, 0, 1));
+    assert_eq!(v, Verdict::Forward);
+    assert_eq!(&o[8..24], &a6("2001:2:0:7::7"));
+}
+
+#[test]
 fn rfc6052_3_1_well_known_prefix_refuses_non_global() {
     let mut e = engine_with(SiitConfig {
         prefix: Some("64:ff9b::/96".parse().unwrap()),

@@ -540,9 +540,10 @@ impl Siit {
                 return Ok(done);
             }
         }
-        // RFC 7757 4 / RFC 7915 1.3: an IPv6 node addressing another by its IPv4 form
-        // (hairpinning): the packet goes back to IPv6 at once.
-        if self.owns4(m.dst) {
+        // RFC 7757 4 / RFC 7915 1.3: an IPv6 node addressing another by the pref64 form of its
+        // IPv4 address (hairpinning): the packet goes back to IPv6 at once. A destination
+        // reached through an EAM entry's IPv6 prefix is an IPv4-side host: no hairpin.
+        if self.owns4(m.dst) && !self.map.eamt.has6(h.dst) {
             return self.translate4(now, buf, c, false);
         }
         Ok(Done::Forward)
