@@ -807,7 +807,7 @@ mod dns64_tests {
         ))
         .unwrap_err();
         assert!(
-            e.starts_with("xlat.toml: dns64.prefix: /80 is not an RFC 6052 prefix length"),
+            e.starts_with("xlat.toml: dns64.prefix: 2001:2:0:64::/80: prefix length /80 is not one of RFC 6052's"),
             "{e}"
         );
         let e = parse(&format!("{l}{ok_rest}exclude = [\"2001:db8::1/32\"]\n")).unwrap_err();

@@ -24,7 +24,7 @@ use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode}
 use hickory_proto::rr::rdata::{AAAA, CNAME};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 
-use crate::pref64::{is_global_v4, Pref64, Prefix6, IPV4_MAPPED};
+use crate::pref64::{covers, embed, extract, is_global_v4, Pref64, Prefix6, IPV4_MAPPED};
 use crate::stats::{add, inc, Stats};
 
 /// RFC 6147 5.1.7: the TTL cap for synthesized records when the negative AAAA answer carried
@@ -298,11 +298,11 @@ impl Policy {
                         continue;
                     }
                     // RFC 6147 5.1.7: NAME from the A record, TYPE AAAA, RDATA per 5.2.
-                    let mut s = Record::from_rdata(
-                        r.name.clone(),
-                        r.ttl.min(cap),
-                        RData::AAAA(AAAA(self.prefix.embed(v4))),
-                    );
+                    let Some(v6) = embed(&self.prefix, v4) else {
+                        continue;
+                    };
+                    let mut s =
+                        Record::from_rdata(r.name.clone(), r.ttl.min(cap), RData::AAAA(AAAA(v6)));
                     s.dns_class = DNSClass::IN;
                     out.answers.push(s);
                     n += 1;
@@ -329,7 +329,7 @@ impl Policy {
             return None;
         }
         match net.addr() {
-            IpAddr::V6(a) => self.prefix.extract(a),
+            IpAddr::V6(a) => extract(&self.prefix, a),
             IpAddr::V4(_) => None,
         }
     }
@@ -389,7 +389,7 @@ impl Policy {
     }
 
     fn is_excluded(&self, a: Ipv6Addr) -> bool {
-        self.exclude.iter().any(|p| p.contains(a))
+        self.exclude.iter().any(|p| covers(p, a))
     }
 
     /// AAAA records (class IN) in the answer section: (outside the exclusion set, inside).
