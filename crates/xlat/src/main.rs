@@ -53,7 +53,7 @@ enum Cmd {
     },
     /// Translate a pcap capture offline with the configuration's NAT settings.
     Translate {
-        /// Configuration file (TOML); [tun] and [control] are ignored.
+        /// Configuration file (TOML); [control] is ignored, and of [tun] only mtu (NAT64, SIIT).
         #[arg(short = 'c', long = "config", value_name = "FILE")]
         config: PathBuf,
         /// Input capture (pcap; link type RAW, IPV4, IPV6 or ETHERNET).
