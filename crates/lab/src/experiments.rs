@@ -713,6 +713,8 @@ impl Lab {
         );
         let sessions = self.opts.sessions.clone();
         let size = SizeMix::Fixed(64);
+        // Every run shows the tester's ceiling, even where only warm-ups are sent.
+        self.ceiling(&size, false)?;
         for d in self.opts.devices.clone() {
             let rows = self.with_device(&d, |lab, dev| {
                 let mut out = Vec::new();

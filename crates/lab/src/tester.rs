@@ -112,8 +112,10 @@ pub struct Trial {
     pub ring_drops: u64,
     /// Frames on the receive port without this trial's tag.
     pub foreign: u64,
-    /// sendmmsg calls that found the kernel's buffers full.
-    pub tx_full: u64,
+    /// Frames the device's input queue refused (veth pushes back on the sender when the
+    /// receiving side's ring is full). A wire cannot push back: these count as sent and lost,
+    /// as a NIC dropping on a full ring.
+    pub tx_refused: u64,
     pub send_secs: f64,
     /// Achieved transmit rate (pps).
     pub tx_pps: f64,
@@ -355,7 +357,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
         .iter()
         .filter_map(|&p| sys::proc_cpu_ns(p))
         .sum();
-    let (send_secs, tx_full, sender_cpu) = send_res??;
+    let (send_secs, tx_refused, sender_cpu) = send_res??;
     let (st, ring_drops, receiver_cpu) = rx_res?;
 
     let total = sent.load(Ordering::Acquire);
@@ -419,7 +421,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
         reordered: st.reordered,
         ring_drops,
         foreign: st.foreign,
-        tx_full,
+        tx_refused,
         send_secs,
         tx_pps,
         rx_pps: st.received as f64 / send_secs.max(1e-9),
@@ -443,7 +445,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
     })
 }
 
-/// Sends until the duration or the packet budget is used up; returns (seconds, tx_full).
+/// Sends until the duration or the packet budget is used up; returns (seconds, frames refused).
 fn send_loop(
     spec: &TrialSpec,
     tx: &TxSocket,
@@ -460,7 +462,7 @@ fn send_loop(
     let max = spec.max_packets.unwrap_or(u64::MAX).min(u32::MAX as u64);
     let rate = spec.rate_pps.filter(|r| *r > 0.0);
     let mut sent: u64 = 0;
-    let mut tx_full: u64 = 0;
+    let mut refused: u64 = 0;
     let t0 = Instant::now();
     let limit = spec.duration;
     // Bounded in time by `limit`; the turn count bounds it too (each turn sends or waits).
@@ -516,12 +518,10 @@ fn send_loop(
             .map(|(b, &l)| &b[..l])
             .collect();
         let k = tx.send_batch(&slices).context("sendmmsg")?;
-        if k == 0 {
-            tx_full += 1;
-            std::thread::yield_now();
-        }
-        sent += k as u64;
+        // What the port refused was offered and is lost: the sequence moves on.
+        refused += (n - k) as u64;
+        sent += n as u64;
         sent_out.store(sent, Ordering::Release);
     }
-    Ok((t0.elapsed().as_secs_f64(), tx_full))
+    Ok((t0.elapsed().as_secs_f64(), refused))
 }

@@ -12,10 +12,11 @@
 //! IPv6 (RFC 5180 range 2001:2::/48): A 2001:2:0:1::2/64, UA ::1; D 2001:2:0:2::2/64, UD ::1.
 //! The tester writes whole Ethernet frames with AF_PACKET and reads them with a receive ring,
 //! so its own IP stack never sees test traffic: a netdev ingress rule drops IP on the tester
-//! ports after the ring has copied it (packet taps run before the ingress hook). Offloads are
-//! off on every veth; RPS sends the DUT's receive work to the DUT core and the tester's to the
-//! tester core (veth otherwise runs the receiver's work on the sender's CPU). Namespaces are
-//! removed on drop, which also runs on Ctrl-C (the lab's loops stop and unwind).
+//! ports after the ring has copied it (packet taps run before the ingress hook). Segmentation
+//! offloads are off on every veth. veth runs the receiver's work on the sender's CPU and RPS
+//! did not change that here, so the receiving ports use threaded NAPI with the poll threads
+//! pinned: the DUT's to the DUT CPU, the tester's to the tester CPU, SCHED_FIFO. Namespaces
+//! are removed on drop, which also runs on Ctrl-C (the lab's loops stop and unwind).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
