@@ -16,6 +16,6 @@ ensure_cargo
 export XLAT_E2E_REQUIRED=1
 # One test at a time: the end-to-end tests move real traffic and share the machine's cores.
 timeout -k 10 2400 cargo test --workspace --release "$@" -- --test-threads=1
-leftover=$(ip netns list | grep -E '^x[0-9a-f]+[ndt][0-9]+-(in|in2|gw|out|cli|srv|a|r|b)( |$)' || true)
+leftover=$(ip netns list | grep -E '^x[0-9a-f]+[ndtp][0-9]+-(in|in2|gw|out|cli|srv|a|r|b)( |$)' || true)
 [ -z "$leftover" ] || die "test namespaces were left behind: $leftover"
 echo "all tests passed"
