@@ -46,6 +46,8 @@ pub struct Opts {
     pub sessions: Vec<u32>,
     /// Fixed offered load (pps) for cpu / latency-vs-sessions; None = a default.
     pub rate: Option<f64>,
+    /// Sender-side interrupt moderation (see tester::TrialSpec::coalesce).
+    pub coalesce: Duration,
 }
 
 /// A run in progress: the testbed, options and what has been measured so far.
@@ -127,6 +129,7 @@ impl Lab {
             dut_pids: pids,
             dut_kernel_pids: self.topo.dut_napi_pids(),
             drain: Duration::from_millis(300),
+            coalesce: self.opts.coalesce,
         }
     }
 
@@ -145,7 +148,7 @@ impl Lab {
             t.rx_pps,
             pct(t.loss),
             t.latency.p50_us,
-            pct(t.cpu.dut_busy)
+            pct(t.cpu.device_busy)
         ));
         Ok(t)
     }
@@ -327,7 +330,7 @@ impl Lab {
                 p50.push(b.latency.p50_us);
                 p99.push(b.latency.p99_us);
                 ns.push(b.cpu.dut_ns_per_pkt);
-                busy.push(pct(b.cpu.dut_busy));
+                busy.push(pct(b.cpu.device_busy));
             }
             row.searches.push(search);
             row.trials.extend(trials);
@@ -417,7 +420,8 @@ impl Lab {
                     ("latency_p50_us", t.latency.p50_us),
                     ("latency_p99_us", t.latency.p99_us),
                     ("latency_max_us", t.latency.max_us),
-                    ("dut_busy_pct", pct(t.cpu.dut_busy)),
+                    ("dut_busy_pct", pct(t.cpu.device_busy)),
+                    ("dut_cpu_all_pct", pct(t.cpu.dut_busy)),
                     ("dut_softirq_pct", pct(t.cpu.dut_softirq)),
                     ("dut_ns_per_pkt", t.cpu.dut_ns_per_pkt),
                     ("proc_ns_per_pkt", t.cpu.proc_ns_per_pkt),

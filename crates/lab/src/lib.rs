@@ -99,6 +99,10 @@ pub struct RunOpts {
     /// Most trials per throughput search.
     #[arg(long)]
     pub max_steps: Option<usize>,
+    /// Microseconds a due frame may wait to leave with others, like a NIC's interrupt
+    /// moderation (default 200; 0 sends every frame when due).
+    #[arg(long)]
+    pub coalesce_us: Option<f64>,
     /// Directory under which results/<timestamp>-<name>/ is created (default: ./results).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -396,7 +400,12 @@ pub fn resolve(plan: &Plan, o: &RunOpts) -> Result<Opts> {
     if !(0.01..=50.0).contains(&resolution) {
         bail!("--resolution: {resolution}% is outside 0.01..50");
     }
+    let coalesce_us = o.coalesce_us.unwrap_or(200.0);
+    if !(0.0..=10_000.0).contains(&coalesce_us) {
+        bail!("--coalesce-us: {coalesce_us} is outside 0..10000");
+    }
     Ok(Opts {
+        coalesce: Duration::from_secs_f64(coalesce_us / 1e6),
         devices,
         sizes,
         trial: Duration::from_secs_f64(duration),
@@ -423,6 +432,8 @@ pub fn execute(plan: Plan, o: &RunOpts) -> Result<PathBuf> {
     if tester_cpu >= n || dut_cpu >= n {
         bail!("--tester-cpu/--dut-cpu: this machine has CPUs 0..{}", n - 1);
     }
+    // The lab's own bookkeeping (and the commands it starts) stays off the DUT CPU.
+    sys::pin_thread(tester_cpu);
     let base = o.out.clone().unwrap_or_else(|| PathBuf::from("results"));
     let stamp = sys::utc_stamp();
     let dir = base.join(format!("{stamp}-{}", plan.name));
@@ -444,6 +455,7 @@ pub fn execute(plan: Plan, o: &RunOpts) -> Result<PathBuf> {
             flows: opts.flows,
             link_bps: opts.link_bps.unwrap_or(0.0),
             resolution: opts.resolution,
+            coalesce_us: opts.coalesce.as_secs_f64() * 1e6,
         },
         ..RunResults::default()
     };

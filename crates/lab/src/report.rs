@@ -25,7 +25,7 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("ceiling_pct", "% of tester ceiling"),
             ("latency_p50_us", "latency p50 (us)"),
             ("latency_p99_us", "p99 (us)"),
-            ("dut_busy_pct", "DUT CPU %"),
+            ("dut_busy_pct", "device CPU %"),
             ("dut_ns_per_pkt", "DUT ns/pkt"),
         ],
         "cost" => vec![
@@ -33,7 +33,7 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("loss_pct", "loss %"),
             ("latency_p50_us", "latency p50 (us)"),
             ("latency_p99_us", "p99 (us)"),
-            ("dut_busy_pct", "DUT CPU %"),
+            ("dut_busy_pct", "device CPU %"),
             ("dut_ns_per_pkt", "DUT ns/pkt"),
             ("proc_ns_per_pkt", "process ns/pkt"),
             ("dut_other_pct", "other load %"),
@@ -43,7 +43,7 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("rx_mbps", "received Mb/s"),
             ("loss_pct", "loss %"),
             ("latency_mean_us", "latency mean (us)"),
-            ("dut_busy_pct", "DUT CPU %"),
+            ("dut_busy_pct", "device CPU %"),
         ],
         "latency-vs-load" => vec![
             ("offered_pps", "offered (pps)"),
@@ -68,7 +68,7 @@ pub fn columns(exp: &str) -> Vec<Col> {
         ],
         "cpu" => vec![
             ("offered_pps", "offered (pps)"),
-            ("dut_busy_pct", "DUT CPU %"),
+            ("dut_busy_pct", "device CPU %"),
             ("dut_softirq_pct", "softirq %"),
             ("dut_ns_per_pkt", "DUT ns/pkt"),
             ("proc_ns_per_pkt", "process ns/pkt"),
@@ -480,11 +480,12 @@ pub fn write(dir: &Path, r: &RunResults) -> Result<Vec<PathBuf>> {
         ),
         format!("Where the work ran: {}.", r.placement),
         format!(
-            "Settings: {:.1} s trials, {} repetition(s), loss threshold {}%, {} flows{}.",
+            "Settings: {:.1} s trials, {} repetition(s), loss threshold {}%, {} flows, sender coalescing {:.0} us{}.",
             r.settings.trial_secs,
             r.settings.repeats,
             r.settings.loss_threshold * 100.0,
             r.settings.flows,
+            r.settings.coalesce_us,
             if r.settings.link_bps > 0.0 {
                 format!(", nominal link {:.0} Mb/s", r.settings.link_bps / 1e6)
             } else {

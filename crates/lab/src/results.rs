@@ -58,6 +58,9 @@ pub struct Settings {
     /// Nominal link rate (bits/s) for "percent of load"; 0 = the tester's ceiling.
     pub link_bps: f64,
     pub resolution: f64,
+    /// Sender-side interrupt moderation, microseconds.
+    #[serde(default)]
+    pub coalesce_us: f64,
 }
 
 /// The tester's own ceiling (A wired straight to D) for one frame size.

@@ -57,6 +57,8 @@ pub struct TrialSpec {
     pub dut_kernel_pids: Vec<i32>,
     /// How long to wait for stragglers after the last frame is sent.
     pub drain: Duration,
+    /// Longest time a due frame waits to be sent with others (0: every frame when due).
+    pub coalesce: Duration,
 }
 
 /// Latency percentiles in microseconds.
@@ -90,6 +92,9 @@ pub struct CpuUse {
     /// Share of the DUT CPU used by anything else (other processes on the machine), 0..1.
     #[serde(default)]
     pub dut_other: f64,
+    /// Share of the DUT CPU used by the device (its NAPI threads, softirq, processes), 0..1.
+    #[serde(default)]
+    pub device_busy: f64,
     /// CPUs the sender and receiver threads ran on (sampled at their end).
     pub sender_cpu: i32,
     pub receiver_cpu: i32,
@@ -435,6 +440,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
             dut_ns_per_pkt: (kernel_ns + proc_ns) / rcv,
             proc_ns_per_pkt: proc_ns / rcv,
             dut_other,
+            device_busy: ((kernel_ns + proc_ns) / window_ns.max(1.0)).min(1.0),
             sender_cpu,
             receiver_cpu,
         },
@@ -463,6 +469,8 @@ fn send_loop(
     let rate = spec.rate_pps.filter(|r| *r > 0.0);
     let mut sent: u64 = 0;
     let mut refused: u64 = 0;
+    let coalesce = spec.coalesce;
+    let mut last_send = Duration::ZERO;
     let t0 = Instant::now();
     let limit = spec.duration;
     // Bounded in time by `limit`; the turn count bounds it too (each turn sends or waits).
@@ -478,9 +486,18 @@ fn send_loop(
                 .saturating_sub(sent),
             None => (max - sent).min(BATCH as u64),
         };
-        if due == 0 {
+        // Interrupt moderation: below a full batch, frames that are due wait until `coalesce`
+        // has passed since the last send, as a NIC holds its interrupt (each hand-over to the
+        // device costs it a thread wakeup, which would otherwise be paid per packet). Their
+        // timestamps are taken when they leave, so the wait is not counted as latency.
+        let hold = rate.is_some() && due > 0 && due < BATCH as u64 && el < last_send + coalesce;
+        if due == 0 || hold {
             if let Some(r) = rate {
-                let next = Duration::from_secs_f64((sent + 1) as f64 / r);
+                let next = if hold {
+                    last_send + coalesce
+                } else {
+                    Duration::from_secs_f64((sent + 1) as f64 / r)
+                };
                 let wait = next.saturating_sub(el);
                 if wait > Duration::from_micros(60) {
                     std::thread::sleep(wait - Duration::from_micros(40));
@@ -518,6 +535,7 @@ fn send_loop(
             .map(|(b, &l)| &b[..l])
             .collect();
         let k = tx.send_batch(&slices).context("sendmmsg")?;
+        last_send = el;
         // What the port refused was offered and is lost: the sequence moves on.
         refused += (n - k) as u64;
         sent += n as u64;
