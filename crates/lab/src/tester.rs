@@ -543,3 +543,79 @@ fn send_loop(
     }
     Ok((t0.elapsed().as_secs_f64(), refused))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::flows_v4;
+
+    fn frame(tag: u16, flow: u32, seq: u32, tx_ns: u64) -> Vec<u8> {
+        let f = flows_v4(2, 0, [198, 19, 0, 2]);
+        let mut b = vec![0u8; 128];
+        let t = Tag {
+            tag,
+            flow,
+            seq,
+            tx_ns,
+        };
+        let n = build_frame(&mut b, 64, false, &[2; 6], &[4; 6], &f[flow as usize], t).unwrap();
+        b.truncate(n);
+        b
+    }
+
+    fn state() -> RxState {
+        RxState {
+            tag: 7,
+            nflows: 2,
+            seen: Vec::new(),
+            last: vec![-1; 2],
+            received: 0,
+            dup: 0,
+            reordered: 0,
+            foreign: 0,
+            bytes: 0,
+            first_src: String::new(),
+            hist: Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap(),
+        }
+    }
+
+    #[test]
+    fn receiver_counts_duplicates_reordering_and_foreign_frames() {
+        let mut st = state();
+        // Flow 0 gets even sequence numbers, flow 1 odd ones, as the sender's round robin.
+        for (flow, seq) in [(0, 0), (1, 1), (0, 4), (0, 2), (1, 3), (1, 3), (0, 6)] {
+            st.on_frame(&frame(7, flow, seq, 1_000), 51_000);
+        }
+        assert_eq!(st.received, 6);
+        assert_eq!(st.dup, 1);
+        // seq 2 arrived after seq 4 in flow 0.
+        assert_eq!(st.reordered, 1);
+        assert_eq!(st.bytes, 6 * 64);
+        assert_eq!(st.hist.len(), 6);
+        assert_eq!(st.hist.max(), st.hist.highest_equivalent(50_000));
+        assert!(st.first_src.starts_with("198.18.1.1:"));
+        // Another trial's tag, an unknown flow, and garbage are foreign.
+        st.on_frame(&frame(8, 0, 9, 0), 1);
+        st.on_frame(&frame(7, 0, 9, 0)[..20], 1);
+        let mut bad_flow = frame(7, 1, 11, 0);
+        bad_flow[42 + 2..42 + 6].copy_from_slice(&5u32.to_be_bytes());
+        st.on_frame(&bad_flow, 1);
+        assert_eq!(st.foreign, 3);
+        assert_eq!(st.received, 6);
+    }
+
+    #[test]
+    fn receive_before_send_clamps_latency() {
+        let mut st = state();
+        st.on_frame(&frame(7, 0, 0, 5_000), 1_000);
+        assert_eq!(st.received, 1);
+        assert_eq!(st.hist.min(), 1);
+    }
+
+    #[test]
+    fn source_of_frames() {
+        let f = frame(7, 0, 0, 0);
+        assert!(src_of(&f).starts_with("198.18.1.1:"));
+        assert_eq!(src_of(&[0u8; 10]), "");
+    }
+}
