@@ -216,6 +216,7 @@ pub fn defaults_for(exp: &str) -> Defaults {
     match exp {
         "quick" => Defaults {
             sizes: vec!["64".into(), "512".into()],
+            repeats: 3,
             duration: 1.0,
             max_steps: 7,
             resolution: 2.0,

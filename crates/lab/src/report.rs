@@ -138,7 +138,7 @@ pub fn cell(s: Option<Spread>) -> String {
     match s {
         None => "-".into(),
         Some(s) if s.n == 0 => "-".into(),
-        Some(s) if s.n > 1 && s.min != s.max => {
+        Some(s) if s.n > 1 && num(s.min) != num(s.max) => {
             format!("{} [{}..{}]", num(s.median), num(s.min), num(s.max))
         }
         Some(s) => num(s.median),
@@ -670,6 +670,7 @@ mod tests {
             "2.500 [1.500..3.500]"
         );
         assert_eq!(cell(Some(Spread::of(&[5.0]))), "5");
+        assert_eq!(cell(Some(Spread::of(&[2054.2, 2054.4]))), "2,054");
     }
 
     #[test]
