@@ -9,6 +9,7 @@
 //! | kernel-nat44-heavy | the same plus a distribution-style firewall: extra tables, hooks, sets (S4's contrast) |
 //! | xlat-nat44 | `xlat run` (NAPT over 198.19.0.128/25), the binary next to this one |
 //! | tayga-nat64 | TAYGA, prefix 2001:2:0:64::/96, dynamic pool 198.19.1.0/24 (S2's NAT64) |
+//! | xlat-nat64 | `xlat run` with stateful NAT64, the same prefix, pool4 198.19.0.128/25 |
 
 use std::fs;
 use std::os::unix::process::CommandExt;
@@ -37,6 +38,7 @@ pub const DEVICES: &[(&str, &str)] = &[
         "tayga-nat64",
         "TAYGA stateless NAT64 with a dynamic pool (TUN)",
     ),
+    ("xlat-nat64", "xlat run (stateful NAT64, TUN driver)"),
 ];
 
 /// Memory held by the device, with what was measured.
@@ -81,6 +83,10 @@ pub fn make(name: &str) -> Result<Box<dyn Device>> {
         "kernel-nat44-heavy" => Box::new(KernelNat44 { heavy: true }),
         "xlat-nat44" => Box::new(Daemon::xlat()),
         "tayga-nat64" => Box::new(Daemon::tayga()),
+        "xlat-nat64" => Box::new(Daemon {
+            kind: DaemonKind::Xlat64,
+            ..Daemon::xlat()
+        }),
         other => bail!(
             "unknown device {other:?}; known: {}",
             DEVICES.iter().map(|d| d.0).collect::<Vec<_>>().join(", ")
@@ -280,6 +286,7 @@ struct Daemon {
 #[derive(Clone, Copy, PartialEq)]
 enum DaemonKind {
     Xlat,
+    Xlat64,
     Tayga,
 }
 
@@ -381,7 +388,9 @@ impl Daemon {
         for _ in 0..300 {
             self.check_alive()?;
             let ready = match self.kind {
-                DaemonKind::Xlat => self.socket.exists() && self.xlat_stats().is_some(),
+                DaemonKind::Xlat | DaemonKind::Xlat64 => {
+                    self.socket.exists() && self.xlat_stats().is_some()
+                }
                 DaemonKind::Tayga => sys::ns_ok(
                     &topo.ns_dut,
                     &[
@@ -414,7 +423,7 @@ impl Daemon {
 
 fn tun_name(topo: &Topo, kind: DaemonKind) -> String {
     match kind {
-        DaemonKind::Xlat => format!("{}x", topo.id),
+        DaemonKind::Xlat | DaemonKind::Xlat64 => format!("{}x", topo.id),
         DaemonKind::Tayga => format!("{}t", topo.id),
     }
 }
@@ -449,6 +458,33 @@ seed = 1
     )
 }
 
+/// The lab's xlat NAT64 configuration: the same prefix as TAYGA's, pool4 = the NAT pool.
+pub fn xlat64_config(tun: &str, socket: &str) -> String {
+    format!(
+        r#"# written by xlat lab
+[tun]
+name = "{tun}"
+mtu = 1500
+auto_routes = true
+
+[nat64]
+prefix = "2001:2:0:64::/96"
+pool4 = ["{POOL_PREFIX}"]
+filtering = "endpoint-independent"
+
+[limits]
+max_sessions = 4000000
+max_sessions_per_host = 4000000
+
+[control]
+socket = "{socket}"
+
+[engine]
+seed = 1
+"#
+    )
+}
+
 /// TAYGA as in S2: a NAT64 prefix (2001:2:0:64::/96, RFC 6052 3.1 forbids the well-known
 /// prefix for these non-global addresses) and a dynamic IPv4 pool.
 pub fn tayga_config(tun: &str, data_dir: &str) -> String {
@@ -466,16 +502,17 @@ impl Device for Daemon {
     fn name(&self) -> &'static str {
         match self.kind {
             DaemonKind::Xlat => "xlat-nat44",
+            DaemonKind::Xlat64 => "xlat-nat64",
             DaemonKind::Tayga => "tayga-nat64",
         }
     }
     fn v6_in(&self) -> bool {
-        self.kind == DaemonKind::Tayga
+        matches!(self.kind, DaemonKind::Tayga | DaemonKind::Xlat64)
     }
     fn flows(&self, n: u32, seed: u32) -> Vec<Flow> {
         match self.kind {
             DaemonKind::Xlat => crate::packet::flows_v4(n, seed, D_ADDR),
-            DaemonKind::Tayga => {
+            DaemonKind::Tayga | DaemonKind::Xlat64 => {
                 // RFC 6052 2.2: /96 prefix, IPv4 address in the last 32 bits.
                 let mut dst = v6("2001:2:0:64::");
                 dst[12..].copy_from_slice(&D_ADDR);
@@ -486,12 +523,17 @@ impl Device for Daemon {
     fn setup(&mut self, topo: &Topo) -> Result<()> {
         let tun = tun_name(topo, self.kind);
         match self.kind {
-            DaemonKind::Xlat => {
+            DaemonKind::Xlat | DaemonKind::Xlat64 => {
                 let bin = xlat_bin()?;
                 self.socket = topo.dir.join("xlat.sock");
                 let cfg = topo.dir.join("xlat.toml");
-                fs::write(&cfg, xlat_config(&tun, &self.socket.display().to_string()))
-                    .with_context(|| format!("writing {}", cfg.display()))?;
+                let sock = self.socket.display().to_string();
+                let text = if self.kind == DaemonKind::Xlat64 {
+                    xlat64_config(&tun, &sock)
+                } else {
+                    xlat_config(&tun, &sock)
+                };
+                fs::write(&cfg, text).with_context(|| format!("writing {}", cfg.display()))?;
                 let args = vec![
                     bin.display().to_string(),
                     "run".into(),
@@ -559,13 +601,13 @@ impl Device for Daemon {
     }
     fn sessions(&self, _topo: &Topo) -> Option<u64> {
         match self.kind {
-            DaemonKind::Xlat => self.xlat_stats()?.get("sessions")?.as_u64(),
+            DaemonKind::Xlat | DaemonKind::Xlat64 => self.xlat_stats()?.get("sessions")?.as_u64(),
             DaemonKind::Tayga => None,
         }
     }
     fn version(&self) -> String {
         match self.kind {
-            DaemonKind::Xlat => xlat_bin()
+            DaemonKind::Xlat | DaemonKind::Xlat64 => xlat_bin()
                 .ok()
                 .and_then(|b| {
                     let b = b.display().to_string();

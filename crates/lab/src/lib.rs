@@ -175,7 +175,7 @@ pub fn list_text() -> String {
 
 pub const STUDIES: &[(&str, &str)] = &[
     ("s1", "IPv6 routing vs NAT44: loss, rate and latency vs load (10..100% of 100 Mb/s) by payload size"),
-    ("s2", "transition mechanisms: throughput and latency, IPv4/IPv6 forwarding, NAT64 (TAYGA), xlat, by payload size"),
+    ("s2", "transition mechanisms: throughput and latency, IPv4/IPv6 forwarding, NAT64 (TAYGA, xlat), by payload size"),
     ("s3", "NAT64 vs NAT44: throughput at full-size frames and router CPU at a fixed load"),
     ("s4", "slimming kernel NAT: loss vs load at 64 B on 100 Mb/s, no hooks / NAT / default firewall"),
     ("s5", "NAT impact: latency vs entries, throughput at 1000 entries, memory per entry, CPU, entry creation rate"),
@@ -271,7 +271,7 @@ pub fn study_plan(study: &str) -> Result<Plan> {
         "s2" => (
             vec!["throughput"],
             Defaults {
-                devices: vec!["forward4", "forward6", "tayga-nat64", "xlat-nat44"],
+                devices: vec!["forward4", "forward6", "tayga-nat64", "xlat-nat64"],
                 sizes: frames_for_payloads(&[50, 100, 250, 500, 750, 1000, 1250, 1472]),
                 duration: 1.0,
                 ..d
@@ -280,7 +280,13 @@ pub fn study_plan(study: &str) -> Result<Plan> {
         "s3" => (
             vec!["throughput", "cpu"],
             Defaults {
-                devices: vec!["forward6", "kernel-nat44", "tayga-nat64", "xlat-nat44"],
+                devices: vec![
+                    "forward6",
+                    "kernel-nat44",
+                    "tayga-nat64",
+                    "xlat-nat64",
+                    "xlat-nat44",
+                ],
                 sizes: vec!["1518".into()],
                 sessions: vec![100],
                 ..d
