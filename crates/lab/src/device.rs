@@ -10,6 +10,7 @@
 //! | xlat-nat44 | `xlat run` (NAPT over 198.19.0.128/25), the binary next to this one |
 //! | tayga-nat64 | TAYGA, prefix 2001:2:0:64::/96, dynamic pool 198.19.1.0/24 (S2's NAT64) |
 //! | xlat-nat64 | `xlat run` with stateful NAT64, the same prefix, pool4 198.19.0.128/25 |
+//! | xlat-siit | `xlat run` with SIIT: the same prefix, an EAM 198.19.2.0/24 = 2001:2:0:1::1:0/120 |
 
 use std::fs;
 use std::os::unix::process::CommandExt;
@@ -39,6 +40,10 @@ pub const DEVICES: &[(&str, &str)] = &[
         "TAYGA stateless NAT64 with a dynamic pool (TUN)",
     ),
     ("xlat-nat64", "xlat run (stateful NAT64, TUN driver)"),
+    (
+        "xlat-siit",
+        "xlat run (stateless SIIT with an EAM for the tester's hosts, TUN driver)",
+    ),
 ];
 
 /// Memory held by the device, with what was measured.
@@ -85,6 +90,10 @@ pub fn make(name: &str) -> Result<Box<dyn Device>> {
         "tayga-nat64" => Box::new(Daemon::tayga()),
         "xlat-nat64" => Box::new(Daemon {
             kind: DaemonKind::Xlat64,
+            ..Daemon::xlat()
+        }),
+        "xlat-siit" => Box::new(Daemon {
+            kind: DaemonKind::XlatSiit,
             ..Daemon::xlat()
         }),
         other => bail!(
@@ -287,6 +296,7 @@ struct Daemon {
 enum DaemonKind {
     Xlat,
     Xlat64,
+    XlatSiit,
     Tayga,
 }
 
@@ -388,7 +398,7 @@ impl Daemon {
         for _ in 0..300 {
             self.check_alive()?;
             let ready = match self.kind {
-                DaemonKind::Xlat | DaemonKind::Xlat64 => {
+                DaemonKind::Xlat | DaemonKind::Xlat64 | DaemonKind::XlatSiit => {
                     self.socket.exists() && self.xlat_stats().is_some()
                 }
                 DaemonKind::Tayga => sys::ns_ok(
@@ -423,7 +433,7 @@ impl Daemon {
 
 fn tun_name(topo: &Topo, kind: DaemonKind) -> String {
     match kind {
-        DaemonKind::Xlat | DaemonKind::Xlat64 => format!("{}x", topo.id),
+        DaemonKind::Xlat | DaemonKind::Xlat64 | DaemonKind::XlatSiit => format!("{}x", topo.id),
         DaemonKind::Tayga => format!("{}t", topo.id),
     }
 }
@@ -485,6 +495,29 @@ seed = 1
     )
 }
 
+/// The lab's SIIT configuration: destinations by the pref64, the tester's IPv6 hosts
+/// (2001:2:0:1::1:N, flows::flows_v6) by an EAM to 198.19.2.N (RFC 7757).
+pub fn siit_config(tun: &str, socket: &str) -> String {
+    format!(
+        r#"# written by xlat lab
+[tun]
+name = "{tun}"
+mtu = 1500
+auto_routes = true
+
+[siit]
+prefix = "2001:2:0:64::/96"
+eam = [{{ ipv4 = "198.19.2.0/24", ipv6 = "2001:2:0:1::1:0/120" }}]
+
+[control]
+socket = "{socket}"
+
+[engine]
+seed = 1
+"#
+    )
+}
+
 /// TAYGA as in S2: a NAT64 prefix (2001:2:0:64::/96, RFC 6052 3.1 forbids the well-known
 /// prefix for these non-global addresses) and a dynamic IPv4 pool.
 pub fn tayga_config(tun: &str, data_dir: &str) -> String {
@@ -503,16 +536,20 @@ impl Device for Daemon {
         match self.kind {
             DaemonKind::Xlat => "xlat-nat44",
             DaemonKind::Xlat64 => "xlat-nat64",
+            DaemonKind::XlatSiit => "xlat-siit",
             DaemonKind::Tayga => "tayga-nat64",
         }
     }
     fn v6_in(&self) -> bool {
-        matches!(self.kind, DaemonKind::Tayga | DaemonKind::Xlat64)
+        matches!(
+            self.kind,
+            DaemonKind::Tayga | DaemonKind::Xlat64 | DaemonKind::XlatSiit
+        )
     }
     fn flows(&self, n: u32, seed: u32) -> Vec<Flow> {
         match self.kind {
             DaemonKind::Xlat => crate::packet::flows_v4(n, seed, D_ADDR),
-            DaemonKind::Tayga | DaemonKind::Xlat64 => {
+            DaemonKind::Tayga | DaemonKind::Xlat64 | DaemonKind::XlatSiit => {
                 // RFC 6052 2.2: /96 prefix, IPv4 address in the last 32 bits.
                 let mut dst = v6("2001:2:0:64::");
                 dst[12..].copy_from_slice(&D_ADDR);
@@ -523,15 +560,15 @@ impl Device for Daemon {
     fn setup(&mut self, topo: &Topo) -> Result<()> {
         let tun = tun_name(topo, self.kind);
         match self.kind {
-            DaemonKind::Xlat | DaemonKind::Xlat64 => {
+            DaemonKind::Xlat | DaemonKind::Xlat64 | DaemonKind::XlatSiit => {
                 let bin = xlat_bin()?;
                 self.socket = topo.dir.join("xlat.sock");
                 let cfg = topo.dir.join("xlat.toml");
                 let sock = self.socket.display().to_string();
-                let text = if self.kind == DaemonKind::Xlat64 {
-                    xlat64_config(&tun, &sock)
-                } else {
-                    xlat_config(&tun, &sock)
+                let text = match self.kind {
+                    DaemonKind::Xlat64 => xlat64_config(&tun, &sock),
+                    DaemonKind::XlatSiit => siit_config(&tun, &sock),
+                    _ => xlat_config(&tun, &sock),
                 };
                 fs::write(&cfg, text).with_context(|| format!("writing {}", cfg.display()))?;
                 let args = vec![
@@ -601,13 +638,15 @@ impl Device for Daemon {
     }
     fn sessions(&self, _topo: &Topo) -> Option<u64> {
         match self.kind {
-            DaemonKind::Xlat | DaemonKind::Xlat64 => self.xlat_stats()?.get("sessions")?.as_u64(),
+            DaemonKind::Xlat | DaemonKind::Xlat64 | DaemonKind::XlatSiit => {
+                self.xlat_stats()?.get("sessions")?.as_u64()
+            }
             DaemonKind::Tayga => None,
         }
     }
     fn version(&self) -> String {
         match self.kind {
-            DaemonKind::Xlat | DaemonKind::Xlat64 => xlat_bin()
+            DaemonKind::Xlat | DaemonKind::Xlat64 | DaemonKind::XlatSiit => xlat_bin()
                 .ok()
                 .and_then(|b| {
                     let b = b.display().to_string();
