@@ -349,6 +349,9 @@ impl Lab {
             .insert("latency_p99_us".into(), Spread::of(&p99));
         row.metrics.insert("dut_ns_per_pkt".into(), Spread::of(&ns));
         row.metrics.insert("dut_busy_pct".into(), Spread::of(&busy));
+        let steal: Vec<f64> = row.trials.iter().map(|t| pct(t.cpu.dut_steal)).collect();
+        row.metrics
+            .insert("dut_steal_pct".into(), Spread::of(&steal));
         if let Some((asked, got)) = short {
             let found = rates.iter().copied().fold(0.0, f64::max);
             if got >= found * 0.97 {
@@ -426,6 +429,7 @@ impl Lab {
                     ("dut_ns_per_pkt", t.cpu.dut_ns_per_pkt),
                     ("proc_ns_per_pkt", t.cpu.proc_ns_per_pkt),
                     ("dut_other_pct", pct(t.cpu.dut_other)),
+                    ("dut_steal_pct", pct(t.cpu.dut_steal)),
                     ("tester_busy_pct", pct(t.cpu.tester_busy)),
                     ("reordered", t.reordered as f64),
                     ("duplicates", t.duplicates as f64),
@@ -440,6 +444,12 @@ impl Lab {
             if row.tester_limited {
                 row.notes
                     .push("the tester could not offer this load loss-free".into());
+            }
+            if let Some(o) = row.metric("dut_steal_pct").filter(|o| o.max > 1.0) {
+                row.notes.push(format!(
+                    "the hypervisor took up to {:.1}% of the DUT's vCPU (steal) during these trials",
+                    o.max
+                ));
             }
             if let Some(o) = row.metric("dut_other_pct").filter(|o| o.median > 10.0) {
                 row.notes.push(format!(

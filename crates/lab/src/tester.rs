@@ -95,6 +95,9 @@ pub struct CpuUse {
     /// Share of the DUT CPU used by the device (its NAPI threads, softirq, processes), 0..1.
     #[serde(default)]
     pub device_busy: f64,
+    /// Share of the send window the hypervisor ran something else on the DUT's vCPU (steal).
+    #[serde(default)]
+    pub dut_steal: f64,
     /// CPUs the sender and receiver threads ran on (sampled at their end).
     pub sender_cpu: i32,
     pub receiver_cpu: i32,
@@ -386,6 +389,13 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
     };
     let (tester_busy, _, _, _) = share(&cpu0, &cpu1, spec.tester_cpu);
     let (dut_busy, dut_softirq, _, _) = share(&cpu0, &cpu1, spec.dut_cpu);
+    let dut_steal = match (cpu0.get(spec.dut_cpu), cpu1.get(spec.dut_cpu)) {
+        (Some(a), Some(b)) => {
+            let d = b.delta(a);
+            d.steal as f64 / d.total().max(1) as f64
+        }
+        _ => 0.0,
+    };
     let (busy2, _, kernel_ticks, total2) = share(&cpu0, &cpu2, spec.dut_cpu);
     let proc_ns = proc2.saturating_sub(proc0) as f64;
     let kernel_ns = kernel_ticks * tick_ns + napi2.saturating_sub(napi0) as f64;
@@ -441,6 +451,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
             proc_ns_per_pkt: proc_ns / rcv,
             dut_other,
             device_busy: ((kernel_ns + proc_ns) / window_ns.max(1.0)).min(1.0),
+            dut_steal,
             sender_cpu,
             receiver_cpu,
         },
