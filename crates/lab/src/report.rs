@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use plotters::prelude::*;
 
-use crate::results::{Experiment, Row, RunResults};
+use crate::results::{Ceiling, Experiment, Row, RunResults};
 use crate::stats::Spread;
 
 /// A table column: metric key and header.
@@ -337,6 +337,7 @@ pub fn svg_plot(
     x_label: &str,
     y_label: &str,
     log_x: bool,
+    legend: SeriesLabelPosition,
     series: &[(String, Vec<(f64, f64)>)],
 ) -> Result<String> {
     let mut out = String::new();
@@ -389,14 +390,20 @@ pub fn svg_plot(
             .draw()
             .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
         for (i, (name, p)) in series.iter().enumerate() {
-            let c = colors[i % colors.len()];
+            // The tester's ceiling is a wide pale band under the devices' lines.
+            let ceiling = name.starts_with("tester ceiling");
+            let (c, w) = if ceiling {
+                (RGBColor(200, 200, 200), 8)
+            } else {
+                (colors[i % colors.len()], 2)
+            };
             let data: Vec<(f64, f64)> = p.iter().map(|&(x, y)| (tx(x), y)).collect();
             chart
-                .draw_series(LineSeries::new(data.clone(), c.stroke_width(2)))
+                .draw_series(LineSeries::new(data.clone(), c.stroke_width(w)))
                 .map_err(|e| anyhow::anyhow!("plot: {e}"))?
                 .label(name.clone())
                 .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(w))
                 });
             chart
                 .draw_series(
@@ -409,7 +416,7 @@ pub fn svg_plot(
             .configure_series_labels()
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
+            .position(legend)
             .draw()
             .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
         root.present().map_err(|e| anyhow::anyhow!("plot: {e}"))?;
@@ -418,10 +425,40 @@ pub fn svg_plot(
 }
 
 /// The plots of one experiment: (file name, title, svg).
-pub fn experiment_plots(e: &Experiment) -> Result<Vec<(String, String, String)>> {
+pub fn experiment_plots(
+    e: &Experiment,
+    ceilings: &[Ceiling],
+) -> Result<Vec<(String, String, String)>> {
     let mut out = Vec::new();
     for (metric, ylab, log_x) in plots(&e.name) {
         let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+        // Throughput plots carry the tester's ceiling: a device on that line was not measured.
+        if e.name == "throughput" {
+            for v6 in [false, true] {
+                let mut pts: Vec<(f64, f64)> = ceilings
+                    .iter()
+                    .filter(|c| c.v6 == v6)
+                    .map(|c| {
+                        let mean = c.trials.first().map(|t| t.mean_frame).unwrap_or(0.0);
+                        let y = if metric == "throughput_mbps" {
+                            c.pps * mean * 8.0 / 1e6
+                        } else {
+                            c.pps
+                        };
+                        (size_x(&c.size), y)
+                    })
+                    .collect();
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                if !pts.is_empty() {
+                    let name = if v6 {
+                        "tester ceiling (IPv6)"
+                    } else {
+                        "tester ceiling"
+                    };
+                    series.push((name.to_string(), pts));
+                }
+            }
+        }
         for r in &e.rows {
             let Some(y) = r.metric(metric) else { continue };
             let (name, x) = match e.x_label {
@@ -444,7 +481,12 @@ pub fn experiment_plots(e: &Experiment) -> Result<Vec<(String, String, String)>>
             .clone()
             .unwrap_or_else(|| "frame size (bytes)".into());
         let title = format!("{}: {ylab}", e.title);
-        let svg = svg_plot(&title, &x_label, ylab, log_x, &series)?;
+        let legend = if e.name == "throughput" {
+            SeriesLabelPosition::LowerRight
+        } else {
+            SeriesLabelPosition::UpperRight
+        };
+        let svg = svg_plot(&title, &x_label, ylab, log_x, legend, &series)?;
         if !svg.is_empty() {
             out.push((format!("{}-{}.svg", e.name, metric), title, svg));
         }
@@ -540,7 +582,7 @@ pub fn write(dir: &Path, r: &RunResults) -> Result<Vec<PathBuf>> {
             html_escape(&e.method),
             html_table(&h, &rows)
         );
-        for (file, title, svg) in experiment_plots(e)? {
+        for (file, title, svg) in experiment_plots(e, &r.ceilings)? {
             let p = dir.join(&file);
             std::fs::write(&p, &svg).with_context(|| format!("writing {}", p.display()))?;
             files.push(p);
@@ -717,6 +759,8 @@ mod tests {
         let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
         assert!(html.contains("<svg"));
         assert!(html.contains("<table>"));
+        let tp = std::fs::read_to_string(dir.join("throughput-throughput_pps.svg")).unwrap();
+        assert!(tp.contains("tester ceiling"));
         let svg = std::fs::read_to_string(dir.join("loss-vs-load-loss_pct.svg")).unwrap();
         assert!(svg.contains("kernel-nat44 IMIX"));
         assert!(regenerate(&dir.join("nope")).is_err());
@@ -725,6 +769,10 @@ mod tests {
 
     #[test]
     fn empty_plot_is_empty() {
-        assert!(svg_plot("t", "x", "y", false, &[]).unwrap().is_empty());
+        assert!(
+            svg_plot("t", "x", "y", false, SeriesLabelPosition::UpperRight, &[])
+                .unwrap()
+                .is_empty()
+        );
     }
 }
