@@ -4,7 +4,8 @@
 //! on the TUN descriptor and the control waker; reads a batch of up to 64 packets; translates
 //! each with one `now` per batch from a monotonic clock; writes `Forward` packets and then
 //! whatever [`Engine::pop_ready`] releases back to the TUN device; answers pending control
-//! requests; and about every 100 ms expires idle sessions ([`Engine::expire`], bounded work).
+//! requests. Idle sessions are expired a little after every batch (1,024 slots) and, when no
+//! traffic came in, in one longer pass every 100 ms ([`Engine::expire`], bounded work each).
 //! SIGINT or SIGTERM end the loop; routes and the socket file are removed on the way out, on
 //! error paths too (drop guards). Logs never go per packet: failed TUN writes are counted and
 //! reported at most every 10 s.
@@ -26,8 +27,11 @@ use crate::control::{
 };
 use crate::routes::{RoutePlan, Routes};
 
-/// Session slots looked at per expiry pass.
+/// Session slots looked at per expiry pass on an idle tick (and per pcap tick offline).
 pub const EXPIRE_BUDGET: usize = 65536;
+/// Session slots looked at after each batch while traffic flows: small enough that expiry
+/// never holds up the next batch for more than about one batch's worth of work.
+pub const EXPIRE_BUDGET_PER_BATCH: usize = 1024;
 /// How often idle sessions are expired, and the longest poll wait.
 pub const TICK: Duration = Duration::from_millis(100);
 
@@ -129,6 +133,7 @@ pub fn run(cfg: &Config) -> Result<()> {
     let mut verdicts = vec![xlat_engine::Verdict::Held; DEFAULT_BATCH];
     let mut io = IoCounters::default();
     let mut last_expire = Time(0);
+    let mut busy = false;
     let mut reported_errors = 0u64;
     let mut last_report = Instant::now();
 
@@ -157,6 +162,8 @@ pub fn run(cfg: &Config) -> Result<()> {
                     Err(_) => io.tun_write_errors += 1,
                 }
             }
+            engine.expire(now, EXPIRE_BUDGET_PER_BATCH);
+            busy = true;
         }
         let now = clock();
         if wake_ready {
@@ -166,7 +173,11 @@ pub fn run(cfg: &Config) -> Result<()> {
             answer(req, &engine, now, &io, start, dns64_stats.as_deref())
         });
         if now.0.saturating_sub(last_expire.0) >= TICK.as_nanos() as u64 {
-            engine.expire(now, EXPIRE_BUDGET);
+            // Under traffic the per-batch passes sweep; a long pass only when idle.
+            if !busy {
+                engine.expire(now, EXPIRE_BUDGET);
+            }
+            busy = false;
             last_expire = now;
             // Packets the engine originates on its timers (ISATAP Router Solicitations).
             while let Some(p) = engine.pop_ready() {
