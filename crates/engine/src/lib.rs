@@ -411,10 +411,10 @@ impl Engine {
     /// Table sizes, pool use and counters (NAT44 and NAT64 tables added up; pool use per
     /// protocol summed over both pools).
     pub fn stats(&self) -> Stats {
-        let mut st = match &self.nat44 {
-            Some(n) => n.stats(&self.counters),
-            None => Stats::from_counters(&self.counters),
-        };
+        let mut st = Stats::from_counters(&self.counters);
+        if let Some(n) = &self.nat44 {
+            n.fill_stats(&mut st);
+        }
         if let Some(n) = &self.nat64 {
             n.fill_stats(&mut st);
         }

@@ -548,30 +548,11 @@ impl Nat44 {
         out
     }
 
-    pub fn stats(&self, c: &Counters) -> Stats {
-        let mut st = Stats {
-            fragment_flows: self.frags.flows() as u64,
-            fragments_held: self.frags.held() as u64,
-            events: Event::ALL
-                .iter()
-                .map(|&e| crate::counters::NamedCount {
-                    name: e.name().into(),
-                    value: c.count(e),
-                    explain: e.explain().into(),
-                })
-                .collect(),
-            drops: DropReason::ALL
-                .iter()
-                .map(|&r| crate::counters::NamedCount {
-                    name: r.name().into(),
-                    value: c.dropped(r),
-                    explain: r.explain().into(),
-                })
-                .collect(),
-            ..Stats::default()
-        };
-        self.napt.fill_stats(&mut st);
-        st
+    /// Adds NAT44's table sizes and pool use to `st`.
+    pub fn fill_stats(&self, st: &mut Stats) {
+        st.fragment_flows += self.frags.flows() as u64;
+        st.fragments_held += self.frags.held() as u64;
+        self.napt.fill_stats(st);
     }
 }
 
