@@ -28,6 +28,8 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
     ("memory-per-session", "device memory at N sessions minus baseline, bytes per session (S5 table 4.3)"),
     ("cpu", "DUT CPU busy share and ns per forwarded packet at a fixed load, by frame size and sessions (S5 table 4.4)"),
     ("setup-rate", "highest rate of new sessions per second with loss <= threshold (RFC 9693)"),
+    ("tcp", "iperf3 TCP through the device (tester's own stack): Mb/s, retransmits, DUT CPU, ns per byte"),
+    ("owd", "one-way delay by UDP payload size 50..3000 B, S2's bounce: RTT/(2N) over N round trips"),
 ];
 
 /// Options common to all experiments.
@@ -48,7 +50,14 @@ pub struct Opts {
     pub rate: Option<f64>,
     /// Sender-side interrupt moderation (see tester::TrialSpec::coalesce).
     pub coalesce: Duration,
+    /// UDP payload sizes for owd (bytes).
+    pub payloads: Vec<usize>,
+    /// Round trips per owd measurement.
+    pub bounces: usize,
 }
+
+/// S2's payload sizes for the bounce test (the larger ones fragment).
+pub const OWD_PAYLOADS: &[usize] = &[50, 100, 250, 500, 750, 1000, 1250, 1500, 1750, 2000, 3000];
 
 /// A run in progress: the testbed, options and what has been measured so far.
 pub struct Lab {
@@ -511,6 +520,17 @@ impl Lab {
             "memory-per-session" => self.memory_per_session(),
             "cpu" => self.cpu(),
             "setup-rate" => self.setup_rate(),
+            "tcp" | "owd" => {
+                self.topo.stack_on()?;
+                let r = if name == "tcp" {
+                    self.tcp()
+                } else {
+                    self.owd()
+                };
+                let off = self.topo.stack_off();
+                r?;
+                off
+            }
             other => bail!(
                 "unknown experiment {other:?}; `xlat lab list` shows them: {}",
                 EXPERIMENTS
@@ -902,5 +922,144 @@ fn reset(dev: &mut dyn Device, topo: &Topo) -> Result<()> {
     } else {
         dev.teardown(topo);
         dev.setup(topo)
+    }
+}
+
+/// Experiments over the tester's own stack (see [`crate::sockets`]).
+impl Lab {
+    fn tcp(&mut self) -> Result<()> {
+        let secs = self.opts.trial.as_secs_f64();
+        let e = Self::exp(
+            "tcp",
+            "TCP throughput (iperf3)",
+            None,
+            format!(
+                "iperf3 (one TCP stream, {secs:.1} s) from the tester's A-side address to an iperf3 server bound to its \
+                 D-side address, through the device; the tester's own stack carries it (policy routing in the tester \
+                 namespace; segmentation offloads stay off on every veth). Both iperf3 processes run off the DUT CPU. \
+                 Throughput is the receiver's; device CPU % is the DUT CPU's busy share and ns/byte its busy time per \
+                 received byte. Repeated {} time(s): median [min..max]; the source address the server saw is noted.",
+                self.opts.repeats
+            ),
+        );
+        for d in self.opts.devices.clone() {
+            let ep = crate::sockets::endpoints(&d)?;
+            let row = self.with_device(&d, |lab, dev| {
+                let mut row = Row {
+                    device: dev.name().into(),
+                    size: "tcp".into(),
+                    ..Row::default()
+                };
+                let mut m: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+                let mut peers = Vec::new();
+                for i in 0..lab.opts.repeats {
+                    sys::check_stop()?;
+                    let before = sys::cpu_times();
+                    let (c, peer) =
+                        crate::sockets::iperf_tcp(&lab.topo, &ep, secs, 5201 + i as u16)?;
+                    let after = sys::cpu_times();
+                    let (busy, busy_ns) =
+                        crate::sockets::cpu_busy(&before, &after, lab.topo.dut_cpu);
+                    lab.progress(&format!(
+                        "tcp {:<18} {:>9.1} Mb/s, {:>5.0} retransmits, DUT cpu {:>3.0}%, server saw {}",
+                        dev.name(),
+                        c.received_bps / 1e6,
+                        c.retransmits,
+                        pct(busy),
+                        peer.as_deref().unwrap_or("?")
+                    ));
+                    m.entry("tcp_mbps").or_default().push(c.received_bps / 1e6);
+                    m.entry("retransmits").or_default().push(c.retransmits);
+                    m.entry("dut_busy_pct").or_default().push(pct(busy));
+                    if c.bytes > 0.0 {
+                        m.entry("dut_ns_per_byte")
+                            .or_default()
+                            .push(busy_ns / c.bytes);
+                    }
+                    if let Some(p) = peer {
+                        if !peers.contains(&p) {
+                            peers.push(p);
+                        }
+                    }
+                }
+                for (k, v) in m {
+                    row.metrics.insert(k.into(), Spread::of(&v));
+                }
+                row.notes.push(format!(
+                    "client {} -> {}; the server saw the client as {}",
+                    ep.client,
+                    ep.target,
+                    if peers.is_empty() {
+                        "(unknown)".to_string()
+                    } else {
+                        peers.join(", ")
+                    }
+                ));
+                Ok(row)
+            })?;
+            self.add(&e, vec![row]);
+        }
+        self.push(e);
+        Ok(())
+    }
+
+    fn owd(&mut self) -> Result<()> {
+        let n = self.opts.bounces;
+        let e = Self::exp(
+            "owd",
+            "One-way delay by UDP payload (S2 bounce)",
+            None,
+            format!(
+                "S2's method: a UDP packet of each payload size bounced {n} times between a client socket on the tester's \
+                 A side and an echo socket on its D side, through the device, timed on one clock; one-way delay = \
+                 elapsed / (2 x {n}). Payloads above the 1500-byte MTU fragment. Repeated {} time(s): median [min..max]; \
+                 a repetition with a lost packet (1 s timeout) is counted in lost_runs, not in the delay.",
+                self.opts.repeats
+            ),
+        );
+        for d in self.opts.devices.clone() {
+            let ep = crate::sockets::endpoints(&d)?;
+            let rows = self.with_device(&d, |lab, dev| {
+                let mut rows = Vec::new();
+                let ns = lab.topo.ns_tester.clone();
+                for &p in &lab.opts.payloads.clone() {
+                    let mut v = Vec::new();
+                    let mut lost = 0.0;
+                    for _ in 0..lab.opts.repeats {
+                        sys::check_stop()?;
+                        match crate::sockets::owd_bounce(&ns, &ep, 7007, p, n)? {
+                            Some(us) => v.push(us),
+                            None => lost += 1.0,
+                        }
+                    }
+                    let mut row = Row {
+                        device: dev.name().into(),
+                        size: p.to_string(),
+                        ..Row::default()
+                    };
+                    if !v.is_empty() {
+                        let s = Spread::of(&v);
+                        lab.progress(&format!(
+                            "owd {:<18} {p:>5} B: {:>8.1} us [{:.1}..{:.1}]",
+                            dev.name(),
+                            s.median,
+                            s.min,
+                            s.max
+                        ));
+                        row.metrics.insert("owd_us".into(), s);
+                    } else {
+                        lab.progress(&format!("owd {:<18} {p:>5} B: lost", dev.name()));
+                        row.notes
+                            .push(format!("{p}-byte payload: every repetition lost a packet"));
+                    }
+                    row.metrics.insert("lost_runs".into(), Spread::of(&[lost]));
+                    rows.push(row);
+                }
+                Ok(rows)
+            })?;
+            self.add(&e, rows);
+        }
+        self.push(e);
+        Ok(())
     }
 }

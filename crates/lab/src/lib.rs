@@ -13,6 +13,7 @@ pub mod experiments;
 pub mod packet;
 pub mod report;
 pub mod results;
+pub mod sockets;
 pub mod stats;
 pub mod sys;
 pub mod tester;
@@ -106,6 +107,12 @@ pub struct RunOpts {
     /// Directory under which results/<timestamp>-<name>/ is created (default: ./results).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// UDP payload sizes in bytes for owd, comma-separated (default S2's 50..3000).
+    #[arg(long, value_delimiter = ',')]
+    pub payloads: Option<Vec<usize>>,
+    /// Round trips per owd measurement (default 100).
+    #[arg(long)]
+    pub bounces: Option<usize>,
     /// CPU for the tester threads and the tester's receive work.
     #[arg(long)]
     pub tester_cpu: Option<usize>,
@@ -237,6 +244,12 @@ pub fn defaults_for(exp: &str) -> Defaults {
             ..d
         },
         "setup-rate" => Defaults { duration: 1.0, ..d },
+        "tcp" => Defaults {
+            duration: 5.0,
+            repeats: 3,
+            ..d
+        },
+        "owd" => Defaults { repeats: 5, ..d },
         _ => d,
     }
 }
@@ -425,6 +438,11 @@ pub fn resolve(plan: &Plan, o: &RunOpts) -> Result<Opts> {
         loads,
         sessions,
         rate: o.rate,
+        payloads: o
+            .payloads
+            .clone()
+            .unwrap_or_else(|| experiments::OWD_PAYLOADS.to_vec()),
+        bounces: o.bounces.unwrap_or(100).clamp(1, 1_000_000),
     })
 }
 

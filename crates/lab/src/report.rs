@@ -76,6 +76,13 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("loss_pct", "loss %"),
         ],
         "setup-rate" => vec![("setup_rate_per_s", "new sessions/s")],
+        "tcp" => vec![
+            ("tcp_mbps", "TCP Mb/s"),
+            ("retransmits", "retransmits"),
+            ("dut_busy_pct", "device CPU %"),
+            ("dut_ns_per_byte", "DUT ns/byte"),
+        ],
+        "owd" => vec![("owd_us", "one-way delay (us)"), ("lost_runs", "lost runs")],
         _ => vec![],
     }
 }
@@ -98,6 +105,7 @@ pub fn plots(exp: &str) -> Vec<(&'static str, &'static str, bool)> {
         "latency-vs-sessions" => vec![("latency_mean_us", "mean latency (us)", true)],
         "memory-per-session" => vec![("memory_delta_bytes", "memory - baseline (bytes)", true)],
         "cpu" => vec![("dut_ns_per_pkt", "DUT CPU ns per packet", true)],
+        "owd" => vec![("owd_us", "one-way delay (us)", false)],
         _ => vec![],
     }
 }
@@ -169,6 +177,8 @@ fn row_cells(e: &Experiment, r: &Row) -> Vec<String> {
 fn size_text(s: &str) -> String {
     if s == "imix" {
         "IMIX".into()
+    } else if s.parse::<f64>().is_err() {
+        s.into()
     } else {
         format!("{s} B")
     }

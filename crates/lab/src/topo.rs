@@ -294,16 +294,7 @@ impl Topo {
             self.threaded_napi(ns, &p, cpu)?;
         }
         // The tester's stack never handles test traffic (no ICMP port unreachable back).
-        let ruleset = format!(
-            "table netdev labtester {{\n\
-             \tchain d {{\n\t\ttype filter hook ingress device \"{d}\" priority 0; policy accept;\n\t\tmeta protocol {{ ip, ip6 }} drop\n\t}}\n\
-             \tchain cd {{\n\t\ttype filter hook ingress device \"{cd}\" priority 0; policy accept;\n\t\tmeta protocol {{ ip, ip6 }} drop\n\t}}\n\
-             \tchain a {{\n\t\ttype filter hook ingress device \"{a}\" priority 0; policy accept;\n\t\tmeta protocol {{ ip, ip6 }} drop\n\t}}\n\
-             }}\n",
-            d = self.d.dev,
-            cd = self.cd.dev,
-            a = self.a.dev
-        );
+        let ruleset = self.tester_ruleset();
         sys::nft_load(&t, &ruleset, &self.dir)?;
         Ok(())
     }
@@ -362,6 +353,75 @@ impl Topo {
     }
 
     /// NAPI threads of the DUT's ports (their CPU time is the device's).
+    /// The netdev ingress rules that keep test traffic away from the tester's own stack.
+    fn tester_ruleset(&self) -> String {
+        format!(
+            "table netdev labtester {{\n\
+             \tchain d {{\n\t\ttype filter hook ingress device \"{d}\" priority 0; policy accept;\n\t\tmeta protocol {{ ip, ip6 }} drop\n\t}}\n\
+             \tchain cd {{\n\t\ttype filter hook ingress device \"{cd}\" priority 0; policy accept;\n\t\tmeta protocol {{ ip, ip6 }} drop\n\t}}\n\
+             \tchain a {{\n\t\ttype filter hook ingress device \"{a}\" priority 0; policy accept;\n\t\tmeta protocol {{ ip, ip6 }} drop\n\t}}\n\
+             }}\n",
+            d = self.d.dev,
+            cd = self.cd.dev,
+            a = self.a.dev
+        )
+    }
+
+    /// Lets the tester's own stack carry socket traffic through the DUT (tcp, http, owd):
+    /// removes the ingress drop, and moves the local table behind policy rules so that
+    /// locally sent packets from an A-side address leave by A towards the DUT, and those from
+    /// D's address leave by D (to the tester's inside range, the NAT pools and the SIIT EAM).
+    pub fn stack_on(&self) -> Result<()> {
+        let (a, d) = (&self.a.dev, &self.d.dev);
+        let script = format!(
+            "set -e\n\
+             nft delete table netdev labtester\n\
+             sysctl -qw net.ipv4.conf.all.accept_local=1 net.ipv4.conf.{a}.accept_local=1 \
+               net.ipv4.conf.{d}.accept_local=1 net.ipv4.conf.all.rp_filter=0 \
+               net.ipv4.conf.{a}.rp_filter=0 net.ipv4.conf.{d}.rp_filter=0\n\
+             ip -6 addr add {siit}/128 dev {a} nodad\n\
+             ip route add 198.19.0.0/24 via {ua} dev {a} table 100\n\
+             ip route add 198.18.0.0/16 via {ud} dev {d} table 101\n\
+             ip route add 198.19.0.128/25 via {ud} dev {d} table 101\n\
+             ip route add 198.19.1.0/24 via {ud} dev {d} table 101\n\
+             ip route add 198.19.2.0/24 via {ud} dev {d} table 101\n\
+             ip -6 route add 2001:2:0:2::/64 via {ua6} dev {a} table 100\n\
+             ip -6 route add 2001:2:0:64::/96 via {ua6} dev {a} table 100\n\
+             ip -6 route add 2001:2:0:1::/64 via {ud6} dev {d} table 101\n\
+             ip rule add pref 10 iif lo from 198.18.0.0/16 lookup 100\n\
+             ip rule add pref 11 iif lo from {d4} lookup 101\n\
+             ip -6 rule add pref 10 iif lo from 2001:2:0:1::/64 lookup 100\n\
+             ip -6 rule add pref 11 iif lo from {d6} lookup 101\n\
+             ip rule add pref 20 lookup local\n\
+             ip rule del pref 0\n\
+             ip -6 rule add pref 20 lookup local\n\
+             ip -6 rule del pref 0\n",
+            siit = crate::sockets::SIIT_CLIENT6,
+            ua = s(UA_ADDR),
+            ud = s(UD_ADDR),
+            ua6 = UA6_ADDR,
+            ud6 = UD6_ADDR,
+            d4 = s(D_ADDR),
+            d6 = D6_ADDR,
+        );
+        sys::ns_sh(&self.ns_tester, &script).context("switching the tester's stack on")?;
+        Ok(())
+    }
+
+    /// Undoes [`Topo::stack_on`] (best effort: every step is tried).
+    pub fn stack_off(&self) -> Result<()> {
+        let a = &self.a.dev;
+        let script = format!(
+            "ip rule add pref 0 lookup local; ip rule del pref 20; ip rule del pref 10; ip rule del pref 11; \
+             ip -6 rule add pref 0 lookup local; ip -6 rule del pref 20; ip -6 rule del pref 10; ip -6 rule del pref 11; \
+             ip route flush table 100; ip route flush table 101; ip -6 route flush table 100; ip -6 route flush table 101; \
+             ip -6 addr del {siit}/128 dev {a}; true",
+            siit = crate::sockets::SIIT_CLIENT6,
+        );
+        let _ = sys::ns_sh(&self.ns_tester, &script);
+        sys::nft_load(&self.ns_tester, &self.tester_ruleset(), &self.dir)
+    }
+
     pub fn dut_napi_pids(&self) -> Vec<i32> {
         self.napi_threads
             .borrow()

@@ -1,0 +1,327 @@
+//! Experiments through the tester's own IP stack (tcp, http, owd): real sockets in the tester
+//! namespace, the client bound to an A-side address and the server to a D-side one.
+//!
+//! A and D live in one namespace, so while these run the tester's stack is switched on
+//! ([`Topo::stack_on`]): the ingress drop goes, the local routing table moves behind policy
+//! rules that send traffic from A-side addresses out of A (and from D out of D) through the
+//! device, and `accept_local` lets a port receive packets from an address of the other port.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use crate::sys;
+use crate::topo::{Topo, A6_ADDR, A_ADDR, D6_ADDR, D_ADDR};
+
+/// Where a device's socket traffic goes: the client's source, the server's bind address and
+/// the address the client connects to (translated for NAT64 and SIIT).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Endpoints {
+    pub client: IpAddr,
+    pub server: IpAddr,
+    pub target: IpAddr,
+}
+
+/// The tester's extra IPv6 address for SIIT: inside the lab's EAM 2001:2:0:1::1:0/120.
+pub const SIIT_CLIENT6: &str = "2001:2:0:1::1:1";
+
+fn pref64(v4: [u8; 4]) -> IpAddr {
+    // 2001:2:0:64::/96 (the devices' pref64), IPv4 in the last 32 bits (RFC 6052 2.2).
+    let mut o = [0u8; 16];
+    o[..8].copy_from_slice(&[0x20, 0x01, 0, 0x02, 0, 0, 0, 0x64]);
+    o[12..].copy_from_slice(&v4);
+    IpAddr::V6(Ipv6Addr::from(o))
+}
+
+/// The endpoints for a device, as the device adapters address it.
+pub fn endpoints(device: &str) -> Result<Endpoints> {
+    let a4 = IpAddr::V4(Ipv4Addr::from(A_ADDR));
+    let d4 = IpAddr::V4(Ipv4Addr::from(D_ADDR));
+    let a6: IpAddr = A6_ADDR.parse()?;
+    let d6: IpAddr = D6_ADDR.parse()?;
+    Ok(match device {
+        "forward4" | "kernel-nat44" | "kernel-nat44-heavy" | "xlat-nat44" => Endpoints {
+            client: a4,
+            server: d4,
+            target: d4,
+        },
+        "forward6" => Endpoints {
+            client: a6,
+            server: d6,
+            target: d6,
+        },
+        "xlat-nat64" | "tayga-nat64" => Endpoints {
+            client: a6,
+            server: d4,
+            target: pref64(D_ADDR),
+        },
+        "xlat-siit" => Endpoints {
+            client: SIIT_CLIENT6.parse()?,
+            server: d4,
+            target: pref64(D_ADDR),
+        },
+        other => bail!("no socket endpoints for device {other:?}"),
+    })
+}
+
+/// CPUs other than the DUT's, as a taskset list (the tools run there).
+pub fn non_dut_cpus(dut_cpu: usize) -> String {
+    let n = sys::ncpus().max(1);
+    let v: Vec<String> = (0..n)
+        .filter(|&c| c != dut_cpu || n == 1)
+        .map(|c| c.to_string())
+        .collect();
+    v.join(",")
+}
+
+/// Busy share of one CPU between two /proc/stat samples, and its busy nanoseconds.
+pub fn cpu_busy(before: &[sys::CpuTimes], after: &[sys::CpuTimes], cpu: usize) -> (f64, f64) {
+    match (before.get(cpu), after.get(cpu)) {
+        (Some(b), Some(a)) => {
+            let d = a.delta(b);
+            let share = if d.total() > 0 {
+                d.busy() as f64 / d.total() as f64
+            } else {
+                0.0
+            };
+            (share, d.busy() as f64 * 1e9 / sys::clk_tck() as f64)
+        }
+        _ => (0.0, 0.0),
+    }
+}
+
+/// What iperf3's JSON (client side) says about a TCP test.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IperfClient {
+    pub received_bps: f64,
+    pub sent_bps: f64,
+    pub bytes: f64,
+    pub retransmits: f64,
+    pub secs: f64,
+    pub error: Option<String>,
+}
+
+/// Parses `iperf3 -c ... -J` output.
+pub fn parse_iperf_client(json: &str) -> Result<IperfClient> {
+    let v: serde_json::Value = serde_json::from_str(json).context("iperf3 JSON")?;
+    let end = &v["end"];
+    let f = |x: &serde_json::Value| x.as_f64().unwrap_or(0.0);
+    Ok(IperfClient {
+        received_bps: f(&end["sum_received"]["bits_per_second"]),
+        sent_bps: f(&end["sum_sent"]["bits_per_second"]),
+        bytes: f(&end["sum_received"]["bytes"]),
+        retransmits: f(&end["sum_sent"]["retransmits"]),
+        secs: f(&end["sum_received"]["seconds"]),
+        error: v["error"].as_str().map(String::from),
+    })
+}
+
+/// The client address the iperf3 server saw (`start.connected[0].remote_host`).
+pub fn parse_iperf_server_peer(json: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    v["start"]["connected"][0]["remote_host"]
+        .as_str()
+        .map(String::from)
+}
+
+/// One iperf3 TCP test: server on the D side (one test, JSON), client on the A side.
+/// Returns the client's numbers and the source address the server saw.
+pub fn iperf_tcp(
+    topo: &Topo,
+    ep: &Endpoints,
+    secs: f64,
+    port: u16,
+) -> Result<(IperfClient, Option<String>)> {
+    let cpus = non_dut_cpus(topo.dut_cpu);
+    let server = ep.server.to_string();
+    let p = port.to_string();
+    let mut srv = std::process::Command::new("ip")
+        .args(["netns", "exec", &topo.ns_tester, "taskset", "-c", &cpus])
+        .args(["iperf3", "-s", "-1", "-J", "-B", &server, "-p", &p])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .context("starting iperf3 -s")?;
+    // Wait until the server listens.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let o = sys::cmd(5, &["ip", "netns", "exec", &topo.ns_tester, "ss", "-Htln"])?;
+        if o.stdout.contains(&format!(":{port}")) || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let client = ep.client.to_string();
+    let target = ep.target.to_string();
+    let t = format!("{secs}");
+    let timeout = (secs + 20.0).ceil() as u64;
+    let o = sys::cmd(
+        timeout,
+        &[
+            "ip",
+            "netns",
+            "exec",
+            &topo.ns_tester,
+            "taskset",
+            "-c",
+            &cpus,
+            "iperf3",
+            "-c",
+            &target,
+            "-B",
+            &client,
+            "-p",
+            &p,
+            "-t",
+            &t,
+            "-J",
+            "--connect-timeout",
+            "3000",
+        ],
+    )?;
+    let c = parse_iperf_client(&o.stdout);
+    // The server ends after one test; if the client never connected, stop it.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while srv.try_wait()?.is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if srv.try_wait()?.is_none() {
+        let _ = srv.kill();
+    }
+    let out = srv.wait_with_output()?;
+    let peer = parse_iperf_server_peer(&String::from_utf8_lossy(&out.stdout));
+    let c = c.with_context(|| format!("iperf3 client: {}", o.stderr.trim()))?;
+    if let Some(e) = &c.error {
+        bail!("iperf3: {e}");
+    }
+    Ok((c, peer))
+}
+
+/// S2's bounce: `bounces` round trips of one payload between a client on the A side and an
+/// echo socket on the D side, timed on one clock. Returns the one-way delay in microseconds
+/// (elapsed / (2 * bounces)), or None when a packet was lost (1 s timeout).
+pub fn owd_bounce(
+    ns: &str,
+    ep: &Endpoints,
+    port: u16,
+    payload: usize,
+    bounces: usize,
+) -> Result<Option<f64>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<()>>();
+    let ns_s = ns.to_string();
+    let srv_addr = SocketAddr::new(ep.server, port);
+    let stop2 = stop.clone();
+    let echo = std::thread::spawn(move || -> Result<()> {
+        let r = (|| -> Result<UdpSocket> {
+            sys::enter_netns(&ns_s)?;
+            let s = UdpSocket::bind(srv_addr).with_context(|| format!("binding {srv_addr}"))?;
+            s.set_read_timeout(Some(Duration::from_millis(100)))?;
+            Ok(s)
+        })();
+        let s = match r {
+            Ok(s) => {
+                let _ = ready_tx.send(Ok(()));
+                s
+            }
+            Err(e) => {
+                let _ = ready_tx.send(Err(anyhow::anyhow!("{e:#}")));
+                return Err(e);
+            }
+        };
+        let mut buf = vec![0u8; 65536];
+        while !stop2.load(Ordering::Relaxed) {
+            if let Ok((n, from)) = s.recv_from(&mut buf) {
+                let _ = s.send_to(&buf[..n], from);
+            }
+        }
+        Ok(())
+    });
+    ready_rx
+        .recv()
+        .map_err(|_| anyhow::anyhow!("echo thread ended"))??;
+    let ns_c = ns.to_string();
+    let ep = *ep;
+    let client = std::thread::spawn(move || -> Result<Option<f64>> {
+        sys::enter_netns(&ns_c)?;
+        let s = UdpSocket::bind(SocketAddr::new(ep.client, 0))?;
+        s.connect(SocketAddr::new(ep.target, port))?;
+        s.set_read_timeout(Some(Duration::from_secs(1)))?;
+        let msg = vec![0x5au8; payload];
+        let mut buf = vec![0u8; 65536];
+        // A warm-up round trip (ARP/ND, NAT session, a daemon's first packet), not timed;
+        // up to three tries.
+        let mut warm = false;
+        for _ in 0..3 {
+            s.send(&msg)?;
+            if s.recv(&mut buf).is_ok() {
+                warm = true;
+                break;
+            }
+        }
+        if !warm {
+            return Ok(None);
+        }
+        let t0 = Instant::now();
+        for _ in 0..bounces {
+            s.send(&msg)?;
+            match s.recv(&mut buf) {
+                Ok(n) if n == payload => {}
+                Ok(n) => bail!("echo returned {n} bytes for {payload}"),
+                Err(_) => return Ok(None),
+            }
+        }
+        let el = t0.elapsed().as_secs_f64();
+        Ok(Some(el * 1e6 / (2.0 * bounces.max(1) as f64)))
+    });
+    let r = client
+        .join()
+        .map_err(|_| anyhow::anyhow!("owd client panicked"))?;
+    stop.store(true, Ordering::Relaxed);
+    let _ = echo.join();
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_by_device() {
+        let e = endpoints("kernel-nat44").unwrap();
+        assert_eq!(e.client.to_string(), "198.18.0.2");
+        assert_eq!(e.target.to_string(), "198.19.0.2");
+        let e = endpoints("tayga-nat64").unwrap();
+        assert_eq!(e.client.to_string(), "2001:2:0:1::2");
+        assert_eq!(e.server.to_string(), "198.19.0.2");
+        assert_eq!(e.target.to_string(), "2001:2:0:64::c613:2");
+        assert!(endpoints("nope").is_err());
+    }
+
+    #[test]
+    fn iperf_client_json() {
+        let j = r#"{"start":{"connected":[{"local_host":"198.18.0.2","remote_host":"198.19.0.2"}]},
+            "end":{"sum_sent":{"seconds":1.0,"bytes":1000,"bits_per_second":8200.5,"retransmits":3},
+                   "sum_received":{"seconds":1.01,"bytes":990,"bits_per_second":8000.0}}}"#;
+        let c = parse_iperf_client(j).unwrap();
+        assert_eq!(c.received_bps, 8000.0);
+        assert_eq!(c.sent_bps, 8200.5);
+        assert_eq!(c.retransmits, 3.0);
+        assert_eq!(c.bytes, 990.0);
+        assert_eq!(c.error, None);
+        let e = parse_iperf_client(r#"{"start":{},"end":{},"error":"unable to connect"}"#).unwrap();
+        assert_eq!(e.error.as_deref(), Some("unable to connect"));
+        assert!(parse_iperf_client("not json").is_err());
+    }
+
+    #[test]
+    fn iperf_server_peer() {
+        let j = r#"{"start":{"connected":[{"socket":5,"local_host":"198.19.0.2","remote_host":"198.19.0.130"}]}}"#;
+        assert_eq!(parse_iperf_server_peer(j).as_deref(), Some("198.19.0.130"));
+        assert_eq!(parse_iperf_server_peer("{}"), None);
+    }
+}
