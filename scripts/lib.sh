@@ -1,7 +1,7 @@
 # Shared helpers for scripts/demo.sh, scripts/test.sh and .ci/run. Source it; do not run it.
 
 # Debian packages the demo and the end-to-end tests call.
-XLAT_PKGS=(iproute2 iputils-ping nftables ethtool iperf3 tcpdump socat curl python3 procps coreutils
+XLAT_PKGS=(iproute2 iputils-ping nftables ethtool iperf3 apache2-utils tcpdump socat curl python3 procps coreutils
            unbound bind9-dnsutils tayga)
 
 die() { echo "error: $*" >&2; exit 1; }

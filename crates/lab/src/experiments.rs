@@ -29,6 +29,7 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
     ("cpu", "DUT CPU busy share and ns per forwarded packet at a fixed load, by frame size and sessions (S5 table 4.4)"),
     ("setup-rate", "highest rate of new sessions per second with loss <= threshold (RFC 9693)"),
     ("tcp", "iperf3 TCP through the device (tester's own stack): Mb/s, retransmits, DUT CPU, ns per byte"),
+    ("http", "S3's HTTP test: ab fetches a 173,225-byte file from python3 http.server through the device: requests/s, KB/s"),
     ("owd", "one-way delay by UDP payload size 50..3000 B, S2's bounce: RTT/(2N) over N round trips"),
 ];
 
@@ -54,6 +55,9 @@ pub struct Opts {
     pub payloads: Vec<usize>,
     /// Round trips per owd measurement.
     pub bounces: usize,
+    /// HTTP requests per http run, and how many at once.
+    pub requests: usize,
+    pub concurrency: usize,
 }
 
 /// S2's payload sizes for the bounce test (the larger ones fragment).
@@ -520,12 +524,12 @@ impl Lab {
             "memory-per-session" => self.memory_per_session(),
             "cpu" => self.cpu(),
             "setup-rate" => self.setup_rate(),
-            "tcp" | "owd" => {
+            "tcp" | "owd" | "http" => {
                 self.topo.stack_on()?;
-                let r = if name == "tcp" {
-                    self.tcp()
-                } else {
-                    self.owd()
+                let r = match name {
+                    "tcp" => self.tcp(),
+                    "http" => self.http(),
+                    _ => self.owd(),
                 };
                 let off = self.topo.stack_off();
                 r?;
@@ -1058,6 +1062,93 @@ impl Lab {
                 Ok(rows)
             })?;
             self.add(&e, rows);
+        }
+        self.push(e);
+        Ok(())
+    }
+
+    fn http(&mut self) -> Result<()> {
+        use crate::sockets::HTTP_FILE_BYTES;
+        let (n, c) = (self.opts.requests, self.opts.concurrency);
+        let e = Self::exp(
+            "http",
+            "HTTP (S3: ab against python3 http.server)",
+            None,
+            format!(
+                "S3's method: python3 -m http.server on the tester's D-side address serves a {HTTP_FILE_BYTES}-byte file; \
+                 apachebench (ab) on the A side fetches it {n} times, {c} at once, through the device (the tester's own \
+                 stack, as tcp). Requests/s, transfer KB/s (ab's Kbytes/sec received), mean time per request (ms), failed \
+                 requests, DUT CPU %; the body length is checked (ab's document length and HTML bytes). Repeated {} \
+                 time(s): median [min..max]. Both programs run off the DUT CPU.",
+                self.opts.repeats
+            ),
+        );
+        if !sys::have("ab") {
+            bail!("the http experiment needs apachebench: apt-get install apache2-utils");
+        }
+        let dir = self.topo.dir.join("http");
+        std::fs::create_dir_all(&dir)?;
+        let body: Vec<u8> = (0..HTTP_FILE_BYTES).map(|i| (i % 251) as u8).collect();
+        std::fs::write(dir.join("s3.bin"), &body)?;
+        for d in self.opts.devices.clone() {
+            let ep = crate::sockets::endpoints(&d)?;
+            let row = self.with_device(&d, |lab, dev| {
+                let _srv = crate::sockets::HttpServer::start(&lab.topo, &ep, 8080, &dir)?;
+                let mut row = Row {
+                    device: dev.name().into(),
+                    size: "http".into(),
+                    ..Row::default()
+                };
+                let mut m: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+                let mut bad_len = Vec::new();
+                for _ in 0..lab.opts.repeats {
+                    sys::check_stop()?;
+                    let before = sys::cpu_times();
+                    let r = crate::sockets::ab_run(&lab.topo, &ep, 8080, "s3.bin", n, c)?;
+                    let after = sys::cpu_times();
+                    let (busy, _) = crate::sockets::cpu_busy(&before, &after, lab.topo.dut_cpu);
+                    lab.progress(&format!(
+                        "http {:<18} {:>8.1} req/s, {:>9.0} KB/s, {:>7.2} ms/req, {} failed, DUT cpu {:>3.0}%",
+                        dev.name(),
+                        r.requests_per_s,
+                        r.transfer_kbytes_s,
+                        r.time_per_request_ms,
+                        r.failed,
+                        pct(busy)
+                    ));
+                    let good = r.document_length == HTTP_FILE_BYTES as f64
+                        && r.html_transferred == r.complete * HTTP_FILE_BYTES as f64;
+                    if !good {
+                        bad_len.push(format!(
+                            "document length {} B, {} B of bodies for {} requests",
+                            r.document_length, r.html_transferred, r.complete
+                        ));
+                    }
+                    m.entry("requests_per_s").or_default().push(r.requests_per_s);
+                    m.entry("transfer_kbytes_s")
+                        .or_default()
+                        .push(r.transfer_kbytes_s);
+                    m.entry("time_per_request_ms")
+                        .or_default()
+                        .push(r.time_per_request_ms);
+                    m.entry("failed_requests").or_default().push(r.failed);
+                    m.entry("dut_busy_pct").or_default().push(pct(busy));
+                }
+                for (k, v) in m {
+                    row.metrics.insert(k.into(), Spread::of(&v));
+                }
+                if bad_len.is_empty() {
+                    row.notes.push(format!(
+                        "client {} -> {}; every response body was {HTTP_FILE_BYTES} bytes",
+                        ep.client, ep.target
+                    ));
+                } else {
+                    row.notes
+                        .push(format!("body length mismatch: {}", bad_len.join("; ")));
+                }
+                Ok(row)
+            })?;
+            self.add(&e, vec![row]);
         }
         self.push(e);
         Ok(())

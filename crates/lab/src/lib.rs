@@ -113,6 +113,12 @@ pub struct RunOpts {
     /// Round trips per owd measurement (default 100).
     #[arg(long)]
     pub bounces: Option<usize>,
+    /// HTTP requests per http run (default 1000).
+    #[arg(long)]
+    pub requests: Option<usize>,
+    /// Concurrent HTTP requests (default 10).
+    #[arg(long)]
+    pub concurrency: Option<usize>,
     /// CPU for the tester threads and the tester's receive work.
     #[arg(long)]
     pub tester_cpu: Option<usize>,
@@ -250,6 +256,7 @@ pub fn defaults_for(exp: &str) -> Defaults {
             ..d
         },
         "owd" => Defaults { repeats: 5, ..d },
+        "http" => Defaults { repeats: 3, ..d },
         _ => d,
     }
 }
@@ -443,6 +450,8 @@ pub fn resolve(plan: &Plan, o: &RunOpts) -> Result<Opts> {
             .clone()
             .unwrap_or_else(|| experiments::OWD_PAYLOADS.to_vec()),
         bounces: o.bounces.unwrap_or(100).clamp(1, 1_000_000),
+        requests: o.requests.unwrap_or(1000).clamp(1, 10_000_000),
+        concurrency: o.concurrency.unwrap_or(10).clamp(1, 20_000),
     })
 }
 

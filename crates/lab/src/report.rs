@@ -83,6 +83,13 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("dut_ns_per_byte", "DUT ns/byte"),
         ],
         "owd" => vec![("owd_us", "one-way delay (us)"), ("lost_runs", "lost runs")],
+        "http" => vec![
+            ("requests_per_s", "requests/s"),
+            ("transfer_kbytes_s", "transfer KB/s"),
+            ("time_per_request_ms", "time/request (ms)"),
+            ("failed_requests", "failed"),
+            ("dut_busy_pct", "device CPU %"),
+        ],
         _ => vec![],
     }
 }

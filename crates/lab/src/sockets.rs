@@ -325,3 +325,159 @@ mod tests {
         assert_eq!(parse_iperf_server_peer("{}"), None);
     }
 }
+
+/// What apachebench (`ab`) printed about a run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AbResult {
+    pub document_length: f64,
+    pub complete: f64,
+    pub failed: f64,
+    pub html_transferred: f64,
+    pub requests_per_s: f64,
+    /// Mean time per request (ms), as seen by one of the concurrent clients.
+    pub time_per_request_ms: f64,
+    pub transfer_kbytes_s: f64,
+}
+
+/// Parses `ab` output.
+pub fn parse_ab(text: &str) -> Result<AbResult> {
+    let field = |key: &str| -> Option<f64> {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(key))
+            .and_then(|l| l.split_once(':'))
+            .and_then(|(_, v)| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+    };
+    let need = |key: &str| field(key).with_context(|| format!("ab output has no {key:?}"));
+    Ok(AbResult {
+        document_length: need("Document Length")?,
+        complete: need("Complete requests")?,
+        failed: need("Failed requests")?,
+        html_transferred: field("HTML transferred").unwrap_or(0.0),
+        requests_per_s: need("Requests per second")?,
+        time_per_request_ms: need("Time per request")?,
+        transfer_kbytes_s: need("Transfer rate")?,
+    })
+}
+
+/// S3's file size for the HTTP test.
+pub const HTTP_FILE_BYTES: usize = 173_225;
+
+/// A python3 http.server on the D side serving `dir`, stopped on drop.
+pub struct HttpServer {
+    child: std::process::Child,
+}
+
+impl HttpServer {
+    pub fn start(
+        topo: &Topo,
+        ep: &Endpoints,
+        port: u16,
+        dir: &std::path::Path,
+    ) -> Result<HttpServer> {
+        let cpus = non_dut_cpus(topo.dut_cpu);
+        let py = if std::path::Path::new("/usr/bin/python3").exists() {
+            "/usr/bin/python3"
+        } else {
+            "python3"
+        };
+        let child = std::process::Command::new("ip")
+            .args(["netns", "exec", &topo.ns_tester, "taskset", "-c", &cpus, py])
+            .args(["-m", "http.server", &port.to_string(), "--bind"])
+            .arg(ep.server.to_string())
+            .arg("--directory")
+            .arg(dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .context("starting python3 -m http.server")?;
+        let s = HttpServer { child };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let o = sys::cmd(5, &["ip", "netns", "exec", &topo.ns_tester, "ss", "-Htln"])?;
+            if o.stdout.contains(&format!(":{port} ")) {
+                return Ok(s);
+            }
+            if Instant::now() > deadline {
+                bail!("python3 http.server did not start listening on port {port}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One `ab` run from the A side: `requests` GETs of `path` at `concurrency`.
+pub fn ab_run(
+    topo: &Topo,
+    ep: &Endpoints,
+    port: u16,
+    path: &str,
+    requests: usize,
+    concurrency: usize,
+) -> Result<AbResult> {
+    let cpus = non_dut_cpus(topo.dut_cpu);
+    let host = match ep.target {
+        IpAddr::V4(a) => a.to_string(),
+        IpAddr::V6(a) => format!("[{a}]"),
+    };
+    let url = format!("http://{host}:{port}/{path}");
+    let client = ep.client.to_string();
+    let (n, c) = (requests.to_string(), concurrency.to_string());
+    let o = sys::cmd(
+        600,
+        &[
+            "ip",
+            "netns",
+            "exec",
+            &topo.ns_tester,
+            "taskset",
+            "-c",
+            &cpus,
+            "ab",
+            "-q",
+            "-s",
+            "10",
+            "-B",
+            &client,
+            "-n",
+            &n,
+            "-c",
+            &c,
+            &url,
+        ],
+    )?;
+    parse_ab(&o.stdout).with_context(|| format!("ab {url}: {}", o.stderr.trim()))
+}
+
+#[cfg(test)]
+mod ab_tests {
+    use super::*;
+
+    #[test]
+    fn ab_output() {
+        let t = "Server Software:        SimpleHTTP/0.6\nServer Hostname:        198.19.0.2\n\
+            Document Path:          /f.bin\nDocument Length:        173225 bytes\n\n\
+            Concurrency Level:      5\nTime taken for tests:   0.041 seconds\nComplete requests:      50\n\
+            Failed requests:        0\nTotal transferred:      8671450 bytes\nHTML transferred:       8661250 bytes\n\
+            Requests per second:    1222.37 [#/sec] (mean)\nTime per request:       4.090 [ms] (mean)\n\
+            Time per request:       0.818 [ms] (mean, across all concurrent requests)\n\
+            Transfer rate:          207026.52 [Kbytes/sec] received\n";
+        let r = parse_ab(t).unwrap();
+        assert_eq!(r.document_length, 173225.0);
+        assert_eq!(r.complete, 50.0);
+        assert_eq!(r.failed, 0.0);
+        assert_eq!(r.html_transferred, 8661250.0);
+        assert_eq!(r.requests_per_s, 1222.37);
+        assert_eq!(r.time_per_request_ms, 4.090);
+        assert_eq!(r.transfer_kbytes_s, 207026.52);
+        assert!(parse_ab("apr_socket_recv: Connection refused (111)").is_err());
+    }
+}
