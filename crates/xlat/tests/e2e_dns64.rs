@@ -226,35 +226,13 @@ impl Lab {
         let d = self.dir.display().to_string();
         fs::write(self.dir.join("test.example.zone"), ZONE).unwrap();
         fs::write(self.dir.join("rev.zone"), REVERSE_ZONE).unwrap();
-        let conf = format!(
-            r#"server:
-  interface: {SRV_V4}
-  port: 53
-  do-ip6: no
-  do-daemonize: no
-  username: ""
-  chroot: ""
-  directory: "{d}"
-  pidfile: "{d}/unbound.pid"
-  use-syslog: no
-  logfile: ""
-  verbosity: 1
-  access-control: 0.0.0.0/0 allow
-  module-config: "iterator"
-  do-not-query-localhost: yes
-auth-zone:
-  name: "test.example."
-  zonefile: "{d}/test.example.zone"
-  for-downstream: yes
-  for-upstream: yes
-auth-zone:
-  name: "19.198.in-addr.arpa."
-  zonefile: "{d}/rev.zone"
-  for-downstream: yes
-  for-upstream: yes
-remote-control:
-  control-enable: no
-"#
+        let conf = common::unbound_conf(
+            &d,
+            SRV_V4,
+            &[
+                ("test.example.", "test.example.zone"),
+                ("19.198.in-addr.arpa.", "rev.zone"),
+            ],
         );
         let path = self.dir.join("unbound.conf");
         fs::write(&path, conf).unwrap();

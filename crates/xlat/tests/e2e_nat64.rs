@@ -269,31 +269,7 @@ impl Lab {
     fn start_unbound(&mut self) {
         let d = self.dir.display().to_string();
         fs::write(self.dir.join("test.example.zone"), ZONE).unwrap();
-        let conf = format!(
-            r#"server:
-  interface: {SRV}
-  port: 53
-  do-ip6: no
-  do-daemonize: no
-  username: ""
-  chroot: ""
-  directory: "{d}"
-  pidfile: "{d}/unbound.pid"
-  use-syslog: no
-  logfile: ""
-  verbosity: 1
-  access-control: 0.0.0.0/0 allow
-  module-config: "iterator"
-  do-not-query-localhost: yes
-auth-zone:
-  name: "test.example."
-  zonefile: "{d}/test.example.zone"
-  for-downstream: yes
-  for-upstream: yes
-remote-control:
-  control-enable: no
-"#
-        );
+        let conf = common::unbound_conf(&d, SRV, &[("test.example.", "test.example.zone")]);
         let path = self.dir.join("unbound.conf");
         fs::write(&path, conf).unwrap();
         let srv = self.srv.clone();

@@ -253,6 +253,43 @@ pub struct Topo {
 }
 
 /// Path of the xlat binary cargo built for these tests.
+/// An unbound configuration for the tests' DNS server: listens on `interface` port 53 (IPv4
+/// only), runs in the foreground from `dir`, and serves each `(zone name, zone file in dir)`
+/// authoritatively.
+#[allow(dead_code)] // not every test binary runs a DNS server
+pub fn unbound_conf(dir: &str, interface: &str, zones: &[(&str, &str)]) -> String {
+    let mut conf = format!(
+        r#"server:
+  interface: {interface}
+  port: 53
+  do-ip6: no
+  do-daemonize: no
+  username: ""
+  chroot: ""
+  directory: "{dir}"
+  pidfile: "{dir}/unbound.pid"
+  use-syslog: no
+  logfile: ""
+  verbosity: 1
+  access-control: 0.0.0.0/0 allow
+  module-config: "iterator"
+  do-not-query-localhost: yes
+"#
+    );
+    for (name, file) in zones {
+        conf.push_str(&format!(
+            r#"auth-zone:
+  name: "{name}"
+  zonefile: "{dir}/{file}"
+  for-downstream: yes
+  for-upstream: yes
+"#
+        ));
+    }
+    conf.push_str("remote-control:\n  control-enable: no\n");
+    conf
+}
+
 pub fn xlat_bin() -> &'static str {
     env!("CARGO_BIN_EXE_xlat")
 }
