@@ -580,23 +580,7 @@ impl Drop for Lab {
             p.stop_with(libc::SIGKILL, Duration::from_secs(2));
         }
         for ns in self.namespaces.iter().rev() {
-            let pids = run_host(5, &["ip", "netns", "pids", ns]);
-            for pid in pids
-                .stdout
-                .split_whitespace()
-                .filter_map(|p| p.parse::<i32>().ok())
-            {
-                // SAFETY: kill(2) on a process inside a namespace this test created.
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                }
-            }
-            let gone = poll(Duration::from_secs(2), Duration::from_millis(50), || {
-                run_host(10, &["ip", "netns", "del", ns]).ok()
-            });
-            if !gone {
-                eprintln!("warning: could not delete namespace {ns}");
-            }
+            common::destroy_ns(ns);
         }
         if let Some(d) = &self.netns_etc {
             if let Err(e) = fs::remove_dir_all(d) {

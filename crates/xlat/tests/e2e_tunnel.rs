@@ -378,20 +378,7 @@ impl Drop for Net {
             p.stop_with(libc::SIGKILL, Duration::from_secs(2));
         }
         for ns in [&self.b, &self.r, &self.a] {
-            let pids = run_host(5, &["ip", "netns", "pids", ns]);
-            for pid in pids
-                .stdout
-                .split_whitespace()
-                .filter_map(|p| p.parse::<i32>().ok())
-            {
-                // SAFETY: kill(2) on processes in a namespace this test created.
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                }
-            }
-            let _ = poll(Duration::from_secs(2), Duration::from_millis(50), || {
-                run_host(10, &["ip", "netns", "del", ns]).ok()
-            });
+            common::destroy_ns(ns);
         }
         if !failed {
             let _ = fs::remove_dir_all(&self.dir);

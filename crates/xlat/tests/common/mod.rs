@@ -749,8 +749,8 @@ fn counter(stats: &serde_json::Value, list: &str, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("stats {list:?} has no counter {name:?}: {stats}"))
 }
 
-/// Removes all processes in `ns` and the namespace itself.
-fn destroy_ns(ns: &str) {
+/// Removes all processes in `ns` and the namespace itself (bounded; warns if it cannot).
+pub fn destroy_ns(ns: &str) {
     let pids = run_host(5, &["ip", "netns", "pids", ns]);
     for pid in pids
         .stdout
