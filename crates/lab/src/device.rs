@@ -11,6 +11,14 @@
 //! | tayga-nat64 | TAYGA, prefix 2001:2:0:64::/96, dynamic pool 198.19.1.0/24 (S2's NAT64) |
 //! | xlat-nat64 | `xlat run` with stateful NAT64, the same prefix, pool4 198.19.0.128/25 |
 //! | xlat-siit | `xlat run` with SIIT: the same prefix, an EAM 198.19.2.0/24 = 2001:2:0:1::1:0/120 |
+//! | xlat-6to4 | `xlat run` as a 6to4 relay router on 198.18.0.1 (RFC 3056): the tester's inside hosts are 6to4 sites |
+//! | xlat-isatap | `xlat run` as an ISATAP router on 198.18.0.1, prefix 2001:2:0:5::/64 (RFC 5214): the inside hosts are ISATAP hosts |
+//!
+//! The tunnel devices take IPv6 in IPv4 protocol 41 on the inside port, from the tester acting
+//! as the far tunnel endpoint (S2's client was the tunnel host, its router the endpoint), and
+//! forward the decapsulated IPv6 natively to the outside port: one DUT, one endpoint's work
+//! per packet (steering, the RFC 3964 / RFC 5214 7.3 checks, decapsulation), as NAT64 does
+//! one translation per packet.
 
 use std::fs;
 use std::os::unix::process::CommandExt;
@@ -23,7 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::packet::Flow;
 use crate::sys;
-use crate::topo::{Topo, D_ADDR, POOL_PREFIX, POOL_RANGE};
+use crate::topo::{Topo, D_ADDR, POOL_PREFIX, POOL_RANGE, UA_ADDR};
 
 /// The devices `xlat lab list` shows, in order.
 pub const DEVICES: &[(&str, &str)] = &[
@@ -43,6 +51,14 @@ pub const DEVICES: &[(&str, &str)] = &[
     (
         "xlat-siit",
         "xlat run (stateless SIIT with an EAM for the tester's hosts, TUN driver)",
+    ),
+    (
+        "xlat-6to4",
+        "xlat run (6to4 relay router: IPv6 in IPv4 protocol 41 from 6to4 sites, TUN driver)",
+    ),
+    (
+        "xlat-isatap",
+        "xlat run (ISATAP router: IPv6 in IPv4 protocol 41 from ISATAP hosts, TUN driver)",
     ),
 ];
 
@@ -94,6 +110,14 @@ pub fn make(name: &str) -> Result<Box<dyn Device>> {
         }),
         "xlat-siit" => Box::new(Daemon {
             kind: DaemonKind::XlatSiit,
+            ..Daemon::xlat()
+        }),
+        "xlat-6to4" => Box::new(Daemon {
+            kind: DaemonKind::Xlat6to4,
+            ..Daemon::xlat()
+        }),
+        "xlat-isatap" => Box::new(Daemon {
+            kind: DaemonKind::XlatIsatap,
             ..Daemon::xlat()
         }),
         other => bail!(
@@ -297,7 +321,34 @@ enum DaemonKind {
     Xlat,
     Xlat64,
     XlatSiit,
+    Xlat6to4,
+    XlatIsatap,
     Tayga,
+}
+
+impl DaemonKind {
+    /// Is this `xlat run` (not TAYGA)?
+    fn is_xlat(self) -> bool {
+        self != DaemonKind::Tayga
+    }
+}
+
+/// The DUT's tunnel endpoint address: its inside port (UA), where the tester's tunnel hosts
+/// send protocol 41.
+pub const TUNNEL_ENDPOINT: [u8; 4] = UA_ADDR;
+/// The ISATAP router's prefix (RFC 5214 8.2 advertises it; the tester's hosts use it).
+pub const ISATAP_PREFIX: &str = "2001:2:0:5::/64";
+const ISATAP_PREFIX64: [u8; 8] = [0x20, 0x01, 0, 0x02, 0, 0, 0, 0x05];
+
+/// The tester's tunnel hosts for a tunnel device (None for other devices).
+pub fn tunnel_of(device: &str) -> Option<crate::packet::Tunnel6in4> {
+    match device {
+        "xlat-6to4" => Some(crate::packet::Tunnel6in4::SixToFour),
+        "xlat-isatap" => Some(crate::packet::Tunnel6in4::Isatap {
+            prefix64: ISATAP_PREFIX64,
+        }),
+        _ => None,
+    }
 }
 
 /// The `xlat` binary: next to the running executable (cargo puts test binaries one level
@@ -398,10 +449,8 @@ impl Daemon {
         for _ in 0..300 {
             self.check_alive()?;
             let ready = match self.kind {
-                DaemonKind::Xlat | DaemonKind::Xlat64 | DaemonKind::XlatSiit => {
-                    self.socket.exists() && self.xlat_stats().is_some()
-                }
-                DaemonKind::Tayga => sys::ns_ok(
+                k if k.is_xlat() => self.socket.exists() && self.xlat_stats().is_some(),
+                _ => sys::ns_ok(
                     &topo.ns_dut,
                     &[
                         "ip",
@@ -433,8 +482,8 @@ impl Daemon {
 
 fn tun_name(topo: &Topo, kind: DaemonKind) -> String {
     match kind {
-        DaemonKind::Xlat | DaemonKind::Xlat64 | DaemonKind::XlatSiit => format!("{}x", topo.id),
         DaemonKind::Tayga => format!("{}t", topo.id),
+        _ => format!("{}x", topo.id),
     }
 }
 
@@ -518,6 +567,55 @@ seed = 1
     )
 }
 
+/// The lab's 6to4 endpoint: a relay router (RFC 3056 5) on the DUT's inside address, so that
+/// the tester's inside hosts (6to4 sites 2002:V4ADDR::/48) reach the native IPv6 outside.
+pub fn sixtofour_config(tun: &str, socket: &str) -> String {
+    let [a, b, c, d] = TUNNEL_ENDPOINT;
+    format!(
+        r#"# written by xlat lab
+[tun]
+name = "{tun}"
+mtu = 1500
+auto_routes = true
+
+[tunnel.6to4]
+ipv4 = "{a}.{b}.{c}.{d}"
+relay_router = true
+
+[control]
+socket = "{socket}"
+
+[engine]
+seed = 1
+"#
+    )
+}
+
+/// The lab's ISATAP endpoint: a router (RFC 5214 8.2) on the DUT's inside address advertising
+/// 2001:2:0:5::/64 to the tester's inside hosts.
+pub fn isatap_config(tun: &str, socket: &str) -> String {
+    let [a, b, c, d] = TUNNEL_ENDPOINT;
+    format!(
+        r#"# written by xlat lab
+[tun]
+name = "{tun}"
+mtu = 1500
+auto_routes = true
+
+[tunnel.isatap]
+role = "router"
+ipv4 = "{a}.{b}.{c}.{d}"
+prefix = "{ISATAP_PREFIX}"
+
+[control]
+socket = "{socket}"
+
+[engine]
+seed = 1
+"#
+    )
+}
+
 /// TAYGA as in S2: a NAT64 prefix (2001:2:0:64::/96, RFC 6052 3.1 forbids the well-known
 /// prefix for these non-global addresses) and a dynamic IPv4 pool.
 pub fn tayga_config(tun: &str, data_dir: &str) -> String {
@@ -537,18 +635,22 @@ impl Device for Daemon {
             DaemonKind::Xlat => "xlat-nat44",
             DaemonKind::Xlat64 => "xlat-nat64",
             DaemonKind::XlatSiit => "xlat-siit",
+            DaemonKind::Xlat6to4 => "xlat-6to4",
+            DaemonKind::XlatIsatap => "xlat-isatap",
             DaemonKind::Tayga => "tayga-nat64",
         }
     }
     fn v6_in(&self) -> bool {
-        matches!(
-            self.kind,
-            DaemonKind::Tayga | DaemonKind::Xlat64 | DaemonKind::XlatSiit
-        )
+        self.kind != DaemonKind::Xlat
     }
     fn flows(&self, n: u32, seed: u32) -> Vec<Flow> {
         match self.kind {
             DaemonKind::Xlat => crate::packet::flows_v4(n, seed, D_ADDR),
+            DaemonKind::Xlat6to4 | DaemonKind::XlatIsatap => {
+                let t = tunnel_of(self.name()).unwrap_or(crate::packet::Tunnel6in4::SixToFour);
+                let dst = v6(crate::topo::D6_ADDR);
+                crate::packet::flows_6in4(n, seed, dst, TUNNEL_ENDPOINT, t)
+            }
             DaemonKind::Tayga | DaemonKind::Xlat64 | DaemonKind::XlatSiit => {
                 // RFC 6052 2.2: /96 prefix, IPv4 address in the last 32 bits.
                 let mut dst = v6("2001:2:0:64::");
@@ -560,7 +662,7 @@ impl Device for Daemon {
     fn setup(&mut self, topo: &Topo) -> Result<()> {
         let tun = tun_name(topo, self.kind);
         match self.kind {
-            DaemonKind::Xlat | DaemonKind::Xlat64 | DaemonKind::XlatSiit => {
+            k if k.is_xlat() => {
                 let bin = xlat_bin()?;
                 self.socket = topo.dir.join("xlat.sock");
                 let cfg = topo.dir.join("xlat.toml");
@@ -568,6 +670,8 @@ impl Device for Daemon {
                 let text = match self.kind {
                     DaemonKind::Xlat64 => xlat64_config(&tun, &sock),
                     DaemonKind::XlatSiit => siit_config(&tun, &sock),
+                    DaemonKind::Xlat6to4 => sixtofour_config(&tun, &sock),
+                    DaemonKind::XlatIsatap => isatap_config(&tun, &sock),
                     _ => xlat_config(&tun, &sock),
                 };
                 fs::write(&cfg, text).with_context(|| format!("writing {}", cfg.display()))?;
@@ -579,7 +683,7 @@ impl Device for Daemon {
                 ];
                 self.spawn(topo, &args)?;
             }
-            DaemonKind::Tayga => {
+            _ => {
                 if !sys::have("tayga") {
                     bail!("tayga-nat64 needs TAYGA: apt-get install tayga");
                 }
@@ -638,15 +742,14 @@ impl Device for Daemon {
     }
     fn sessions(&self, _topo: &Topo) -> Option<u64> {
         match self.kind {
-            DaemonKind::Xlat | DaemonKind::Xlat64 | DaemonKind::XlatSiit => {
-                self.xlat_stats()?.get("sessions")?.as_u64()
-            }
-            DaemonKind::Tayga => None,
+            // Tunnels keep no sessions.
+            DaemonKind::Xlat6to4 | DaemonKind::XlatIsatap | DaemonKind::Tayga => None,
+            _ => self.xlat_stats()?.get("sessions")?.as_u64(),
         }
     }
     fn version(&self) -> String {
         match self.kind {
-            DaemonKind::Xlat | DaemonKind::Xlat64 | DaemonKind::XlatSiit => xlat_bin()
+            k if k.is_xlat() => xlat_bin()
                 .ok()
                 .and_then(|b| {
                     let b = b.display().to_string();
@@ -654,7 +757,7 @@ impl Device for Daemon {
                 })
                 .map(|o| o.stdout.trim().to_string())
                 .unwrap_or_else(|| "xlat".into()),
-            DaemonKind::Tayga => {
+            _ => {
                 let v = sys::cmd(5, &["dpkg-query", "-W", "-f", "${Version}", "tayga"])
                     .map(|o| o.stdout.trim().to_string())
                     .unwrap_or_default();

@@ -1,6 +1,9 @@
 //! Test frames: UDP over IPv4 or IPv6 in Ethernet, with a test tag in the payload (trial tag,
 //! flow, sequence number, transmit timestamp), RFC 4814 pseudorandom ports per flow, frame sizes
 //! as RFC 2544 counts them (including the 4-byte FCS the wire adds), and the IMIX of S5.
+//! For the 6in4 tunnel devices a flow may carry an outer IPv4 header: the tester is then the
+//! far tunnel endpoint (a 6to4 site or an ISATAP host) and sends IPv6 in IPv4 protocol 41
+//! (RFC 4213 3.5); [`parse_tag`] looks through such a header too.
 
 use serde::{Deserialize, Serialize};
 
@@ -13,10 +16,19 @@ pub const ETH_LEN: usize = 14;
 pub const FCS_LEN: usize = 4;
 /// Largest frame (RFC 2544: 1518 with FCS).
 pub const MAX_FRAME: usize = 1518;
+/// IPv4 header without options: the outer header of a 6in4 frame (RFC 4213 3.5).
+pub const OUTER4_LEN: usize = 20;
+/// IP protocol number of IPv6 encapsulated in IPv4 (RFC 4213 3.5).
+pub const PROTO_IPV6_IN_IPV4: u8 = 41;
 
 /// Smallest frame that carries the tag for an IP version.
 pub fn min_frame(v6: bool) -> usize {
     ETH_LEN + if v6 { 40 } else { 20 } + 8 + TAG_LEN + FCS_LEN
+}
+
+/// Smallest IPv6 frame that carries the tag inside an outer IPv4 header (6in4).
+pub fn min_frame_6in4() -> usize {
+    min_frame(true) + OUTER4_LEN
 }
 
 /// One flow: addresses and ports of the frames the tester sends.
@@ -26,6 +38,45 @@ pub struct Flow {
     pub dst: [u8; 16],
     pub sport: u16,
     pub dport: u16,
+    /// IPv6 flows only: sent inside an IPv4 protocol-41 header with these addresses.
+    pub outer: Option<Outer4>,
+}
+
+/// The outer IPv4 addresses of a 6in4 flow (RFC 4213 3.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outer4 {
+    pub src: [u8; 4],
+    pub dst: [u8; 4],
+}
+
+/// Which automatic tunnel a 6in4 flow's inner source address belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tunnel6in4 {
+    /// 6to4 (RFC 3056 2): the host 2002:V4ADDR::1 of the site of the outer source.
+    SixToFour,
+    /// ISATAP (RFC 5214 6.1): the /64 given plus the identifier 0:5efe:V4ADDR of the outer
+    /// source (the u/l bit clear: the lab's addresses are not globally unique).
+    Isatap { prefix64: [u8; 8] },
+}
+
+impl Tunnel6in4 {
+    /// The IPv6 address of the tunnel host behind the IPv4 address `v4`.
+    pub fn host(&self, v4: [u8; 4]) -> [u8; 16] {
+        let mut a = [0u8; 16];
+        match self {
+            Tunnel6in4::SixToFour => {
+                a[..2].copy_from_slice(&[0x20, 0x02]);
+                a[2..6].copy_from_slice(&v4);
+                a[15] = 1;
+            }
+            Tunnel6in4::Isatap { prefix64 } => {
+                a[..8].copy_from_slice(prefix64);
+                a[8..12].copy_from_slice(&[0, 0, 0x5e, 0xfe]);
+                a[12..].copy_from_slice(&v4);
+            }
+        }
+        a
+    }
 }
 
 /// A permutation step coprime to 64512 (= 2^10 * 3^2 * 7): odd, not a multiple of 3 or 7.
@@ -75,6 +126,7 @@ pub fn flows_v4(n: u32, seed: u32, dst: [u8; 4]) -> Vec<Flow> {
                 dst: d,
                 sport,
                 dport,
+                outer: None,
             }
         })
         .collect()
@@ -94,6 +146,36 @@ pub fn flows_v6(n: u32, seed: u32, dst: [u8; 16]) -> Vec<Flow> {
                 dst,
                 sport,
                 dport,
+                outer: None,
+            }
+        })
+        .collect()
+}
+
+/// `n` 6in4 flows: the IPv4 flows' inside hosts (198.18.1.0 + host, as [`flows_v4`]) are tunnel
+/// endpoints that send IPv6 from their 6to4 or ISATAP address to `dst`, encapsulated to the
+/// device's endpoint address `endpoint` (outer source: the inside host).
+pub fn flows_6in4(
+    n: u32,
+    seed: u32,
+    dst: [u8; 16],
+    endpoint: [u8; 4],
+    tunnel: Tunnel6in4,
+) -> Vec<Flow> {
+    flows_v4(n, seed, endpoint)
+        .into_iter()
+        .map(|f| {
+            let mut v4 = [0u8; 4];
+            v4.copy_from_slice(&f.src[..4]);
+            Flow {
+                src: tunnel.host(v4),
+                dst,
+                sport: f.sport,
+                dport: f.dport,
+                outer: Some(Outer4 {
+                    src: v4,
+                    dst: endpoint,
+                }),
             }
         })
         .collect()
@@ -186,7 +268,9 @@ pub struct Tag {
 
 /// Writes a complete test frame for `flow` into `buf` (whose length is the frame size without
 /// FCS) and returns its length. `buf` must be at least `frame - FCS_LEN` long; the payload
-/// beyond the tag is left as it is (zeros in the sender's buffers).
+/// beyond the tag is left as it is (zeros in the sender's buffers). A 6in4 flow (`flow.outer`,
+/// IPv6 only) gets the outer IPv4 header inside the same frame size, raised to
+/// [`min_frame_6in4`] where smaller (as IPv6 frames are raised to their minimum).
 #[allow(clippy::too_many_arguments)]
 pub fn build_frame(
     buf: &mut [u8],
@@ -197,16 +281,46 @@ pub fn build_frame(
     flow: &Flow,
     tag: Tag,
 ) -> Option<usize> {
-    let len = frame.checked_sub(FCS_LEN)?;
-    if len > buf.len() || frame < min_frame(v6) {
+    let mut len = frame.checked_sub(FCS_LEN)?;
+    if frame < min_frame(v6) || (flow.outer.is_some() && !v6) {
+        return None;
+    }
+    if flow.outer.is_some() {
+        len = len.max(min_frame_6in4() - FCS_LEN);
+    }
+    if len > buf.len() {
         return None;
     }
     let b = &mut buf[..len];
     b[0..6].copy_from_slice(dst_mac);
     b[6..12].copy_from_slice(src_mac);
-    let l3 = ETH_LEN;
+    let l3 = match flow.outer {
+        Some(o) => {
+            // RFC 4213 3.5: the outer header, protocol 41, TTL 64, DF as the tester's IPv4
+            // frames; the inner packet follows it.
+            b[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+            let tot = (len - ETH_LEN) as u16;
+            let h = &mut b[ETH_LEN..ETH_LEN + OUTER4_LEN];
+            h[0] = 0x45;
+            h[1] = 0;
+            h[2..4].copy_from_slice(&tot.to_be_bytes());
+            h[4..6].copy_from_slice(&(tag.seq as u16).to_be_bytes());
+            h[6..8].copy_from_slice(&[0x40, 0]);
+            h[8] = 64;
+            h[9] = PROTO_IPV6_IN_IPV4;
+            h[10..12].copy_from_slice(&[0, 0]);
+            h[12..16].copy_from_slice(&o.src);
+            h[16..20].copy_from_slice(&o.dst);
+            let c = fold(sum16(h));
+            h[10..12].copy_from_slice(&c.to_be_bytes());
+            ETH_LEN + OUTER4_LEN
+        }
+        None => ETH_LEN,
+    };
     let (l4, pseudo) = if v6 {
-        b[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        if flow.outer.is_none() {
+            b[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        }
         let plen = (len - l3 - 40) as u16;
         let h = &mut b[l3..l3 + 40];
         h[0..4].copy_from_slice(&[0x60, 0, 0, 0]);
@@ -265,6 +379,19 @@ pub fn build_frame(
 pub fn parse_tag(f: &[u8]) -> Option<Tag> {
     let et = u16::from_be_bytes([*f.get(12)?, *f.get(13)?]);
     let payload = match et {
+        0x0800 if *f.get(ETH_LEN + 9)? == PROTO_IPV6_IN_IPV4 => {
+            // 6in4 (RFC 4213 3.5): an unfragmented outer IPv4 header, then IPv6 and UDP.
+            let ihl = usize::from(f.get(ETH_LEN)? & 0x0f) * 4;
+            let frag = u16::from_be_bytes([*f.get(ETH_LEN + 6)?, *f.get(ETH_LEN + 7)?]);
+            if ihl < 20 || frag & 0x3fff != 0 {
+                return None;
+            }
+            let l3 = ETH_LEN + ihl;
+            if f.get(l3)? >> 4 != 6 || *f.get(l3 + 6)? != 17 {
+                return None;
+            }
+            l3 + 40 + 8
+        }
         0x0800 => {
             let ihl = usize::from(f.get(ETH_LEN)? & 0x0f) * 4;
             if ihl < 20 || *f.get(ETH_LEN + 9)? != 17 {
@@ -379,6 +506,102 @@ mod tests {
     fn line_rate() {
         // 100 Mb/s with 64-byte frames: 148,809.5 pps.
         assert!((line_rate_pps(100e6, 64.0) - 148_809.52).abs() < 0.1);
+    }
+
+    #[test]
+    fn tunnel_host_addresses() {
+        let v4 = [198, 18, 1, 1];
+        // RFC 3056 2: 2002:c612:0101::1.
+        let a: std::net::Ipv6Addr = "2002:c612:101::1".parse().unwrap();
+        assert_eq!(Tunnel6in4::SixToFour.host(v4), a.octets());
+        // RFC 5214 6.1: 2001:2:0:5:0:5efe:c612:101.
+        let t = Tunnel6in4::Isatap {
+            prefix64: [0x20, 1, 0, 2, 0, 0, 0, 5],
+        };
+        let a: std::net::Ipv6Addr = "2001:2:0:5:0:5efe:c612:101".parse().unwrap();
+        assert_eq!(t.host(v4), a.octets());
+    }
+
+    #[test]
+    fn sixin4_frame_round_trip_and_checksums() {
+        let dst: std::net::Ipv6Addr = "2001:2:0:2::2".parse().unwrap();
+        let flows = flows_6in4(3, 0, dst.octets(), [198, 18, 0, 1], Tunnel6in4::SixToFour);
+        let flow = flows[1];
+        assert_eq!(
+            flow.outer,
+            Some(Outer4 {
+                src: [198, 18, 1, 1],
+                dst: [198, 18, 0, 1]
+            })
+        );
+        assert_eq!(&flow.src[..6], &[0x20, 0x02, 198, 18, 1, 1]);
+        let tag = Tag {
+            tag: 0x1234,
+            flow: 1,
+            seq: 77,
+            tx_ns: 42,
+        };
+        let mut buf = vec![0u8; 2048];
+        for size in [min_frame_6in4(), 512, MAX_FRAME] {
+            buf.iter_mut().for_each(|b| *b = 0);
+            let n = build_frame(&mut buf, size, true, &[2; 6], &[4; 6], &flow, tag).unwrap();
+            assert_eq!(n, size - FCS_LEN);
+            let f = &buf[..n];
+            assert_eq!(&f[12..14], &[0x08, 0x00]);
+            assert_eq!(f[14 + 9], PROTO_IPV6_IN_IPV4);
+            assert_eq!(usize::from(u16::from_be_bytes([f[16], f[17]])), n - 14);
+            assert_eq!(fold(sum16(&f[14..34])), 0, "outer header checksum");
+            assert_eq!(f[34] >> 4, 6);
+            assert_eq!(&f[42..58], &flow.src);
+            assert_eq!(parse_tag(f), Some(tag));
+            // The inner UDP checksum verifies over the inner IPv6 pseudo header.
+            let udp = &f[74..];
+            let p = sum16(&f[42..74]) + 17 + udp.len() as u32;
+            assert_eq!(fold(p + sum16(udp)), 0);
+        }
+        // Smaller sizes are raised to the 6in4 minimum; IPv4 inner packets are refused.
+        let n = build_frame(&mut buf, 96, true, &[2; 6], &[4; 6], &flow, tag).unwrap();
+        assert_eq!(n, min_frame_6in4() - FCS_LEN);
+        assert!(build_frame(&mut buf, 512, false, &[2; 6], &[4; 6], &flow, tag).is_none());
+    }
+
+    #[test]
+    fn parse_tag_rejects_bad_6in4() {
+        let dst = [0x20, 1, 0, 2, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2];
+        let t = Tunnel6in4::Isatap {
+            prefix64: [0x20, 1, 0, 2, 0, 0, 0, 5],
+        };
+        let flow = flows_6in4(1, 0, dst, [198, 18, 0, 1], t)[0];
+        let tag = Tag {
+            tag: 9,
+            flow: 0,
+            seq: 1,
+            tx_ns: 2,
+        };
+        let mut buf = vec![0u8; 256];
+        let n = build_frame(&mut buf, 128, true, &[2; 6], &[4; 6], &flow, tag).unwrap();
+        let good = buf[..n].to_vec();
+        assert_eq!(parse_tag(&good), Some(tag));
+        // Truncated anywhere: never a tag, never a panic.
+        for cut in 0..n - 1 {
+            let p = parse_tag(&good[..cut]);
+            assert_eq!(p.is_some(), cut >= 82 + TAG_LEN, "cut {cut}: {p:?}");
+        }
+        // A non-first fragment, an inner IPv4 header, an inner TCP header.
+        let mut f = good.clone();
+        f[14 + 6] = 0x00;
+        f[14 + 7] = 0x10;
+        assert_eq!(parse_tag(&f), None);
+        let mut f = good.clone();
+        f[34] = 0x45;
+        assert_eq!(parse_tag(&f), None);
+        let mut f = good.clone();
+        f[34 + 6] = 6;
+        assert_eq!(parse_tag(&f), None);
+        // A bad IHL.
+        let mut f = good;
+        f[14] = 0x43;
+        assert_eq!(parse_tag(&f), None);
     }
 
     #[test]
