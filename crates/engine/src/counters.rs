@@ -274,6 +274,14 @@ reasons! {
         IsatapRaSent = "isatap_ra_sent",
         /// ISATAP Router Advertisements accepted from a potential router (RFC 5214 8.3.3).
         IsatapRaReceived = "isatap_ra_received",
+        /// Sessions handed to the fast path ([dataplane] fast_path): their recipes were
+        /// installed, and their established packets no longer cross the engine.
+        OffloadInstalled = "offload_installed",
+        /// Fast-path recipes withdrawn (the session expired, or a TCP session left the
+        /// established state and went back to the engine).
+        OffloadRemoved = "offload_removed",
+        /// Idle timeouts extended because the fast path had seen the session's packets.
+        OffloadRefreshed = "offload_refreshed",
     }
 }
 

@@ -36,6 +36,7 @@ mod index;
 pub mod napt;
 pub mod nat44;
 pub mod nat64;
+pub mod offload;
 mod ports;
 pub mod rfc6052;
 mod rng;
@@ -395,6 +396,40 @@ impl Engine {
             t.expire(now, c);
         }
         removed
+    }
+
+    /// Hands simple sessions (NAT44 UDP, established TCP) to a fast path from now on: their
+    /// recipes come out of [`Engine::offload_ops`] ([`offload`] explains the protocol).
+    pub fn set_offload(&mut self, on: bool) {
+        if let Some(n) = self.nat44.as_mut() {
+            n.set_offload(on);
+        }
+    }
+
+    /// Appends the recipes to install or withdraw, and the sessions whose fast-path stamps
+    /// the engine needs before expiring them, since the last call. Drivers drain this after
+    /// every batch and every [`Engine::expire`].
+    pub fn offload_ops(&mut self, out: &mut Vec<offload::OffloadOp>) {
+        if let Some(n) = self.nat44.as_mut() {
+            n.offload_ops(out, &mut self.counters);
+        }
+    }
+
+    /// The answer to an [`offload::OffloadKind::Query`]: when the fast path last saw the
+    /// session's outbound and inbound packets (the engine's clock). The session is refreshed
+    /// or, if still idle past its timeout, removed (its `Remove` op follows in
+    /// [`Engine::offload_ops`]). Returns true if it was removed.
+    pub fn offload_seen(
+        &mut self,
+        now: Time,
+        token: u64,
+        out_seen: Option<Time>,
+        in_seen: Option<Time>,
+    ) -> bool {
+        let (Some(n), Ok(sid)) = (self.nat44.as_mut(), u32::try_from(token)) else {
+            return false;
+        };
+        n.offload_seen(now, sid, out_seen, in_seen, &mut self.counters)
     }
 
     /// What the tunnel endpoints learned that the daemon configures on the TUN device (an

@@ -161,6 +161,9 @@ struct Session<A> {
     /// The expiry last copied to the mapping and the remote-address filter; copied again only
     /// when it has moved by a second or more, so a busy flow does not touch them per packet.
     propagated: Time,
+    /// Its recipes are installed in the fast path ([`crate::offload`]): expiry asks the fast
+    /// path when it last saw the session before removing it.
+    offloaded: bool,
 }
 
 impl<A: InsideAddr> Session<A> {
@@ -183,6 +186,17 @@ const PROPAGATE_NS: u64 = 1_000_000_000;
 pub enum FlowKey<A> {
     Out(Proto, Endpoint<A>, Endpoint),
     In(Proto, Endpoint, Endpoint),
+}
+
+/// A session's change that a fast path must follow ([`crate::offload`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OffloadEvent<A> {
+    pub kind: crate::offload::OffloadKind,
+    pub sid: u32,
+    pub proto: Proto,
+    pub int: Endpoint<A>,
+    pub ext: Endpoint,
+    pub remote: Endpoint,
 }
 
 /// Remote addresses a mapping has sessions with: the address-dependent filter (RFC 4787 5).
@@ -293,6 +307,9 @@ pub struct Napt<A> {
     remotes: HashMap<(u32, u32), RemoteRef>,
     rng: Rng,
     sweep_cursor: usize,
+    /// Sessions may be handed to a fast path ([`Napt::set_offload`]).
+    offload: bool,
+    offload_events: Vec<OffloadEvent<A>>,
 }
 
 impl<A: InsideAddr> Napt<A> {
@@ -325,7 +342,91 @@ impl<A: InsideAddr> Napt<A> {
             remotes: HashMap::new(),
             rng: Rng::new(seed),
             sweep_cursor: 0,
+            offload: false,
+            offload_events: Vec::new(),
         }
+    }
+
+    /// Lets sessions be handed to a fast path from now on ([`crate::offload`]).
+    pub fn set_offload(&mut self, on: bool) {
+        self.offload = on;
+    }
+
+    /// Takes the fast-path changes accumulated since the last call.
+    pub fn drain_offload(&mut self) -> std::vec::Drain<'_, OffloadEvent<A>> {
+        self.offload_events.drain(..)
+    }
+
+    /// Can a session's packets be rewritten by a fast path? UDP and TCP (established only;
+    /// the caller checks the state), not hairpinned (a remote in the pool needs the second
+    /// translation only the engine does, RFC 4787 REQ-9).
+    fn offloadable(&self, proto: Proto, remote: Endpoint) -> bool {
+        self.offload && proto != Proto::Icmp && !self.is_pool(remote.addr)
+    }
+
+    fn offload_event(&mut self, kind: crate::offload::OffloadKind, sid: u32) {
+        if let Some(s) = self.sessions.get(sid) {
+            let ev = OffloadEvent {
+                kind,
+                sid,
+                proto: s.proto,
+                int: s.int,
+                ext: s.ext,
+                remote: s.remote,
+            };
+            self.offload_events.push(ev);
+        }
+    }
+
+    /// The fast path's answer to [`OffloadKind::Query`](crate::offload::OffloadKind::Query):
+    /// when it last saw the session's packets going out and coming in. Refreshes the session
+    /// as those packets would have (RFC 4787 REQ-6: outbound refreshes, inbound only with
+    /// `inbound_refresh`; RFC 6146 3.5.2.2: an established TCP session by either direction),
+    /// then removes it if it is still past its time. Returns true if it was removed.
+    pub fn offload_seen(
+        &mut self,
+        now: Time,
+        sid: u32,
+        out_seen: Option<Time>,
+        in_seen: Option<Time>,
+        c: &mut Counters,
+    ) -> bool {
+        let t = self.cfg.timeouts;
+        let inbound_refresh = self.cfg.inbound_refresh;
+        let Some(s) = self.sessions.get_mut(sid) else {
+            return false;
+        };
+        if !s.offloaded {
+            return false;
+        }
+        let (life, both) = match s.state {
+            SessState::Udp => (t.udp, inbound_refresh),
+            SessState::Icmp => (t.icmp, inbound_refresh),
+            SessState::Tcp(TcpState::Established) => (t.tcp_established, true),
+            SessState::Tcp(_) => (t.tcp_transitory, true),
+        };
+        let last = match (out_seen, in_seen.filter(|_| both)) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(e) = last.map(|l| l.plus_secs(life)).filter(|&e| e > s.expires) {
+            s.expires = e;
+            s.propagated = e;
+            let (mid, raddr) = (s.map, s.remote.addr);
+            if let Some(m) = self.mappings.get_mut(mid) {
+                m.expires = m.expires.max(e);
+            }
+            if let Some(r) = self.remotes.get_mut(&(mid, raddr)) {
+                r.expires = r.expires.max(e);
+            }
+            c.event(Event::OffloadRefreshed);
+        }
+        if self.sessions.get(sid).is_some_and(|s| s.expires <= now) {
+            self.remove_session(sid);
+            c.event(Event::SessionsExpired);
+            return true;
+        }
+        false
     }
 
     /// True for an address of the pool.
@@ -508,7 +609,13 @@ impl<A: InsideAddr> Napt<A> {
     /// removed (lazy expiry).
     fn live(&mut self, key: FlowKey<A>, now: Time, c: &mut Counters) -> Option<u32> {
         let sid = self.lookup(&key)?;
-        if self.sessions.get(sid).is_some_and(|s| s.expires > now) {
+        // An offloaded session's last packets may have crossed the fast path only: the sweep
+        // asks it before expiring the session (`offload_seen`), so it is live until then.
+        if self
+            .sessions
+            .get(sid)
+            .is_some_and(|s| s.expires > now || s.offloaded)
+        {
             return Some(sid);
         }
         self.remove_session(sid);
@@ -640,6 +747,8 @@ impl<A: InsideAddr> Napt<A> {
         };
         let expires = now.plus_secs(life);
         let (int, ext) = self.mappings.get(mid).map(|m| (m.int, m.ext))?;
+        // UDP goes to the fast path at once; TCP when it is established (see `touch`).
+        let offloaded = proto == Proto::Udp && self.offloadable(proto, remote);
         let sid = self.sessions.insert(Session {
             map: mid,
             proto,
@@ -649,7 +758,11 @@ impl<A: InsideAddr> Napt<A> {
             state,
             expires,
             propagated: expires,
+            offloaded,
         });
+        if offloaded {
+            self.offload_event(crate::offload::OffloadKind::Install, sid);
+        }
         let h_out = self.hash(&FlowKey::Out(proto, int, remote));
         let h_in = self.hash(&FlowKey::In(proto, ext, remote));
         self.flows.insert(h_out, sid * 2);
@@ -678,6 +791,7 @@ impl<A: InsideAddr> Napt<A> {
         let t = self.cfg.timeouts;
         let inbound_refresh = self.cfg.inbound_refresh;
         let s = self.sessions.get_mut(sid)?;
+        let mut established = None;
         let new_expiry = match s.state {
             SessState::Udp if dir == Dir::Out || inbound_refresh => Some(now.plus_secs(t.udp)),
             SessState::Icmp if dir == Dir::Out || inbound_refresh => Some(now.plus_secs(t.icmp)),
@@ -685,6 +799,10 @@ impl<A: InsideAddr> Napt<A> {
             SessState::Tcp(st) => {
                 let (next, life) = tcpsm::next(st, dir, flags);
                 s.state = SessState::Tcp(next);
+                let (was, is) = (st == TcpState::Established, next == TcpState::Established);
+                if was != is {
+                    established = Some(is);
+                }
                 match life {
                     Lifetime::Established => Some(now.plus_secs(t.tcp_established)),
                     Lifetime::Transitory => Some(now.plus_secs(t.tcp_transitory)),
@@ -696,28 +814,64 @@ impl<A: InsideAddr> Napt<A> {
             int: s.int,
             ext: s.ext,
         };
-        let Some(e) = new_expiry else {
-            return Some(tr);
-        };
-        s.expires = e;
-        if e.0 < s.propagated.0.saturating_add(PROPAGATE_NS) {
-            return Some(tr);
+        if let Some(e) = new_expiry {
+            s.expires = e;
+            if e.0 >= s.propagated.0.saturating_add(PROPAGATE_NS) {
+                s.propagated = e;
+                let (mid, raddr) = (s.map, s.remote.addr);
+                if let Some(m) = self.mappings.get_mut(mid) {
+                    m.expires = m.expires.max(e);
+                }
+                if let Some(r) = self.remotes.get_mut(&(mid, raddr)) {
+                    r.expires = r.expires.max(e);
+                }
+            }
         }
-        s.propagated = e;
-        let (mid, raddr) = (s.map, s.remote.addr);
-        if let Some(m) = self.mappings.get_mut(mid) {
-            m.expires = m.expires.max(e);
-        }
-        if let Some(r) = self.remotes.get_mut(&(mid, raddr)) {
-            r.expires = r.expires.max(e);
+        if let Some(is) = established {
+            self.tcp_offload(sid, is);
         }
         Some(tr)
+    }
+
+    /// A TCP session entered (`established`) or left the established state: its recipes go
+    /// to the fast path, or come back so FIN/RST handling and the transitory timeout stay
+    /// the engine's (RFC 6146 3.5.2.2).
+    fn tcp_offload(&mut self, sid: u32, established: bool) {
+        use crate::offload::OffloadKind;
+        let Some((offloaded, proto, remote)) = self
+            .sessions
+            .get(sid)
+            .map(|s| (s.offloaded, s.proto, s.remote))
+        else {
+            return;
+        };
+        let kind = if established && !offloaded && self.offloadable(proto, remote) {
+            OffloadKind::Install
+        } else if !established && offloaded {
+            OffloadKind::Remove
+        } else {
+            return;
+        };
+        if let Some(s) = self.sessions.get_mut(sid) {
+            s.offloaded = kind == OffloadKind::Install;
+        }
+        self.offload_event(kind, sid);
     }
 
     fn remove_session(&mut self, sid: u32) {
         let Some(s) = self.sessions.remove(sid) else {
             return;
         };
+        if s.offloaded {
+            self.offload_events.push(OffloadEvent {
+                kind: crate::offload::OffloadKind::Remove,
+                sid,
+                proto: s.proto,
+                int: s.int,
+                ext: s.ext,
+                remote: s.remote,
+            });
+        }
         let h_out = self.hash(&s.key(false));
         let h_in = self.hash(&s.key(true));
         self.flows.remove(h_out, sid * 2);
@@ -777,10 +931,16 @@ impl<A: InsideAddr> Napt<A> {
             }
             let sid = self.sweep_cursor as u32;
             self.sweep_cursor += 1;
-            if self.sessions.get(sid).is_some_and(|s| s.expires <= now) {
-                self.remove_session(sid);
-                c.event(Event::SessionsExpired);
-                removed += 1;
+            match self.sessions.get(sid) {
+                Some(s) if s.expires <= now && s.offloaded => {
+                    self.offload_event(crate::offload::OffloadKind::Query, sid);
+                }
+                Some(s) if s.expires <= now => {
+                    self.remove_session(sid);
+                    c.event(Event::SessionsExpired);
+                    removed += 1;
+                }
+                _ => {}
             }
         }
         removed
@@ -791,7 +951,7 @@ impl<A: InsideAddr> Napt<A> {
         let mut dynamic: Vec<SessionInfo> = self
             .sessions
             .iter()
-            .filter(|(_, s)| s.expires > now)
+            .filter(|(_, s)| s.expires > now || s.offloaded)
             .map(|(_, s)| SessionInfo {
                 proto: s.proto.name().into(),
                 inside: s.int.show(true),
@@ -803,6 +963,7 @@ impl<A: InsideAddr> Napt<A> {
                     SessState::Tcp(t) => tcp_state_name(t).into(),
                 },
                 expires_in: Some(now.secs_until(s.expires)),
+                fast_path: s.offloaded,
                 ..SessionInfo::default()
             })
             .collect();

@@ -24,6 +24,11 @@ pub struct SessionInfo {
     /// "nat44" or "nat64" (empty when read from a daemon older than this field).
     #[serde(default)]
     pub translator: String,
+    /// Its recipes are in the fast path ([dataplane] fast_path); `expires_in` then counts
+    /// from the last packet the engine saw, and the fast path's own stamp is read before
+    /// the session expires.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fast_path: bool,
 }
 
 /// Pool use per protocol.

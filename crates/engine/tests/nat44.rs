@@ -685,3 +685,146 @@ fn rfc3128_overlapping_tcp_fragment_dropped() {
     let p = ip(IN_A, R1, 6, vec![0; 16], 0x0001, 5);
     assert_eq!(dropped(&mut e, 0, p), DropReason::FragmentOverlap);
 }
+
+// ---- Fast-path recipes (issue 6, crates/engine/src/offload.rs) ----
+
+use xlat_engine::offload::{self, OffloadKind, OffloadOp};
+
+fn ops(e: &mut Engine) -> Vec<OffloadOp> {
+    let mut v = Vec::new();
+    e.offload_ops(&mut v);
+    v
+}
+
+/// What the engine makes of `p`, with the TTL a router hop takes off (the engine leaves that
+/// to the kernel; a fast path is the router): the bytes a recipe must produce.
+fn engine_as_router(e: &mut Engine, t: u64, p: Vec<u8>) -> Vec<u8> {
+    let mut o = fwd(e, t, p).bytes;
+    o[8] -= 1;
+    o[10..12].copy_from_slice(&[0, 0]);
+    let c = checksum::checksum(&o[..20]);
+    o[10..12].copy_from_slice(&c.to_be_bytes());
+    o
+}
+
+#[test]
+fn offload_udp_recipes_match_the_engine_both_ways() {
+    let mut e = napt();
+    e.set_offload(true);
+    fwd(&mut e, 0, udp_pkt(IN_A, 40000, R1, 53));
+    let v = ops(&mut e);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].kind, OffloadKind::Install);
+    // The second packet each way: the recipe and the engine agree byte for byte.
+    let mut by_recipe = udp_pkt(IN_A, 40000, R1, 53);
+    assert!(offload::apply(&v[0].out, &mut by_recipe));
+    assert_checksums(&by_recipe);
+    assert_eq!(
+        by_recipe,
+        engine_as_router(&mut e, 1, udp_pkt(IN_A, 40000, R1, 53))
+    );
+    let reply = udp_pkt(R1, 53, POOL, 40000);
+    let mut by_recipe = reply.clone();
+    assert!(offload::apply(&v[0].inb, &mut by_recipe));
+    assert_checksums(&by_recipe);
+    assert_eq!(by_recipe, engine_as_router(&mut e, 1, reply));
+    assert!(
+        ops(&mut e).is_empty(),
+        "no second install for the same session"
+    );
+    assert!(e.sessions(Time::from_secs(1)).iter().any(|s| s.fast_path));
+}
+
+#[test]
+fn offload_tcp_only_while_established() {
+    let mut e = napt();
+    e.set_offload(true);
+    fwd(&mut e, 0, tcp_pkt(IN_A, 40001, R1, 80, 0x02));
+    assert!(ops(&mut e).is_empty(), "a SYN alone is not established");
+    fwd(&mut e, 0, tcp_pkt(R1, 80, POOL, 40001, 0x12));
+    let v = ops(&mut e);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].kind, OffloadKind::Install);
+    let mut by_recipe = tcp_pkt(IN_A, 40001, R1, 80, 0x10);
+    assert!(offload::apply(&v[0].out, &mut by_recipe));
+    assert_eq!(
+        by_recipe,
+        engine_as_router(&mut e, 1, tcp_pkt(IN_A, 40001, R1, 80, 0x10))
+    );
+    // FIN goes to the engine (the fast path passes it) and the recipes come back.
+    fwd(&mut e, 2, tcp_pkt(IN_A, 40001, R1, 80, 0x11));
+    let v = ops(&mut e);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].kind, OffloadKind::Remove);
+    assert_eq!(e.counters().count(Event::OffloadRemoved), 1);
+}
+
+#[test]
+fn offload_expiry_asks_the_fast_path_first() {
+    let mut e = napt();
+    e.set_offload(true);
+    fwd(&mut e, 0, udp_pkt(IN_A, 40002, R1, 53));
+    let install = ops(&mut e)[0];
+    // Past the 300 s UDP timeout by the engine's count: a query, not a removal.
+    assert_eq!(e.expire(Time::from_secs(301), 100), 0);
+    let v = ops(&mut e);
+    assert_eq!(v.len(), 1);
+    assert_eq!((v[0].kind, v[0].token), (OffloadKind::Query, install.token));
+    // The fast path saw an outbound packet at 250 s: live until 550 s.
+    assert!(!e.offload_seen(
+        Time::from_secs(301),
+        v[0].token,
+        Some(Time::from_secs(250)),
+        None
+    ));
+    assert_eq!(e.counters().count(Event::OffloadRefreshed), 1);
+    assert!(ops(&mut e).is_empty());
+    assert_eq!(e.expire(Time::from_secs(400), 100), 0);
+    assert!(ops(&mut e).is_empty(), "not due yet: no query");
+    // inbound_refresh (the default) lets inbound packets refresh too: seen at 549 s.
+    e.expire(Time::from_secs(551), 100);
+    let q = ops(&mut e);
+    assert_eq!(q[0].kind, OffloadKind::Query);
+    assert!(!e.offload_seen(
+        Time::from_secs(551),
+        q[0].token,
+        None,
+        Some(Time::from_secs(549))
+    ));
+    // Nothing seen since: removed, recipes withdrawn.
+    e.expire(Time::from_secs(850), 100);
+    let q = ops(&mut e);
+    assert_eq!(q[0].kind, OffloadKind::Query);
+    assert!(e.offload_seen(
+        Time::from_secs(850),
+        q[0].token,
+        Some(Time::from_secs(249)),
+        Some(Time::from_secs(549))
+    ));
+    let v = ops(&mut e);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].kind, OffloadKind::Remove);
+    assert_eq!(v[0].out, install.out);
+    assert!(!e
+        .sessions(Time::from_secs(850))
+        .iter()
+        .any(|s| s.proto == "udp"));
+    // Inbound to the old mapping now drops: the session and its mapping are gone.
+    assert_eq!(
+        dropped(&mut e, 851, udp_pkt(R1, 53, POOL, 40002)),
+        DropReason::NoMapping
+    );
+}
+
+#[test]
+fn offload_skips_icmp_hairpin_and_disabled_engines() {
+    let mut e = engine(cfg(Nat44Mode::Napt, Filtering::EndpointIndependent));
+    fwd(&mut e, 0, udp_pkt(IN_A, 40003, R1, 53));
+    assert!(ops(&mut e).is_empty(), "offload is off by default");
+    e.set_offload(true);
+    fwd(&mut e, 0, ip(IN_A, R1, 1, echo(8, 7, 1), 0, 3));
+    assert!(ops(&mut e).is_empty(), "ICMP stays in the engine");
+    // Hairpin: IN_B to IN_A's outside endpoint needs the engine's second translation.
+    fwd(&mut e, 0, udp_pkt(IN_B, 40004, POOL, 40003));
+    assert!(ops(&mut e).iter().all(|o| o.kind != OffloadKind::Install));
+}

@@ -104,6 +104,11 @@ impl Delta {
         Delta(u32::from(fold(self.0)).wrapping_add(u32::from(fold(other.0))))
     }
 
+    /// The delta folded to 16 bits: what a fast path adds to `~checksum` (RFC 1624 eqn. 3).
+    pub fn folded(self) -> u16 {
+        fold(self.0)
+    }
+
     /// True when the delta changes nothing.
     pub fn is_zero(self) -> bool {
         fold(self.0) == 0 || fold(self.0) == 0xffff

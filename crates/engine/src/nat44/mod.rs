@@ -31,6 +31,7 @@ use crate::config::{Nat44Config, Nat44Mode};
 use crate::counters::{Counters, DropReason, Event};
 use crate::frag::{FragKey, FragRewrite, Frags};
 use crate::napt::{Endpoint, FlowKey, Napt, NaptConfig, Proto};
+use crate::offload::{self, OffloadKind, OffloadOp};
 use crate::snapshot::{SessionInfo, Stats};
 use crate::tcp::Dir;
 use crate::{PacketBuf, Time, Verdict};
@@ -549,6 +550,42 @@ impl Nat44 {
     }
 
     /// Adds NAT44's table sizes and pool use to `st`.
+    /// Lets NAPT sessions be handed to a fast path ([`crate::offload`]).
+    pub fn set_offload(&mut self, on: bool) {
+        self.napt.set_offload(on);
+    }
+
+    /// Appends the fast-path changes since the last call, as recipes; `token` is the
+    /// session id.
+    pub fn offload_ops(&mut self, out: &mut Vec<OffloadOp>, c: &mut Counters) {
+        for ev in self.napt.drain_offload() {
+            let (o, i) = offload::nat44_recipes(ev.proto, ev.int, ev.ext, ev.remote);
+            match ev.kind {
+                OffloadKind::Install => c.event(Event::OffloadInstalled),
+                OffloadKind::Remove => c.event(Event::OffloadRemoved),
+                OffloadKind::Query => {}
+            }
+            out.push(OffloadOp {
+                kind: ev.kind,
+                token: u64::from(ev.sid),
+                out: o,
+                inb: i,
+            });
+        }
+    }
+
+    /// See [`Napt::offload_seen`].
+    pub fn offload_seen(
+        &mut self,
+        now: Time,
+        sid: u32,
+        out_seen: Option<Time>,
+        in_seen: Option<Time>,
+        c: &mut Counters,
+    ) -> bool {
+        self.napt.offload_seen(now, sid, out_seen, in_seen, c)
+    }
+
     pub fn fill_stats(&self, st: &mut Stats) {
         st.fragment_flows += self.frags.flows() as u64;
         st.fragments_held += self.frags.held() as u64;
