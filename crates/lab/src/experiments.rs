@@ -949,6 +949,7 @@ impl Lab {
         for d in self.opts.devices.clone() {
             let ep = crate::sockets::endpoints(&d)?;
             let row = self.with_device(&d, |lab, dev| {
+                let _peer = crate::sockets::TunnelPeer::start(&lab.topo, dev.name())?;
                 let mut row = Row {
                     device: dev.name().into(),
                     size: "tcp".into(),
@@ -1024,6 +1025,7 @@ impl Lab {
         for d in self.opts.devices.clone() {
             let ep = crate::sockets::endpoints(&d)?;
             let rows = self.with_device(&d, |lab, dev| {
+                let _peer = crate::sockets::TunnelPeer::start(&lab.topo, dev.name())?;
                 let mut rows = Vec::new();
                 let ns = lab.topo.ns_tester.clone();
                 for &p in &lab.opts.payloads.clone() {
@@ -1093,6 +1095,7 @@ impl Lab {
         for d in self.opts.devices.clone() {
             let ep = crate::sockets::endpoints(&d)?;
             let row = self.with_device(&d, |lab, dev| {
+                let _peer = crate::sockets::TunnelPeer::start(&lab.topo, dev.name())?;
                 let _srv = crate::sockets::HttpServer::start(&lab.topo, &ep, 8080, &dir)?;
                 let mut row = Row {
                     device: dev.name().into(),

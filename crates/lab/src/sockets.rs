@@ -5,6 +5,12 @@
 //! ([`Topo::stack_on`]): the ingress drop goes, the local routing table moves behind policy
 //! rules that send traffic from A-side addresses out of A (and from D out of D) through the
 //! device, and `accept_local` lets a port receive packets from an address of the other port.
+//!
+//! For the tunnel devices (xlat-6to4, xlat-isatap) the tester's stack needs a tunnel endpoint of
+//! its own on the A side, and this kernel has no sit devices: [`TunnelPeer`] runs a second
+//! `xlat run` in the tester namespace (a 6to4 router on 198.18.0.2 with the DUT as its relay,
+//! or an ISATAP host that learns its prefix from the DUT), off the DUT CPU. Its work, like the
+//! client's, is the tester's; the delays include it, as S2's did (its client was the tunnel host).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,8 +69,145 @@ pub fn endpoints(device: &str) -> Result<Endpoints> {
             server: d4,
             target: pref64(D_ADDR),
         },
+        "xlat-6to4" | "xlat-isatap" => Endpoints {
+            client: IpAddr::V6(Ipv6Addr::from(tunnel_client(device)?)),
+            server: d6,
+            target: d6,
+        },
         other => bail!("no socket endpoints for device {other:?}"),
     })
+}
+
+/// The tester's own tunnel address for a tunnel device: A's 6to4 host 2002:c612:2::1, or its
+/// ISATAP address 2001:2:0:5:0:5efe:c612:2 (the prefix the DUT's router advertises).
+pub fn tunnel_client(device: &str) -> Result<[u8; 16]> {
+    match crate::device::tunnel_of(device) {
+        Some(t) => Ok(t.host(A_ADDR)),
+        None => bail!("{device} is not a tunnel device"),
+    }
+}
+
+/// The tester's own tunnel endpoint for the socket experiments through a tunnel device: `xlat
+/// run` in the tester namespace on A's address 198.18.0.2 -- a 6to4 router whose relay is the
+/// DUT, or an ISATAP host whose potential router is the DUT -- and the policy routes that send
+/// the client's traffic into it (and the server's replies to it out of D). Stopped, and its
+/// routes removed, on drop.
+pub struct TunnelPeer {
+    child: std::process::Child,
+    ns: String,
+    undo: String,
+}
+
+impl TunnelPeer {
+    /// Starts the peer for `device`; None for devices that are not tunnels.
+    pub fn start(topo: &Topo, device: &str) -> Result<Option<TunnelPeer>> {
+        let Some(tunnel) = crate::device::tunnel_of(device) else {
+            return Ok(None);
+        };
+        let client = Ipv6Addr::from(tunnel.host(A_ADDR));
+        let tun = format!("{}p", topo.id);
+        let sock = topo.dir.join("peer.sock");
+        let cfg = topo.dir.join("peer.toml");
+        let log = topo.dir.join("peer.log");
+        let [e0, e1, e2, e3] = crate::device::TUNNEL_ENDPOINT;
+        let endpoint = format!("{e0}.{e1}.{e2}.{e3}");
+        let [a0, a1, a2, a3] = A_ADDR;
+        let section = match tunnel {
+            crate::packet::Tunnel6in4::SixToFour => format!(
+                "[tunnel.6to4]\nipv4 = \"{a0}.{a1}.{a2}.{a3}\"\nrelay = \"{endpoint}\"\n"
+            ),
+            crate::packet::Tunnel6in4::Isatap { .. } => format!(
+                "[tunnel.isatap]\nrole = \"host\"\nipv4 = \"{a0}.{a1}.{a2}.{a3}\"\nrouters = [\"{endpoint}\"]\n"
+            ),
+        };
+        let text = format!(
+            "# written by xlat lab: the tester's own tunnel endpoint\n[tun]\nname = \"{tun}\"\nmtu = 1500\nauto_routes = true\n\n{section}\n[control]\nsocket = \"{}\"\n",
+            sock.display()
+        );
+        std::fs::write(&cfg, text).with_context(|| format!("writing {}", cfg.display()))?;
+        let f =
+            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let f2 = f.try_clone().context("peer log")?;
+        let bin = crate::device::xlat_bin()?;
+        let cpus = non_dut_cpus(topo.dut_cpu);
+        let child = std::process::Command::new("ip")
+            .args(["netns", "exec", &topo.ns_tester, "taskset", "-c", &cpus])
+            .arg(&bin)
+            .args(["run", "-c"])
+            .arg(&cfg)
+            .stdin(std::process::Stdio::null())
+            .stdout(f)
+            .stderr(f2)
+            .env("RUST_LOG", "info")
+            .spawn()
+            .context("starting the tester's tunnel endpoint (xlat run)")?;
+        let ns = topo.ns_tester.clone();
+        let mut peer = TunnelPeer {
+            child,
+            ns: ns.clone(),
+            undo: String::new(),
+        };
+        // Ready when it answers on its socket (its routes are up by then) and, for ISATAP,
+        // when it has learned its address from the DUT's Router Advertisement.
+        let b = bin.display().to_string();
+        let s = sock.display().to_string();
+        let want = client.to_string();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(st)) = peer.child.try_wait() {
+                let t = std::fs::read_to_string(&log).unwrap_or_default();
+                bail!("the tester's tunnel endpoint exited ({st}):\n{t}");
+            }
+            let answers = sys::cmd(5, &[&b, "show", "stats", "--json", "--socket", &s])
+                .map(|o| o.ok)
+                .unwrap_or(false);
+            let addr = answers
+                && sys::ns_ok(&ns, &["ip", "-6", "addr", "show", "dev", &tun])
+                    .map(|o| o.contains(&want))
+                    .unwrap_or(false);
+            if addr {
+                break;
+            }
+            if Instant::now() > deadline || sys::stopped() {
+                let t = std::fs::read_to_string(&log).unwrap_or_default();
+                bail!("the tester's tunnel endpoint has no address {want} on {tun} after 20 s; log:\n{t}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // The client's traffic into the peer's TUN; the server's replies out of D to the DUT.
+        let net = match tunnel {
+            crate::packet::Tunnel6in4::SixToFour => format!("{client}/48"),
+            crate::packet::Tunnel6in4::Isatap { .. } => crate::device::ISATAP_PREFIX.to_string(),
+        };
+        let d = &topo.d.dev;
+        let ud6 = crate::topo::UD6_ADDR;
+        peer.undo = format!(
+            "ip -6 rule del pref 12 from {client} lookup 102; ip -6 route flush table 102; \
+             ip -6 route del {net} via {ud6} dev {d} table 101; true"
+        );
+        let on = format!(
+            "set -e\n\
+             ip -6 route add 2001:2:0:2::/64 dev {tun} table 102\n\
+             ip -6 rule add pref 12 iif lo from {client} lookup 102\n\
+             ip -6 route add {net} via {ud6} dev {d} table 101\n"
+        );
+        sys::ns_sh(&ns, &on).context("routing the tester's client through its tunnel endpoint")?;
+        Ok(Some(peer))
+    }
+}
+
+impl Drop for TunnelPeer {
+    fn drop(&mut self) {
+        let _ = sys::ns_sh(&self.ns, &self.undo);
+        // SAFETY: kill(2) on our own child; xlat removes its routes on SIGTERM.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(30));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// CPUs other than the DUT's, as a taskset list (the tools run there).
@@ -299,7 +442,14 @@ mod tests {
         assert_eq!(e.client.to_string(), "2001:2:0:1::2");
         assert_eq!(e.server.to_string(), "198.19.0.2");
         assert_eq!(e.target.to_string(), "2001:2:0:64::c613:2");
+        let e = endpoints("xlat-6to4").unwrap();
+        assert_eq!(e.client.to_string(), "2002:c612:2::1");
+        assert_eq!(e.target.to_string(), "2001:2:0:2::2");
+        let e = endpoints("xlat-isatap").unwrap();
+        assert_eq!(e.client.to_string(), "2001:2:0:5:0:5efe:c612:2");
+        assert_eq!(e.server.to_string(), "2001:2:0:2::2");
         assert!(endpoints("nope").is_err());
+        assert!(tunnel_client("forward6").is_err());
     }
 
     #[test]
