@@ -188,7 +188,7 @@ pub fn list_text() -> String {
 
 pub const STUDIES: &[(&str, &str)] = &[
     ("s1", "IPv6 routing vs NAT44: loss, rate and latency vs load (10..100% of 100 Mb/s) by payload size"),
-    ("s2", "transition mechanisms: throughput and latency, IPv4/IPv6 forwarding, NAT64 (TAYGA, xlat), by payload size"),
+    ("s2", "transition mechanisms: throughput and one-way delay by payload size: native IPv4, native IPv6, 6to4, ISATAP, NAT64 (TAYGA, xlat)"),
     ("s3", "NAT64 vs NAT44: throughput at full-size frames and router CPU at a fixed load"),
     ("s4", "slimming kernel NAT: loss vs load at 64 B on 100 Mb/s, no hooks / NAT / default firewall"),
     ("s5", "NAT impact: latency vs entries, throughput at 1000 entries, memory per entry, CPU, entry creation rate"),
@@ -288,10 +288,18 @@ pub fn study_plan(study: &str) -> Result<Plan> {
                 ..d
             },
         ),
+        // S2's five mechanisms: native IPv4, native IPv6, 6to4, ISATAP, NAT64 (two of them).
         "s2" => (
-            vec!["throughput"],
+            vec!["throughput", "owd"],
             Defaults {
-                devices: vec!["forward4", "forward6", "tayga-nat64", "xlat-nat64"],
+                devices: vec![
+                    "forward4",
+                    "forward6",
+                    "xlat-6to4",
+                    "xlat-isatap",
+                    "tayga-nat64",
+                    "xlat-nat64",
+                ],
                 sizes: frames_for_payloads(&[50, 100, 250, 500, 750, 1000, 1250, 1472]),
                 duration: 1.0,
                 ..d
@@ -610,6 +618,20 @@ mod tests {
             resolve(&p, &RunOpts::default()).unwrap();
         }
         assert!(study_plan("s9").is_err());
+        // S2 covers its five mechanisms, with throughput and the bounce's one-way delay.
+        let s2 = study_plan("s2").unwrap();
+        assert_eq!(s2.steps, ["throughput", "owd"]);
+        for d in [
+            "forward4",
+            "forward6",
+            "xlat-6to4",
+            "xlat-isatap",
+            "tayga-nat64",
+            "xlat-nat64",
+        ] {
+            assert!(s2.defaults.devices.contains(&d), "s2 lacks {d}");
+            crate::sockets::endpoints(d).unwrap();
+        }
         // S1's 32-byte payload is a 78-byte frame.
         assert_eq!(frames_for_payloads(&[32])[0], "78");
     }
@@ -621,5 +643,6 @@ mod tests {
             assert!(t.contains(e));
         }
         assert!(t.contains("tayga-nat64"));
+        assert!(t.contains("xlat-6to4") && t.contains("xlat-isatap"));
     }
 }
