@@ -184,3 +184,119 @@ fn lab_smoke_throughput_over_three_devices() {
     assert!(dir.join("report.md").is_file());
     std::fs::remove_dir_all(&base).unwrap();
 }
+
+/// `xlat lab reproduce s2` over the tunnel devices, tiny: the tester sends IPv6 in IPv4
+/// protocol 41 as 6to4 sites / ISATAP hosts, xlat on the DUT decapsulates, and the frames
+/// counted on the outside port carry the tunnel hosts' inner sources; the bounce (owd) runs
+/// through the tester's own tunnel endpoint and the DUT.
+#[test]
+fn lab_smoke_s2_over_the_tunnels() {
+    if !can_run() {
+        return;
+    }
+    let base = std::env::temp_dir().join(format!("xlat-lab-smoke-s2-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    let child = xlat()
+        .args([
+            "lab",
+            "reproduce",
+            "s2",
+            "--devices",
+            "xlat-6to4,xlat-isatap",
+            "--sizes",
+            "128",
+            "--duration",
+            "0.2",
+            "--repeats",
+            "1",
+            "--max-steps",
+            "2",
+            "--flows",
+            "10",
+            "--payloads",
+            "100,2000",
+            "--bounces",
+            "10",
+            "--out",
+        ])
+        .arg(&base)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let prefix = format!("l{:x}0-", child.id());
+    let o = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "xlat lab failed:\n{stdout}\n{stderr}");
+    let dir = only_dir(&base);
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert!(
+        r["incomplete"].is_null(),
+        "run incomplete: {}",
+        r["incomplete"]
+    );
+    let exp = |name: &str| {
+        r["experiments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} experiment"))
+            .clone()
+    };
+    let tp = exp("throughput");
+    let rows = tp["rows"].as_array().unwrap();
+    let devices: Vec<&str> = rows.iter().map(|x| x["device"].as_str().unwrap()).collect();
+    assert_eq!(devices, ["xlat-6to4", "xlat-isatap"]);
+    for row in rows {
+        let dev = row["device"].as_str().unwrap();
+        // The inner source of the first frame out of the DUT: the tunnel host behind
+        // 198.18.1.1 (RFC 3056 2: 2002:c612:101::1; RFC 5214 6.1: ...:0:5efe:c612:101).
+        let inner = if dev == "xlat-6to4" {
+            "[2002:c612:101::1]:"
+        } else {
+            "[2001:2:0:5:0:5efe:c612:101]:"
+        };
+        let mut any_received = false;
+        for t in row["trials"].as_array().unwrap() {
+            let sent = t["sent"].as_u64().unwrap();
+            let received = t["received"].as_u64().unwrap();
+            assert!(sent > 0, "{dev}: nothing sent");
+            assert!(received <= sent, "{dev}: received {received} > sent {sent}");
+            assert_eq!(t["lost"].as_u64().unwrap(), sent - received, "{dev}");
+            assert_eq!(t["duplicates"].as_u64().unwrap(), 0, "{dev}: duplicates");
+            if received > 0 {
+                any_received = true;
+                let src = t["rx_first_src"].as_str().unwrap();
+                assert!(src.starts_with(inner), "{dev}: first frame from {src}");
+            }
+        }
+        assert!(
+            any_received,
+            "{dev}: nothing decapsulated reached the outside port"
+        );
+    }
+    // The bounce crossed the DUT both ways for both payloads (2000 B fragments).
+    let owd = exp("owd");
+    let rows = owd["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{owd}");
+    for row in rows {
+        let us = row["metrics"]["owd_us"]["median"].as_f64();
+        assert!(
+            us.is_some_and(|x| x > 0.0),
+            "{} {} B: no delay measured: {row}",
+            row["device"],
+            row["size"]
+        );
+    }
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let list = String::from_utf8_lossy(&ns.stdout);
+    assert!(
+        !list.contains(&prefix),
+        "namespaces {prefix}* left behind:\n{list}"
+    );
+    std::fs::remove_dir_all(&base).unwrap();
+}
