@@ -85,6 +85,41 @@ impl Default for TunConfig {
     }
 }
 
+/// `[dataplane].fast_path`: who rewrites established flows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FastPath {
+    /// Every packet crosses the TUN device and the engine.
+    #[default]
+    None,
+    /// An XDP program on `[dataplane].interfaces` applies the engine's session recipes
+    /// (NAT44 UDP and established TCP); everything else still goes through the engine.
+    Xdp,
+}
+
+/// `[dataplane]`
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataplaneConfig {
+    pub fast_path: FastPath,
+    /// Interfaces the XDP program attaches to and may redirect to (inside and outside).
+    pub interfaces: Vec<String>,
+    /// Recipes the fast path can hold (two per session).
+    pub table_size: u32,
+}
+
+/// Default `[dataplane].table_size`: recipes for 512k sessions (32 bytes each + hash
+/// overhead in kernel memory).
+pub const DEFAULT_FAST_PATH_TABLE: u32 = 1 << 20;
+
+impl Default for DataplaneConfig {
+    fn default() -> Self {
+        DataplaneConfig {
+            fast_path: FastPath::None,
+            interfaces: Vec::new(),
+            table_size: DEFAULT_FAST_PATH_TABLE,
+        }
+    }
+}
+
 /// A checked configuration file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -105,6 +140,8 @@ pub struct Config {
     pub dns64: Option<Dns64Config>,
     /// `[tunnel.6to4]` / `[tunnel.isatap]`, when present: 6in4 tunnel endpoints.
     pub tunnel: Option<xlat_engine::tunnel::TunnelConfig>,
+    /// `[dataplane]`: the optional XDP fast path.
+    pub dataplane: DataplaneConfig,
 }
 
 // ---- the file as written -------------------------------------------------------------------
@@ -127,6 +164,16 @@ struct RawFile {
     engine: RawEngine,
     dns64: Option<RawDns64>,
     tunnel: Option<tunnel::RawTunnel>,
+    #[serde(default)]
+    dataplane: RawDataplane,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawDataplane {
+    fast_path: Option<String>,
+    interfaces: Option<Vec<String>>,
+    table_size: Option<u32>,
 }
 
 #[derive(Deserialize, Default)]
@@ -620,6 +667,50 @@ impl Config {
             ));
         }
 
+        // [dataplane]
+        let dd = DataplaneConfig::default();
+        let fast_path = match raw.dataplane.fast_path.as_deref() {
+            None | Some("none") => FastPath::None,
+            Some("xdp") => FastPath::Xdp,
+            Some(other) => {
+                return Err(cx.invalid(
+                    "dataplane.fast_path",
+                    format!("{other:?} is not a fast path; expected \"none\" or \"xdp\""),
+                ))
+            }
+        };
+        let interfaces = raw.dataplane.interfaces.unwrap_or_default();
+        if let Some(bad) = interfaces.iter().find(|i| !xlat_io::tun::valid_ifname(i)) {
+            return Err(cx.invalid(
+                "dataplane.interfaces",
+                format!("{bad:?} is not a valid interface name"),
+            ));
+        }
+        if fast_path == FastPath::Xdp && interfaces.is_empty() {
+            return Err(cx.invalid(
+                "dataplane.interfaces",
+                "fast_path = \"xdp\" needs the interfaces to attach to, like [\"eth0\", \"eth1\"] (inside and outside)",
+            ));
+        }
+        if fast_path == FastPath::Xdp && nat44.is_none() {
+            return Err(cx.invalid(
+                "dataplane.fast_path",
+                "the XDP fast path carries NAT44 sessions; add a [nat44] section or set fast_path = \"none\"",
+            ));
+        }
+        let table_size = raw.dataplane.table_size.unwrap_or(dd.table_size);
+        if table_size < 2 {
+            return Err(cx.invalid(
+                "dataplane.table_size",
+                format!("{table_size} is too small; expected at least 2 (two recipes per session)"),
+            ));
+        }
+        let dataplane = DataplaneConfig {
+            fast_path,
+            interfaces,
+            table_size,
+        };
+
         let cfg = Config {
             file: file.to_string(),
             tun,
@@ -630,6 +721,7 @@ impl Config {
             seed: raw.engine.seed,
             dns64: raw.dns64.map(|d| d.check(&cx)).transpose()?,
             tunnel,
+            dataplane,
         };
         // At least one translator, and no two claiming the same addresses.
         cfg.engine_config(0)
@@ -1142,6 +1234,34 @@ rfc6791 = "192.0.2.1"
             Some("192.0.2.1/32")
         );
         assert_eq!(s.pool4[0].to_string(), "203.0.113.0/24");
+    }
+
+    #[test]
+    fn dataplane_section() {
+        const NAT: &str = "[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100\"]\n";
+        assert_eq!(ok(NAT).dataplane, DataplaneConfig::default());
+        let c = ok(&format!(
+            "{NAT}[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"in0\", \"out0\"]\ntable_size = 4096\n"
+        ));
+        assert_eq!(c.dataplane.fast_path, FastPath::Xdp);
+        assert_eq!(c.dataplane.interfaces, ["in0", "out0"]);
+        assert_eq!(c.dataplane.table_size, 4096);
+        let e = err(&format!("{NAT}[dataplane]\nfast_path = \"dpdk\"\n"));
+        assert!(
+            e.starts_with("xlat.toml: dataplane.fast_path: \"dpdk\""),
+            "{e}"
+        );
+        let e = err(&format!("{NAT}[dataplane]\nfast_path = \"xdp\"\n"));
+        assert!(e.starts_with("xlat.toml: dataplane.interfaces: "), "{e}");
+        let e = err(&format!(
+            "{NAT}[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"a b\"]\n"
+        ));
+        assert!(e.starts_with("xlat.toml: dataplane.interfaces: "), "{e}");
+        let e = err("[siit]\nprefix = \"2001:2:0:64::/96\"\n[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"a\"]\n");
+        assert!(
+            e.contains("dataplane.fast_path: the XDP fast path carries NAT44"),
+            "{e}"
+        );
     }
 
     #[test]

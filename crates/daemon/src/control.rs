@@ -76,6 +76,24 @@ pub struct DaemonStats {
     /// The DNS64 proxy's counters (`xlat_dns64::Dns64Counters`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns64: Option<Dns64Counters>,
+    /// The XDP fast path's state and counters, when `[dataplane] fast_path = "xdp"` runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fast_path: Option<FastPathStats>,
+}
+
+/// `[dataplane]` fast path in `{"cmd":"stats"}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FastPathStats {
+    /// "xdp".
+    pub kind: String,
+    /// Interfaces the program is attached to.
+    pub interfaces: Vec<String>,
+    /// Recipes installed (two per offloaded session).
+    pub recipes: u64,
+    /// Recipes the kernel refused (table full: `[dataplane].table_size`).
+    pub install_errors: u64,
+    /// The program's counters (redirected, and why packets were passed on).
+    pub counters: Vec<xlat_engine::counters::NamedCount>,
 }
 
 /// `{"cmd":"ping"}` answer.

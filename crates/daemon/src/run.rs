@@ -21,9 +21,9 @@ use xlat_engine::{Engine, Time};
 use xlat_io::sys::{install_stop_handler, stop_signal, wait_readable, Waker};
 use xlat_io::tun::{RecvBatch, Tun, DEFAULT_BATCH};
 
-use crate::config::Config;
+use crate::config::{Config, FastPath};
 use crate::control::{
-    serve_pending, ControlServer, DaemonStats, IoCounters, Pong, Request, Response,
+    serve_pending, ControlServer, DaemonStats, FastPathStats, IoCounters, Pong, Request, Response,
 };
 use crate::routes::{RoutePlan, Routes};
 
@@ -121,6 +121,30 @@ pub fn run(cfg: &Config) -> Result<()> {
     };
     let dns64_stats = dns64_service.as_ref().map(|s| s.stats().clone());
 
+    // [dataplane] fast_path = "xdp": established NAT44 flows are rewritten in the kernel by
+    // the engine's recipes; without it (or where XDP cannot attach) every packet crosses the
+    // TUN device, which is slower but complete.
+    let mut fast = match cfg.dataplane.fast_path {
+        FastPath::None => None,
+        FastPath::Xdp => {
+            match xlat_xdp::FastPath::attach(&cfg.dataplane.interfaces, cfg.dataplane.table_size) {
+                Ok(f) => {
+                    engine.set_offload(true);
+                    info!(interfaces = ?f.interfaces(), table_size = cfg.dataplane.table_size, "XDP fast path attached");
+                    Some(f)
+                }
+                Err(e) => {
+                    warn!(
+                        "{}: dataplane.fast_path = \"xdp\" is not available, running on the TUN device alone: {e:#}",
+                        cfg.file
+                    );
+                    None
+                }
+            }
+        }
+    };
+    let mut ops = Vec::new();
+
     info!(
         nat44 = ?cfg.nat44.as_ref().map(|n| n.mode),
         nat64 = ?cfg.nat64.as_ref().map(|n| n.prefix.to_string()),
@@ -128,6 +152,8 @@ pub fn run(cfg: &Config) -> Result<()> {
         "xlat running"
     );
     let start = Instant::now();
+    // The XDP program stamps recipes with CLOCK_MONOTONIC, the clock Instant reads.
+    let mono_start = xlat_xdp::monotonic_ns();
     let clock = || Time::from_nanos(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX));
     let mut batch = RecvBatch::new(DEFAULT_BATCH);
     let mut verdicts = vec![xlat_engine::Verdict::Held; DEFAULT_BATCH];
@@ -163,6 +189,9 @@ pub fn run(cfg: &Config) -> Result<()> {
                 }
             }
             engine.expire(now, EXPIRE_BUDGET_PER_BATCH);
+            if let Some(f) = fast.as_mut() {
+                sync_fast_path(&mut engine, f, &mut ops, now, mono_start);
+            }
             busy = true;
         }
         let now = clock();
@@ -170,12 +199,23 @@ pub fn run(cfg: &Config) -> Result<()> {
             waker.drain();
         }
         serve_pending(&rx, |req| {
-            answer(req, &engine, now, &io, start, dns64_stats.as_deref())
+            answer(
+                req,
+                &engine,
+                now,
+                &io,
+                start,
+                dns64_stats.as_deref(),
+                fast.as_ref(),
+            )
         });
         if now.0.saturating_sub(last_expire.0) >= TICK.as_nanos() as u64 {
             // Under traffic the per-batch passes sweep; a long pass only when idle.
             if !busy {
                 engine.expire(now, EXPIRE_BUDGET);
+                if let Some(f) = fast.as_mut() {
+                    sync_fast_path(&mut engine, f, &mut ops, now, mono_start);
+                }
             }
             busy = false;
             last_expire = now;
@@ -212,6 +252,39 @@ pub fn run(cfg: &Config) -> Result<()> {
         "stopping"
     );
     Ok(())
+}
+
+/// Carries the engine's offload ops to the XDP fast path: installs and removals as they are,
+/// queries answered with the recipes' last-seen stamps (converted to the engine's clock),
+/// which may expire sessions and so produce removals: a few rounds, bounded.
+fn sync_fast_path(
+    engine: &mut Engine,
+    fast: &mut xlat_xdp::FastPath,
+    ops: &mut Vec<xlat_engine::offload::OffloadOp>,
+    now: Time,
+    mono_start: u64,
+) {
+    use xlat_engine::offload::OffloadKind;
+    for _ in 0..4 {
+        ops.clear();
+        engine.offload_ops(ops);
+        if ops.is_empty() {
+            return;
+        }
+        let stamp = xlat_xdp::monotonic_ns();
+        for op in ops.iter() {
+            if op.kind == OffloadKind::Query {
+                let seen = |r| {
+                    fast.last_seen(r)
+                        .map(|ns: u64| Time::from_nanos(ns.saturating_sub(mono_start)))
+                };
+                let (o, i) = (seen(&op.out), seen(&op.inb));
+                engine.offload_seen(now, op.token, o, i);
+            } else {
+                fast.apply(op, stamp);
+            }
+        }
+    }
 }
 
 /// Starts the DNS64 service; a bind error names the file and the `dns64.listen[i]` key.
@@ -251,6 +324,7 @@ fn answer(
     io: &IoCounters,
     start: Instant,
     dns64: Option<&xlat_dns64::Stats>,
+    fast: Option<&xlat_xdp::FastPath>,
 ) -> Response {
     let uptime_secs = start.elapsed().as_secs();
     match req {
@@ -268,6 +342,21 @@ fn answer(
                 ..io.clone()
             },
             dns64: dns64.map(|s| s.snapshot()),
+            fast_path: fast.map(|f| FastPathStats {
+                kind: "xdp".into(),
+                interfaces: f.interfaces().to_vec(),
+                recipes: f.recipes(),
+                install_errors: f.install_errors(),
+                counters: f
+                    .counters()
+                    .into_iter()
+                    .map(|c| xlat_engine::counters::NamedCount {
+                        name: c.name.into(),
+                        value: c.value,
+                        explain: c.explain.into(),
+                    })
+                    .collect(),
+            }),
         })),
         Request::Ping {} => Response::Pong(Pong {
             version: env!("CARGO_PKG_VERSION").to_string(),

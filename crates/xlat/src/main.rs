@@ -242,6 +242,9 @@ fn show(what: ShowCmd) -> Result<()> {
                 if let Some(d) = &stats.dns64 {
                     text.push_str(&show::dns64_text(&d.fields()));
                 }
+                if let Some(f) = &stats.fast_path {
+                    text.push_str(&show::fast_path_text(f, explain, all));
+                }
                 print(&text)
             }
         }

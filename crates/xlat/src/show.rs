@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use xlat_daemon::control::IoCounters;
+use xlat_daemon::control::{FastPathStats, IoCounters};
 use xlat_daemon::translate::PcapCounters;
 use xlat_engine::{SessionInfo, Stats};
 
@@ -42,7 +42,11 @@ pub fn sessions_table(sessions: &[SessionInfo]) -> String {
             }
             r.extend([
                 dash(&s.remote),
-                s.state.clone(),
+                if s.fast_path {
+                    format!("{} (xdp)", s.state)
+                } else {
+                    s.state.clone()
+                },
                 s.expires_in.map(hms).unwrap_or_else(|| "---".to_string()),
             ]);
             r
@@ -158,6 +162,21 @@ pub fn dns64_text(fields: &[(&str, u64)]) -> String {
     out
 }
 
+/// The `[dataplane]` fast path's part of `xlat show stats`: what it carried, and why the
+/// rest went to the kernel (zero counters only with `all`).
+pub fn fast_path_text(f: &FastPathStats, explain: bool, all: bool) -> String {
+    let mut out = format!("Fast path ({} on {})\n", f.kind, f.interfaces.join(", "));
+    let _ = writeln!(out, "  {:<26} {}", "recipes", f.recipes);
+    let _ = writeln!(out, "  {:<26} {}", "install_errors", f.install_errors);
+    for c in f.counters.iter().filter(|c| all || c.value != 0) {
+        let _ = writeln!(out, "  {:<26} {}", c.name, c.value);
+        if explain {
+            out.push_str(&wrap(&c.explain, 6, 92));
+        }
+    }
+    out
+}
+
 /// One-paragraph summary of an offline translation.
 pub fn translate_summary(input: &str, output: &str, s: &Stats, p: &PcapCounters) -> String {
     let mut out = String::new();
@@ -246,8 +265,10 @@ mod tests {
             remote6: "[2001:2:0:64::c613:2]:53".into(),
             state: "udp".into(),
             expires_in: Some(299),
+            fast_path: true,
         }];
         let t = sessions_table(&rows);
+        assert!(t.contains("udp (xdp)"), "{t}");
         let lines: Vec<&str> = t.lines().collect();
         assert!(lines[0].contains("Outside local"), "{t}");
         assert!(

@@ -1,0 +1,278 @@
+//! xlat's XDP fast path (issue 6): loads `bpf/xlat_fast.bpf.c` onto the gateway's inside and
+//! outside interfaces and keeps its recipe table in step with the engine.
+//!
+//! The engine decides; this crate only carries its decisions into the kernel. The daemon
+//! passes every [`OffloadOp`] the engine emits to [`FastPath::apply`]: `Install` writes the
+//! session's two recipes, `Remove` deletes them, `Query` is answered by
+//! [`FastPath::last_seen`] (when the XDP program last matched each recipe) so that the engine
+//! can refresh or expire the session. What the program does, and what it leaves to the
+//! kernel and the TUN path, is described at the top of the C source.
+//!
+//! veth: a frame redirected into a veth device is delivered only if the peer end has NAPI
+//! running, which needs an XDP program or GRO on the peer (`ethtool -K <peer> gro on`).
+//! Physical NICs need nothing.
+
+use std::ffi::CString;
+use std::mem::size_of;
+
+use anyhow::{bail, Context, Result};
+use aya::maps::{DevMapHash, HashMap as BpfHashMap, MapData, PerCpuArray};
+use aya::programs::{Xdp, XdpMode};
+use aya::{Ebpf, EbpfLoader, Pod};
+use xlat_engine::offload::{OffloadKind, OffloadOp, Recipe, Tuple4};
+
+/// The compiled program (empty when clang was missing at build time).
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xlat_fast.o"));
+
+/// True when this binary carries the XDP program.
+pub fn built() -> bool {
+    !OBJECT.is_empty()
+}
+
+/// `struct flow_key` of the C program: addresses and ports in network byte order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Key {
+    src: u32,
+    dst: u32,
+    sport: u16,
+    dport: u16,
+    proto: u8,
+    pad: [u8; 3],
+}
+
+// SAFETY: plain integers, no padding beyond the explicit `pad` (16 bytes, checked below).
+unsafe impl Pod for Key {}
+
+/// `struct recipe` of the C program.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Value {
+    src: u32,
+    dst: u32,
+    sport: u16,
+    dport: u16,
+    ip_delta: u32,
+    l4_delta: u32,
+    flags: u32,
+    last_seen: u64,
+}
+
+// SAFETY: plain integers laid out without implicit padding (32 bytes, checked below).
+unsafe impl Pod for Value {}
+
+const _: () = assert!(size_of::<Key>() == 16 && size_of::<Value>() == 32);
+
+impl Key {
+    fn of(t: &Tuple4) -> Key {
+        Key {
+            src: t.src.to_be(),
+            dst: t.dst.to_be(),
+            sport: t.sport.to_be(),
+            dport: t.dport.to_be(),
+            proto: t.proto,
+            pad: [0; 3],
+        }
+    }
+}
+
+impl Value {
+    fn of(r: &Recipe, now_ns: u64) -> Value {
+        Value {
+            src: r.new.src.to_be(),
+            dst: r.new.dst.to_be(),
+            sport: r.new.sport.to_be(),
+            dport: r.new.dport.to_be(),
+            ip_delta: u32::from(r.ip_delta),
+            l4_delta: u32::from(r.l4_delta),
+            flags: 0,
+            last_seen: now_ns,
+        }
+    }
+}
+
+/// The program's counters, in the order of its `enum counter`, with what each means.
+pub const COUNTERS: &[(&str, &str)] = &[
+    ("xdp_redirected", "Packets rewritten by a session recipe and redirected in the kernel; they never crossed the TUN device."),
+    ("xdp_pass_not_ipv4", "Frames that are not IPv4 (ARP, IPv6) passed to the kernel."),
+    ("xdp_pass_truncated", "Frames too short for their headers passed to the kernel (which drops them)."),
+    ("xdp_pass_options", "IPv4 packets with options passed to the kernel and the engine."),
+    ("xdp_pass_fragment", "IPv4 fragments passed to the kernel and the engine (fragment handling is the engine's)."),
+    ("xdp_pass_ttl", "Packets with TTL <= 1 passed to the kernel, which answers with ICMP Time Exceeded."),
+    ("xdp_pass_proto", "Packets that are neither TCP nor UDP (ICMP among them) passed to the engine."),
+    ("xdp_pass_tcp_control", "TCP segments with SYN, FIN or RST passed to the engine, which owns TCP state."),
+    ("xdp_pass_no_recipe", "TCP/UDP packets without a recipe (new flows, flows the engine keeps) passed on."),
+    ("xdp_pass_no_route", "Packets whose rewritten destination has no usable route passed to the kernel."),
+    ("xdp_pass_no_neigh", "Packets whose next hop has no neighbour entry yet passed to the kernel, which resolves it."),
+    ("xdp_pass_too_big", "Packets larger than the egress MTU passed to the kernel and the engine (fragmentation, RFC 1191)."),
+    ("xdp_pass_egress", "Packets routed out of an interface the fast path is not attached to (the TUN device, another link) passed on."),
+];
+
+/// A named counter value, as `xlat show stats` lists them.
+#[derive(Clone, Debug)]
+pub struct Count {
+    pub name: &'static str,
+    pub value: u64,
+    pub explain: &'static str,
+}
+
+/// The loaded, attached program and its maps. Dropping it detaches the program.
+pub struct FastPath {
+    recipes: BpfHashMap<MapData, Key, Value>,
+    counters: PerCpuArray<MapData, u64>,
+    _egress: DevMapHash<MapData>,
+    interfaces: Vec<String>,
+    installed: u64,
+    install_errors: u64,
+    // Owns the program and its links: declared last so the maps go first.
+    _bpf: Ebpf,
+}
+
+fn ifindex(name: &str) -> Result<u32> {
+    let c = CString::new(name).context("interface name contains a NUL byte")?;
+    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        bail!("no interface {name:?} in this network namespace");
+    }
+    Ok(i)
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock `bpf_ktime_get_ns` reads.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    u64::try_from(ts.tv_sec)
+        .unwrap_or(0)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0))
+}
+
+impl FastPath {
+    /// Loads the program with room for `table_size` recipes and attaches it to each of
+    /// `interfaces` (native mode where the driver has it), which also become the only
+    /// interfaces it redirects to.
+    pub fn attach(interfaces: &[String], table_size: u32) -> Result<FastPath> {
+        if !built() {
+            bail!(
+                "this xlat was built without the XDP program (clang-14 was missing at build time)"
+            );
+        }
+        let mut bpf = EbpfLoader::new()
+            .map_max_entries("recipes", table_size)
+            .load(OBJECT)
+            .context("loading the XDP program and its maps")?;
+        let mut egress: DevMapHash<MapData> = bpf
+            .take_map("egress")
+            .context("the program has no `egress` map")?
+            .try_into()
+            .context("the `egress` map")?;
+        for name in interfaces {
+            let i = ifindex(name)?;
+            egress
+                .insert(i, i, None, 0)
+                .with_context(|| format!("adding {name} to the egress map"))?;
+        }
+        let prog: &mut Xdp = bpf
+            .program_mut("xlat_fast")
+            .context("the object has no xlat_fast program")?
+            .try_into()
+            .context("xlat_fast is not an XDP program")?;
+        prog.load()
+            .context("the kernel refused the XDP program (verifier)")?;
+        for name in interfaces {
+            prog.attach(name, XdpMode::Default)
+                .with_context(|| format!("attaching the XDP program to {name}"))?;
+        }
+        let recipes = bpf
+            .take_map("recipes")
+            .context("the program has no `recipes` map")?
+            .try_into()
+            .context("the `recipes` map")?;
+        let counters = bpf
+            .take_map("counters")
+            .context("the program has no `counters` map")?
+            .try_into()
+            .context("the `counters` map")?;
+        Ok(FastPath {
+            recipes,
+            counters,
+            _egress: egress,
+            interfaces: interfaces.to_vec(),
+            installed: 0,
+            install_errors: 0,
+            _bpf: bpf,
+        })
+    }
+
+    /// The interfaces the program is attached to.
+    pub fn interfaces(&self) -> &[String] {
+        &self.interfaces
+    }
+
+    /// Carries out an `Install` or `Remove`; `Query` is the caller's (see
+    /// [`FastPath::last_seen`]). A full table leaves the session with the engine: its
+    /// packets keep crossing the TUN device, which is slower but correct.
+    pub fn apply(&mut self, op: &OffloadOp, now_ns: u64) {
+        match op.kind {
+            OffloadKind::Install => {
+                for r in [&op.out, &op.inb] {
+                    match self
+                        .recipes
+                        .insert(Key::of(&r.key), Value::of(r, now_ns), 0)
+                    {
+                        Ok(()) => self.installed += 1,
+                        Err(_) => self.install_errors += 1,
+                    }
+                }
+            }
+            OffloadKind::Remove => {
+                for r in [&op.out, &op.inb] {
+                    if self.recipes.remove(&Key::of(&r.key)).is_ok() {
+                        self.installed = self.installed.saturating_sub(1);
+                    }
+                }
+            }
+            OffloadKind::Query => {}
+        }
+    }
+
+    /// When the program last matched `r` (CLOCK_MONOTONIC ns; at install time if never).
+    pub fn last_seen(&self, r: &Recipe) -> Option<u64> {
+        self.recipes
+            .get(&Key::of(&r.key), 0)
+            .ok()
+            .map(|v| v.last_seen)
+    }
+
+    /// Recipes in the table.
+    pub fn recipes(&self) -> u64 {
+        self.installed
+    }
+
+    /// Recipes the kernel refused (table full).
+    pub fn install_errors(&self) -> u64 {
+        self.install_errors
+    }
+
+    /// The program's counters summed over CPUs.
+    pub fn counters(&self) -> Vec<Count> {
+        COUNTERS
+            .iter()
+            .enumerate()
+            .map(|(i, &(name, explain))| Count {
+                name,
+                value: u32::try_from(i)
+                    .ok()
+                    .and_then(|i| self.counters.get(&i, 0).ok())
+                    .map(|v| v.iter().sum())
+                    .unwrap_or(0),
+                explain,
+            })
+            .collect()
+    }
+}
