@@ -736,6 +736,7 @@ fn show_against_missing_socket_fails_clearly() {
 fn static_one_to_one_reachable_from_outside() {
     let Some(mut t) = setup(Opts {
         second_inside_host: true,
+        ..Opts::default()
     }) else {
         return;
     };

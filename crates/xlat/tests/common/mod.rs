@@ -223,6 +223,14 @@ pub struct ProcId(usize);
 pub struct Opts {
     /// Also create IN2 (198.18.0.10), the static 1:1 host.
     pub second_inside_host: bool,
+    /// Run xlat with the XDP fast path (`[dataplane] fast_path = "xdp"`); also on for every
+    /// topology when `XLAT_E2E_FAST_PATH` is set, so a whole suite can run both ways.
+    pub fast_path: bool,
+}
+
+/// Is the XDP fast path asked for, by `opts` or by `XLAT_E2E_FAST_PATH`?
+pub fn fast_path_wanted(opts: &Opts) -> bool {
+    opts.fast_path || std::env::var_os("XLAT_E2E_FAST_PATH").is_some()
 }
 
 /// The three (or four) namespace topology. Dropping it kills every process it started and
@@ -249,6 +257,10 @@ pub struct Topo {
     pub xlat: Option<ProcId>,
     pub socket: PathBuf,
     pub config: PathBuf,
+    /// xlat runs with the XDP fast path on GW's two veth devices.
+    pub fast_path: bool,
+    /// The inside segment is a bridge (two inside hosts); otherwise IN links to GW directly.
+    pub bridged: bool,
     namespaces: Vec<String>,
 }
 
@@ -321,6 +333,10 @@ impl Topo {
             dir,
             procs: Vec::new(),
             xlat: None,
+            fast_path: fast_path_wanted(&opts),
+            // A bridge for two inside hosts, and without the fast path (the historical
+            // topology); XDP redirects need the host's veth peer to be GW's own port.
+            bridged: opts.second_inside_host || !fast_path_wanted(&opts),
             namespaces: Vec::new(),
             id,
         };
@@ -343,21 +359,23 @@ impl Topo {
         let (gw, inn, out) = (self.ns_gw.clone(), self.ns_in.clone(), self.ns_out.clone());
 
         // GW: bridge for the inside segment, forwarding on.
-        self.ip(
-            &gw,
-            &["link", "add", "name", &self.gw_br.clone(), "type", "bridge"],
-        );
-        self.ip(
-            &gw,
-            &[
-                "addr",
-                "add",
-                &format!("{GW_IN_ADDR}/24"),
-                "dev",
-                &self.gw_br.clone(),
-            ],
-        );
-        self.ip(&gw, &["link", "set", &self.gw_br.clone(), "up"]);
+        if self.bridged {
+            self.ip(
+                &gw,
+                &["link", "add", "name", &self.gw_br.clone(), "type", "bridge"],
+            );
+            self.ip(
+                &gw,
+                &[
+                    "addr",
+                    "add",
+                    &format!("{GW_IN_ADDR}/24"),
+                    "dev",
+                    &self.gw_br.clone(),
+                ],
+            );
+            self.ip(&gw, &["link", "set", &self.gw_br.clone(), "up"]);
+        }
         self.ns_ok(&gw, &["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
 
         // IN <-> GW bridge.
@@ -396,7 +414,9 @@ impl Topo {
         self.ip(&gw, &["link", "set", &go, "up"]);
         self.ip(&out, &["link", "set", &od, "up"]);
         // OUT deliberately has no route to 198.18.0.0/24 and no default route.
-        self.offloads_off(&gw, &self.gw_br.clone());
+        if self.bridged {
+            self.offloads_off(&gw, &self.gw_br.clone());
+        }
     }
 
     /// A host namespace `ns` with device `dev` (address `addr`/24, default via GW) whose peer
@@ -409,7 +429,14 @@ impl Topo {
                 "link", "add", "name", gw_dev, "type", "veth", "peer", "name", dev, "netns", ns,
             ],
         );
-        self.ip(&gw, &["link", "set", gw_dev, "master", &self.gw_br.clone()]);
+        if self.bridged {
+            self.ip(&gw, &["link", "set", gw_dev, "master", &self.gw_br.clone()]);
+        } else {
+            self.ip(
+                &gw,
+                &["addr", "add", &format!("{GW_IN_ADDR}/24"), "dev", gw_dev],
+            );
+        }
         self.ip(ns, &["addr", "add", &format!("{addr}/24"), "dev", dev]);
         self.offloads_off(&gw, gw_dev);
         self.offloads_off(ns, dev);
@@ -419,15 +446,18 @@ impl Topo {
     }
 
     /// Turns off segmentation and receive offloads so every packet on the wire is a real one.
+    /// With the fast path, hosts also compute their checksums (a veth otherwise hands on
+    /// partial ones, which no physical wire carries and XDP cannot finish) and keep GRO on:
+    /// a veth delivers XDP-redirected frames only to a peer with NAPI running.
     fn offloads_off(&self, ns: &str, dev: &str) {
+        let mut args = vec!["ethtool", "-K", dev, "tso", "off", "gso", "off"];
+        if self.fast_path && ns != self.ns_gw {
+            args.extend(["gro", "on", "tx", "off"]);
+        } else {
+            args.extend(["gro", "off"]);
+        }
         // Some features may be fixed on some devices; ethtool then exits nonzero. Best effort.
-        let _ = self.ns(
-            ns,
-            10,
-            &[
-                "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off",
-            ],
-        );
+        let _ = self.ns(ns, 10, &args);
     }
 
     /// `ip -n NS ARGS...`, must succeed.
@@ -603,9 +633,21 @@ ports = "1024-65535"
 
 [control]
 socket = "{sock}"
-"#,
+{dataplane}"#,
             tun = self.tun,
-            sock = self.socket.display()
+            sock = self.socket.display(),
+            dataplane = self.dataplane_section(),
+        )
+    }
+
+    /// `[dataplane]` for the XDP fast path on GW's inside and outside devices, or nothing.
+    pub fn dataplane_section(&self) -> String {
+        if !self.fast_path {
+            return String::new();
+        }
+        format!(
+            "\n[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"{}\", \"{}\"]\n",
+            self.gw_in_dev, self.gw_out_dev
         )
     }
 

@@ -1,0 +1,261 @@
+//! End to end with the XDP fast path (`[dataplane] fast_path = "xdp"`, issue 6): the same
+//! three namespaces as the NAT44 tests (IN -- GW running `xlat run` -- OUT), with the XDP
+//! program attached to GW's two veth devices. Checks what only the fast path can get wrong:
+//! data really bypasses the engine yet arrives intact (curl, SHA-256); a UDP flow whose
+//! packets all cross XDP keeps its one session past the idle timeout and then expires like
+//! any other; XDP that cannot attach leaves a working TUN-only gateway. The whole NAT44 suite
+//! also runs with the fast path on (`XLAT_E2E_FAST_PATH=1`, see scripts/test.sh).
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+
+fn setup(extra: &str) -> Option<Topo> {
+    if !can_run() {
+        return None;
+    }
+    let mut t = Topo::new(Opts {
+        fast_path: true,
+        ..Opts::default()
+    });
+    let cfg = format!("{}{extra}", t.default_config());
+    t.start_xlat(&cfg);
+    Some(t)
+}
+
+/// A counter of the fast path in `show stats --json`.
+fn xdp(stats: &serde_json::Value, name: &str) -> u64 {
+    let fp = &stats["fast_path"];
+    if name == "recipes" {
+        return fp["recipes"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no fast_path.recipes: {stats}"));
+    }
+    fp["counters"]
+        .as_array()
+        .unwrap_or_else(|| panic!("stats has no fast_path counters: {stats}"))
+        .iter()
+        .find(|c| c["name"] == name)
+        .and_then(|c| c["value"].as_u64())
+        .unwrap_or_else(|| panic!("no fast-path counter {name}: {stats}"))
+}
+
+/// The nonzero engine events and the fast-path counters: enough to read a failure by.
+fn brief(st: &serde_json::Value) -> String {
+    let nonzero = |list: &serde_json::Value| -> Vec<String> {
+        list.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter(|c| c["value"].as_u64().unwrap_or(0) != 0)
+                    .map(|c| format!("{}={}", c["name"].as_str().unwrap_or("?"), c["value"]))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    format!(
+        "sessions={} events: {} fast path: recipes={} {}",
+        st["sessions"],
+        nonzero(&st["events"]).join(" "),
+        st["fast_path"]["recipes"],
+        nonzero(&st["fast_path"]["counters"]).join(" ")
+    )
+}
+
+#[test]
+fn curl_crosses_the_fast_path_intact_and_bypasses_the_engine() {
+    let Some(mut t) = setup("") else {
+        return;
+    };
+    let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
+    let www = t.dir.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    let blob = www.join("blob.bin");
+    run_host(
+        30,
+        &[
+            "sh",
+            "-c",
+            &format!("head -c 4194304 /dev/urandom > {}", blob.display()),
+        ],
+    )
+    .check();
+    let www_s = www.display().to_string();
+    let srv = t.spawn(
+        &out,
+        "http",
+        &[
+            "python3",
+            "-m",
+            "http.server",
+            "8080",
+            "--bind",
+            OUT_ADDR,
+            "--directory",
+            &www_s,
+        ],
+    );
+    t.wait_listening(&out, "tcp", 8080, Some(srv));
+    let got = t.dir.join("got.bin");
+    let got_s = got.display().to_string();
+    let r = t.ns(
+        &inn,
+        60,
+        &[
+            "curl",
+            "-sS",
+            "--max-time",
+            "45",
+            "-o",
+            &got_s,
+            &format!("http://{OUT_ADDR}:8080/blob.bin"),
+        ],
+    );
+    assert!(r.ok(), "curl failed: {}\n{}", r.stdout, r.stderr);
+    let sums = run_host(30, &["sha256sum", &blob.display().to_string(), &got_s]).check();
+    let hashes: Vec<&str> = sums
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(hashes.len(), 2, "sha256sum output: {}", sums.stdout);
+    assert_eq!(
+        hashes[0], hashes[1],
+        "the file fetched over the fast path differs"
+    );
+    // The server saw the pool address: the recipes did the NAT.
+    let log = t.proc(srv).stderr_text();
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with(&format!("{POOL_ADDR} ")) && l.contains("GET /blob.bin")),
+        "HTTP server did not see {POOL_ADDR} as the client:\n{log}"
+    );
+
+    let st = t.stats();
+    let redirected = xdp(&st, "xdp_redirected");
+    let engine_in = Topo::event(&st, "packets_in");
+    // 4 MiB is ~2,900 full segments plus ACKs; all but the handshake, the teardown and the
+    // packets before the recipe landed should bypass the engine.
+    assert!(
+        redirected >= 2000,
+        "only {redirected} packets took the fast path: {}",
+        brief(&st)
+    );
+    assert!(
+        engine_in * 10 < redirected,
+        "the engine still saw {engine_in} packets beside {redirected} in XDP: {}",
+        brief(&st)
+    );
+    assert!(Topo::event(&st, "offload_installed") >= 1, "{}", brief(&st));
+    // curl closed the connection: FIN went to the engine, which withdrew the recipes.
+    assert!(Topo::event(&st, "offload_removed") >= 1, "{}", brief(&st));
+}
+
+#[test]
+fn udp_flow_on_the_fast_path_keeps_its_session_then_expires() {
+    // A 2-second UDP timeout (below RFC 4787's 2 minutes: a warning, fine for a test).
+    let Some(mut t) = setup("\n[timeouts]\nudp = 2\n") else {
+        return;
+    };
+    let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
+    let recv = t.dir.join("recv.txt");
+    let recv_s = recv.display().to_string();
+    let sink = t.spawn(
+        &out,
+        "udp-sink",
+        &[
+            "socat",
+            "-u",
+            &format!("UDP4-RECV:7000,bind={OUT_ADDR}"),
+            &format!("OPEN:{recv_s},creat,append"),
+        ],
+    );
+    t.wait_listening(&out, "udp", 7000, Some(sink));
+    // 40 datagrams over ~4 s, one flow: twice the timeout, and all but the first in XDP.
+    let r = t.sh(
+        &inn,
+        30,
+        &format!(
+            "for i in $(seq 1 40); do echo \"dgram $i\"; sleep 0.1; done | socat -u - UDP4:{OUT_ADDR}:7000,sourceport=41000"
+        ),
+    );
+    assert!(r.ok(), "sender failed: {}\n{}", r.stdout, r.stderr);
+    let arrived = || {
+        std::fs::read_to_string(&recv)
+            .map(|s| s.lines().filter(|l| l.starts_with("dgram ")).count())
+            .unwrap_or(0)
+    };
+    assert!(
+        poll(
+            Duration::from_secs(5),
+            Duration::from_millis(100),
+            || arrived() == 40
+        ),
+        "{} of 40 datagrams arrived",
+        arrived()
+    );
+    let st = t.stats();
+    assert_eq!(
+        Topo::event(&st, "sessions_created"),
+        1,
+        "the flow outlived its engine-side timeout only if the fast path's stamps were read: {}",
+        brief(&st)
+    );
+    assert!(Topo::event(&st, "offload_refreshed") >= 1, "{}", brief(&st));
+    assert!(xdp(&st, "xdp_redirected") >= 30, "{}", brief(&st));
+
+    // Idle now: the session expires and its recipes are withdrawn.
+    let gone = poll(Duration::from_secs(12), Duration::from_millis(250), || {
+        let st = t.stats();
+        st["sessions"].as_u64() == Some(0) && xdp(&st, "recipes") == 0
+    });
+    let st = t.stats();
+    assert!(
+        gone,
+        "the idle session or its recipes remained: {}",
+        brief(&st)
+    );
+    assert!(Topo::event(&st, "sessions_expired") >= 1, "{}", brief(&st));
+    assert!(Topo::event(&st, "offload_removed") >= 1, "{}", brief(&st));
+}
+
+#[test]
+fn xdp_that_cannot_attach_leaves_a_working_tun_gateway() {
+    if !can_run() {
+        return;
+    }
+    let mut t = Topo::new(Opts::default());
+    let cfg = format!(
+        "{}\n[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"{}nx\"]\n",
+        t.default_config().split("\n[dataplane]").next().unwrap(),
+        t.id
+    );
+    let p = t.start_xlat(&cfg);
+    let inn = t.ns_in.clone();
+    let r = t.ns(
+        &inn,
+        20,
+        &[
+            "ping", "-n", "-c", "2", "-i", "0.2", "-W", "2", "-w", "10", OUT_ADDR,
+        ],
+    );
+    assert!(
+        r.stdout.contains("2 packets transmitted, 2 received"),
+        "ping through the TUN-only gateway failed: {}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    let st = t.stats();
+    assert!(
+        st.get("fast_path").is_none(),
+        "no fast path expected: {}",
+        brief(&st)
+    );
+    let log = t.proc(p).stderr_text() + &t.proc(p).stdout_text();
+    assert!(
+        log.contains("is not available, running on the TUN device alone"),
+        "no clear fallback message:\n{log}"
+    );
+}
