@@ -8,6 +8,7 @@
 //! | kernel-nat44 | nftables SNAT to 198.19.0.128/25 with conntrack (S1/S3's netfilter NAT) |
 //! | kernel-nat44-heavy | the same plus a distribution-style firewall: extra tables, hooks, sets (S4's contrast) |
 //! | xlat-nat44 | `xlat run` (NAPT over 198.19.0.128/25), the binary next to this one |
+//! | xlat-nat44-xdp | the same with `[dataplane] fast_path = "xdp"` on the DUT's two ports: established flows are rewritten by the XDP program, the rest crosses the TUN |
 //! | tayga-nat64 | TAYGA, prefix 2001:2:0:64::/96, dynamic pool 198.19.1.0/24 (S2's NAT64) |
 //! | xlat-nat64 | `xlat run` with stateful NAT64, the same prefix, pool4 198.19.0.128/25 |
 //! | xlat-siit | `xlat run` with SIIT: the same prefix, an EAM 198.19.2.0/24 = 2001:2:0:1::1:0/120 |
@@ -42,6 +43,10 @@ pub const DEVICES: &[(&str, &str)] = &[
         "nftables SNAT + conntrack + a distribution-style firewall ruleset",
     ),
     ("xlat-nat44", "xlat run (NAPT, TUN driver)"),
+    (
+        "xlat-nat44-xdp",
+        "xlat run (NAPT) with the XDP fast path on the DUT's ports (established flows in XDP)",
+    ),
     ("forward6", "kernel IPv6 routing, no translation (baseline)"),
     (
         "tayga-nat64",
@@ -103,6 +108,10 @@ pub fn make(name: &str) -> Result<Box<dyn Device>> {
         "kernel-nat44" => Box::new(KernelNat44 { heavy: false }),
         "kernel-nat44-heavy" => Box::new(KernelNat44 { heavy: true }),
         "xlat-nat44" => Box::new(Daemon::xlat()),
+        "xlat-nat44-xdp" => Box::new(Daemon {
+            kind: DaemonKind::XlatXdp,
+            ..Daemon::xlat()
+        }),
         "tayga-nat64" => Box::new(Daemon::tayga()),
         "xlat-nat64" => Box::new(Daemon {
             kind: DaemonKind::Xlat64,
@@ -319,6 +328,8 @@ struct Daemon {
 #[derive(Clone, Copy, PartialEq)]
 enum DaemonKind {
     Xlat,
+    /// NAT44 with `[dataplane] fast_path = "xdp"` on the DUT's two ports.
+    XlatXdp,
     Xlat64,
     XlatSiit,
     Xlat6to4,
@@ -480,6 +491,23 @@ impl Daemon {
     }
 }
 
+/// Kernel memory of the BPF maps a process holds: the `memlock` line of each map descriptor's
+/// fdinfo (the kernel's own accounting of the map's memory since Linux 6.4).
+fn bpf_map_memory(pid: i32) -> u64 {
+    let Ok(dir) = fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
+        return 0;
+    };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| fs::read_to_string(e.path()).ok())
+        .filter(|t| t.contains("map_type:"))
+        .filter_map(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("memlock:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        })
+        .sum()
+}
+
 fn tun_name(topo: &Topo, kind: DaemonKind) -> String {
     match kind {
         DaemonKind::Tayga => format!("{}t", topo.id),
@@ -633,6 +661,7 @@ impl Device for Daemon {
     fn name(&self) -> &'static str {
         match self.kind {
             DaemonKind::Xlat => "xlat-nat44",
+            DaemonKind::XlatXdp => "xlat-nat44-xdp",
             DaemonKind::Xlat64 => "xlat-nat64",
             DaemonKind::XlatSiit => "xlat-siit",
             DaemonKind::Xlat6to4 => "xlat-6to4",
@@ -641,11 +670,11 @@ impl Device for Daemon {
         }
     }
     fn v6_in(&self) -> bool {
-        self.kind != DaemonKind::Xlat
+        !matches!(self.kind, DaemonKind::Xlat | DaemonKind::XlatXdp)
     }
     fn flows(&self, n: u32, seed: u32) -> Vec<Flow> {
         match self.kind {
-            DaemonKind::Xlat => crate::packet::flows_v4(n, seed, D_ADDR),
+            DaemonKind::Xlat | DaemonKind::XlatXdp => crate::packet::flows_v4(n, seed, D_ADDR),
             DaemonKind::Xlat6to4 | DaemonKind::XlatIsatap => {
                 let t = tunnel_of(self.name()).unwrap_or(crate::packet::Tunnel6in4::SixToFour);
                 let dst = v6(crate::topo::D6_ADDR);
@@ -672,8 +701,32 @@ impl Device for Daemon {
                     DaemonKind::XlatSiit => siit_config(&tun, &sock),
                     DaemonKind::Xlat6to4 => sixtofour_config(&tun, &sock),
                     DaemonKind::XlatIsatap => isatap_config(&tun, &sock),
+                    DaemonKind::XlatXdp => format!(
+                        "{}\n[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"{}\", \"{}\"]\ntable_size = 8388608\n",
+                        xlat_config(&tun, &sock),
+                        topo.ua.dev,
+                        topo.ud.dev
+                    ),
                     _ => xlat_config(&tun, &sock),
                 };
+                if self.kind == DaemonKind::XlatXdp {
+                    // The tester's inside port gets the replies XDP redirects (tcp, owd): a
+                    // veth delivers redirected frames only with NAPI running, which GRO turns on.
+                    let _ = sys::cmd(
+                        10,
+                        &[
+                            "ip",
+                            "netns",
+                            "exec",
+                            &topo.ns_tester,
+                            "ethtool",
+                            "-K",
+                            &topo.a.dev,
+                            "gro",
+                            "on",
+                        ],
+                    );
+                }
                 fs::write(&cfg, text).with_context(|| format!("writing {}", cfg.display()))?;
                 let args = vec![
                     bin.display().to_string(),
@@ -706,7 +759,18 @@ impl Device for Daemon {
                 self.spawn(topo, &args)?;
             }
         }
-        self.wait_ready(topo)
+        self.wait_ready(topo)?;
+        if self.kind == DaemonKind::XlatXdp
+            && self
+                .xlat_stats()
+                .is_none_or(|s| s.get("fast_path").is_none())
+        {
+            bail!(
+                "xlat-nat44-xdp: the XDP fast path did not attach (needs clang-14 at build time and XDP on the DUT's veth); log:\n{}",
+                self.log_tail()
+            );
+        }
+        Ok(())
     }
     fn teardown(&mut self, topo: &Topo) {
         if let Some(mut c) = self.child.take() {
@@ -729,14 +793,42 @@ impl Device for Daemon {
             let tun = tun_name(topo, self.kind);
             let _ = topo.dut(&["ip", "link", "del", &tun]);
         }
+        if self.kind == DaemonKind::XlatXdp {
+            let _ = sys::cmd(
+                10,
+                &[
+                    "ip",
+                    "netns",
+                    "exec",
+                    &topo.ns_tester,
+                    "ethtool",
+                    "-K",
+                    &topo.a.dev,
+                    "gro",
+                    "off",
+                ],
+            );
+        }
     }
     fn pids(&self) -> Vec<i32> {
         self.child.iter().map(|c| c.id() as i32).collect()
     }
     fn memory(&self, _topo: &Topo) -> Option<Memory> {
         let pid = *self.pids().first()?;
+        let rss = sys::proc_rss(pid)?;
+        if self.kind == DaemonKind::XlatXdp {
+            // The recipes live in kernel memory (BPF maps), which RSS does not count.
+            let maps = bpf_map_memory(pid);
+            return Some(Memory {
+                bytes: rss + maps,
+                source: format!(
+                    "VmRSS of {} (pid {pid}) plus the memlock of its BPF maps ({maps} B)",
+                    self.name()
+                ),
+            });
+        }
         Some(Memory {
-            bytes: sys::proc_rss(pid)?,
+            bytes: rss,
             source: format!("VmRSS of {} (pid {pid})", self.name()),
         })
     }

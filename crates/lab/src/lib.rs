@@ -211,7 +211,7 @@ pub struct Defaults {
 impl Default for Defaults {
     fn default() -> Defaults {
         Defaults {
-            devices: vec!["forward4", "kernel-nat44", "xlat-nat44"],
+            devices: vec!["forward4", "kernel-nat44", "xlat-nat44", "xlat-nat44-xdp"],
             sizes: vec!["64".into()],
             duration: 2.0,
             repeats: 1,
@@ -338,7 +338,7 @@ pub fn study_plan(study: &str) -> Result<Plan> {
                 "setup-rate",
             ],
             Defaults {
-                devices: vec!["forward4", "kernel-nat44", "xlat-nat44"],
+                devices: vec!["forward4", "kernel-nat44", "xlat-nat44", "xlat-nat44-xdp"],
                 sizes: vec!["64".into(), "imix".into()],
                 flows: 1000,
                 sessions: vec![1, 200, 2000, 20_000],

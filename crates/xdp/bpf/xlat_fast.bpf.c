@@ -81,6 +81,9 @@ struct {
 	__type(key, struct flow_key);
 	__type(value, struct recipe);
 	__uint(max_entries, 65536); // the daemon sets [dataplane].table_size at load time
+	// Entries allocated as sessions come: kernel memory follows the table, not its maximum
+	// (inserts happen on the engine's slow path; lookups cost the same).
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 } recipes SEC(".maps");
 
 // Interfaces the program may redirect to (the ones the daemon attached it to).
