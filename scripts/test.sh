@@ -16,11 +16,11 @@ ensure_cargo
 export XLAT_E2E_REQUIRED=1
 # One test at a time: the end-to-end tests move real traffic and share the machine's cores.
 timeout -k 10 2400 cargo test --workspace --release "$@" -- --test-threads=1
-# The NAT44 end-to-end suite once more with the XDP fast path carrying established flows
-# ([dataplane] fast_path = "xdp"): every behaviour must hold with it on and off.
+# The NAT44 and NAT64 (with DNS64) end-to-end suites once more with the XDP fast path carrying
+# established flows ([dataplane] fast_path = "xdp"): every behaviour must hold with it on and off.
 if [ $# -eq 0 ]; then
-    say "NAT44 end-to-end tests with the XDP fast path"
-    XLAT_E2E_FAST_PATH=1 timeout -k 10 900 cargo test --release -p xlat --test e2e_nat44 -- --test-threads=1
+    say "NAT44 and NAT64 end-to-end tests with the XDP fast path"
+    XLAT_E2E_FAST_PATH=1 timeout -k 10 1200 cargo test --release -p xlat --test e2e_nat44 --test e2e_nat64 -- --test-threads=1
 fi
 leftover=$(ip netns list | grep -E '^x[0-9a-f]+[ndtp][0-9]+-(in|in2|gw|out|cli|srv|a|r|b)( |$)' || true)
 [ -z "$leftover" ] || die "test namespaces were left behind: $leftover"

@@ -692,10 +692,10 @@ impl Config {
                 "fast_path = \"xdp\" needs the interfaces to attach to, like [\"eth0\", \"eth1\"] (inside and outside)",
             ));
         }
-        if fast_path == FastPath::Xdp && nat44.is_none() {
+        if fast_path == FastPath::Xdp && nat44.is_none() && nat64.is_none() {
             return Err(cx.invalid(
                 "dataplane.fast_path",
-                "the XDP fast path carries NAT44 sessions; add a [nat44] section or set fast_path = \"none\"",
+                "the XDP fast path carries NAT44 and NAT64 sessions; add a [nat44] or [nat64] section or set fast_path = \"none\"",
             ));
         }
         let table_size = raw.dataplane.table_size.unwrap_or(dd.table_size);

@@ -274,12 +274,9 @@ fn sync_fast_path(
         let stamp = xlat_xdp::monotonic_ns();
         for op in ops.iter() {
             if op.kind == OffloadKind::Query {
-                let seen = |r| {
-                    fast.last_seen(r)
-                        .map(|ns: u64| Time::from_nanos(ns.saturating_sub(mono_start)))
-                };
-                let (o, i) = (seen(&op.out), seen(&op.inb));
-                engine.offload_seen(now, op.token, o, i);
+                let t = |ns: u64| Time::from_nanos(ns.saturating_sub(mono_start));
+                let (o, i) = fast.last_seen(op);
+                engine.offload_seen(now, op.token, o.map(t), i.map(t));
             } else {
                 fast.apply(op, stamp);
             }

@@ -398,10 +398,14 @@ impl Engine {
         removed
     }
 
-    /// Hands simple sessions (NAT44 UDP, established TCP) to a fast path from now on: their
-    /// recipes come out of [`Engine::offload_ops`] ([`offload`] explains the protocol).
+    /// Hands simple sessions (NAT44 and NAT64: UDP, established TCP) to a fast path from now
+    /// on: their recipes come out of [`Engine::offload_ops`] ([`offload`] explains the
+    /// protocol).
     pub fn set_offload(&mut self, on: bool) {
         if let Some(n) = self.nat44.as_mut() {
+            n.set_offload(on);
+        }
+        if let Some(n) = self.nat64.as_mut() {
             n.set_offload(on);
         }
     }
@@ -411,6 +415,9 @@ impl Engine {
     /// every batch and every [`Engine::expire`].
     pub fn offload_ops(&mut self, out: &mut Vec<offload::OffloadOp>) {
         if let Some(n) = self.nat44.as_mut() {
+            n.offload_ops(out, &mut self.counters);
+        }
+        if let Some(n) = self.nat64.as_mut() {
             n.offload_ops(out, &mut self.counters);
         }
     }
@@ -426,10 +433,17 @@ impl Engine {
         out_seen: Option<Time>,
         in_seen: Option<Time>,
     ) -> bool {
-        let (Some(n), Ok(sid)) = (self.nat44.as_mut(), u32::try_from(token)) else {
-            return false;
-        };
-        n.offload_seen(now, sid, out_seen, in_seen, &mut self.counters)
+        let sid = token as u32;
+        let c = &mut self.counters;
+        match (
+            token & offload::TOKEN_NAT64 != 0,
+            &mut self.nat44,
+            &mut self.nat64,
+        ) {
+            (false, Some(n), _) => n.offload_seen(now, sid, out_seen, in_seen, c),
+            (true, _, Some(n)) => n.offload_seen(now, sid, out_seen, in_seen, c),
+            _ => false,
+        }
     }
 
     /// What the tunnel endpoints learned that the daemon configures on the TUN device (an

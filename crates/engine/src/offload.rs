@@ -2,10 +2,12 @@
 //!
 //! The engine stays the only authority over sessions. When the daemon enables offload
 //! ([`crate::Engine::set_offload`]), a session simple enough to be rewritten without the engine
-//! -- NAT44 UDP, NAT44 TCP in the established state (RFC 6146 3.5.2.2), not hairpinned --
-//! yields one [`Recipe`] per direction: the tuple its packets carry on arrival, the tuple to
-//! write, and the RFC 1624 checksum adjustments, which are constant per session because the
-//! rewrite is. The daemon drains [`OffloadOp`]s after each batch and installs or withdraws the
+//! -- NAT44 or NAT64, UDP, or TCP in the established state (RFC 6146 3.5.2.2), not
+//! hairpinned -- yields one recipe per direction: the tuple its packets carry on arrival, the
+//! tuple (NAT64: the other family's header) to write, and the RFC 1624 checksum adjustment of
+//! the transport header, which is constant per session because the rewrite is (RFC 7915 4.5,
+//! 5.5: the pseudo-header change is the addresses' alone; its length and protocol words are
+//! the same in both families). The daemon drains [`OffloadOp`]s after each batch and installs or withdraws the
 //! recipes; a fast path applies them to established packets only and hands everything else
 //! (TCP SYN/FIN/RST, fragments, options, ICMP, misses) to the engine as before.
 //!
@@ -21,6 +23,7 @@
 
 use xlat_wire::field::{set_u16, set_u32, set_u8, u16_at, u32_at, u8_at};
 use xlat_wire::ipv4::{off as ip4off, proto as ipproto};
+use xlat_wire::ipv6::{addr4_sum, addr_sum};
 use xlat_wire::l4::{tcp, udp};
 use xlat_wire::Delta;
 
@@ -60,17 +63,77 @@ pub enum OffloadKind {
     Query,
 }
 
+/// An IPv6 transport tuple as a packet carries it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Tuple6 {
+    /// Next header (TCP 6, UDP 17), with no extension headers before it.
+    pub proto: u8,
+    pub src: u128,
+    pub dst: u128,
+    pub sport: u16,
+    pub dport: u16,
+}
+
+/// NAT64 outbound (RFC 7915 5.1): an IPv6 packet with tuple `key` becomes an IPv4 packet
+/// with tuple `new` -- TOS = traffic class, identification 0, DF set, TTL = hop limit - 1,
+/// protocol = next header, a fresh header checksum -- and `l4_delta` added to its TCP/UDP
+/// checksum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recipe64 {
+    pub key: Tuple6,
+    pub new: Tuple4,
+    pub l4_delta: u16,
+}
+
+/// NAT64 inbound (RFC 7915 4.1): an IPv4 packet with tuple `key` becomes an IPv6 packet with
+/// tuple `new` -- traffic class = TOS, flow label 0, hop limit = TTL - 1, next header =
+/// protocol -- and `l4_delta` added to its TCP/UDP checksum. Packets without DF longer than
+/// `mtu_limit` once translated (they must be fragmented), and UDP without a checksum (one
+/// must be computed, RFC 7915 4.5), stay with the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recipe46 {
+    pub key: Tuple4,
+    pub new: Tuple6,
+    pub l4_delta: u16,
+    /// The lowest IPv6 MTU (or the link MTU if lower): RFC 7915 4.1's fragmentation limit.
+    pub mtu_limit: u16,
+}
+
+/// A session's two recipes: inside to outside (`out`), outside to inside (`inb`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recipes {
+    Nat44 { out: Recipe, inb: Recipe },
+    Nat64 { out: Recipe64, inb: Recipe46 },
+}
+
 /// One instruction for the fast path: a session's two recipes and what to do with them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OffloadOp {
     pub kind: OffloadKind,
     /// Names the session in [`crate::Engine::offload_seen`].
     pub token: u64,
-    /// Inside to outside.
-    pub out: Recipe,
-    /// Outside to inside.
-    pub inb: Recipe,
+    pub recipes: Recipes,
 }
+
+impl OffloadOp {
+    /// The NAT44 recipes (out, in), if this is a NAT44 session.
+    pub fn nat44(&self) -> Option<(&Recipe, &Recipe)> {
+        match &self.recipes {
+            Recipes::Nat44 { out, inb } => Some((out, inb)),
+            Recipes::Nat64 { .. } => None,
+        }
+    }
+    /// The NAT64 recipes (out, in), if this is a NAT64 session.
+    pub fn nat64(&self) -> Option<(&Recipe64, &Recipe46)> {
+        match &self.recipes {
+            Recipes::Nat64 { out, inb } => Some((out, inb)),
+            Recipes::Nat44 { .. } => None,
+        }
+    }
+}
+
+/// Token bit that marks a NAT64 session (the low 32 bits are the session id).
+pub const TOKEN_NAT64: u64 = 1 << 32;
 
 /// The TTL/protocol word drops by 0x0100 at a router hop (RFC 1812 5.3.1): ~m + m' with
 /// m' = m - 0x0100 is the same whatever m is.
@@ -108,11 +171,7 @@ pub fn nat44_recipes(
     ext: Endpoint,
     remote: Endpoint,
 ) -> (Recipe, Recipe) {
-    let p = match proto {
-        Proto::Tcp => ipproto::TCP,
-        Proto::Udp => ipproto::UDP,
-        Proto::Icmp => ipproto::ICMP,
-    };
+    let p = ip_proto(proto);
     let t = |src: Endpoint, dst: Endpoint| Tuple4 {
         proto: p,
         src: src.addr,
@@ -123,6 +182,79 @@ pub fn nat44_recipes(
     (
         recipe(p, t(int, remote), t(ext, remote)),
         recipe(p, t(remote, ext), t(remote, int)),
+    )
+}
+
+fn ip_proto(proto: Proto) -> u8 {
+    match proto {
+        Proto::Tcp => ipproto::TCP,
+        Proto::Udp => ipproto::UDP,
+        Proto::Icmp => ipproto::ICMP,
+    }
+}
+
+/// The two recipes of a NAT64 session (RFC 6146): the IPv6 host `int` reaches the IPv4 host
+/// `remote` through `ext`; `remote6` is the remote's pref64 form (RFC 6052). The checksum
+/// deltas are those of RFC 7915 4.5 / 5.5, computed as the engine's header translation does.
+pub fn nat64_recipes(
+    proto: Proto,
+    int: Endpoint<u128>,
+    ext: Endpoint,
+    remote: Endpoint,
+    remote6: u128,
+    mtu_limit: u16,
+) -> (Recipe64, Recipe46) {
+    let p = ip_proto(proto);
+    let out_key = Tuple6 {
+        proto: p,
+        src: int.addr,
+        dst: remote6,
+        sport: int.port,
+        dport: remote.port,
+    };
+    let out_new = Tuple4 {
+        proto: p,
+        src: ext.addr,
+        dst: remote.addr,
+        sport: ext.port,
+        dport: remote.port,
+    };
+    let in_key = Tuple4 {
+        proto: p,
+        src: remote.addr,
+        dst: ext.addr,
+        sport: remote.port,
+        dport: ext.port,
+    };
+    let in_new = Tuple6 {
+        proto: p,
+        src: remote6,
+        dst: int.addr,
+        sport: remote.port,
+        dport: int.port,
+    };
+    let out_delta = Delta::ZERO
+        .remove_sum(addr_sum(out_key.src).wrapping_add(addr_sum(out_key.dst)))
+        .add_sum(addr4_sum(out_new.src) + addr4_sum(out_new.dst))
+        .word(out_key.sport, out_new.sport)
+        .word(out_key.dport, out_new.dport);
+    let in_delta = Delta::ZERO
+        .remove_sum(addr4_sum(in_key.src) + addr4_sum(in_key.dst))
+        .add_sum(addr_sum(in_new.src).wrapping_add(addr_sum(in_new.dst)))
+        .word(in_key.sport, in_new.sport)
+        .word(in_key.dport, in_new.dport);
+    (
+        Recipe64 {
+            key: out_key,
+            new: out_new,
+            l4_delta: out_delta.folded(),
+        },
+        Recipe46 {
+            key: in_key,
+            new: in_new,
+            l4_delta: in_delta.folded(),
+            mtu_limit,
+        },
     )
 }
 
@@ -199,6 +331,142 @@ pub fn apply(r: &Recipe, pkt: &mut [u8]) -> bool {
     set_u16(pkt, 22, r.new.dport);
     set_u16(pkt, ck_off, new_l4);
     true
+}
+
+/// RFC 1624 eqn. 3 on a checksum field, as the XDP program does it.
+fn csum_apply(ck: u16, d: u16) -> u16 {
+    let s = u32::from(!ck) + u32::from(d);
+    let s = (s & 0xffff) + (s >> 16);
+    let s = (s & 0xffff) + (s >> 16);
+    !(s as u16)
+}
+
+/// The transport checksum after `d`: TCP plainly; UDP keeps a zero (none, IPv4 only) and sends
+/// a computed zero as all ones (RFC 768, RFC 8200 8.1).
+fn l4_csum(proto: u8, ck: u16, d: u16) -> u16 {
+    if proto != ipproto::UDP {
+        return csum_apply(ck, d);
+    }
+    match ck {
+        0 => 0,
+        c => match csum_apply(c, d) {
+            0 => 0xffff,
+            n => n,
+        },
+    }
+}
+
+fn l4_csum_off(proto: u8) -> usize {
+    if proto == ipproto::TCP {
+        tcp::CHECKSUM
+    } else {
+        udp::CHECKSUM
+    }
+}
+
+/// The tuple of an IPv6 TCP/UDP packet a fast path would consider: no extension headers,
+/// hop limit above 1, TCP without SYN/FIN/RST, the whole payload present.
+pub fn fast_tuple6(pkt: &[u8]) -> Option<Tuple6> {
+    if u8_at(pkt, 0)? >> 4 != 6 || u8_at(pkt, 7)? <= 1 {
+        return None;
+    }
+    let plen = usize::from(u16_at(pkt, 4)?);
+    if pkt.len() < 40 + plen {
+        return None;
+    }
+    let proto = u8_at(pkt, 6)?;
+    match proto {
+        ipproto::TCP => {
+            if u8_at(pkt, 40 + tcp::FLAGS)? & (tcp::SYN | tcp::FIN | tcp::RST) != 0 {
+                return None;
+            }
+        }
+        ipproto::UDP => {
+            u16_at(pkt, 40 + udp::CHECKSUM)?;
+        }
+        _ => return None,
+    }
+    let a = |at: usize| -> Option<u128> {
+        let b: [u8; 16] = pkt.get(at..at + 16)?.try_into().ok()?;
+        Some(u128::from_be_bytes(b))
+    };
+    Some(Tuple6 {
+        proto,
+        src: a(8)?,
+        dst: a(24)?,
+        sport: u16_at(pkt, 40)?,
+        dport: u16_at(pkt, 42)?,
+    })
+}
+
+/// Applies a NAT64 outbound recipe to an IPv6 packet the way the XDP program does, returning
+/// the IPv4 packet (`None`: not a packet the fast path handles, or not this recipe's).
+pub fn apply64(r: &Recipe64, pkt: &[u8]) -> Option<Vec<u8>> {
+    if fast_tuple6(pkt)? != r.key {
+        return None;
+    }
+    let plen = usize::from(u16_at(pkt, 4)?);
+    let tc = ((u8_at(pkt, 0)? & 0x0f) << 4) | (u8_at(pkt, 1)? >> 4);
+    let hop = u8_at(pkt, 7)?;
+    let mut out = vec![0u8; 20];
+    out.extend_from_slice(pkt.get(40..40 + plen)?);
+    set_u8(&mut out, 0, 0x45);
+    set_u8(&mut out, 1, tc);
+    set_u16(&mut out, 2, u16::try_from(20 + plen).ok()?);
+    set_u16(&mut out, ip4off::FLAGS_FRAG, 0x4000);
+    set_u8(&mut out, ip4off::TTL, hop.saturating_sub(1));
+    set_u8(&mut out, ip4off::PROTO, r.key.proto);
+    set_u32(&mut out, ip4off::SRC, r.new.src);
+    set_u32(&mut out, ip4off::DST, r.new.dst);
+    let ck = xlat_wire::checksum::checksum(out.get(..20)?);
+    set_u16(&mut out, ip4off::CHECKSUM, ck);
+    set_u16(&mut out, 20, r.new.sport);
+    set_u16(&mut out, 22, r.new.dport);
+    let at = 20 + l4_csum_off(r.key.proto);
+    let c = u16_at(&out, at)?;
+    set_u16(&mut out, at, l4_csum(r.key.proto, c, r.l4_delta));
+    Some(out)
+}
+
+/// Applies a NAT64 inbound recipe to an IPv4 packet the way the XDP program does, returning
+/// the IPv6 packet (`None`: not a packet the fast path handles, or not this recipe's).
+pub fn apply46(r: &Recipe46, pkt: &[u8]) -> Option<Vec<u8>> {
+    if fast_tuple(pkt)? != r.key {
+        return None;
+    }
+    // The IPv4 header disappears here, so its checksum is checked (RFC 1812 5.2.2) rather
+    // than carried: a bad one goes to the engine, which counts and drops it.
+    if !xlat_wire::checksum::verifies(pkt.get(..20)?) {
+        return None;
+    }
+    let total = usize::from(u16_at(pkt, ip4off::TOTAL_LEN)?);
+    let payload = total.checked_sub(20)?;
+    let df = u16_at(pkt, ip4off::FLAGS_FRAG)? & 0x4000 != 0;
+    if !df && 40 + payload > usize::from(r.mtu_limit) {
+        return None;
+    }
+    let at = 20 + l4_csum_off(r.key.proto);
+    let c = u16_at(pkt, at)?;
+    if r.key.proto == ipproto::UDP && c == 0 {
+        return None;
+    }
+    let tos = u8_at(pkt, ip4off::TOS)?;
+    let ttl = u8_at(pkt, ip4off::TTL)?;
+    let mut out = vec![0u8; 40];
+    out.extend_from_slice(pkt.get(20..total)?);
+    set_u32(&mut out, 0, (6 << 28) | (u32::from(tos) << 20));
+    set_u16(&mut out, 4, u16::try_from(payload).ok()?);
+    set_u8(&mut out, 6, r.key.proto);
+    set_u8(&mut out, 7, ttl.saturating_sub(1));
+    out.get_mut(8..24)?
+        .copy_from_slice(&r.new.src.to_be_bytes());
+    out.get_mut(24..40)?
+        .copy_from_slice(&r.new.dst.to_be_bytes());
+    set_u16(&mut out, 40, r.new.sport);
+    set_u16(&mut out, 42, r.new.dport);
+    let at6 = 40 + l4_csum_off(r.key.proto);
+    set_u16(&mut out, at6, l4_csum(r.key.proto, c, r.l4_delta));
+    Some(out)
 }
 
 #[cfg(test)]

@@ -717,7 +717,7 @@ fn offload_udp_recipes_match_the_engine_both_ways() {
     assert_eq!(v[0].kind, OffloadKind::Install);
     // The second packet each way: the recipe and the engine agree byte for byte.
     let mut by_recipe = udp_pkt(IN_A, 40000, R1, 53);
-    assert!(offload::apply(&v[0].out, &mut by_recipe));
+    assert!(offload::apply(v[0].nat44().unwrap().0, &mut by_recipe));
     assert_checksums(&by_recipe);
     assert_eq!(
         by_recipe,
@@ -725,7 +725,7 @@ fn offload_udp_recipes_match_the_engine_both_ways() {
     );
     let reply = udp_pkt(R1, 53, POOL, 40000);
     let mut by_recipe = reply.clone();
-    assert!(offload::apply(&v[0].inb, &mut by_recipe));
+    assert!(offload::apply(v[0].nat44().unwrap().1, &mut by_recipe));
     assert_checksums(&by_recipe);
     assert_eq!(by_recipe, engine_as_router(&mut e, 1, reply));
     assert!(
@@ -746,7 +746,7 @@ fn offload_tcp_only_while_established() {
     assert_eq!(v.len(), 1);
     assert_eq!(v[0].kind, OffloadKind::Install);
     let mut by_recipe = tcp_pkt(IN_A, 40001, R1, 80, 0x10);
-    assert!(offload::apply(&v[0].out, &mut by_recipe));
+    assert!(offload::apply(v[0].nat44().unwrap().0, &mut by_recipe));
     assert_eq!(
         by_recipe,
         engine_as_router(&mut e, 1, tcp_pkt(IN_A, 40001, R1, 80, 0x10))
@@ -804,7 +804,7 @@ fn offload_expiry_asks_the_fast_path_first() {
     let v = ops(&mut e);
     assert_eq!(v.len(), 1);
     assert_eq!(v[0].kind, OffloadKind::Remove);
-    assert_eq!(v[0].out, install.out);
+    assert_eq!(v[0].recipes, install.recipes);
     assert!(!e
         .sessions(Time::from_secs(850))
         .iter()

@@ -336,3 +336,96 @@ fn nat64_only_engine_drops_what_is_not_ours() {
     let (v, _) = at(&mut e, 0, ip6(a6(C1), a6(S6), 47, vec![0; 8], 64));
     assert_eq!(v, Verdict::Drop(DropReason::UnsupportedProtocol));
 }
+
+// ---- Fast-path recipes (issue 6): the XDP program's model against the engine ----
+
+use xlat_engine::offload::{self, OffloadKind};
+
+fn ops(e: &mut Engine) -> Vec<offload::OffloadOp> {
+    let mut v = Vec::new();
+    e.offload_ops(&mut v);
+    v
+}
+
+#[test]
+fn offload_nat64_recipes_match_the_engine_both_ways() {
+    for (proto, open) in [(17u8, None), (6u8, Some(()))] {
+        let mut e = engine();
+        e.set_offload(true);
+        let l4 = |sport, dport, payload: &[u8]| {
+            if proto == 6 {
+                tcp(sport, dport, 0x10)
+            } else {
+                udp(sport, dport, payload)
+            }
+        };
+        if open.is_some() {
+            at(&mut e, 0, ip6(a6(C1), a6(S6), 6, tcp(40010, 80, 0x02), 64));
+            at(
+                &mut e,
+                0,
+                ip4(a4(S4), a4(POOL), 6, tcp(80, 40010, 0x12), 64, 0x4000, 9),
+            );
+        } else {
+            at(&mut e, 0, ip6(a6(C1), a6(S6), 17, udp(40010, 80, b"q"), 64));
+        }
+        let v = ops(&mut e);
+        assert_eq!(v.len(), 1, "proto {proto}");
+        assert_eq!(v[0].kind, OffloadKind::Install);
+        assert_ne!(v[0].token & offload::TOKEN_NAT64, 0);
+        let (out, inb) = v[0].nat64().unwrap();
+        // IPv6 -> IPv4: byte for byte what the engine makes of the same packet.
+        let p6 = ip6(a6(C1), a6(S6), proto, l4(40010, 80, b"payload"), 64);
+        let by_recipe = offload::apply64(out, &p6).unwrap();
+        let (verdict, by_engine) = at(&mut e, 1, p6);
+        assert_eq!(verdict, Verdict::Forward);
+        verify4(&by_recipe);
+        assert_eq!(by_recipe, by_engine, "6->4 proto {proto}");
+        // IPv4 -> IPv6.
+        let p4 = ip4(
+            a4(S4),
+            a4(POOL),
+            proto,
+            l4(80, 40010, b"reply"),
+            64,
+            0x4000,
+            7,
+        );
+        let by_recipe = offload::apply46(inb, &p4).unwrap();
+        let (verdict, by_engine) = at(&mut e, 1, p4.clone());
+        assert_eq!(verdict, Verdict::Forward);
+        verify6(&by_recipe);
+        assert_eq!(by_recipe, by_engine, "4->6 proto {proto}");
+        // A corrupt IPv4 header checksum is the engine's to judge, not the fast path's.
+        let mut bad = p4;
+        bad[10] ^= 1;
+        assert_eq!(offload::apply46(inb, &bad), None);
+    }
+}
+
+#[test]
+fn offload_nat64_leaves_big_unfragmentable_and_checksumless_packets_to_the_engine() {
+    let mut e = engine();
+    e.set_offload(true);
+    at(&mut e, 0, ip6(a6(C1), a6(S6), 17, udp(40011, 53, b"q"), 64));
+    let v = ops(&mut e);
+    let (_, inb) = v[0].nat64().unwrap();
+    // No DF and longer than 1280 once translated: RFC 7915 4.1 fragments it (engine).
+    let big = ip4(a4(S4), a4(POOL), 17, udp(53, 40011, &[7u8; 1300]), 64, 0, 8);
+    assert_eq!(offload::apply46(inb, &big), None);
+    let big_df = ip4(
+        a4(S4),
+        a4(POOL),
+        17,
+        udp(53, 40011, &[7u8; 1300]),
+        64,
+        0x4000,
+        8,
+    );
+    assert!(offload::apply46(inb, &big_df).is_some());
+    // A zero UDP checksum must be computed (RFC 7915 4.5): the engine's job.
+    let mut zero = ip4(a4(S4), a4(POOL), 17, udp(53, 40011, b"z"), 64, 0x4000, 9);
+    zero[26] = 0;
+    zero[27] = 0;
+    assert_eq!(offload::apply46(inb, &zero), None);
+}

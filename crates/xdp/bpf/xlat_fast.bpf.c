@@ -7,7 +7,9 @@
 // judges simple enough (NAT44 UDP, NAT44 TCP in the established state) it hands the daemon
 // one recipe per direction -- the packet's tuple as it arrives, the tuple to write, and the
 // RFC 1624 checksum adjustments, which are constant per session because the rewrite is -- and
-// the daemon stores them in `recipes`. Here we only:
+// the daemon stores them in `recipes` (NAT44), `recipes64` and `recipes46` (NAT64: IPv6 ->
+// IPv4 and back, RFC 7915 5.1 and 4.1, the header swapped with bpf_xdp_adjust_head; the
+// transport checksum delta is constant there too, RFC 7915 4.5/5.5). Here we only:
 //   1. parse Ethernet + IPv4 + TCP/UDP, and hand anything unusual to the kernel (XDP_PASS):
 //      IP options, fragments, TTL <= 1 (the kernel answers with ICMP Time Exceeded, RFC 1812
 //      5.3.1), TCP SYN/FIN/RST (state changes belong to the engine), no recipe;
@@ -29,6 +31,7 @@
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <linux/tcp.h>
 #include <linux/udp.h>
 #include <bpf/bpf_endian.h>
@@ -36,6 +39,9 @@
 
 #ifndef AF_INET
 #define AF_INET 2
+#endif
+#ifndef AF_INET6
+#define AF_INET6 10
 #endif
 
 // Keep in step with crates/xdp/src/lib.rs (`Key`, `Value`, `Counter`).
@@ -59,8 +65,45 @@ struct recipe {
 	__u64 last_seen;
 };
 
+// NAT64 outbound: the IPv6 tuple of a packet (no extension headers).
+struct flow_key6 {
+	__u8 src[16];
+	__u8 dst[16];
+	__u16 sport;
+	__u16 dport;
+	__u8 proto;
+	__u8 pad[3];
+};
+
+// NAT64 outbound: the IPv4 header to write (RFC 7915 5.1).
+struct recipe64 {
+	__u32 src;
+	__u32 dst;
+	__u16 sport;
+	__u16 dport;
+	__u32 l4_delta;
+	__u32 flags;
+	__u32 pad;
+	__u64 last_seen;
+};
+
+// NAT64 inbound: the IPv6 header to write (RFC 7915 4.1).
+struct recipe46 {
+	__u8 src[16];
+	__u8 dst[16];
+	__u16 sport;
+	__u16 dport;
+	__u32 l4_delta;
+	__u16 mtu_limit; // lowest IPv6 MTU: bigger packets without DF are the engine's to fragment
+	__u16 pad;
+	__u32 flags;
+	__u64 last_seen;
+};
+
 enum counter {
 	C_REDIRECTED,
+	C_TRANSLATED_6TO4,
+	C_TRANSLATED_4TO6,
 	C_PASS_NOT_IPV4,
 	C_PASS_TRUNCATED,
 	C_PASS_OPTIONS,
@@ -73,6 +116,9 @@ enum counter {
 	C_PASS_NO_NEIGH,
 	C_PASS_TOO_BIG,
 	C_PASS_EGRESS,
+	C_PASS_UDP_ZERO,
+	C_PASS_BAD_CHECKSUM,
+	C_PASS_NO_ROOM,
 	C_MAX,
 };
 
@@ -85,6 +131,22 @@ struct {
 	// (inserts happen on the engine's slow path; lookups cost the same).
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 } recipes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct flow_key6);
+	__type(value, struct recipe64);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} recipes64 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct flow_key);
+	__type(value, struct recipe46);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} recipes46 SEC(".maps");
 
 // Interfaces the program may redirect to (the ones the daemon attached it to).
 struct {
@@ -121,16 +183,115 @@ static __always_inline __u16 csum_apply(__u16 check_be, __u32 delta)
 
 #define NS_PER_STAMP (1000000000ULL / 8)
 
-SEC("xdp")
-int xlat_fast(struct xdp_md *ctx)
+static __always_inline void stamp(__u64 *last_seen)
 {
+	__u64 now = bpf_ktime_get_ns();
+	if (now - *last_seen >= NS_PER_STAMP)
+		*last_seen = now;
+}
+
+// The transport checksum after the delta: UDP keeps a zero (no checksum, IPv4 only) and sends
+// a computed zero as all ones (RFC 768, RFC 8200 8.1).
+static __always_inline __u16 l4_csum(int udp, __u16 check_be, __u32 delta)
+{
+	if (udp && !check_be)
+		return 0;
+	__u16 c = csum_apply(check_be, delta);
+	return (udp && !c) ? 0xffff : c;
+}
+
+// Routes the rewritten packet; >= 0 is the egress ifindex, < 0 a counter to pass with.
+static __always_inline long route(struct xdp_md *ctx, struct bpf_fib_lookup *fib)
+{
+	long rc = bpf_fib_lookup(ctx, fib, sizeof(*fib), 0);
+	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH)
+		return -C_PASS_NO_NEIGH;
+	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
+		return -C_PASS_TOO_BIG;
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
+		return -C_PASS_NO_ROUTE;
+	__u32 out = fib->ifindex;
+	if (!bpf_map_lookup_elem(&egress, &out))
+		return -C_PASS_EGRESS;
+	return out;
+}
+
+// IPv4 -> IPv6 (NAT64 inbound, RFC 7915 4.1): swap the 20-byte header for a 40-byte one.
+static __always_inline int xlat46(struct xdp_md *ctx, struct iphdr *ip, struct recipe46 *r,
+				  int udp, __u16 l4check)
+{
+	__u16 tot = bpf_ntohs(ip->tot_len);
+	if (tot < sizeof(struct iphdr))
+		return count(C_PASS_TRUNCATED, XDP_PASS);
+	__u16 payload = tot - sizeof(struct iphdr);
+	// RFC 7915 4.1: without DF, what exceeds the lowest IPv6 MTU is fragmented (engine).
+	if (!(ip->frag_off & bpf_htons(0x4000)) && payload + 40 > r->mtu_limit)
+		return count(C_PASS_TOO_BIG, XDP_PASS);
+	// RFC 7915 4.5: a UDP datagram without checksum gets one computed (engine).
+	if (udp && !l4check)
+		return count(C_PASS_UDP_ZERO, XDP_PASS);
+	// The IPv4 header disappears: verify its checksum instead of carrying it.
+	__u32 sum = 0;
+	__u16 *w = (__u16 *)ip;
+#pragma unroll
+	for (int i = 0; i < 10; i++)
+		sum += w[i];
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	if (sum != 0xffff)
+		return count(C_PASS_BAD_CHECKSUM, XDP_PASS);
+
+	struct bpf_fib_lookup fib = {};
+	fib.family = AF_INET6;
+	fib.l4_protocol = ip->protocol;
+	fib.sport = r->sport;
+	fib.dport = r->dport;
+	fib.tot_len = payload + 40;
+	__builtin_memcpy(fib.ipv6_src, r->src, 16);
+	__builtin_memcpy(fib.ipv6_dst, r->dst, 16);
+	fib.ifindex = ctx->ingress_ifindex;
+	long out = route(ctx, &fib);
+	if (out < 0)
+		return count(-out, XDP_PASS);
+
+	__u8 tos = ip->tos, ttl = ip->ttl, proto = ip->protocol;
+	stamp(&r->last_seen);
+	if (bpf_xdp_adjust_head(ctx, -20))
+		return count(C_PASS_NO_ROOM, XDP_PASS);
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
-	if ((void *)(eth + 1) > end)
-		return count(C_PASS_TRUNCATED, XDP_PASS);
-	if (eth->h_proto != bpf_htons(ETH_P_IP))
-		return count(C_PASS_NOT_IPV4, XDP_PASS);
+	struct ipv6hdr *ip6 = (void *)(eth + 1);
+	void *l4 = (void *)(ip6 + 1);
+	if (l4 + (udp ? sizeof(struct udphdr) : sizeof(struct tcphdr)) > end)
+		return count(C_PASS_NO_ROOM, XDP_DROP); // cannot happen: the packet only grew
+	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
+	eth->h_proto = bpf_htons(ETH_P_IPV6);
+	*(__u32 *)ip6 = bpf_htonl((6U << 28) | ((__u32)tos << 20)); // flow label 0
+	ip6->payload_len = bpf_htons(payload);
+	ip6->nexthdr = proto;
+	ip6->hop_limit = ttl - 1;
+	__builtin_memcpy(&ip6->saddr, r->src, 16);
+	__builtin_memcpy(&ip6->daddr, r->dst, 16);
+	if (udp) {
+		struct udphdr *uh = l4;
+		uh->source = r->sport;
+		uh->dest = r->dport;
+		uh->check = l4_csum(1, uh->check, r->l4_delta);
+	} else {
+		struct tcphdr *th = l4;
+		th->source = r->sport;
+		th->dest = r->dport;
+		th->check = l4_csum(0, th->check, r->l4_delta);
+	}
+	count(C_TRANSLATED_4TO6, 0);
+	count(C_REDIRECTED, 0);
+	return bpf_redirect_map(&egress, out, 0);
+}
+
+static __always_inline int ipv4(struct xdp_md *ctx, struct ethhdr *eth, void *end)
+{
 	struct iphdr *ip = (void *)(eth + 1);
 	if ((void *)(ip + 1) > end)
 		return count(C_PASS_TRUNCATED, XDP_PASS);
@@ -143,8 +304,8 @@ int xlat_fast(struct xdp_md *ctx)
 		return count(C_PASS_TTL, XDP_PASS);
 
 	struct flow_key key = {.src = ip->saddr, .dst = ip->daddr, .proto = ip->protocol};
-	__u16 *l4check;
 	int udp = 0;
+	__u16 l4check;
 	void *l4 = (void *)(ip + 1);
 	if (ip->protocol == IPPROTO_TCP) {
 		struct tcphdr *th = l4;
@@ -154,22 +315,26 @@ int xlat_fast(struct xdp_md *ctx)
 			return count(C_PASS_TCP_CONTROL, XDP_PASS);
 		key.sport = th->source;
 		key.dport = th->dest;
-		l4check = &th->check;
+		l4check = th->check;
 	} else if (ip->protocol == IPPROTO_UDP) {
 		struct udphdr *uh = l4;
 		if ((void *)(uh + 1) > end)
 			return count(C_PASS_TRUNCATED, XDP_PASS);
 		key.sport = uh->source;
 		key.dport = uh->dest;
-		l4check = &uh->check;
+		l4check = uh->check;
 		udp = 1;
 	} else {
 		return count(C_PASS_PROTO, XDP_PASS);
 	}
 
 	struct recipe *r = bpf_map_lookup_elem(&recipes, &key);
-	if (!r)
-		return count(C_PASS_NO_RECIPE, XDP_PASS);
+	if (!r) {
+		struct recipe46 *r46 = bpf_map_lookup_elem(&recipes46, &key);
+		if (!r46)
+			return count(C_PASS_NO_RECIPE, XDP_PASS);
+		return xlat46(ctx, ip, r46, udp, l4check);
+	}
 
 	struct bpf_fib_lookup fib = {};
 	fib.family = AF_INET;
@@ -181,20 +346,10 @@ int xlat_fast(struct xdp_md *ctx)
 	fib.ipv4_src = r->src;
 	fib.ipv4_dst = r->dst;
 	fib.ifindex = ctx->ingress_ifindex;
-	long rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
-	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH)
-		return count(C_PASS_NO_NEIGH, XDP_PASS);
-	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
-		return count(C_PASS_TOO_BIG, XDP_PASS);
-	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
-		return count(C_PASS_NO_ROUTE, XDP_PASS);
-	__u32 out = fib.ifindex;
-	if (!bpf_map_lookup_elem(&egress, &out))
-		return count(C_PASS_EGRESS, XDP_PASS);
-
-	__u64 now = bpf_ktime_get_ns();
-	if (now - r->last_seen >= NS_PER_STAMP)
-		r->last_seen = now;
+	long out = route(ctx, &fib);
+	if (out < 0)
+		return count(-out, XDP_PASS);
+	stamp(&r->last_seen);
 
 	ip->saddr = r->src;
 	ip->daddr = r->dst;
@@ -204,20 +359,134 @@ int xlat_fast(struct xdp_md *ctx)
 		struct udphdr *uh = l4;
 		uh->source = r->sport;
 		uh->dest = r->dport;
-		if (uh->check) {
-			__u16 c = csum_apply(uh->check, r->l4_delta);
-			uh->check = c ? c : 0xffff;
-		}
+		uh->check = l4_csum(1, uh->check, r->l4_delta);
 	} else {
 		struct tcphdr *th = l4;
 		th->source = r->sport;
 		th->dest = r->dport;
-		*l4check = csum_apply(*l4check, r->l4_delta);
+		th->check = l4_csum(0, th->check, r->l4_delta);
 	}
 	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
 	count(C_REDIRECTED, 0);
 	return bpf_redirect_map(&egress, out, 0);
+}
+
+// IPv6 -> IPv4 (NAT64 outbound, RFC 7915 5.1): swap the 40-byte header for a 20-byte one
+// (TOS = traffic class, identification 0, DF, TTL = hop limit - 1).
+static __always_inline int ipv6(struct xdp_md *ctx, struct ethhdr *eth, void *end)
+{
+	struct ipv6hdr *ip6 = (void *)(eth + 1);
+	if ((void *)(ip6 + 1) > end)
+		return count(C_PASS_TRUNCATED, XDP_PASS);
+	if (ip6->version != 6)
+		return count(C_PASS_TRUNCATED, XDP_PASS);
+	// Extension headers (fragments among them), ICMPv6, ND: the engine's or the kernel's.
+	if (ip6->nexthdr != IPPROTO_TCP && ip6->nexthdr != IPPROTO_UDP)
+		return count(C_PASS_PROTO, XDP_PASS);
+	if (ip6->hop_limit <= 1)
+		return count(C_PASS_TTL, XDP_PASS);
+	struct flow_key6 key = {.proto = ip6->nexthdr};
+	__builtin_memcpy(key.src, &ip6->saddr, 16);
+	__builtin_memcpy(key.dst, &ip6->daddr, 16);
+	int udp = ip6->nexthdr == IPPROTO_UDP;
+	void *l4 = (void *)(ip6 + 1);
+	if (udp) {
+		struct udphdr *uh = l4;
+		if ((void *)(uh + 1) > end)
+			return count(C_PASS_TRUNCATED, XDP_PASS);
+		key.sport = uh->source;
+		key.dport = uh->dest;
+	} else {
+		struct tcphdr *th = l4;
+		if ((void *)(th + 1) > end)
+			return count(C_PASS_TRUNCATED, XDP_PASS);
+		if (th->syn || th->fin || th->rst)
+			return count(C_PASS_TCP_CONTROL, XDP_PASS);
+		key.sport = th->source;
+		key.dport = th->dest;
+	}
+	struct recipe64 *r = bpf_map_lookup_elem(&recipes64, &key);
+	if (!r)
+		return count(C_PASS_NO_RECIPE, XDP_PASS);
+
+	__u16 payload = bpf_ntohs(ip6->payload_len);
+	struct bpf_fib_lookup fib = {};
+	fib.family = AF_INET;
+	fib.l4_protocol = ip6->nexthdr;
+	fib.sport = r->sport;
+	fib.dport = r->dport;
+	fib.tot_len = payload + 20;
+	fib.ipv4_src = r->src;
+	fib.ipv4_dst = r->dst;
+	fib.ifindex = ctx->ingress_ifindex;
+	long out = route(ctx, &fib);
+	if (out < 0)
+		return count(-out, XDP_PASS);
+
+	__u8 tc = (bpf_ntohl(*(__u32 *)ip6) >> 20) & 0xff;
+	__u8 hop = ip6->hop_limit, proto = ip6->nexthdr;
+	stamp(&r->last_seen);
+	if (bpf_xdp_adjust_head(ctx, 20))
+		return count(C_PASS_NO_ROOM, XDP_PASS);
+	void *data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	l4 = (void *)(ip + 1);
+	if (l4 + (udp ? sizeof(struct udphdr) : sizeof(struct tcphdr)) > end)
+		return count(C_PASS_NO_ROOM, XDP_DROP); // cannot happen: checked before shrinking
+	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
+	eth->h_proto = bpf_htons(ETH_P_IP);
+	ip->version = 4;
+	ip->ihl = 5;
+	ip->tos = tc;
+	ip->tot_len = bpf_htons(payload + 20);
+	ip->id = 0;
+	ip->frag_off = bpf_htons(0x4000);
+	ip->ttl = hop - 1;
+	ip->protocol = proto;
+	ip->check = 0;
+	ip->saddr = r->src;
+	ip->daddr = r->dst;
+	__u32 sum = 0;
+	__u16 *w = (__u16 *)ip;
+#pragma unroll
+	for (int i = 0; i < 10; i++)
+		sum += w[i];
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	ip->check = (__u16)~sum;
+	if (udp) {
+		struct udphdr *uh = l4;
+		uh->source = r->sport;
+		uh->dest = r->dport;
+		uh->check = l4_csum(1, uh->check, r->l4_delta);
+	} else {
+		struct tcphdr *th = l4;
+		th->source = r->sport;
+		th->dest = r->dport;
+		th->check = l4_csum(0, th->check, r->l4_delta);
+	}
+	count(C_TRANSLATED_6TO4, 0);
+	count(C_REDIRECTED, 0);
+	return bpf_redirect_map(&egress, out, 0);
+}
+
+SEC("xdp")
+int xlat_fast(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > end)
+		return count(C_PASS_TRUNCATED, XDP_PASS);
+	if (eth->h_proto == bpf_htons(ETH_P_IP))
+		return ipv4(ctx, eth, end);
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6))
+		return ipv6(ctx, eth, end);
+	return count(C_PASS_NOT_IPV4, XDP_PASS);
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -3,7 +3,8 @@
 //!
 //! The engine decides; this crate only carries its decisions into the kernel. The daemon
 //! passes every [`OffloadOp`] the engine emits to [`FastPath::apply`]: `Install` writes the
-//! session's two recipes, `Remove` deletes them, `Query` is answered by
+//! session's two recipes (NAT44 into `recipes`; NAT64 into `recipes64`, keyed by the IPv6
+//! tuple, and `recipes46`), `Remove` deletes them, `Query` is answered by
 //! [`FastPath::last_seen`] (when the XDP program last matched each recipe) so that the engine
 //! can refresh or expire the session. What the program does, and what it leaves to the
 //! kernel and the TUN path, is described at the top of the C source.
@@ -19,7 +20,9 @@ use anyhow::{bail, Context, Result};
 use aya::maps::{DevMapHash, HashMap as BpfHashMap, MapData, PerCpuArray};
 use aya::programs::{Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader, Pod};
-use xlat_engine::offload::{OffloadKind, OffloadOp, Recipe, Tuple4};
+use xlat_engine::offload::{
+    OffloadKind, OffloadOp, Recipe, Recipe46, Recipe64, Recipes, Tuple4, Tuple6,
+};
 
 /// The compiled program (empty when clang was missing at build time).
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xlat_fast.o"));
@@ -61,7 +64,107 @@ struct Value {
 // SAFETY: plain integers laid out without implicit padding (32 bytes, checked below).
 unsafe impl Pod for Value {}
 
-const _: () = assert!(size_of::<Key>() == 16 && size_of::<Value>() == 32);
+/// `struct flow_key6`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Key6 {
+    src: [u8; 16],
+    dst: [u8; 16],
+    sport: u16,
+    dport: u16,
+    proto: u8,
+    pad: [u8; 3],
+}
+
+// SAFETY: plain bytes and integers without implicit padding (40 bytes, checked below).
+unsafe impl Pod for Key6 {}
+
+/// `struct recipe64`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Value64 {
+    src: u32,
+    dst: u32,
+    sport: u16,
+    dport: u16,
+    l4_delta: u32,
+    flags: u32,
+    pad: u32,
+    last_seen: u64,
+}
+
+// SAFETY: plain integers without implicit padding (32 bytes, checked below).
+unsafe impl Pod for Value64 {}
+
+/// `struct recipe46`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Value46 {
+    src: [u8; 16],
+    dst: [u8; 16],
+    sport: u16,
+    dport: u16,
+    l4_delta: u32,
+    mtu_limit: u16,
+    pad: u16,
+    flags: u32,
+    last_seen: u64,
+}
+
+// SAFETY: plain bytes and integers without implicit padding (56 bytes, checked below).
+unsafe impl Pod for Value46 {}
+
+const _: () = assert!(
+    size_of::<Key>() == 16
+        && size_of::<Value>() == 32
+        && size_of::<Key6>() == 40
+        && size_of::<Value64>() == 32
+        && size_of::<Value46>() == 56
+);
+
+impl Key6 {
+    fn of(t: &Tuple6) -> Key6 {
+        Key6 {
+            src: t.src.to_be_bytes(),
+            dst: t.dst.to_be_bytes(),
+            sport: t.sport.to_be(),
+            dport: t.dport.to_be(),
+            proto: t.proto,
+            pad: [0; 3],
+        }
+    }
+}
+
+impl Value64 {
+    fn of(r: &Recipe64, now_ns: u64) -> Value64 {
+        Value64 {
+            src: r.new.src.to_be(),
+            dst: r.new.dst.to_be(),
+            sport: r.new.sport.to_be(),
+            dport: r.new.dport.to_be(),
+            l4_delta: u32::from(r.l4_delta),
+            flags: 0,
+            pad: 0,
+            last_seen: now_ns,
+        }
+    }
+}
+
+impl Value46 {
+    fn of(r: &Recipe46, now_ns: u64) -> Value46 {
+        Value46 {
+            src: r.new.src.to_be_bytes(),
+            dst: r.new.dst.to_be_bytes(),
+            sport: r.new.sport.to_be(),
+            dport: r.new.dport.to_be(),
+            l4_delta: u32::from(r.l4_delta),
+            mtu_limit: r.mtu_limit,
+            pad: 0,
+            flags: 0,
+            last_seen: now_ns,
+        }
+    }
+}
 
 impl Key {
     fn of(t: &Tuple4) -> Key {
@@ -94,7 +197,9 @@ impl Value {
 /// The program's counters, in the order of its `enum counter`, with what each means.
 pub const COUNTERS: &[(&str, &str)] = &[
     ("xdp_redirected", "Packets rewritten by a session recipe and redirected in the kernel; they never crossed the TUN device."),
-    ("xdp_pass_not_ipv4", "Frames that are not IPv4 (ARP, IPv6) passed to the kernel."),
+    ("xdp_translated_6to4", "Of those, NAT64 packets translated from IPv6 to IPv4 (RFC 7915 5.1)."),
+    ("xdp_translated_4to6", "Of those, NAT64 packets translated from IPv4 to IPv6 (RFC 7915 4.1)."),
+    ("xdp_pass_not_ip", "Frames that are neither IPv4 nor IPv6 (ARP) passed to the kernel."),
     ("xdp_pass_truncated", "Frames too short for their headers passed to the kernel (which drops them)."),
     ("xdp_pass_options", "IPv4 packets with options passed to the kernel and the engine."),
     ("xdp_pass_fragment", "IPv4 fragments passed to the kernel and the engine (fragment handling is the engine's)."),
@@ -106,6 +211,9 @@ pub const COUNTERS: &[(&str, &str)] = &[
     ("xdp_pass_no_neigh", "Packets whose next hop has no neighbour entry yet passed to the kernel, which resolves it."),
     ("xdp_pass_too_big", "Packets larger than the egress MTU passed to the kernel and the engine (fragmentation, RFC 1191)."),
     ("xdp_pass_egress", "Packets routed out of an interface the fast path is not attached to (the TUN device, another link) passed on."),
+    ("xdp_pass_udp_zero", "NAT64: IPv4 UDP without a checksum passed to the engine, which computes one for IPv6 (RFC 7915 4.5)."),
+    ("xdp_pass_bad_checksum", "NAT64: IPv4 packets whose header checksum does not verify passed to the engine, which drops and counts them."),
+    ("xdp_pass_no_room", "NAT64: packets the driver had no headroom to grow (bpf_xdp_adjust_head) passed to the engine."),
 ];
 
 /// A named counter value, as `xlat show stats` lists them.
@@ -119,6 +227,8 @@ pub struct Count {
 /// The loaded, attached program and its maps. Dropping it detaches the program.
 pub struct FastPath {
     recipes: BpfHashMap<MapData, Key, Value>,
+    recipes64: BpfHashMap<MapData, Key6, Value64>,
+    recipes46: BpfHashMap<MapData, Key, Value46>,
     counters: PerCpuArray<MapData, u64>,
     _egress: DevMapHash<MapData>,
     interfaces: Vec<String>,
@@ -164,6 +274,8 @@ impl FastPath {
         }
         let mut bpf = EbpfLoader::new()
             .map_max_entries("recipes", table_size)
+            .map_max_entries("recipes64", table_size)
+            .map_max_entries("recipes46", table_size)
             .load(OBJECT)
             .context("loading the XDP program and its maps")?;
         let mut egress: DevMapHash<MapData> = bpf
@@ -193,6 +305,16 @@ impl FastPath {
             .context("the program has no `recipes` map")?
             .try_into()
             .context("the `recipes` map")?;
+        let recipes64 = bpf
+            .take_map("recipes64")
+            .context("the program has no `recipes64` map")?
+            .try_into()
+            .context("the `recipes64` map")?;
+        let recipes46 = bpf
+            .take_map("recipes46")
+            .context("the program has no `recipes46` map")?
+            .try_into()
+            .context("the `recipes46` map")?;
         let counters = bpf
             .take_map("counters")
             .context("the program has no `counters` map")?
@@ -200,6 +322,8 @@ impl FastPath {
             .context("the `counters` map")?;
         Ok(FastPath {
             recipes,
+            recipes64,
+            recipes46,
             counters,
             _egress: egress,
             interfaces: interfaces.to_vec(),
@@ -218,35 +342,76 @@ impl FastPath {
     /// [`FastPath::last_seen`]). A full table leaves the session with the engine: its
     /// packets keep crossing the TUN device, which is slower but correct.
     pub fn apply(&mut self, op: &OffloadOp, now_ns: u64) {
-        match op.kind {
-            OffloadKind::Install => {
-                for r in [&op.out, &op.inb] {
-                    match self
-                        .recipes
-                        .insert(Key::of(&r.key), Value::of(r, now_ns), 0)
-                    {
-                        Ok(()) => self.installed += 1,
-                        Err(_) => self.install_errors += 1,
-                    }
+        let install = match op.kind {
+            OffloadKind::Install => true,
+            OffloadKind::Remove => false,
+            OffloadKind::Query => return,
+        };
+        let mut done = 0u64;
+        let mut failed = 0u64;
+        let mut tally = |r: Result<(), aya::maps::MapError>| match r {
+            Ok(()) => done += 1,
+            Err(_) => failed += 1,
+        };
+        match (&op.recipes, install) {
+            (Recipes::Nat44 { out, inb }, true) => {
+                for r in [out, inb] {
+                    tally(
+                        self.recipes
+                            .insert(Key::of(&r.key), Value::of(r, now_ns), 0),
+                    );
                 }
             }
-            OffloadKind::Remove => {
-                for r in [&op.out, &op.inb] {
-                    if self.recipes.remove(&Key::of(&r.key)).is_ok() {
-                        self.installed = self.installed.saturating_sub(1);
-                    }
+            (Recipes::Nat44 { out, inb }, false) => {
+                for r in [out, inb] {
+                    tally(self.recipes.remove(&Key::of(&r.key)));
                 }
             }
-            OffloadKind::Query => {}
+            (Recipes::Nat64 { out, inb }, true) => {
+                tally(
+                    self.recipes64
+                        .insert(Key6::of(&out.key), Value64::of(out, now_ns), 0),
+                );
+                tally(
+                    self.recipes46
+                        .insert(Key::of(&inb.key), Value46::of(inb, now_ns), 0),
+                );
+            }
+            (Recipes::Nat64 { out, inb }, false) => {
+                tally(self.recipes64.remove(&Key6::of(&out.key)));
+                tally(self.recipes46.remove(&Key::of(&inb.key)));
+            }
+        }
+        if install {
+            self.installed += done;
+            self.install_errors += failed;
+        } else {
+            self.installed = self.installed.saturating_sub(done);
         }
     }
 
-    /// When the program last matched `r` (CLOCK_MONOTONIC ns; at install time if never).
-    pub fn last_seen(&self, r: &Recipe) -> Option<u64> {
-        self.recipes
-            .get(&Key::of(&r.key), 0)
-            .ok()
-            .map(|v| v.last_seen)
+    /// When the program last matched the session's outbound and inbound recipes
+    /// (CLOCK_MONOTONIC ns; the install time if never).
+    pub fn last_seen(&self, op: &OffloadOp) -> (Option<u64>, Option<u64>) {
+        let v4 = |r: &Recipe| {
+            self.recipes
+                .get(&Key::of(&r.key), 0)
+                .ok()
+                .map(|v| v.last_seen)
+        };
+        match &op.recipes {
+            Recipes::Nat44 { out, inb } => (v4(out), v4(inb)),
+            Recipes::Nat64 { out, inb } => (
+                self.recipes64
+                    .get(&Key6::of(&out.key), 0)
+                    .ok()
+                    .map(|v| v.last_seen),
+                self.recipes46
+                    .get(&Key::of(&inb.key), 0)
+                    .ok()
+                    .map(|v| v.last_seen),
+            ),
+        }
     }
 
     /// Recipes in the table.

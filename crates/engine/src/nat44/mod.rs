@@ -568,8 +568,7 @@ impl Nat44 {
             out.push(OffloadOp {
                 kind: ev.kind,
                 token: u64::from(ev.sid),
-                out: o,
-                inb: i,
+                recipes: offload::Recipes::Nat44 { out: o, inb: i },
             });
         }
     }

@@ -28,6 +28,7 @@ use xlat_wire::{PacketBuf, HEADROOM};
 use crate::config::{Nat44Mode, Nat64Config, XlatParams};
 use crate::counters::{Counters, DropReason, Event};
 use crate::napt::{Endpoint, Napt, NaptConfig, Proto};
+use crate::offload::{self, OffloadKind, OffloadOp};
 use crate::rfc6052::Pref64;
 use crate::siit::frag::{FragTable, Rewrite};
 use crate::siit::reply::RateLimit;
@@ -93,6 +94,50 @@ impl Nat64 {
 
     pub fn pop_ready(&mut self) -> Option<Vec<u8>> {
         self.ready.pop_front()
+    }
+
+    /// Lets sessions be handed to a fast path ([`crate::offload`]).
+    pub fn set_offload(&mut self, on: bool) {
+        self.napt.set_offload(on);
+    }
+
+    /// Appends the fast-path changes since the last call as NAT64 recipes; `token` is the
+    /// session id with [`offload::TOKEN_NAT64`] set.
+    pub fn offload_ops(&mut self, out: &mut Vec<OffloadOp>, c: &mut Counters) {
+        let limit = self.params.lowest_ipv6_mtu.min(self.params.mtu);
+        let mtu_limit = u16::try_from(limit).unwrap_or(u16::MAX);
+        let prefix = self.prefix;
+        for ev in self.napt.drain_offload() {
+            // RFC 6052 2.2: the remote's pref64 form; pool4 and the pref64 are checked at
+            // configuration, so this only fails for a remote no session could have.
+            let Some(remote6) = prefix.embed(ev.remote.addr) else {
+                continue;
+            };
+            let (o, i) =
+                offload::nat64_recipes(ev.proto, ev.int, ev.ext, ev.remote, remote6, mtu_limit);
+            match ev.kind {
+                OffloadKind::Install => c.event(Event::OffloadInstalled),
+                OffloadKind::Remove => c.event(Event::OffloadRemoved),
+                OffloadKind::Query => {}
+            }
+            out.push(OffloadOp {
+                kind: ev.kind,
+                token: offload::TOKEN_NAT64 | u64::from(ev.sid),
+                recipes: offload::Recipes::Nat64 { out: o, inb: i },
+            });
+        }
+    }
+
+    /// See [`crate::napt::Napt::offload_seen`].
+    pub fn offload_seen(
+        &mut self,
+        now: Time,
+        sid: u32,
+        out_seen: Option<Time>,
+        in_seen: Option<Time>,
+        c: &mut Counters,
+    ) -> bool {
+        self.napt.offload_seen(now, sid, out_seen, in_seen, c)
     }
 
     /// Removes idle sessions (up to `budget` slots looked at) and stale fragment state.

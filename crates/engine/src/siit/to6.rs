@@ -301,6 +301,10 @@ fn rewrite_l4(
             let d = l4_delta(src4, dst4, m, ports);
             match u16_at(pkt, ck) {
                 Some(0) if ports.proto == Proto::Udp => return true,
+                // RFC 8200 8.1: a UDP checksum that comes out zero is sent as all ones.
+                Some(c) if ports.proto == Proto::Udp => {
+                    set_u16(pkt, ck, d.apply_udp(c));
+                }
                 Some(c) => {
                     set_u16(pkt, ck, d.apply(c));
                 }
