@@ -54,48 +54,139 @@ fn udp(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16) -> Vec<u8> {
     p
 }
 
-fn main() {
+/// A UDP/IPv6 packet with a valid checksum.
+fn udp6(src: [u8; 16], sport: u16, dst: [u8; 16], dport: u16) -> Vec<u8> {
+    let mut p = vec![0x60, 0, 0, 0, 0, 8, 17, 64];
+    p.extend_from_slice(&src);
+    p.extend_from_slice(&dst);
+    p.extend_from_slice(&sport.to_be_bytes());
+    p.extend_from_slice(&dport.to_be_bytes());
+    p.extend_from_slice(&[0, 8, 0, 0]);
+    let mut ph = Vec::new();
+    ph.extend_from_slice(&src);
+    ph.extend_from_slice(&dst);
+    ph.extend_from_slice(&[0, 0, 0, 8, 0, 0, 0, 17]);
+    let c = checksum::finish(checksum::sum(&p[40..], checksum::sum(&ph, 0)));
+    p[46..48].copy_from_slice(&c.to_be_bytes());
+    p
+}
+
+fn limits(n: u32) -> Limits {
+    Limits {
+        max_sessions: n,
+        max_sessions_per_host: n,
+        ..Limits::default()
+    }
+}
+
+/// Heap bytes counted by the allocator plus the bytes the engine mapped for its large tables
+/// (`mapped_bytes`; an anonymous mapping, not seen by the allocator).
+fn allocated() -> usize {
+    LIVE.load(Ordering::Relaxed) + mapped_bytes()
+}
+
+/// Resident memory of the process (what the allocations cost once written).
+fn rss() -> usize {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<usize>().ok())
+        .unwrap_or(0)
+        * 4096
+}
+
+/// Bytes per session: everything the engine allocated (from before `Engine::new`, so tables
+/// sized ahead to `limits.max_sessions` count) divided by the sessions; the part that grew
+/// while the sessions were created; and, as a cross-check, the growth of resident memory.
+fn measure(name: &str, n: u32, make: impl FnOnce() -> Engine, pkt: impl Fn(u32) -> Vec<u8>) {
+    let before = allocated();
+    let rss0 = rss();
+    let mut e = make();
+    let empty = allocated();
+    let mut buf = Vec::with_capacity(128);
+    for i in 0..n {
+        buf.clear();
+        buf.extend_from_slice(&pkt(i));
+        let v = e.process_vec(Time(0), &mut buf);
+        assert_eq!(v, Verdict::Forward, "{name} flow {i}");
+    }
+    assert_eq!(e.stats().sessions, u64::from(n));
+    let full = allocated();
+    let rss1 = rss();
     println!(
-        "{:>12} {:>16} {:>18}",
-        "sessions", "heap bytes", "bytes/session"
+        "{name:>6} {n:>12} {:>16} {:>14.1} {:>14.1} {:>14.1}",
+        full - before,
+        (full - before) as f64 / f64::from(n),
+        (full - empty) as f64 / f64::from(n),
+        rss1.saturating_sub(rss0) as f64 / f64::from(n)
     );
-    for &n in &[1_000u32, 100_000, 1_000_000] {
-        let cfg = Nat44Config {
-            inside: vec!["198.18.0.0/16".parse().unwrap()],
-            pool: vec!["198.19.0.0/24".parse().unwrap()],
-            limits: Limits {
-                max_sessions: n + 10,
-                max_sessions_per_host: n + 10,
-                ..Limits::default()
+    drop(e);
+}
+
+fn main() {
+    // One session and one mapping per flow (the worst case for NAPT): inside host i / 1000,
+    // port 1024 + i % 1000, one remote. `XLAT_BENCH_SIZES=1000,1000000` picks the sizes.
+    let sizes: Vec<u32> = std::env::var("XLAT_BENCH_SIZES")
+        .ok()
+        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1_000, 100_000, 1_000_000, 10_000_000]);
+    println!(
+        "{:>6} {:>12} {:>16} {:>14} {:>14} {:>14}",
+        "", "sessions", "bytes", "B/session", "grown B/sess", "RSS B/sess"
+    );
+    for &n in &sizes {
+        measure(
+            "nat44",
+            n,
+            || {
+                Engine::new(EngineConfig {
+                    nat44: Some(Nat44Config {
+                        inside: vec!["198.18.0.0/16".parse().unwrap()],
+                        pool: vec!["198.19.0.0/22".parse().unwrap()],
+                        limits: limits(n),
+                        ..Nat44Config::default()
+                    }),
+                    seed: 1,
+                    ..EngineConfig::default()
+                })
+                .unwrap()
             },
-            ..Nat44Config::default()
-        };
-        let before = LIVE.load(Ordering::Relaxed);
-        let mut e = Engine::new(EngineConfig {
-            nat44: Some(cfg),
-            seed: 1,
-            ..EngineConfig::default()
-        })
-        .unwrap();
-        let empty = LIVE.load(Ordering::Relaxed);
-        let mut buf = udp([0; 4], 0, [0; 4], 0);
-        for i in 0..n {
-            // one session per flow: distinct inside host+port, one remote
-            let host = i / 60000;
-            let p = udp(
-                [198, 18, (host >> 8) as u8, host as u8],
-                1024 + (i % 60000) as u16,
-                [203, 0, 113, 1],
-                53,
-            );
-            buf.clear();
-            buf.extend_from_slice(&p);
-            assert_eq!(e.process_vec(Time(0), &mut buf), Verdict::Forward);
-        }
-        assert_eq!(e.stats().sessions, u64::from(n));
-        let full = LIVE.load(Ordering::Relaxed);
-        let per = (full - empty) as f64 / f64::from(n);
-        println!("{n:>12} {:>16} {per:>18.1}", full - before);
-        drop(e);
+            |i| {
+                let h = ((i / 1000) as u16).to_be_bytes();
+                udp(
+                    [198, 18, h[0], h[1]],
+                    1024 + (i % 1000) as u16,
+                    [203, 0, 113, 1],
+                    53,
+                )
+            },
+        );
+    }
+    for &n in &sizes {
+        measure(
+            "nat64",
+            n,
+            || {
+                Engine::new(EngineConfig {
+                    nat64: Some(Nat64Config {
+                        prefix: "2001:db8:64::/96".parse().unwrap(),
+                        pool4: vec!["198.19.0.0/22".parse().unwrap()],
+                        limits: limits(n),
+                        ..Nat64Config::default()
+                    }),
+                    seed: 1,
+                    ..EngineConfig::default()
+                })
+                .unwrap()
+            },
+            |i| {
+                let mut src = [0u8; 16];
+                src[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
+                src[12..].copy_from_slice(&(i / 1000).to_be_bytes());
+                let mut dst = [0u8; 16];
+                dst[..6].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0x64]);
+                dst[12..].copy_from_slice(&[203, 0, 113, 1]);
+                udp6(src, 1024 + (i % 1000) as u16, dst, 53)
+            },
+        );
     }
 }

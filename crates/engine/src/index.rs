@@ -8,17 +8,64 @@
 //! Linear probing with backward-shift deletion (no tombstones, so probe lengths stay short
 //! under churn). The home slot comes from the tag, which is stored, so the table can grow
 //! without rehashing keys. Hashes must come from a per-table random seed: keys are chosen by
-//! whoever sends packets.
+//! whoever sends packets ([`KeyHasher`]).
+//!
+//! The slot count need not be a power of two (the home slot is `tag * slots >> 32`), so a table
+//! sized ahead for a configured maximum is 4/3 of it, not up to 8/3.
 
-/// An empty slot.
+use crate::mem::Zeroed;
+
+/// An empty slot (tables start zero-filled).
 const EMPTY: u64 = 0;
 /// Load factor limit: grow when more than 3/4 full.
 const LOAD_NUM: usize = 3;
 const LOAD_DEN: usize = 4;
 
+/// A seeded hash of a few 64-bit words (the packed tuple): folded 64x64->128 multiplies, as
+/// foldhash does, with per-table secrets from the seed. Much cheaper than hashing a derived
+/// `Hash` field by field, and keys chosen by packet senders cannot aim at slots without the
+/// secrets.
+#[derive(Clone, Copy)]
+pub struct KeyHasher {
+    k: [u64; 6],
+}
+
+#[inline]
+fn fold_mul(a: u64, b: u64) -> u64 {
+    let r = u128::from(a) * u128::from(b);
+    (r as u64) ^ ((r >> 64) as u64)
+}
+
+impl KeyHasher {
+    pub fn new(seed: u64) -> KeyHasher {
+        let mut x = seed;
+        let mut next = || {
+            // splitmix64
+            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            (z ^ (z >> 31)) | 1
+        };
+        KeyHasher {
+            k: [next(), next(), next(), next(), next(), next()],
+        }
+    }
+
+    /// Hash of four words (unused ones zero).
+    #[inline]
+    pub fn hash(&self, w: [u64; 4]) -> u64 {
+        let [k0, k1, k2, k3, k4, k5] = self.k;
+        let [w0, w1, w2, w3] = w;
+        let a = fold_mul(w0 ^ k0, w1 ^ k1);
+        let b = fold_mul(w2 ^ k2, w3 ^ k3);
+        fold_mul(a ^ k4, b ^ k5)
+    }
+}
+
 /// Tuple hash -> value index (values are below `u32::MAX`).
 pub struct FlowIndex {
-    slots: Vec<u64>,
+    slots: Zeroed,
     len: usize,
 }
 
@@ -40,11 +87,9 @@ fn unpack_val(slot: u64) -> u32 {
 impl FlowIndex {
     /// An index with room for `entries` before it grows.
     pub fn with_capacity(entries: usize) -> Self {
-        let cap = (entries.saturating_mul(LOAD_DEN) / LOAD_NUM)
-            .max(16)
-            .next_power_of_two();
+        let cap = (entries.saturating_mul(LOAD_DEN) / LOAD_NUM + 1).max(16);
         FlowIndex {
-            slots: vec![EMPTY; cap],
+            slots: Zeroed::new(cap),
             len: 0,
         }
     }
@@ -60,13 +105,28 @@ impl FlowIndex {
     }
 
     #[inline]
-    fn mask(&self) -> usize {
-        self.slots.len().wrapping_sub(1)
+    fn home(&self, tag: u32) -> usize {
+        ((u64::from(tag) * self.slots.len() as u64) >> 32) as usize
     }
 
+    /// The slot after `i`, wrapping.
     #[inline]
-    fn home(&self, tag: u32) -> usize {
-        (tag as usize) & self.mask()
+    fn next(&self, i: usize) -> usize {
+        if i + 1 >= self.slots.len() {
+            0
+        } else {
+            i + 1
+        }
+    }
+
+    /// Slots from `from` forward to `to`, wrapping.
+    #[inline]
+    fn dist(&self, from: usize, to: usize) -> usize {
+        if to >= from {
+            to - from
+        } else {
+            to + self.slots.len() - from
+        }
     }
 
     /// Hints the CPU to fetch the home slot of `hash` (for batched lookups).
@@ -90,7 +150,6 @@ impl FlowIndex {
     #[inline]
     pub fn peek(&self, hash: u64) -> Option<u32> {
         let tag = tag_of(hash);
-        let mask = self.mask();
         let mut i = self.home(tag);
         for _ in 0..8 {
             let s = *self.slots.get(i)?;
@@ -100,7 +159,7 @@ impl FlowIndex {
             if (s >> 32) as u32 == tag {
                 return Some(unpack_val(s));
             }
-            i = (i + 1) & mask;
+            i = self.next(i);
         }
         None
     }
@@ -109,7 +168,6 @@ impl FlowIndex {
     #[inline]
     pub fn get(&self, hash: u64, mut eq: impl FnMut(u32) -> bool) -> Option<u32> {
         let tag = tag_of(hash);
-        let mask = self.mask();
         let mut i = self.home(tag);
         for _ in 0..self.slots.len() {
             let s = *self.slots.get(i)?;
@@ -119,7 +177,7 @@ impl FlowIndex {
             if (s >> 32) as u32 == tag && eq(unpack_val(s)) {
                 return Some(unpack_val(s));
             }
-            i = (i + 1) & mask;
+            i = self.next(i);
         }
         None
     }
@@ -135,7 +193,6 @@ impl FlowIndex {
     }
 
     fn place(&mut self, slot: u64) {
-        let mask = self.mask();
         let mut i = self.home((slot >> 32) as u32);
         for _ in 0..self.slots.len() {
             match self.slots.get_mut(i) {
@@ -143,16 +200,16 @@ impl FlowIndex {
                     *s = slot;
                     return;
                 }
-                Some(_) => i = (i + 1) & mask,
+                Some(_) => i = self.next(i),
                 None => return,
             }
         }
     }
 
     fn grow(&mut self) {
-        let bigger = vec![EMPTY; self.slots.len() * 2];
+        let bigger = Zeroed::new(self.slots.len() * 2);
         let old = std::mem::replace(&mut self.slots, bigger);
-        for s in old.into_iter().filter(|&s| s != EMPTY) {
+        for &s in old.iter().filter(|&&s| s != EMPTY) {
             self.place(s);
         }
     }
@@ -160,7 +217,6 @@ impl FlowIndex {
     /// Removes the entry `val` under `hash`; returns whether it was there.
     pub fn remove(&mut self, hash: u64, val: u32) -> bool {
         let want = pack(tag_of(hash), val);
-        let mask = self.mask();
         let mut i = self.home(tag_of(hash));
         let mut found = None;
         for _ in 0..self.slots.len() {
@@ -170,7 +226,7 @@ impl FlowIndex {
                     found = Some(i);
                     break;
                 }
-                Some(_) => i = (i + 1) & mask,
+                Some(_) => i = self.next(i),
             }
         }
         let Some(mut hole) = found else {
@@ -178,7 +234,7 @@ impl FlowIndex {
         };
         // Backward-shift deletion: pull later entries of the run into the hole when their
         // home is not between the hole and their position.
-        let mut j = (hole + 1) & mask;
+        let mut j = self.next(hole);
         for _ in 0..self.slots.len() {
             let s = self.slots.get(j).copied().unwrap_or(EMPTY);
             if s == EMPTY {
@@ -186,13 +242,13 @@ impl FlowIndex {
             }
             let home = self.home((s >> 32) as u32);
             // distance from home to j vs. from home to hole (cyclic)
-            if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
+            if self.dist(home, j) >= self.dist(hole, j) {
                 if let Some(h) = self.slots.get_mut(hole) {
                     *h = s;
                 }
                 hole = j;
             }
-            j = (j + 1) & mask;
+            j = self.next(j);
         }
         if let Some(h) = self.slots.get_mut(hole) {
             *h = EMPTY;

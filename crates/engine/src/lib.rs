@@ -33,6 +33,7 @@ pub mod config;
 pub mod counters;
 mod frag;
 mod index;
+mod mem;
 pub mod napt;
 pub mod nat44;
 pub mod nat64;
@@ -50,6 +51,7 @@ pub use config::{
     SiitConfig, StaticEntry, Timeouts, UdpZeroChecksum, XlatParams,
 };
 pub use counters::{Counters, DropReason, Event};
+pub use mem::mapped_bytes;
 pub use rfc6052::{Pref64, Pref64Error};
 pub use snapshot::{SessionInfo, Stats};
 

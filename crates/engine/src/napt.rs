@@ -16,7 +16,7 @@
 //! Expiry is lazy (a lookup that finds an expired session removes it) plus a budgeted sweep.
 
 use std::fmt::Debug;
-use std::hash::{BuildHasher, Hash};
+use std::hash::Hash;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use hashbrown::HashMap;
@@ -25,7 +25,7 @@ use xlat_wire::l4::{icmp, tcp, udp};
 
 use crate::config::{Filtering, Limits, Nat44Mode, Prefix4, Timeouts};
 use crate::counters::{Counters, DropReason, Event};
-use crate::index::FlowIndex;
+use crate::index::{FlowIndex, KeyHasher};
 use crate::ports::PortMap;
 use crate::rng::Rng;
 use crate::snapshot::{PoolUse, SessionInfo, Stats};
@@ -83,6 +83,8 @@ impl Proto {
 
 /// An inside address type: `u32` (IPv4) or `u128` (IPv6).
 pub trait InsideAddr: Copy + Eq + Hash + Debug {
+    /// The address as two words, for the tuple hash.
+    fn words(self) -> (u64, u64);
     /// Text form for `xlat show`.
     fn show(self) -> String;
     /// Text form followed by a port.
@@ -90,6 +92,10 @@ pub trait InsideAddr: Copy + Eq + Hash + Debug {
 }
 
 impl InsideAddr for u32 {
+    #[inline]
+    fn words(self) -> (u64, u64) {
+        (u64::from(self), 0)
+    }
     fn show(self) -> String {
         Ipv4Addr::from(self).to_string()
     }
@@ -99,6 +105,10 @@ impl InsideAddr for u32 {
 }
 
 impl InsideAddr for u128 {
+    #[inline]
+    fn words(self) -> (u64, u64) {
+        (self as u64, (self >> 64) as u64)
+    }
     fn show(self) -> String {
         Ipv6Addr::from(self).to_string()
     }
@@ -139,6 +149,9 @@ struct Mapping<A> {
     /// Latest expiry among its sessions: a mapping whose time has passed admits nothing
     /// inbound even if the sweep has not removed it yet.
     expires: Time,
+    /// The address-dependent filter's entry for one remote address, kept here because most
+    /// mappings talk to one remote address; others go to [`Napt::remotes`].
+    remote: RemoteRef,
 }
 
 #[derive(Clone, Copy)]
@@ -149,36 +162,95 @@ enum SessState {
 }
 
 /// A session carries its whole translation (inside, outside and remote endpoints), so the
-/// fast path is one index lookup and one session read.
+/// fast path is one index lookup and one session read. Fields are laid out flat (no padded
+/// `Endpoint`s) so a NAT44 session is 32 bytes, aligned to 32: two to a cache line, never
+/// split across two (a NAT64 one, with its 16-byte address, fills one line).
+#[repr(align(32))]
 struct Session<A> {
+    int_addr: A,
+    ext_addr: u32,
+    remote_addr: u32,
     map: u32,
-    proto: Proto,
-    int: Endpoint<A>,
-    ext: Endpoint,
-    remote: Endpoint,
-    state: SessState,
+    /// When it expires; its mapping and remote-address filter entry get this value again only
+    /// when it moves into another ~0.54 s step ([`PROPAGATE_SHIFT`]), so a busy flow does not
+    /// touch them per packet.
     expires: Time,
-    /// The expiry last copied to the mapping and the remote-address filter; copied again only
-    /// when it has moved by a second or more, so a busy flow does not touch them per packet.
-    propagated: Time,
+    int_port: u16,
+    ext_port: u16,
+    remote_port: u16,
+    /// The protocol is implied: UDP, ICMP or TCP with its state.
+    state: SessState,
     /// Its recipes are installed in the fast path ([`crate::offload`]): expiry asks the fast
     /// path when it last saw the session before removing it.
     offloaded: bool,
 }
 
 impl<A: InsideAddr> Session<A> {
+    #[inline]
+    fn proto(&self) -> Proto {
+        match self.state {
+            SessState::Udp => Proto::Udp,
+            SessState::Icmp => Proto::Icmp,
+            SessState::Tcp(_) => Proto::Tcp,
+        }
+    }
+    #[inline]
+    fn int(&self) -> Endpoint<A> {
+        Endpoint {
+            addr: self.int_addr,
+            port: self.int_port,
+        }
+    }
+    #[inline]
+    fn ext(&self) -> Endpoint {
+        Endpoint {
+            addr: self.ext_addr,
+            port: self.ext_port,
+        }
+    }
+    #[inline]
+    fn remote(&self) -> Endpoint {
+        Endpoint {
+            addr: self.remote_addr,
+            port: self.remote_port,
+        }
+    }
     /// The tuple this session's packets carry going out (`inbound = false`) or coming in.
+    #[inline]
     fn key(&self, inbound: bool) -> FlowKey<A> {
         if inbound {
-            FlowKey::In(self.proto, self.ext, self.remote)
+            FlowKey::In(self.proto(), self.ext(), self.remote())
         } else {
-            FlowKey::Out(self.proto, self.int, self.remote)
+            FlowKey::Out(self.proto(), self.int(), self.remote())
+        }
+    }
+    /// Does the packet tuple `key` belong to this session (in the direction `inbound`)?
+    #[inline]
+    fn matches(&self, key: &FlowKey<A>, inbound: bool) -> bool {
+        match *key {
+            FlowKey::Out(p, int, r) => {
+                !inbound
+                    && self.int_addr == int.addr
+                    && self.int_port == int.port
+                    && self.remote_addr == r.addr
+                    && self.remote_port == r.port
+                    && self.proto() == p
+            }
+            FlowKey::In(p, ext, r) => {
+                inbound
+                    && self.ext_addr == ext.addr
+                    && self.ext_port == ext.port
+                    && self.remote_addr == r.addr
+                    && self.remote_port == r.port
+                    && self.proto() == p
+            }
         }
     }
 }
 
-/// How often (at most) a session's expiry is copied to its mapping and filter entry.
-const PROPAGATE_NS: u64 = 1_000_000_000;
+/// A session's expiry is copied to its mapping and filter entry when it moves into another
+/// step of 2^29 ns (0.54 s): they lag it by less than that.
+const PROPAGATE_SHIFT: u32 = 29;
 
 /// Index of sessions by the tuple a packet carries: (protocol, inside endpoint, remote) going
 /// out, (protocol, outside endpoint, remote) coming in.
@@ -200,7 +272,9 @@ pub struct OffloadEvent<A> {
 }
 
 /// Remote addresses a mapping has sessions with: the address-dependent filter (RFC 4787 5).
+#[derive(Clone, Copy)]
 struct RemoteRef {
+    addr: u32,
     sessions: u32,
     expires: Time,
 }
@@ -219,9 +293,10 @@ struct Slab<T> {
 }
 
 impl<T> Slab<T> {
-    fn new() -> Self {
+    /// A slab with room for `cap` entries allocated ahead.
+    fn with_capacity(cap: usize) -> Self {
         Slab {
-            slots: Vec::new(),
+            slots: Vec::with_capacity(cap),
             free: Vec::new(),
             len: 0,
         }
@@ -298,12 +373,13 @@ pub struct Napt<A> {
     pool_prefixes: Vec<Prefix4>,
     hosts: HashMap<A, Host>,
     mappings: Slab<Mapping<A>>,
-    bib_in: HashMap<(Proto, Endpoint<A>), u32>,
-    bib_ext: HashMap<(Proto, Endpoint), u32>,
+    /// The BIB's index: values are `mid * 2 + side` (0 by inside endpoint, 1 by outside).
+    bib: FlowIndex,
     sessions: Slab<Session<A>>,
     /// Session index by packet tuple; values are `sid * 2 + direction` (0 out, 1 in).
     flows: FlowIndex,
-    hasher: foldhash::fast::FixedState,
+    hasher: KeyHasher,
+    /// Filter entries beyond the one each mapping holds, by (mapping, remote address).
     remotes: HashMap<(u32, u32), RemoteRef>,
     rng: Rng,
     sweep_cursor: usize,
@@ -314,6 +390,7 @@ pub struct Napt<A> {
 
 impl<A: InsideAddr> Napt<A> {
     pub fn new(cfg: NaptConfig, pool_prefixes: &[Prefix4], seed: u64) -> Self {
+        let max = cfg.limits.max_sessions as usize;
         let mut pool = Vec::new();
         let mut pool_index = HashMap::new();
         for p in pool_prefixes {
@@ -333,12 +410,13 @@ impl<A: InsideAddr> Napt<A> {
             pool_index,
             pool_prefixes: pool_prefixes.to_vec(),
             hosts: HashMap::new(),
-            mappings: Slab::new(),
-            bib_in: HashMap::new(),
-            bib_ext: HashMap::new(),
-            sessions: Slab::new(),
-            flows: FlowIndex::with_capacity(1024),
-            hasher: foldhash::fast::FixedState::with_seed(seed ^ 0x5bd1_e995_7f4a_7c15),
+            // Sized ahead for the configured maximum (a mapping per session at worst; two
+            // index entries each): no table grows, or moves, while traffic runs.
+            mappings: Slab::with_capacity(max),
+            bib: FlowIndex::with_capacity(max * 2),
+            sessions: Slab::with_capacity(max),
+            flows: FlowIndex::with_capacity(max * 2),
+            hasher: KeyHasher::new(seed ^ 0x5bd1_e995_7f4a_7c15),
             remotes: HashMap::new(),
             rng: Rng::new(seed),
             sweep_cursor: 0,
@@ -369,10 +447,10 @@ impl<A: InsideAddr> Napt<A> {
             let ev = OffloadEvent {
                 kind,
                 sid,
-                proto: s.proto,
-                int: s.int,
-                ext: s.ext,
-                remote: s.remote,
+                proto: s.proto(),
+                int: s.int(),
+                ext: s.ext(),
+                remote: s.remote(),
             };
             self.offload_events.push(ev);
         }
@@ -411,14 +489,8 @@ impl<A: InsideAddr> Napt<A> {
         };
         if let Some(e) = last.map(|l| l.plus_secs(life)).filter(|&e| e > s.expires) {
             s.expires = e;
-            s.propagated = e;
-            let (mid, raddr) = (s.map, s.remote.addr);
-            if let Some(m) = self.mappings.get_mut(mid) {
-                m.expires = m.expires.max(e);
-            }
-            if let Some(r) = self.remotes.get_mut(&(mid, raddr)) {
-                r.expires = r.expires.max(e);
-            }
+            let (mid, raddr) = (s.map, s.remote_addr);
+            self.propagate(mid, raddr, e);
             c.event(Event::OffloadRefreshed);
         }
         if self.sessions.get(sid).is_some_and(|s| s.expires <= now) {
@@ -462,7 +534,7 @@ impl<A: InsideAddr> Napt<A> {
         self.check_limits(int.addr)?;
         let host_new = !self.hosts.contains_key(&int.addr);
         let pool_ix = self.host_pool(int.addr)?;
-        let mid = match self.bib_in.get(&(proto, int)).copied() {
+        let mid = match self.bib_by_inside(proto, int) {
             Some(mid) => mid,
             None => match self.create_mapping(proto, int, pool_ix, c) {
                 Ok(mid) => mid,
@@ -479,7 +551,7 @@ impl<A: InsideAddr> Napt<A> {
             .ok_or(DropReason::NoMapping)?;
         self.sessions
             .get(sid)
-            .map(|s| s.ext)
+            .map(|s| s.ext())
             .ok_or(DropReason::NoMapping)
     }
 
@@ -505,9 +577,8 @@ impl<A: InsideAddr> Napt<A> {
                 .map(|t| t.int)
                 .ok_or(DropReason::NoMapping);
         }
-        let mid = *self
-            .bib_ext
-            .get(&(proto, ext))
+        let mid = self
+            .bib_by_outside(proto, ext)
             .ok_or(DropReason::NoMapping)?;
         // The session may have expired and taken its mapping with it.
         let m = self.mappings.get(mid).ok_or(DropReason::NoMapping)?;
@@ -518,8 +589,7 @@ impl<A: InsideAddr> Napt<A> {
         let admitted = match self.cfg.filtering {
             Filtering::EndpointIndependent => true,
             Filtering::AddressDependent => self
-                .remotes
-                .get(&(mid, remote.addr))
+                .remote_ref(mid, remote.addr)
                 .is_some_and(|r| r.expires > now),
             Filtering::AddressAndPortDependent => false,
         };
@@ -535,7 +605,7 @@ impl<A: InsideAddr> Napt<A> {
             .ok_or(DropReason::NoMapping)?;
         self.sessions
             .get(sid)
-            .map(|s| s.int)
+            .map(|s| s.int())
             .ok_or(DropReason::NoMapping)
     }
 
@@ -554,7 +624,7 @@ impl<A: InsideAddr> Napt<A> {
             port: proto.remote_port(remote.port),
         };
         let sid = self.live(FlowKey::Out(proto, int, remote), now, c)?;
-        self.sessions.get(sid).map(|s| s.ext)
+        self.sessions.get(sid).map(|s| s.ext())
     }
 
     /// The inside endpoint of the live session `ext` <-> `remote`; see [`Napt::find_by_inside`].
@@ -571,11 +641,75 @@ impl<A: InsideAddr> Napt<A> {
             port: proto.remote_port(remote.port),
         };
         let sid = self.live(FlowKey::In(proto, ext, remote), now, c)?;
-        self.sessions.get(sid).map(|s| s.int)
+        self.sessions.get(sid).map(|s| s.int())
     }
 
+    /// The tuple packed into words for [`KeyHasher`]: addresses, ports, protocol, direction.
+    #[inline]
     fn hash(&self, key: &FlowKey<A>) -> u64 {
-        self.hasher.hash_one(key)
+        let (dir, p, (a0, a1), port, r) = match *key {
+            FlowKey::Out(p, int, r) => (0u64, p, int.addr.words(), int.port, r),
+            FlowKey::In(p, ext, r) => (1u64, p, (u64::from(ext.addr), 0), ext.port, r),
+        };
+        let w3 = u64::from(port) | u64::from(r.port) << 16 | (p as u64) << 32 | dir << 40;
+        self.hasher.hash([a0, a1, u64::from(r.addr), w3])
+    }
+
+    /// Hash of a BIB key: the mapping's inside (`outside = false`) or outside endpoint.
+    fn bib_hash(&self, proto: Proto, addr: (u64, u64), port: u16, outside: bool) -> u64 {
+        let w3 = u64::from(port) | (proto as u64) << 32 | (2 + u64::from(outside)) << 40;
+        self.hasher.hash([addr.0, addr.1, 0, w3])
+    }
+
+    /// The mapping of an inside endpoint (RFC 4787 REQ-1: one per endpoint and protocol).
+    fn bib_by_inside(&self, proto: Proto, int: Endpoint<A>) -> Option<u32> {
+        let h = self.bib_hash(proto, int.addr.words(), int.port, false);
+        let maps = &self.mappings;
+        self.bib
+            .get(h, |v| {
+                v & 1 == 0
+                    && maps
+                        .get(v >> 1)
+                        .is_some_and(|m| m.proto == proto && m.int == int)
+            })
+            .map(|v| v >> 1)
+    }
+
+    /// The mapping that holds an outside endpoint.
+    fn bib_by_outside(&self, proto: Proto, ext: Endpoint) -> Option<u32> {
+        let h = self.bib_hash(proto, (u64::from(ext.addr), 0), ext.port, true);
+        let maps = &self.mappings;
+        self.bib
+            .get(h, |v| {
+                v & 1 == 1
+                    && maps
+                        .get(v >> 1)
+                        .is_some_and(|m| m.proto == proto && m.ext == ext)
+            })
+            .map(|v| v >> 1)
+    }
+
+    /// The filter entry of mapping `mid` for a remote address, if it has sessions with it.
+    fn remote_ref(&self, mid: u32, raddr: u32) -> Option<&RemoteRef> {
+        let m = self.mappings.get(mid)?;
+        if m.remote.sessions > 0 && m.remote.addr == raddr {
+            return Some(&m.remote);
+        }
+        self.remotes.get(&(mid, raddr))
+    }
+
+    /// Copies a session's new expiry `e` to its mapping and filter entry.
+    fn propagate(&mut self, mid: u32, raddr: u32, e: Time) {
+        if let Some(m) = self.mappings.get_mut(mid) {
+            m.expires = m.expires.max(e);
+            if m.remote.sessions > 0 && m.remote.addr == raddr {
+                m.remote.expires = m.remote.expires.max(e);
+                return;
+            }
+        }
+        if let Some(r) = self.remotes.get_mut(&(mid, raddr)) {
+            r.expires = r.expires.max(e);
+        }
     }
 
     /// Batch stage 1: starts fetching the index slot of a tuple; returns its hash.
@@ -600,7 +734,7 @@ impl<A: InsideAddr> Napt<A> {
             .get(h, |v| {
                 sessions
                     .get(v >> 1)
-                    .is_some_and(|s| s.key(v & 1 == 1) == *key)
+                    .is_some_and(|s| s.matches(key, v & 1 == 1))
             })
             .map(|v| v >> 1)
     }
@@ -720,9 +854,16 @@ impl<A: InsideAddr> Napt<A> {
             ext,
             sessions: 0,
             expires: Time(0),
+            remote: RemoteRef {
+                addr: 0,
+                sessions: 0,
+                expires: Time(0),
+            },
         });
-        self.bib_in.insert((proto, int), mid);
-        self.bib_ext.insert((proto, ext), mid);
+        let h_in = self.bib_hash(proto, int.addr.words(), int.port, false);
+        let h_ext = self.bib_hash(proto, (u64::from(ext.addr), 0), ext.port, true);
+        self.bib.insert(h_in, mid * 2);
+        self.bib.insert(h_ext, mid * 2 + 1);
         if let Some(h) = self.hosts.get_mut(&int.addr) {
             h.mappings += 1;
         }
@@ -750,14 +891,15 @@ impl<A: InsideAddr> Napt<A> {
         // UDP goes to the fast path at once; TCP when it is established (see `touch`).
         let offloaded = proto == Proto::Udp && self.offloadable(proto, remote);
         let sid = self.sessions.insert(Session {
+            int_addr: int.addr,
+            ext_addr: ext.addr,
+            remote_addr: remote.addr,
             map: mid,
-            proto,
-            int,
-            ext,
-            remote,
-            state,
             expires,
-            propagated: expires,
+            int_port: int.port,
+            ext_port: ext.port,
+            remote_port: remote.port,
+            state,
             offloaded,
         });
         if offloaded {
@@ -767,12 +909,36 @@ impl<A: InsideAddr> Napt<A> {
         let h_in = self.hash(&FlowKey::In(proto, ext, remote));
         self.flows.insert(h_out, sid * 2);
         self.flows.insert(h_in, sid * 2 + 1);
-        let r = self.remotes.entry((mid, remote.addr)).or_insert(RemoteRef {
-            sessions: 0,
-            expires,
+        // The mapping's own filter entry serves this remote address if it already does, or
+        // if it is free and the address has no entry elsewhere; other addresses spill over.
+        let remotes = &self.remotes;
+        let inline = self.mappings.get_mut(mid).is_some_and(|m| {
+            let r = &mut m.remote;
+            if r.sessions == 0 {
+                if remotes.contains_key(&(mid, remote.addr)) {
+                    return false;
+                }
+                *r = RemoteRef {
+                    addr: remote.addr,
+                    sessions: 0,
+                    expires,
+                };
+            } else if r.addr != remote.addr {
+                return false;
+            }
+            r.sessions += 1;
+            r.expires = r.expires.max(expires);
+            true
         });
-        r.sessions += 1;
-        r.expires = r.expires.max(expires);
+        if !inline {
+            let r = self.remotes.entry((mid, remote.addr)).or_insert(RemoteRef {
+                addr: remote.addr,
+                sessions: 0,
+                expires,
+            });
+            r.sessions += 1;
+            r.expires = r.expires.max(expires);
+        }
         if let Some(m) = self.mappings.get_mut(mid) {
             m.sessions += 1;
             m.expires = m.expires.max(expires);
@@ -811,20 +977,15 @@ impl<A: InsideAddr> Napt<A> {
             }
         };
         let tr = Translation {
-            int: s.int,
-            ext: s.ext,
+            int: s.int(),
+            ext: s.ext(),
         };
         if let Some(e) = new_expiry {
+            let old = s.expires;
             s.expires = e;
-            if e.0 >= s.propagated.0.saturating_add(PROPAGATE_NS) {
-                s.propagated = e;
-                let (mid, raddr) = (s.map, s.remote.addr);
-                if let Some(m) = self.mappings.get_mut(mid) {
-                    m.expires = m.expires.max(e);
-                }
-                if let Some(r) = self.remotes.get_mut(&(mid, raddr)) {
-                    r.expires = r.expires.max(e);
-                }
+            if e.0 >> PROPAGATE_SHIFT != old.0 >> PROPAGATE_SHIFT {
+                let (mid, raddr) = (s.map, s.remote_addr);
+                self.propagate(mid, raddr, e);
             }
         }
         if let Some(is) = established {
@@ -841,7 +1002,7 @@ impl<A: InsideAddr> Napt<A> {
         let Some((offloaded, proto, remote)) = self
             .sessions
             .get(sid)
-            .map(|s| (s.offloaded, s.proto, s.remote))
+            .map(|s| (s.offloaded, s.proto(), s.remote()))
         else {
             return;
         };
@@ -866,25 +1027,27 @@ impl<A: InsideAddr> Napt<A> {
             self.offload_events.push(OffloadEvent {
                 kind: crate::offload::OffloadKind::Remove,
                 sid,
-                proto: s.proto,
-                int: s.int,
-                ext: s.ext,
-                remote: s.remote,
+                proto: s.proto(),
+                int: s.int(),
+                ext: s.ext(),
+                remote: s.remote(),
             });
         }
         let h_out = self.hash(&s.key(false));
         let h_in = self.hash(&s.key(true));
         self.flows.remove(h_out, sid * 2);
         self.flows.remove(h_in, sid * 2 + 1);
-        if let Some(r) = self.remotes.get_mut(&(s.map, s.remote.addr)) {
-            r.sessions = r.sessions.saturating_sub(1);
-            if r.sessions == 0 {
-                self.remotes.remove(&(s.map, s.remote.addr));
-            }
-        }
         let Some(m) = self.mappings.get_mut(s.map) else {
             return;
         };
+        if m.remote.sessions > 0 && m.remote.addr == s.remote_addr {
+            m.remote.sessions -= 1;
+        } else if let Some(r) = self.remotes.get_mut(&(s.map, s.remote_addr)) {
+            r.sessions = r.sessions.saturating_sub(1);
+            if r.sessions == 0 {
+                self.remotes.remove(&(s.map, s.remote_addr));
+            }
+        }
         m.sessions = m.sessions.saturating_sub(1);
         let (int_addr, empty) = (m.int.addr, m.sessions == 0);
         if let Some(h) = self.hosts.get_mut(&int_addr) {
@@ -899,8 +1062,10 @@ impl<A: InsideAddr> Napt<A> {
         let Some(m) = self.mappings.remove(mid) else {
             return;
         };
-        self.bib_in.remove(&(m.proto, m.int));
-        self.bib_ext.remove(&(m.proto, m.ext));
+        let h_in = self.bib_hash(m.proto, m.int.addr.words(), m.int.port, false);
+        let h_ext = self.bib_hash(m.proto, (u64::from(m.ext.addr), 0), m.ext.port, true);
+        self.bib.remove(h_in, mid * 2);
+        self.bib.remove(h_ext, mid * 2 + 1);
         if let Some(&ix) = self.pool_index.get(&m.ext.addr) {
             if let Some(pm) = self
                 .pool
@@ -953,10 +1118,10 @@ impl<A: InsideAddr> Napt<A> {
             .iter()
             .filter(|(_, s)| s.expires > now || s.offloaded)
             .map(|(_, s)| SessionInfo {
-                proto: s.proto.name().into(),
-                inside: s.int.show(true),
-                outside: s.ext.show(true),
-                remote: s.remote.show(s.proto != Proto::Icmp),
+                proto: s.proto().name().into(),
+                inside: s.int().show(true),
+                outside: s.ext().show(true),
+                remote: s.remote().show(s.proto() != Proto::Icmp),
                 state: match s.state {
                     SessState::Udp => "udp".into(),
                     SessState::Icmp => "icmp".into(),

@@ -5,23 +5,19 @@
 //! free port. A port stays taken until its mapping is removed, so a port still bound is never
 //! handed out again. The bitmap makes each step O(range/64) at worst and O(1) typically.
 
-/// A 65,536-bit map of ports in use.
+/// A 65,536-bit map of ports in use; its 8 KiB are allocated on first use (a pool address
+/// and protocol that never maps a port costs nothing).
+#[derive(Default)]
 pub struct PortMap {
-    bits: Box<[u64; 1024]>,
+    bits: Vec<u64>,
     used: u32,
-}
-
-impl Default for PortMap {
-    fn default() -> Self {
-        PortMap {
-            bits: Box::new([0; 1024]),
-            used: 0,
-        }
-    }
 }
 
 impl PortMap {
     fn word(&self, p: u16) -> u64 {
+        if self.bits.is_empty() {
+            return 0;
+        }
         self.bits
             .get(usize::from(p >> 6))
             .copied()
@@ -33,6 +29,9 @@ impl PortMap {
     }
 
     fn set(&mut self, p: u16, on: bool) {
+        if on && self.bits.is_empty() {
+            self.bits = vec![0; 1024];
+        }
         if let Some(w) = self.bits.get_mut(usize::from(p >> 6)) {
             let bit = 1u64 << (p & 63);
             if on && *w & bit == 0 {

@@ -1,0 +1,134 @@
+//! New-session rate while the table fills to 10,000,000 sessions (NAT44 and NAT64, port
+//! allocation included; one mapping per session, the worst case). Prints sessions per second
+//! for each tenth of the fill, so a rate that falls as the table grows shows. Packets are built
+//! ahead in chunks and only the engine calls are timed.
+//! Run: `cargo bench -p xlat-engine --bench fill` (`XLAT_BENCH_FILL=1000000` for a smaller fill).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::time::{Duration, Instant};
+use xlat_engine::*;
+
+const CHUNK: u32 = 100_000;
+
+fn nat44(n: u32) -> Engine {
+    let cfg = Nat44Config {
+        inside: vec!["198.18.0.0/16".parse().unwrap()],
+        pool: vec!["198.19.0.0/22".parse().unwrap()],
+        limits: Limits {
+            max_sessions: n,
+            max_sessions_per_host: n,
+            ..Limits::default()
+        },
+        ..Nat44Config::default()
+    };
+    Engine::new(EngineConfig {
+        nat44: Some(cfg),
+        seed: 7,
+        ..EngineConfig::default()
+    })
+    .unwrap()
+}
+
+fn nat64(n: u32) -> Engine {
+    let cfg = Nat64Config {
+        prefix: "2001:db8:64::/96".parse().unwrap(),
+        pool4: vec!["198.19.0.0/22".parse().unwrap()],
+        limits: Limits {
+            max_sessions: n,
+            max_sessions_per_host: n,
+            ..Limits::default()
+        },
+        ..Nat64Config::default()
+    };
+    Engine::new(EngineConfig {
+        nat64: Some(cfg),
+        seed: 7,
+        ..EngineConfig::default()
+    })
+    .unwrap()
+}
+
+/// Flow i of NAT44: inside host 198.18.x.y = i / 1000, port 1024 + i % 1000, to 203.0.113.1:53.
+fn pkt44(i: u32) -> Vec<u8> {
+    let h = ((i / 1000) as u16).to_be_bytes();
+    common::ip4(
+        [198, 18, h[0], h[1]],
+        [203, 0, 113, 1],
+        17,
+        common::udp(1024 + (i % 1000) as u16, 53, &[0xab; 36]),
+        64,
+        0,
+        1,
+    )
+}
+
+/// Flow i of NAT64: 2001:db8::(i / 1000) port 1024 + i % 1000, to 2001:db8:64::203.0.113.1.
+fn pkt64(i: u32) -> Vec<u8> {
+    let mut src = [0u8; 16];
+    src[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
+    src[12..].copy_from_slice(&(i / 1000).to_be_bytes());
+    let mut dst = [0u8; 16];
+    dst[..6].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0x64]);
+    dst[12..].copy_from_slice(&[203, 0, 113, 1]);
+    common::ip6(
+        src,
+        dst,
+        17,
+        common::udp(1024 + (i % 1000) as u16, 53, &[0xab; 16]),
+        64,
+    )
+}
+
+fn fill(name: &str, n: u32, mut e: Engine, pkt: fn(u32) -> Vec<u8>) {
+    let mut bufs = vec![[0u8; HEADROOM + 128]; CHUNK as usize];
+    let mut lens = vec![0usize; CHUNK as usize];
+    let tenth = (n / 10).max(1);
+    let mut spent = Duration::ZERO;
+    let mut total = Duration::ZERO;
+    let mut done = 0u32;
+    let mut since = 0u32;
+    print!("{name:>6} M sessions/s per tenth:");
+    while done < n {
+        let k = CHUNK.min(n - done);
+        for j in 0..k {
+            let p = pkt(done + j);
+            bufs[j as usize][HEADROOM..HEADROOM + p.len()].copy_from_slice(&p);
+            lens[j as usize] = p.len();
+        }
+        let t = Instant::now();
+        for j in 0..k as usize {
+            let mut b = PacketBuf::new(&mut bufs[j], HEADROOM, lens[j]).unwrap();
+            e.process(Time(0), &mut b);
+        }
+        let d = t.elapsed();
+        spent += d;
+        total += d;
+        done += k;
+        since += k;
+        if since >= tenth || done == n {
+            print!(" {:.2}", f64::from(since) / spent.as_secs_f64() / 1e6);
+            spent = Duration::ZERO;
+            since = 0;
+        }
+    }
+    let st = e.stats();
+    println!(
+        " | overall {:.2} M/s, {} sessions",
+        f64::from(n) / total.as_secs_f64() / 1e6,
+        st.sessions
+    );
+    assert_eq!(st.sessions, u64::from(n), "every flow opened a session");
+}
+
+fn main() {
+    let n: u32 = std::env::var("XLAT_BENCH_FILL")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10_000_000);
+    fill("nat44", n, nat44(n), pkt44);
+    fill("nat64", n, nat64(n), pkt64);
+}
