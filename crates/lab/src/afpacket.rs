@@ -1,7 +1,8 @@
-//! AF_PACKET on the tester ports: a transmit socket that writes whole Ethernet frames in
-//! batches (sendmmsg, qdisc bypassed) and a TPACKET_V3 receive ring that the kernel fills with
-//! frames and a per-frame software timestamp (CLOCK_REALTIME, taken when the frame reached the
-//! port), so receive time does not depend on when the reader wakes up.
+//! AF_PACKET on the tester ports: a TPACKET_V2 transmit ring ([`TxRing`]: frames written into
+//! shared memory, one sendto() per batch, qdisc bypassed), a plain transmit socket
+//! ([`TxSocket`], sendmmsg) and a TPACKET_V3 receive ring that the kernel fills with frames and
+//! a per-frame software timestamp (CLOCK_REALTIME, taken when the frame reached the port), so
+//! receive time does not depend on when the reader wakes up.
 //!
 //! Sockets belong to the network namespace of the thread that creates them: create them after
 //! [`crate::sys::enter_netns`].
@@ -16,11 +17,19 @@ const SOL_PACKET: libc::c_int = 263;
 const PACKET_RX_RING: libc::c_int = 5;
 const PACKET_STATISTICS: libc::c_int = 6;
 const PACKET_VERSION: libc::c_int = 10;
+const PACKET_TX_RING: libc::c_int = 13;
+const PACKET_LOSS: libc::c_int = 14;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const TPACKET_V2: libc::c_int = 1;
 const TPACKET_V3: libc::c_int = 2;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
+const TP_STATUS_AVAILABLE: u32 = 0;
+const TP_STATUS_SEND_REQUEST: u32 = 1;
+const TP_STATUS_SENDING: u32 = 2;
+/// asm-generic/socket.h (x86, arm): SO_SNDBUF beyond net.core.wmem_max, for CAP_NET_ADMIN.
+const SO_SNDBUFFORCE: libc::c_int = 32;
 const ETH_P_ALL: u16 = 0x0003;
 
 #[repr(C)]
@@ -153,6 +162,243 @@ impl Drop for TxSocket {
         // SAFETY: fd is ours.
         unsafe { libc::close(self.fd) };
     }
+}
+
+/// Size of one transmit ring slot: a `tpacket2_hdr` and the largest frame fit.
+pub const TX_SLOT: usize = 2048;
+/// Where a frame's bytes start in its slot: TPACKET_ALIGN(sizeof(tpacket2_hdr)) (the kernel's
+/// `tp_hdrlen - sizeof(struct sockaddr_ll)` for TPACKET_V2 without PACKET_TX_HAS_OFF).
+pub const TX_DATA_OFF: usize = 32;
+/// Slots per ring block (one page holds two 2 KB slots; blocks are the kernel's allocation unit).
+const TX_BLOCK: usize = 4096;
+
+/// What one [`TxRing::kick`] did with the frames queued since the last one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Kick {
+    /// Frames the kernel took (handed to the port, or dropped by it after taking them).
+    pub taken: usize,
+    /// Frames the port refused (ENOBUFS: a veth whose peer's ring is full pushes back). A wire
+    /// cannot push back, so the caller counts these as sent and lost; their slots are free again.
+    pub refused: usize,
+    /// Frames not attempted because the socket's send buffer was full (a tester limit, not the
+    /// port's): their slots are free again and the caller sends them later.
+    pub deferred: usize,
+}
+
+/// Transmit side: a TPACKET_V2 TX_RING on one port. The caller writes frames into free slots
+/// ([`TxRing::slot`]), queues them ([`TxRing::queue`]) and hands the batch to the kernel with
+/// one sendto() ([`TxRing::kick`]). The kernel builds an skb per frame whose payload points
+/// into the ring (the ring page is referenced, not copied), and marks the slot available
+/// again when the skb is freed, wherever that happens (after the device forwarded it and the
+/// tester's receive port dropped it). A slot in flight is not written: [`TxRing::slot`]
+/// returns None for it. The kernel only reads the ring inside sendto(), so between kicks the
+/// queued-but-untaken slots are ours again.
+pub struct TxRing {
+    fd: libc::c_int,
+    map: *mut u8,
+    map_len: usize,
+    frame_nr: usize,
+    /// The next slot to fill; the kernel's head is here too after every kick.
+    fill: usize,
+    /// Slots queued since the last kick, starting at `fill`.
+    queued: usize,
+}
+
+// SAFETY: the ring is used by one thread at a time; the mapping belongs to this object.
+unsafe impl Send for TxRing {}
+
+impl TxRing {
+    /// Opens a ring of `frame_nr` slots (rounded up to an even number) on `dev`.
+    pub fn open(dev: &str, frame_nr: usize) -> Result<TxRing> {
+        let per_block = TX_BLOCK / TX_SLOT;
+        let frame_nr = frame_nr.max(per_block).div_ceil(per_block) * per_block;
+        // Protocol 0: this socket receives nothing.
+        let fd = packet_socket(0)?;
+        let mut ring = TxRing {
+            fd,
+            map: std::ptr::null_mut(),
+            map_len: 0,
+            frame_nr,
+            fill: 0,
+            queued: 0,
+        };
+        let v: libc::c_int = TPACKET_V2;
+        setopt(fd, SOL_PACKET, PACKET_VERSION, &v).context("PACKET_VERSION V2")?;
+        let one: libc::c_int = 1;
+        // A malformed frame is skipped (slot available again) instead of stopping the ring.
+        setopt(fd, SOL_PACKET, PACKET_LOSS, &one).context("PACKET_LOSS")?;
+        // Best effort: without it frames go through the (noqueue) qdisc path.
+        let _ = setopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one);
+        // Frames in flight count against the send buffer (their ring memory is the skb's
+        // payload): room for the whole ring, so the buffer is never the limit.
+        let sndbuf = (frame_nr * (TX_SLOT + 1024)).min(i32::MAX as usize) as libc::c_int;
+        if setopt(fd, libc::SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf).is_err() {
+            let _ = setopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &sndbuf);
+        }
+        let req = TpacketReq {
+            block_size: TX_BLOCK as u32,
+            block_nr: (frame_nr / per_block) as u32,
+            frame_size: TX_SLOT as u32,
+            frame_nr: frame_nr as u32,
+        };
+        setopt(fd, SOL_PACKET, PACKET_TX_RING, &req).context("PACKET_TX_RING")?;
+        let len = frame_nr * TX_SLOT;
+        ring.map = map_ring(fd, len).context("mmap of the transmit ring")?;
+        ring.map_len = len;
+        bind_dev(fd, dev, 0)?;
+        Ok(ring)
+    }
+
+    /// Slots in the ring.
+    pub fn frames(&self) -> usize {
+        self.frame_nr
+    }
+
+    /// Index of the slot `k` places after the first unqueued one.
+    fn index(&self, k: usize) -> usize {
+        (self.fill + self.queued + k) % self.frame_nr
+    }
+
+    fn status(&self, i: usize) -> &AtomicU32 {
+        // SAFETY: i < frame_nr; a slot starts with tpacket2_hdr.tp_status (u32, 2048-aligned),
+        // shared with the kernel, so accessed atomically.
+        unsafe { &*(self.map.add(i * TX_SLOT) as *const AtomicU32) }
+    }
+
+    /// The next unqueued slot (its index and its frame bytes) if the kernel is done with it;
+    /// None while the frame last sent from it is still in flight, or when the whole ring is
+    /// queued.
+    pub fn slot(&mut self) -> Option<(usize, &mut [u8])> {
+        if self.queued >= self.frame_nr {
+            return None;
+        }
+        let i = self.index(0);
+        let st = self.status(i).load(Ordering::Acquire);
+        if st & (TP_STATUS_SEND_REQUEST | TP_STATUS_SENDING) != 0 {
+            return None;
+        }
+        // SAFETY: slot i is not queued and the kernel released it (status checked above), so
+        // nothing else reads or writes its data until we queue it; the range lies inside the
+        // mapping.
+        let data = unsafe {
+            std::slice::from_raw_parts_mut(
+                self.map.add(i * TX_SLOT + TX_DATA_OFF),
+                TX_SLOT - TX_DATA_OFF,
+            )
+        };
+        Some((i, data))
+    }
+
+    /// Queues the slot [`TxRing::slot`] returned last, holding a frame of `len` bytes.
+    pub fn queue(&mut self, len: usize) {
+        let i = self.index(0);
+        let len = len.min(TX_SLOT - TX_DATA_OFF) as u32;
+        // SAFETY: slot i is ours (see `slot`); tp_len is the u32 at offset 4 of its header.
+        unsafe { std::ptr::write_volatile(self.map.add(i * TX_SLOT + 4) as *mut u32, len) };
+        self.status(i)
+            .store(TP_STATUS_SEND_REQUEST, Ordering::Release);
+        self.queued += 1;
+    }
+
+    /// Frames queued and not yet kicked.
+    pub fn queued(&self) -> usize {
+        self.queued
+    }
+
+    /// Hands the queued frames to the kernel with one sendto(). Fails only on errors other
+    /// than the port refusing (ENOBUFS) or the send buffer being full (EAGAIN).
+    pub fn kick(&mut self) -> io::Result<Kick> {
+        let n = self.queued;
+        if n == 0 {
+            return Ok(Kick::default());
+        }
+        // SAFETY: a send with no buffer: the kernel reads the queued slots of the ring.
+        let r = unsafe {
+            libc::sendto(
+                self.fd,
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        };
+        let err = (r < 0).then(io::Error::last_os_error);
+        // The kernel takes frames in order from its head (== fill) and stops at the first it
+        // does not take, which it leaves marked SEND_REQUEST.
+        let mut taken = 0;
+        while taken < n
+            && self
+                .status((self.fill + taken) % self.frame_nr)
+                .load(Ordering::Acquire)
+                & TP_STATUS_SEND_REQUEST
+                == 0
+        {
+            taken += 1;
+        }
+        let rest = n - taken;
+        // The untaken slots are ours again (the kernel does not look at the ring outside
+        // sendto(); its head stays at the first of them, where the next frame goes).
+        for k in taken..n {
+            self.status((self.fill + k) % self.frame_nr)
+                .store(TP_STATUS_AVAILABLE, Ordering::Release);
+        }
+        self.fill = (self.fill + taken) % self.frame_nr;
+        self.queued = 0;
+        let refused = match err.as_ref().and_then(|e| e.raw_os_error()) {
+            Some(libc::ENOBUFS) => rest,
+            Some(libc::EAGAIN) | None => 0,
+            Some(_) => return Err(err.unwrap_or_else(|| io::Error::other("sendto"))),
+        };
+        Ok(Kick {
+            taken,
+            refused,
+            deferred: rest - refused,
+        })
+    }
+}
+
+impl Drop for TxRing {
+    fn drop(&mut self) {
+        // SAFETY: map/len came from our mmap; fd is ours. Frames still in flight keep their
+        // pages referenced in the kernel, which frees them when the last skb is gone.
+        unsafe {
+            if !self.map.is_null() {
+                libc::munmap(self.map.cast(), self.map_len);
+            }
+            libc::close(self.fd);
+        }
+    }
+}
+
+#[repr(C)]
+struct TpacketReq {
+    block_size: u32,
+    block_nr: u32,
+    frame_size: u32,
+    frame_nr: u32,
+}
+
+/// Maps a packet ring of `len` bytes, locked in memory where RLIMIT_MEMLOCK allows.
+fn map_ring(fd: libc::c_int, len: usize) -> Result<*mut u8> {
+    for flags in [libc::MAP_SHARED | libc::MAP_LOCKED, libc::MAP_SHARED] {
+        // SAFETY: mapping the ring the kernel allocated for this socket; no existing memory
+        // is affected (address chosen by the kernel).
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                fd,
+                0,
+            )
+        };
+        if p != libc::MAP_FAILED {
+            return Ok(p.cast());
+        }
+    }
+    bail!("{}", io::Error::last_os_error())
 }
 
 /// One received frame: bytes and the kernel's receive timestamp (CLOCK_REALTIME ns).

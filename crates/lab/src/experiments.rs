@@ -6,12 +6,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Result};
 
 use crate::device::{self, Device};
 use crate::packet::{line_rate_pps, Flow, SizeMix};
+use crate::progress::Progress;
 use crate::results::{Ceiling, Experiment, Row, RunResults};
 use crate::stats::{self, Spread};
 use crate::sys;
@@ -68,7 +69,8 @@ pub struct Lab {
     pub topo: Topo,
     pub opts: Opts,
     pub res: RunResults,
-    started: Instant,
+    /// Progress on stderr: a bar on a terminal, plain lines elsewhere.
+    pub bar: Progress,
     trials_done: usize,
 }
 
@@ -90,13 +92,24 @@ impl Lab {
             topo,
             opts,
             res,
-            started: Instant::now(),
+            bar: Progress::new(),
             trials_done: 0,
         }
     }
 
     fn progress(&self, what: &str) {
-        eprintln!("[{:>6.1}s] {what}", self.started.elapsed().as_secs_f64());
+        self.bar.line(what);
+    }
+
+    /// Units of work (a device set up for one experiment and size) experiment `name` has,
+    /// for the progress bar.
+    pub fn planned_units(&self, name: &str) -> usize {
+        let (d, s) = (self.opts.devices.len(), self.opts.sizes.len().max(1));
+        match name {
+            "quick" => 2 * d * s,
+            "memory-per-session" | "setup-rate" | "tcp" | "http" | "owd" => d,
+            _ => d * s,
+        }
     }
 
     fn dut_path(&self, v6: bool) -> PathSpec {
@@ -148,13 +161,19 @@ impl Lab {
 
     fn trial(&mut self, spec: &TrialSpec, what: &str) -> Result<Trial> {
         sys::check_stop()?;
-        let t = run_trial(spec)?;
-        self.trials_done += 1;
         let rate = match spec.rate_pps {
             Some(r) => format!("{:>9.0} pps", r),
             None => "  max rate".into(),
         };
-        self.progress(&format!(
+        self.bar.status(&format!(
+            "trial {:>3}: {what} {} {}: running",
+            self.trials_done + 1,
+            spec.sizes.label(),
+            rate.trim()
+        ));
+        let t = run_trial(spec)?;
+        self.trials_done += 1;
+        self.bar.step(&format!(
             "trial {:>3}: {what:<34} {} {rate}: rx {:>9.0} pps, loss {:>7.3}%, p50 {:>8.1} us, DUT cpu {:>3.0}%",
             self.trials_done,
             spec.sizes.label(),
@@ -287,6 +306,7 @@ impl Lab {
         let r = f(self, dev.as_mut());
         let alive = dev.check_alive();
         dev.teardown(&self.topo);
+        self.bar.unit_done();
         let r = r?;
         alive?;
         Ok(r)

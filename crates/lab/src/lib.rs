@@ -11,6 +11,7 @@ pub mod afpacket;
 pub mod device;
 pub mod experiments;
 pub mod packet;
+pub mod progress;
 pub mod report;
 pub mod results;
 pub mod sockets;
@@ -18,6 +19,7 @@ pub mod stats;
 pub mod sys;
 pub mod tester;
 pub mod topo;
+pub mod txframe;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -529,6 +531,9 @@ pub fn execute(plan: Plan, o: &RunOpts) -> Result<PathBuf> {
         Ok(t) => {
             res.placement = t.placement();
             let mut lab = Lab::new(t, opts, res.clone());
+            for step in &plan.steps {
+                lab.bar.plan(lab.planned_units(step));
+            }
             let mut r = Ok(());
             for step in &plan.steps {
                 if let Err(e) = lab.run(step) {
@@ -536,6 +541,7 @@ pub fn execute(plan: Plan, o: &RunOpts) -> Result<PathBuf> {
                     break;
                 }
             }
+            lab.bar.clear();
             res = lab.res;
             // lab.topo is dropped here: namespaces removed.
             r

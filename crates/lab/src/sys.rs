@@ -354,6 +354,15 @@ pub fn parse_slabinfo(text: &str, cache: &str) -> Option<(u64, u64)> {
     None
 }
 
+/// Columns of the terminal on file descriptor `fd`, if it is one.
+pub fn term_width(fd: libc::c_int) -> Option<usize> {
+    // SAFETY: winsize is plain data; TIOCGWINSZ writes one into it.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: ioctl with a valid out pointer of the type TIOCGWINSZ expects.
+    let r = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) };
+    (r == 0 && ws.ws_col > 0).then_some(usize::from(ws.ws_col))
+}
+
 /// A UTC timestamp `YYYYMMDD-HHMMSS` for result directory names.
 pub fn utc_stamp() -> String {
     let secs = std::time::SystemTime::now()
