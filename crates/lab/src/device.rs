@@ -8,6 +8,7 @@
 //! | kernel-nat44 | nftables SNAT to 198.19.0.128/25 with conntrack (S1/S3's netfilter NAT) |
 //! | kernel-nat44-heavy | the same plus a distribution-style firewall: extra tables, hooks, sets (S4's contrast) |
 //! | xlat-nat44 | `xlat run` (NAPT over 198.19.0.128/25), the binary next to this one |
+//! | xlat-nat64-xdp | xlat-nat64 with the same fast path (IPv6<->IPv4 header swap in XDP) |
 //! | xlat-nat44-xdp | the same with `[dataplane] fast_path = "xdp"` on the DUT's two ports: established flows are rewritten by the XDP program, the rest crosses the TUN |
 //! | tayga-nat64 | TAYGA, prefix 2001:2:0:64::/96, dynamic pool 198.19.1.0/24 (S2's NAT64) |
 //! | xlat-nat64 | `xlat run` with stateful NAT64, the same prefix, pool4 198.19.0.128/25 |
@@ -53,6 +54,10 @@ pub const DEVICES: &[(&str, &str)] = &[
         "TAYGA stateless NAT64 with a dynamic pool (TUN)",
     ),
     ("xlat-nat64", "xlat run (stateful NAT64, TUN driver)"),
+    (
+        "xlat-nat64-xdp",
+        "xlat run (stateful NAT64) with the XDP fast path on the DUT's ports",
+    ),
     (
         "xlat-siit",
         "xlat run (stateless SIIT with an EAM for the tester's hosts, TUN driver)",
@@ -115,6 +120,10 @@ pub fn make(name: &str) -> Result<Box<dyn Device>> {
         "tayga-nat64" => Box::new(Daemon::tayga()),
         "xlat-nat64" => Box::new(Daemon {
             kind: DaemonKind::Xlat64,
+            ..Daemon::xlat()
+        }),
+        "xlat-nat64-xdp" => Box::new(Daemon {
+            kind: DaemonKind::Xlat64Xdp,
             ..Daemon::xlat()
         }),
         "xlat-siit" => Box::new(Daemon {
@@ -330,6 +339,8 @@ enum DaemonKind {
     Xlat,
     /// NAT44 with `[dataplane] fast_path = "xdp"` on the DUT's two ports.
     XlatXdp,
+    /// NAT64 with the same fast path.
+    Xlat64Xdp,
     Xlat64,
     XlatSiit,
     Xlat6to4,
@@ -342,6 +353,18 @@ impl DaemonKind {
     fn is_xlat(self) -> bool {
         self != DaemonKind::Tayga
     }
+    /// Does it run the XDP fast path?
+    fn is_xdp(self) -> bool {
+        matches!(self, DaemonKind::XlatXdp | DaemonKind::Xlat64Xdp)
+    }
+}
+
+/// `[dataplane]` with the XDP fast path on the DUT's two ports, room for 4M sessions.
+fn dataplane_xdp(topo: &Topo) -> String {
+    format!(
+        "\n[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"{}\", \"{}\"]\ntable_size = 8388608\n",
+        topo.ua.dev, topo.ud.dev
+    )
 }
 
 /// The DUT's tunnel endpoint address: its inside port (UA), where the tester's tunnel hosts
@@ -662,6 +685,7 @@ impl Device for Daemon {
         match self.kind {
             DaemonKind::Xlat => "xlat-nat44",
             DaemonKind::XlatXdp => "xlat-nat44-xdp",
+            DaemonKind::Xlat64Xdp => "xlat-nat64-xdp",
             DaemonKind::Xlat64 => "xlat-nat64",
             DaemonKind::XlatSiit => "xlat-siit",
             DaemonKind::Xlat6to4 => "xlat-6to4",
@@ -680,7 +704,10 @@ impl Device for Daemon {
                 let dst = v6(crate::topo::D6_ADDR);
                 crate::packet::flows_6in4(n, seed, dst, TUNNEL_ENDPOINT, t)
             }
-            DaemonKind::Tayga | DaemonKind::Xlat64 | DaemonKind::XlatSiit => {
+            DaemonKind::Tayga
+            | DaemonKind::Xlat64
+            | DaemonKind::Xlat64Xdp
+            | DaemonKind::XlatSiit => {
                 // RFC 6052 2.2: /96 prefix, IPv4 address in the last 32 bits.
                 let mut dst = v6("2001:2:0:64::");
                 dst[12..].copy_from_slice(&D_ADDR);
@@ -701,15 +728,15 @@ impl Device for Daemon {
                     DaemonKind::XlatSiit => siit_config(&tun, &sock),
                     DaemonKind::Xlat6to4 => sixtofour_config(&tun, &sock),
                     DaemonKind::XlatIsatap => isatap_config(&tun, &sock),
-                    DaemonKind::XlatXdp => format!(
-                        "{}\n[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"{}\", \"{}\"]\ntable_size = 8388608\n",
-                        xlat_config(&tun, &sock),
-                        topo.ua.dev,
-                        topo.ud.dev
-                    ),
+                    DaemonKind::XlatXdp => {
+                        format!("{}{}", xlat_config(&tun, &sock), dataplane_xdp(topo))
+                    }
+                    DaemonKind::Xlat64Xdp => {
+                        format!("{}{}", xlat64_config(&tun, &sock), dataplane_xdp(topo))
+                    }
                     _ => xlat_config(&tun, &sock),
                 };
-                if self.kind == DaemonKind::XlatXdp {
+                if self.kind.is_xdp() {
                     // The tester's inside port gets the replies XDP redirects (tcp, owd): a
                     // veth delivers redirected frames only with NAPI running, which GRO turns on.
                     let _ = sys::cmd(
@@ -760,13 +787,14 @@ impl Device for Daemon {
             }
         }
         self.wait_ready(topo)?;
-        if self.kind == DaemonKind::XlatXdp
+        if self.kind.is_xdp()
             && self
                 .xlat_stats()
                 .is_none_or(|s| s.get("fast_path").is_none())
         {
             bail!(
-                "xlat-nat44-xdp: the XDP fast path did not attach (needs clang-14 at build time and XDP on the DUT's veth); log:\n{}",
+                "{}: the XDP fast path did not attach (needs clang-14 at build time and XDP on the DUT's veth); log:\n{}",
+                self.name(),
                 self.log_tail()
             );
         }
@@ -793,7 +821,7 @@ impl Device for Daemon {
             let tun = tun_name(topo, self.kind);
             let _ = topo.dut(&["ip", "link", "del", &tun]);
         }
-        if self.kind == DaemonKind::XlatXdp {
+        if self.kind.is_xdp() {
             let _ = sys::cmd(
                 10,
                 &[
@@ -816,7 +844,7 @@ impl Device for Daemon {
     fn memory(&self, _topo: &Topo) -> Option<Memory> {
         let pid = *self.pids().first()?;
         let rss = sys::proc_rss(pid)?;
-        if self.kind == DaemonKind::XlatXdp {
+        if self.kind.is_xdp() {
             // The recipes live in kernel memory (BPF maps), which RSS does not count.
             let maps = bpf_map_memory(pid);
             return Some(Memory {
