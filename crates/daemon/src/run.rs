@@ -6,6 +6,9 @@
 //! whatever [`Engine::pop_ready`] releases back to the TUN device; answers pending control
 //! requests. Idle sessions are expired a little after every batch (1,024 slots) and, when no
 //! traffic came in, in one longer pass every 100 ms ([`Engine::expire`], bounded work each).
+//! With `[dataplane] fast_path = "xdp"` the XDP program ([`xlat_xdp`]) is attached to the
+//! listed interfaces and the engine's offload ops are carried to it after every batch and
+//! every expiry pass (`sync_fast_path`); a failed attach is logged and the loop runs without.
 //! SIGINT or SIGTERM end the loop; routes and the socket file are removed on the way out, on
 //! error paths too (drop guards). Logs never go per packet: failed TUN writes are counted and
 //! reported at most every 10 s.
