@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: build xlat, install what the lab needs, and run `xlat lab run quick` -- the
-# tester's ceiling, then plain forwarding, the kernel's NAT44 and xlat's NAT44 in the same
-# namespace testbed at 64 B and 512 B: throughput at 0.1% loss, latency, and the device's CPU
+# tester's ceiling, then plain forwarding, the kernel's NAT44, xlat's NAT44 over its TUN device
+# and xlat's NAT44 with the XDP fast path, in the same namespace testbed at 64 B and 512 B: throughput at 0.1% loss, latency, and the device's CPU
 # cost per packet, printed as one comparison table. Results land in results/<time>-quick/
 # (results.json, report.md, report.html with plots).
 #

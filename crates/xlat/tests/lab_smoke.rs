@@ -73,7 +73,7 @@ fn lab_rejects_bad_arguments() {
 }
 
 #[test]
-fn lab_smoke_throughput_over_three_devices() {
+fn lab_smoke_throughput_over_four_devices() {
     if !can_run() {
         return;
     }
@@ -86,7 +86,7 @@ fn lab_smoke_throughput_over_three_devices() {
             "run",
             "throughput",
             "--devices",
-            "forward4,kernel-nat44,xlat-nat44",
+            "forward4,kernel-nat44,xlat-nat44,xlat-nat44-xdp",
             "--sizes",
             "64",
             "--duration",
@@ -132,7 +132,10 @@ fn lab_smoke_throughput_over_three_devices() {
     assert!(c["pps"].as_f64().unwrap() > 0.0);
     let rows = r["experiments"][0]["rows"].as_array().unwrap();
     let devices: Vec<&str> = rows.iter().map(|x| x["device"].as_str().unwrap()).collect();
-    assert_eq!(devices, ["forward4", "kernel-nat44", "xlat-nat44"]);
+    assert_eq!(
+        devices,
+        ["forward4", "kernel-nat44", "xlat-nat44", "xlat-nat44-xdp"]
+    );
     for row in rows {
         let dev = row["device"].as_str().unwrap();
         let trials = row["trials"].as_array().unwrap();
