@@ -21,12 +21,13 @@ const MAP_MIN: usize = 16 << 20;
 
 /// A zero-filled `[u64]` of fixed length.
 pub struct Zeroed {
-    #[cfg(unix)]
-    map: Option<(std::ptr::NonNull<u64>, usize)>,
-    heap: Box<[u64]>,
+    ptr: std::ptr::NonNull<u64>,
+    len: usize,
+    /// From `mmap` (else a leaked `Box<[u64]>`).
+    mapped: bool,
 }
 
-// SAFETY: `Zeroed` owns its mapping exclusively, like a `Box<[u64]>`.
+// SAFETY: `Zeroed` owns its memory exclusively, like a `Box<[u64]>`.
 unsafe impl Send for Zeroed {}
 // SAFETY: shared access is read-only, like a `Box<[u64]>`.
 unsafe impl Sync for Zeroed {}
@@ -47,19 +48,24 @@ impl Zeroed {
                 )
             };
             if p != libc::MAP_FAILED {
-                if let Some(nn) = std::ptr::NonNull::new(p.cast::<u64>()) {
+                if let Some(ptr) = std::ptr::NonNull::new(p.cast::<u64>()) {
                     MAPPED.fetch_add(bytes, Ordering::Relaxed);
                     return Zeroed {
-                        map: Some((nn, len)),
-                        heap: Box::new([]),
+                        ptr,
+                        len,
+                        mapped: true,
                     };
                 }
             }
         }
+        let b: Box<[u64]> = vec![0; len].into_boxed_slice();
+        let len = b.len();
+        // SAFETY: `Box::into_raw` never returns null.
+        let ptr = unsafe { std::ptr::NonNull::new_unchecked(Box::into_raw(b).cast::<u64>()) };
         Zeroed {
-            #[cfg(unix)]
-            map: None,
-            heap: vec![0; len].into_boxed_slice(),
+            ptr,
+            len,
+            mapped: false,
         }
     }
 }
@@ -68,35 +74,36 @@ impl std::ops::Deref for Zeroed {
     type Target = [u64];
     #[inline]
     fn deref(&self) -> &[u64] {
-        #[cfg(unix)]
-        if let Some((p, len)) = self.map {
-            // SAFETY: the mapping holds `len` u64s, lives as long as `self` and is zeroed or
-            // written through `&mut self` only.
-            return unsafe { std::slice::from_raw_parts(p.as_ptr(), len) };
-        }
-        &self.heap
+        // SAFETY: `ptr` holds `len` initialised u64s for as long as `self` lives.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 }
 
 impl std::ops::DerefMut for Zeroed {
     #[inline]
     fn deref_mut(&mut self) -> &mut [u64] {
-        #[cfg(unix)]
-        if let Some((p, len)) = self.map {
-            // SAFETY: as in `deref`, and `&mut self` makes this access exclusive.
-            return unsafe { std::slice::from_raw_parts_mut(p.as_ptr(), len) };
-        }
-        &mut self.heap
+        // SAFETY: as in `deref`; `&mut self` makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 }
 
 impl Drop for Zeroed {
     fn drop(&mut self) {
-        #[cfg(unix)]
-        if let Some((p, len)) = self.map.take() {
+        if self.mapped {
+            #[cfg(unix)]
             // SAFETY: unmaps exactly the mapping made in `new`, which nothing else refers to.
-            unsafe { libc::munmap(p.as_ptr().cast(), len * 8) };
-            MAPPED.fetch_sub(len * 8, Ordering::Relaxed);
+            unsafe {
+                libc::munmap(self.ptr.as_ptr().cast(), self.len * 8);
+            }
+            MAPPED.fetch_sub(self.len * 8, Ordering::Relaxed);
+        } else {
+            // SAFETY: `ptr`/`len` came from `Box::into_raw` of a `Box<[u64]>` of this length.
+            drop(unsafe {
+                Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                    self.ptr.as_ptr(),
+                    self.len,
+                ))
+            });
         }
     }
 }

@@ -29,17 +29,18 @@ pub fn sum(data: &[u8], initial: u32) -> u32 {
 }
 
 fn fold64(mut acc: u64) -> u32 {
-    while acc > 0xffff_ffff {
-        acc = (acc & 0xffff_ffff).wrapping_add(acc >> 32);
-    }
+    // Two steps always suffice (2^64 - 1 -> at most 2^33 - 2 -> at most 2^32 - 1); no loop,
+    // no branch.
+    acc = (acc & 0xffff_ffff) + (acc >> 32);
+    acc = (acc & 0xffff_ffff) + (acc >> 32);
     acc as u32
 }
 
 /// Folds a 32-bit one's-complement accumulator to 16 bits.
 pub fn fold(mut acc: u32) -> u16 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff).wrapping_add(acc >> 16);
-    }
+    // As `fold64`: 2^32 - 1 -> at most 0x1fffe -> at most 0xffff.
+    acc = (acc & 0xffff) + (acc >> 16);
+    acc = (acc & 0xffff) + (acc >> 16);
     acc as u16
 }
 
