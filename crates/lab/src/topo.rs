@@ -276,12 +276,12 @@ impl Topo {
                 "permanent",
             ],
         )?;
-        // Receive work: DUT ingress on the DUT core, tester ingress on the tester core.
+        // Receive work: DUT ingress on the DUT core. The tester's ports get no RPS: their
+        // NAPI threads are pinned to the tester core already, and RPS to the same core only
+        // adds a flow hash and a trip through the backlog queue per frame (measured: the
+        // ceiling at 64 B went from 1.05 to 1.16 Mpps without it).
         self.set_rps(&u, &self.ua.dev.clone(), self.dut_cpu)?;
         self.set_rps(&u, &self.ud.dev.clone(), self.dut_cpu)?;
-        self.set_rps(&t, &self.d.dev.clone(), self.tester_cpu)?;
-        self.set_rps(&t, &self.cd.dev.clone(), self.tester_cpu)?;
-        self.set_rps(&t, &self.a.dev.clone(), self.tester_cpu)?;
         // veth ignores RPS on this kernel (measured: all receive work stayed on the sender's
         // CPU), so receive work runs in threaded NAPI instead: GRO on makes veth use NAPI,
         // `threaded` moves the poll into a kernel thread, which is pinned.
