@@ -166,7 +166,8 @@ extern "C" fn on_signal(_sig: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
-/// Installs SIGINT/SIGTERM handlers that set the stop flag (checked by every loop).
+/// Installs SIGINT/SIGTERM/SIGHUP handlers that set the stop flag (checked by every loop).
+/// SIGHUP too: a closed terminal or a dropped ssh session must still remove the namespaces.
 pub fn install_stop_handler() {
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe {
@@ -175,10 +176,11 @@ pub fn install_stop_handler() {
         libc::sigemptyset(&mut sa.sa_mask);
         libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
         libc::sigaction(libc::SIGTERM, &sa, std::ptr::null_mut());
+        libc::sigaction(libc::SIGHUP, &sa, std::ptr::null_mut());
     }
 }
 
-/// True once Ctrl-C (SIGINT) or SIGTERM arrived.
+/// True once Ctrl-C (SIGINT), SIGTERM or SIGHUP arrived.
 pub fn stopped() -> bool {
     STOP.load(Ordering::SeqCst)
 }
