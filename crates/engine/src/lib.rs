@@ -1,7 +1,8 @@
 //! The xlat translation engine: pure, sans-I/O.
 //!
 //! The engine takes packets, the current time and a seed from its caller and returns verdicts;
-//! it never reads a clock, opens a file or makes a syscall. Drivers (TUN, pcap) and the daemon
+//! it never reads a clock, opens a file or does I/O (its only system calls allocate memory:
+//! large tables are mapped anonymously, see `mem.rs`). Drivers (TUN, pcap) and the daemon
 //! do the I/O, so the same code runs the gateway, `xlat translate` on captures, golden-vector
 //! tests without root, and benchmarks.
 //!
