@@ -326,13 +326,20 @@ impl Engine {
         let mut start = 0;
         while start < pkts.len() {
             let end = pkts.len().min(start + CHUNK);
-            if let Some(nat44) = self.nat44.as_mut() {
+            if self.nat44.is_some() || self.nat64.is_some() {
+                // (is NAT64, hash) per packet, picked as `dispatch` picks the translator.
                 let mut hashes = [None; CHUNK];
                 for (h, p) in hashes.iter_mut().zip(pkts.get(start..end).unwrap_or(&[])) {
-                    *h = nat44.prefetch_index(p.data());
+                    *h = self.prefetch_index(p.data());
                 }
-                for h in hashes.iter().flatten() {
-                    nat44.prefetch_session(*h);
+                for &(n64, h) in hashes.iter().flatten() {
+                    match (n64, &self.nat64, &self.nat44) {
+                        (true, Some(n), _) => {
+                            let _ = n.prefetch_session(h);
+                        }
+                        (false, _, Some(n)) => n.prefetch_session(h),
+                        _ => {}
+                    }
                 }
             }
             let chunk = pkts.get_mut(start..end).unwrap_or(&mut []);
@@ -341,6 +348,34 @@ impl Engine {
                 *v = self.process(now, p);
             }
             start = end;
+        }
+    }
+
+    /// Batch stage 1 for one packet: starts fetching the index slot of the NAT64 or NAT44
+    /// session it would look up; returns (is NAT64, tuple hash) for stage 2.
+    #[inline]
+    fn prefetch_index(&self, data: &[u8]) -> Option<(bool, u64)> {
+        match data.first().map(|b| b >> 4) {
+            Some(6) => {
+                let n = self.nat64.as_ref()?;
+                let dst = xlat_wire::ipv6::addr_at(data, xlat_wire::ipv6::off::DST)?;
+                n.owns6(dst)
+                    .then(|| n.prefetch_index(data, true).map(|h| (true, h)))
+                    .flatten()
+            }
+            Some(4) => {
+                if let Some(n) = self.nat64.as_ref() {
+                    let dst = xlat_wire::field::u32_at(data, xlat_wire::ipv4::off::DST)?;
+                    if n.owns4(dst) {
+                        return n.prefetch_index(data, false).map(|h| (true, h));
+                    }
+                }
+                self.nat44
+                    .as_ref()?
+                    .prefetch_index(data)
+                    .map(|h| (false, h))
+            }
+            _ => None,
         }
     }
 

@@ -719,10 +719,15 @@ impl<A: InsideAddr> Napt<A> {
         h
     }
 
-    /// Batch stage 2: starts fetching the session the index (probably) points to.
-    pub fn prefetch_session(&self, hash: u64) {
-        if let Some(v) = self.flows.peek(hash) {
-            self.sessions.prefetch(v >> 1);
+    /// Batch stage 2: starts fetching the session the index (probably) points to; false
+    /// when the index has no candidate for `hash`.
+    pub fn prefetch_session(&self, hash: u64) -> bool {
+        match self.flows.peek(hash) {
+            Some(v) => {
+                self.sessions.prefetch(v >> 1);
+                true
+            }
+            None => false,
         }
     }
 

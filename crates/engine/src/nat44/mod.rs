@@ -200,7 +200,7 @@ impl Nat44 {
 
     /// Batch stage 2: starts fetching the session behind a stage-1 hash.
     pub fn prefetch_session(&self, hash: u64) {
-        self.napt.prefetch_session(hash);
+        let _ = self.napt.prefetch_session(hash);
     }
 
     /// Classifies by address and translates; then hairpins if the result is addressed to

@@ -27,7 +27,7 @@ use xlat_wire::{PacketBuf, HEADROOM};
 
 use crate::config::{Nat44Mode, Nat64Config, XlatParams};
 use crate::counters::{Counters, DropReason, Event};
-use crate::napt::{Endpoint, Napt, NaptConfig, Proto};
+use crate::napt::{Endpoint, FlowKey, Napt, NaptConfig, Proto};
 use crate::offload::{self, OffloadKind, OffloadOp};
 use crate::rfc6052::Pref64;
 use crate::siit::frag::{FragTable, Rewrite};
@@ -39,6 +39,7 @@ use crate::siit::{
 };
 use crate::snapshot::{SessionInfo, Stats};
 use crate::{Time, Verdict};
+use xlat_wire::field::{u16_at, u32_at, u8_at};
 
 /// The NAT64 translator.
 pub struct Nat64 {
@@ -187,6 +188,90 @@ impl Nat64 {
     /// first pool4 address.
     fn own6(&self) -> Option<u128> {
         self.prefix.embed(self.own4)
+    }
+
+    /// The session-index key an IPv6 -> IPv4 packet would look up, if it is an unfragmented
+    /// TCP/UDP/ICMPv6-echo packet with no extension headers and a pref64 destination (for
+    /// batch prefetching only: a wrong or missing key costs a useless or missed prefetch,
+    /// the real work re-derives everything).
+    fn flow_key6(&self, pkt: &[u8]) -> Option<FlowKey<u128>> {
+        use xlat_wire::ipv6::{addr_at, nh, off, HEADER};
+        let proto = match u8_at(pkt, off::NEXT_HEADER)? {
+            nh::TCP => Proto::Tcp,
+            nh::UDP => Proto::Udp,
+            nh::ICMPV6 if matches!(u8_at(pkt, HEADER)?, 128 | 129) => Proto::Icmp,
+            _ => return None,
+        };
+        let src = addr_at(pkt, off::SRC)?;
+        let dst4 = self.prefix.extract(addr_at(pkt, off::DST)?)?;
+        let (sport, dport) = match proto {
+            Proto::Icmp => {
+                let id = u16_at(pkt, HEADER + 4)?;
+                (id, 0)
+            }
+            _ => (u16_at(pkt, HEADER)?, u16_at(pkt, HEADER + 2)?),
+        };
+        Some(FlowKey::Out(
+            proto,
+            Endpoint {
+                addr: src,
+                port: sport,
+            },
+            Endpoint {
+                addr: dst4,
+                port: dport,
+            },
+        ))
+    }
+
+    /// The session-index key an IPv4 -> IPv6 packet would look up (the outside tuple), if it
+    /// is a TCP/UDP/ICMP-echo packet that is not a later fragment; for prefetching only.
+    fn flow_key4(&self, pkt: &[u8]) -> Option<FlowKey<u128>> {
+        use xlat_wire::ipv4::{off, proto as ipproto};
+        let ihl = usize::from(u8_at(pkt, 0)? & 0x0f) * 4;
+        if u16_at(pkt, 6)? & 0x1fff != 0 {
+            return None;
+        }
+        let proto = match u8_at(pkt, off::PROTO)? {
+            ipproto::TCP => Proto::Tcp,
+            ipproto::UDP => Proto::Udp,
+            ipproto::ICMP if matches!(u8_at(pkt, ihl)?, 0 | 8) => Proto::Icmp,
+            _ => return None,
+        };
+        let src = u32_at(pkt, off::SRC)?;
+        let dst = u32_at(pkt, off::DST)?;
+        let (sport, dport) = match proto {
+            Proto::Icmp => (0, u16_at(pkt, ihl + 4)?),
+            _ => (u16_at(pkt, ihl)?, u16_at(pkt, ihl + 2)?),
+        };
+        Some(FlowKey::In(
+            proto,
+            Endpoint {
+                addr: dst,
+                port: dport,
+            },
+            Endpoint {
+                addr: src,
+                port: sport,
+            },
+        ))
+    }
+
+    /// Batch stage 1: starts fetching the index slot `pkt` (IPv6 -> IPv4 when `v6`, else
+    /// IPv4 -> IPv6) will probe; returns the tuple's hash for stage 2.
+    pub fn prefetch_index(&self, pkt: &[u8], v6: bool) -> Option<u64> {
+        let k = if v6 {
+            self.flow_key6(pkt)?
+        } else {
+            self.flow_key4(pkt)?
+        };
+        Some(self.napt.prefetch_index(&k))
+    }
+
+    /// Batch stage 2: starts fetching the session behind a stage-1 hash; false when the
+    /// index has no candidate for it.
+    pub fn prefetch_session(&self, hash: u64) -> bool {
+        self.napt.prefetch_session(hash)
     }
 
     /// IPv6 -> IPv4 (RFC 6146 3.4 - 3.8).
@@ -609,5 +694,63 @@ impl Nat64 {
             self.ready.extend(extra);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::common::{a4, a6, echo, ip4, ip6, tcp, udp};
+    use super::*;
+
+    /// The prefetch keys of both directions name the index entries the real lookups use:
+    /// stage 2 finds a candidate for an established flow (UDP, TCP, ICMP echo) and none for
+    /// a flow that has no session.
+    #[test]
+    fn prefetch_keys_hit_the_session_index() {
+        let cfg = Nat64Config {
+            prefix: "64:ff9b::/96".parse().unwrap(),
+            pool4: vec!["198.51.100.0/30".parse().unwrap()],
+            ..Nat64Config::default()
+        };
+        let mut n = Nat64::new(&cfg, 7);
+        let mut c = Counters::default();
+        let (h6, r6, r4) = (a6("2001:db8::5"), a6("64:ff9b::808:808"), a4("8.8.8.8"));
+        let outs = [
+            ip6(h6, r6, 17, udp(4000, 53, &[1; 8]), 64),
+            ip6(h6, r6, 6, tcp(4001, 80, 0x02), 64),
+            ip6(h6, r6, 58, echo(128, 77, 1, &[2; 8]), 64),
+        ];
+        for p in &outs {
+            let mut room = vec![0u8; HEADROOM + p.len() + HEADROOM];
+            room[HEADROOM..HEADROOM + p.len()].copy_from_slice(p);
+            let mut b = PacketBuf::new(&mut room, HEADROOM, p.len()).unwrap();
+            assert_eq!(n.process6(Time(1), &mut b, &mut c), Verdict::Forward);
+            let out4 = b.data().to_vec();
+            let h = n.prefetch_index(p, true).unwrap();
+            assert!(n.prefetch_session(h), "6->4 key of {p:02x?}");
+            // The reply: source and destination (ports, or the echo identifier) swapped.
+            let ext = u32_at(&out4, 12).unwrap().to_be_bytes();
+            let l4 = match out4[9] {
+                17 => udp(53, u16_at(&out4, 20).unwrap(), &[1; 8]),
+                6 => tcp(80, u16_at(&out4, 20).unwrap(), 0x12),
+                _ => echo(0, u16_at(&out4, 24).unwrap(), 1, &[2; 8]),
+            };
+            let back = ip4(r4, ext, out4[9], l4, 64, 0, 1);
+            let h = n.prefetch_index(&back, false).unwrap();
+            assert!(n.prefetch_session(h), "4->6 key of {back:02x?}");
+        }
+        let none = ip6(h6, r6, 17, udp(4999, 53, &[1; 8]), 64);
+        let h = n.prefetch_index(&none, true).unwrap();
+        assert!(!n.prefetch_session(h));
+        // Not a flow: no key.
+        assert!(n
+            .prefetch_index(&ip6(h6, r6, 59, vec![0; 8], 64), true)
+            .is_none());
+        assert!(n.prefetch_index(&[0x45, 0], false).is_none());
     }
 }
