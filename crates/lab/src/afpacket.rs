@@ -19,6 +19,7 @@ const PACKET_STATISTICS: libc::c_int = 6;
 const PACKET_VERSION: libc::c_int = 10;
 const PACKET_TX_RING: libc::c_int = 13;
 const PACKET_LOSS: libc::c_int = 14;
+const PACKET_VNET_HDR: libc::c_int = 15;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const TPACKET_V2: libc::c_int = 1;
@@ -171,6 +172,9 @@ pub const TX_SLOT: usize = 2048;
 pub const TX_DATA_OFF: usize = 32;
 /// Slots per ring block (one page holds two 2 KB slots; blocks are the kernel's allocation unit).
 const TX_BLOCK: usize = 4096;
+/// struct virtio_net_hdr: flags u8, gso_type u8, hdr_len, gso_size, csum_start, csum_offset
+/// (u16, little endian on virtio 1.0 and on x86/arm hosts).
+const VNET_HDR_LEN: usize = 10;
 
 /// What one [`TxRing::kick`] did with the frames queued since the last one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -202,6 +206,8 @@ pub struct TxRing {
     fill: usize,
     /// Slots queued since the last kick, starting at `fill`.
     queued: usize,
+    /// Frames carry a virtio_net_hdr asking the kernel to copy them whole into the skb.
+    vnet: bool,
 }
 
 // SAFETY: the ring is used by one thread at a time; the mapping belongs to this object.
@@ -221,6 +227,7 @@ impl TxRing {
             frame_nr,
             fill: 0,
             queued: 0,
+            vnet: false,
         };
         let v: libc::c_int = TPACKET_V2;
         setopt(fd, SOL_PACKET, PACKET_VERSION, &v).context("PACKET_VERSION V2")?;
@@ -229,6 +236,13 @@ impl TxRing {
         setopt(fd, SOL_PACKET, PACKET_LOSS, &one).context("PACKET_LOSS")?;
         // Best effort: without it frames go through the (noqueue) qdisc path.
         let _ = setopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one);
+        // Without a virtio_net_hdr the kernel copies only the Ethernet header into the skb and
+        // points the rest at the ring page, marked zero-copy: veth then copies that into a
+        // fresh page per frame (skb_copy_ubufs) and the device gets a non-linear skb whose
+        // headers it must pull, which cost the DUT 30-40% more per packet than the linear
+        // skbs of sendmmsg (measured on forward4 and xlat-nat44). With hdr_len = the frame
+        // length the whole frame is copied into the skb's head, as sendmsg does.
+        ring.vnet = setopt(fd, SOL_PACKET, PACKET_VNET_HDR, &one).is_ok();
         // Frames in flight count against the send buffer (their ring memory is the skb's
         // payload): room for the whole ring, so the buffer is never the limit.
         let sndbuf = (frame_nr * (TX_SLOT + 1024)).min(i32::MAX as usize) as libc::c_int;
@@ -280,21 +294,42 @@ impl TxRing {
         // SAFETY: slot i is not queued and the kernel released it (status checked above), so
         // nothing else reads or writes its data until we queue it; the range lies inside the
         // mapping.
+        let off = self.frame_off();
         let data = unsafe {
-            std::slice::from_raw_parts_mut(
-                self.map.add(i * TX_SLOT + TX_DATA_OFF),
-                TX_SLOT - TX_DATA_OFF,
-            )
+            std::slice::from_raw_parts_mut(self.map.add(i * TX_SLOT + off), TX_SLOT - off)
         };
         Some((i, data))
+    }
+
+    /// Where a frame starts in its slot.
+    fn frame_off(&self) -> usize {
+        TX_DATA_OFF + if self.vnet { VNET_HDR_LEN } else { 0 }
     }
 
     /// Queues the slot [`TxRing::slot`] returned last, holding a frame of `len` bytes.
     pub fn queue(&mut self, len: usize) {
         let i = self.index(0);
-        let len = len.min(TX_SLOT - TX_DATA_OFF) as u32;
+        let len = len.min(TX_SLOT - self.frame_off());
+        let mut tp_len = len;
+        if self.vnet {
+            // No offloads; hdr_len: copy the whole frame into the skb's linear part.
+            let mut h = [0u8; VNET_HDR_LEN];
+            h[2..4].copy_from_slice(&(len as u16).to_le_bytes());
+            // SAFETY: slot i is ours (see `slot`); its data area starts with room for the
+            // header, inside the mapping.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    h.as_ptr(),
+                    self.map.add(i * TX_SLOT + TX_DATA_OFF),
+                    VNET_HDR_LEN,
+                )
+            };
+            tp_len += VNET_HDR_LEN;
+        }
         // SAFETY: slot i is ours (see `slot`); tp_len is the u32 at offset 4 of its header.
-        unsafe { std::ptr::write_volatile(self.map.add(i * TX_SLOT + 4) as *mut u32, len) };
+        unsafe {
+            std::ptr::write_volatile(self.map.add(i * TX_SLOT + 4) as *mut u32, tp_len as u32)
+        };
         self.status(i)
             .store(TP_STATUS_SEND_REQUEST, Ordering::Release);
         self.queued += 1;
