@@ -42,6 +42,7 @@ pub mod offload;
 mod ports;
 pub mod rfc6052;
 mod rng;
+pub mod shard;
 pub mod siit;
 pub mod snapshot;
 pub mod tcp;
@@ -248,6 +249,25 @@ impl Engine {
                 .map(|t| tunnel::Tunnel::new(t, cfg.seed ^ 0x4141_4141_4141_4141)),
             counters: Counters::default(),
         })
+    }
+
+    /// Builds worker `worker`'s engine of `shards` ([`shard`]): its own tables, NAPT ports
+    /// and ICMP identifiers only from its slices, so inbound packets find it by
+    /// [`shard::Shards::of_inbound`].
+    pub fn new_shard(
+        cfg: EngineConfig,
+        shards: &shard::Shards,
+        worker: usize,
+    ) -> Result<Engine, ConfigError> {
+        let mut e = Engine::new(cfg)?;
+        let ids = shards.icmp_slice(worker);
+        if let (Some(n), Some(r)) = (e.nat44.as_mut(), shards.nat44_slice(worker)) {
+            n.set_ranges(r, ids);
+        }
+        if let (Some(n), Some(r)) = (e.nat64.as_mut(), shards.nat64_slice(worker)) {
+            n.set_ranges(r, ids);
+        }
+        Ok(e)
     }
 
     /// Translates one packet in place. `pkt` holds exactly the bytes received, with headroom

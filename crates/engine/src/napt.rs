@@ -368,6 +368,9 @@ pub struct NaptConfig {
 /// Hosts, BIB and sessions of one stateful translator.
 pub struct Napt<A> {
     cfg: NaptConfig,
+    /// ICMP query identifiers to choose from: all of them, or a worker's slice
+    /// ([`crate::shard`]).
+    icmp_ids: (u16, u16),
     pool: Vec<PoolAddr>,
     pool_index: HashMap<u32, u32>,
     pool_prefixes: Vec<Prefix4>,
@@ -406,6 +409,7 @@ impl<A: InsideAddr> Napt<A> {
         }
         Napt {
             cfg,
+            icmp_ids: (0, u16::MAX),
             pool,
             pool_index,
             pool_prefixes: pool_prefixes.to_vec(),
@@ -828,7 +832,7 @@ impl<A: InsideAddr> Napt<A> {
     ) -> Result<u32, DropReason> {
         // ICMP identifiers are not ports: any value may be kept or chosen (RFC 5508 3.1).
         let (lo, hi) = match proto {
-            Proto::Icmp => (0, u16::MAX),
+            Proto::Icmp => self.icmp_ids,
             _ => self.cfg.ports,
         };
         let span = u64::from(hi - lo) + 1;
@@ -1143,9 +1147,17 @@ impl<A: InsideAddr> Napt<A> {
         out.extend(dynamic);
     }
 
+    /// Restricts new mappings to the TCP/UDP ports `ports` and ICMP identifiers `icmp_ids`
+    /// (inclusive ranges): a worker's slices ([`crate::shard`]). Call before traffic.
+    pub fn set_ranges(&mut self, ports: (u16, u16), icmp_ids: (u16, u16)) {
+        self.cfg.ports = ports;
+        self.icmp_ids = icmp_ids;
+    }
+
     /// Fills the table sizes and pool use of `st`.
     pub fn fill_stats(&self, st: &mut Stats) {
         let (lo, hi) = self.cfg.ports;
+        let (ilo, ihi) = self.icmp_ids;
         st.sessions += self.sessions.len as u64;
         st.mappings += self.mappings.len as u64;
         st.hosts += self.hosts.len() as u64;
@@ -1163,7 +1175,7 @@ impl<A: InsideAddr> Napt<A> {
                         .sum(),
                     ports_total: self.pool.len() as u64
                         * match p {
-                            Proto::Icmp => 65536,
+                            Proto::Icmp => u64::from(ihi - ilo) + 1,
                             _ => u64::from(hi - lo) + 1,
                         },
                 }

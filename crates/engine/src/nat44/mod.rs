@@ -191,6 +191,11 @@ impl Nat44 {
         }
     }
 
+    /// See [`crate::napt::Napt::set_ranges`].
+    pub fn set_ranges(&mut self, ports: (u16, u16), icmp_ids: (u16, u16)) {
+        self.napt.set_ranges(ports, icmp_ids);
+    }
+
     /// Batch stage 1: starts fetching the index slot `pkt` will probe; returns the tuple's
     /// hash for stage 2 (`None`: nothing to prefetch).
     pub fn prefetch_index(&self, pkt: &[u8]) -> Option<u64> {

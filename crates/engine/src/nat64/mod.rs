@@ -257,6 +257,11 @@ impl Nat64 {
         ))
     }
 
+    /// See [`crate::napt::Napt::set_ranges`].
+    pub fn set_ranges(&mut self, ports: (u16, u16), icmp_ids: (u16, u16)) {
+        self.napt.set_ranges(ports, icmp_ids);
+    }
+
     /// Batch stage 1: starts fetching the index slot `pkt` (IPv6 -> IPv4 when `v6`, else
     /// IPv4 -> IPv6) will probe; returns the tuple's hash for stage 2.
     pub fn prefetch_index(&self, pkt: &[u8], v6: bool) -> Option<u64> {
