@@ -191,10 +191,10 @@ pub struct Kick {
 
 /// Transmit side: a TPACKET_V2 TX_RING on one port. The caller writes frames into free slots
 /// ([`TxRing::slot`]), queues them ([`TxRing::queue`]) and hands the batch to the kernel with
-/// one sendto() ([`TxRing::kick`]). The kernel builds an skb per frame whose payload points
-/// into the ring (the ring page is referenced, not copied), and marks the slot available
-/// again when the skb is freed, wherever that happens (after the device forwarded it and the
-/// tester's receive port dropped it). A slot in flight is not written: [`TxRing::slot`]
+/// one sendto() ([`TxRing::kick`]). The kernel builds an skb per frame (copied whole into its
+/// head when the socket takes a virtio_net_hdr, else pointing into the ring page), and marks
+/// the slot available again when the skb is freed, wherever that happens (after the device
+/// forwarded it and the tester's receive port dropped it). A slot in flight is not written: [`TxRing::slot`]
 /// returns None for it. The kernel only reads the ring inside sendto(), so between kicks the
 /// queued-but-untaken slots are ours again.
 pub struct TxRing {

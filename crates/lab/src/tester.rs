@@ -25,9 +25,10 @@ use crate::sys;
 use crate::txframe::{ring_slots, Link, SlotFrame};
 
 /// Frames per sendto() on the transmit ring (at most): the largest burst the device gets.
-/// Larger batches raise the tester's ceiling (64: 1.1 Mpps at 64 B here, 32: 1.05, 16: 1.0)
-/// but also the device's queueing (forward4's median latency at 300,000 pps: 125, 102 and
-/// 65 us); 32 is what the sendmmsg sender used.
+/// Larger batches raise the tester's ceiling (measured with frames in the ring's pages and
+/// RPS on the tester's ports; 64: 1.1 Mpps at 64 B, 32: 1.05, 16: 1.0) but also the device's
+/// queueing (forward4's median latency at 300,000 pps: 125, 102 and 65 us); 32 is what the
+/// sendmmsg sender used.
 pub const BATCH: usize = 32;
 /// Transmit ring slots (2 KB each): at least this many, so frames in flight through a device
 /// (its queues, the ports' rings) never fill the ring...
