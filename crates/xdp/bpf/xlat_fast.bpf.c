@@ -200,6 +200,35 @@ static __always_inline __u16 l4_csum(int udp, __u16 check_be, __u32 delta)
 	return (udp && !c) ? 0xffff : c;
 }
 
+// The one's-complement sum of a 20-byte IPv4 header, folded (0xffff when its checksum is right).
+static __always_inline __u32 ip4_sum(struct iphdr *ip)
+{
+	__u32 sum = 0;
+	__u16 *w = (__u16 *)ip;
+#pragma unroll
+	for (int i = 0; i < 10; i++)
+		sum += w[i];
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (sum & 0xffff) + (sum >> 16);
+}
+
+// Writes the recipe's ports and adjusts the TCP/UDP checksum; the caller checked the header's
+// bounds.
+static __always_inline void rewrite_l4(void *l4, int udp, __u16 sport, __u16 dport, __u32 delta)
+{
+	if (udp) {
+		struct udphdr *uh = l4;
+		uh->source = sport;
+		uh->dest = dport;
+		uh->check = l4_csum(1, uh->check, delta);
+	} else {
+		struct tcphdr *th = l4;
+		th->source = sport;
+		th->dest = dport;
+		th->check = l4_csum(0, th->check, delta);
+	}
+}
+
 // Routes the rewritten packet; >= 0 is the egress ifindex, < 0 a counter to pass with.
 static __always_inline long route(struct xdp_md *ctx, struct bpf_fib_lookup *fib)
 {
@@ -231,14 +260,7 @@ static __always_inline int xlat46(struct xdp_md *ctx, struct iphdr *ip, struct r
 	if (udp && !l4check)
 		return count(C_PASS_UDP_ZERO, XDP_PASS);
 	// The IPv4 header disappears: verify its checksum instead of carrying it.
-	__u32 sum = 0;
-	__u16 *w = (__u16 *)ip;
-#pragma unroll
-	for (int i = 0; i < 10; i++)
-		sum += w[i];
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	if (sum != 0xffff)
+	if (ip4_sum(ip) != 0xffff)
 		return count(C_PASS_BAD_CHECKSUM, XDP_PASS);
 
 	struct bpf_fib_lookup fib = {};
@@ -274,17 +296,7 @@ static __always_inline int xlat46(struct xdp_md *ctx, struct iphdr *ip, struct r
 	ip6->hop_limit = ttl - 1;
 	__builtin_memcpy(&ip6->saddr, r->src, 16);
 	__builtin_memcpy(&ip6->daddr, r->dst, 16);
-	if (udp) {
-		struct udphdr *uh = l4;
-		uh->source = r->sport;
-		uh->dest = r->dport;
-		uh->check = l4_csum(1, uh->check, r->l4_delta);
-	} else {
-		struct tcphdr *th = l4;
-		th->source = r->sport;
-		th->dest = r->dport;
-		th->check = l4_csum(0, th->check, r->l4_delta);
-	}
+	rewrite_l4(l4, udp, r->sport, r->dport, r->l4_delta);
 	count(C_TRANSLATED_4TO6, 0);
 	count(C_REDIRECTED, 0);
 	return bpf_redirect_map(&egress, out, 0);
@@ -355,17 +367,7 @@ static __always_inline int ipv4(struct xdp_md *ctx, struct ethhdr *eth, void *en
 	ip->daddr = r->dst;
 	ip->ttl -= 1;
 	ip->check = csum_apply(ip->check, r->ip_delta);
-	if (udp) {
-		struct udphdr *uh = l4;
-		uh->source = r->sport;
-		uh->dest = r->dport;
-		uh->check = l4_csum(1, uh->check, r->l4_delta);
-	} else {
-		struct tcphdr *th = l4;
-		th->source = r->sport;
-		th->dest = r->dport;
-		th->check = l4_csum(0, th->check, r->l4_delta);
-	}
+	rewrite_l4(l4, udp, r->sport, r->dport, r->l4_delta);
 	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
 	count(C_REDIRECTED, 0);
@@ -450,25 +452,8 @@ static __always_inline int ipv6(struct xdp_md *ctx, struct ethhdr *eth, void *en
 	ip->check = 0;
 	ip->saddr = r->src;
 	ip->daddr = r->dst;
-	__u32 sum = 0;
-	__u16 *w = (__u16 *)ip;
-#pragma unroll
-	for (int i = 0; i < 10; i++)
-		sum += w[i];
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	ip->check = (__u16)~sum;
-	if (udp) {
-		struct udphdr *uh = l4;
-		uh->source = r->sport;
-		uh->dest = r->dport;
-		uh->check = l4_csum(1, uh->check, r->l4_delta);
-	} else {
-		struct tcphdr *th = l4;
-		th->source = r->sport;
-		th->dest = r->dport;
-		th->check = l4_csum(0, th->check, r->l4_delta);
-	}
+	ip->check = (__u16)~ip4_sum(ip);
+	rewrite_l4(l4, udp, r->sport, r->dport, r->l4_delta);
 	count(C_TRANSLATED_6TO4, 0);
 	count(C_REDIRECTED, 0);
 	return bpf_redirect_map(&egress, out, 0);
