@@ -69,62 +69,7 @@ fn curl_crosses_the_fast_path_intact_and_bypasses_the_engine() {
     let Some(mut t) = setup("") else {
         return;
     };
-    let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
-    let www = t.dir.join("www");
-    std::fs::create_dir_all(&www).unwrap();
-    let blob = www.join("blob.bin");
-    run_host(
-        30,
-        &[
-            "sh",
-            "-c",
-            &format!("head -c 4194304 /dev/urandom > {}", blob.display()),
-        ],
-    )
-    .check();
-    let www_s = www.display().to_string();
-    let srv = t.spawn(
-        &out,
-        "http",
-        &[
-            "python3",
-            "-m",
-            "http.server",
-            "8080",
-            "--bind",
-            OUT_ADDR,
-            "--directory",
-            &www_s,
-        ],
-    );
-    t.wait_listening(&out, "tcp", 8080, Some(srv));
-    let got = t.dir.join("got.bin");
-    let got_s = got.display().to_string();
-    let r = t.ns(
-        &inn,
-        60,
-        &[
-            "curl",
-            "-sS",
-            "--max-time",
-            "45",
-            "-o",
-            &got_s,
-            &format!("http://{OUT_ADDR}:8080/blob.bin"),
-        ],
-    );
-    assert!(r.ok(), "curl failed: {}\n{}", r.stdout, r.stderr);
-    let sums = run_host(30, &["sha256sum", &blob.display().to_string(), &got_s]).check();
-    let hashes: Vec<&str> = sums
-        .stdout
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    assert_eq!(hashes.len(), 2, "sha256sum output: {}", sums.stdout);
-    assert_eq!(
-        hashes[0], hashes[1],
-        "the file fetched over the fast path differs"
-    );
+    let srv = t.fetch_random_file(4_194_304);
     // The server saw the pool address: the recipes did the NAT.
     let log = t.proc(srv).stderr_text();
     assert!(

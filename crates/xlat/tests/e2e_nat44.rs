@@ -132,65 +132,7 @@ fn curl_fetches_4mb_file_intact() {
     let Some(mut t) = setup(Opts::default()) else {
         return;
     };
-    let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
-    let www = t.dir.join("www");
-    std::fs::create_dir_all(&www).unwrap();
-    let blob = www.join("blob.bin");
-    run_host(
-        30,
-        &[
-            "sh",
-            "-c",
-            &format!("head -c 4194304 /dev/urandom > {}", blob.display()),
-        ],
-    )
-    .check();
-    let www_s = www.display().to_string();
-    let srv = t.spawn(
-        &out,
-        "http",
-        &[
-            "python3",
-            "-m",
-            "http.server",
-            "8080",
-            "--bind",
-            OUT_ADDR,
-            "--directory",
-            &www_s,
-        ],
-    );
-    t.wait_listening(&out, "tcp", 8080, Some(srv));
-
-    let got = t.dir.join("got.bin");
-    let got_s = got.display().to_string();
-    let r = t.ns(
-        &inn,
-        60,
-        &[
-            "curl",
-            "-sS",
-            "--max-time",
-            "45",
-            "-o",
-            &got_s,
-            &format!("http://{OUT_ADDR}:8080/blob.bin"),
-        ],
-    );
-    assert!(r.ok(), "curl failed: {}\n{}", r.stdout, r.stderr);
-    let sums = run_host(30, &["sha256sum", &blob.display().to_string(), &got_s]).check();
-    let hashes: Vec<&str> = sums
-        .stdout
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    assert_eq!(hashes.len(), 2, "sha256sum output: {}", sums.stdout);
-    assert_eq!(
-        hashes[0], hashes[1],
-        "the file fetched through xlat differs from the original"
-    );
-    let len = std::fs::metadata(&got).map(|m| m.len()).unwrap_or(0);
-    assert_eq!(len, 4_194_304);
+    let srv = t.fetch_random_file(4_194_304);
 
     // The server's access log names the client: the pool address, never the inside host.
     let log = t.proc(srv).stderr_text();

@@ -640,6 +640,72 @@ socket = "{sock}"
         )
     }
 
+    /// Serves `len` random bytes over HTTP from OUT (python3 http.server on OUT_ADDR:8080),
+    /// fetches them with curl from IN, and checks that the copy is whole (length and
+    /// SHA-256). Returns the server's process, whose log names the client it saw.
+    #[allow(dead_code)] // not every test binary fetches a file
+    pub fn fetch_random_file(&mut self, len: u64) -> ProcId {
+        let (inn, out) = (self.ns_in.clone(), self.ns_out.clone());
+        let www = self.dir.join("www");
+        fs::create_dir_all(&www).unwrap_or_else(|e| panic!("create {}: {e}", www.display()));
+        let blob = www.join("blob.bin");
+        run_host(
+            30,
+            &[
+                "sh",
+                "-c",
+                &format!("head -c {len} /dev/urandom > {}", blob.display()),
+            ],
+        )
+        .check();
+        let www_s = www.display().to_string();
+        let srv = self.spawn(
+            &out,
+            "http",
+            &[
+                "python3",
+                "-m",
+                "http.server",
+                "8080",
+                "--bind",
+                OUT_ADDR,
+                "--directory",
+                &www_s,
+            ],
+        );
+        self.wait_listening(&out, "tcp", 8080, Some(srv));
+        let got = self.dir.join("got.bin");
+        let got_s = got.display().to_string();
+        let r = self.ns(
+            &inn,
+            60,
+            &[
+                "curl",
+                "-sS",
+                "--max-time",
+                "45",
+                "-o",
+                &got_s,
+                &format!("http://{OUT_ADDR}:8080/blob.bin"),
+            ],
+        );
+        assert!(r.ok(), "curl failed: {}\n{}", r.stdout, r.stderr);
+        let sums = run_host(30, &["sha256sum", &blob.display().to_string(), &got_s]).check();
+        let hashes: Vec<&str> = sums
+            .stdout
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        assert_eq!(hashes.len(), 2, "sha256sum output: {}", sums.stdout);
+        assert_eq!(
+            hashes[0], hashes[1],
+            "the file fetched through xlat differs from the original"
+        );
+        let got_len = fs::metadata(&got).map(|m| m.len()).unwrap_or(0);
+        assert_eq!(got_len, len);
+        srv
+    }
+
     /// `[dataplane]` for the XDP fast path on GW's inside and outside devices, or nothing.
     pub fn dataplane_section(&self) -> String {
         if !self.fast_path {
