@@ -538,9 +538,9 @@ fn tun_name(topo: &Topo, kind: DaemonKind) -> String {
     }
 }
 
-/// The lab's xlat configuration: NAPT of the tester's inside range over the pool,
-/// endpoint-independent filtering, limits high enough for the session experiments.
-pub fn xlat_config(tun: &str, socket: &str) -> String {
+/// An `xlat run` configuration for the lab: the TUN device, `sections` (the translator), the
+/// control socket and a fixed seed (runs repeat).
+fn lab_config(tun: &str, socket: &str, sections: &str) -> String {
     format!(
         r#"# written by xlat lab
 [tun]
@@ -548,123 +548,74 @@ name = "{tun}"
 mtu = 1500
 auto_routes = true
 
-[nat44]
+{sections}
+[control]
+socket = "{socket}"
+
+[engine]
+seed = 1
+"#
+    )
+}
+
+/// Session limits high enough for the session experiments.
+const LAB_LIMITS: &str = "[limits]\nmax_sessions = 4000000\nmax_sessions_per_host = 4000000\n";
+
+/// The lab's xlat configuration: NAPT of the tester's inside range over the pool,
+/// endpoint-independent filtering, limits high enough for the session experiments.
+pub fn xlat_config(tun: &str, socket: &str) -> String {
+    let nat44 = format!(
+        r#"[nat44]
 inside = ["198.18.0.0/16"]
 pool = ["{POOL_PREFIX}"]
 mode = "napt"
 filtering = "endpoint-independent"
 ports = "1024-65535"
 
-[limits]
-max_sessions = 4000000
-max_sessions_per_host = 4000000
-
-[control]
-socket = "{socket}"
-
-[engine]
-seed = 1
-"#
-    )
+{LAB_LIMITS}"#
+    );
+    lab_config(tun, socket, &nat44)
 }
 
 /// The lab's xlat NAT64 configuration: the same prefix as TAYGA's, pool4 = the NAT pool.
 pub fn xlat64_config(tun: &str, socket: &str) -> String {
-    format!(
-        r#"# written by xlat lab
-[tun]
-name = "{tun}"
-mtu = 1500
-auto_routes = true
-
-[nat64]
+    let nat64 = format!(
+        r#"[nat64]
 prefix = "2001:2:0:64::/96"
 pool4 = ["{POOL_PREFIX}"]
 filtering = "endpoint-independent"
 
-[limits]
-max_sessions = 4000000
-max_sessions_per_host = 4000000
-
-[control]
-socket = "{socket}"
-
-[engine]
-seed = 1
-"#
-    )
+{LAB_LIMITS}"#
+    );
+    lab_config(tun, socket, &nat64)
 }
 
 /// The lab's SIIT configuration: destinations by the pref64, the tester's IPv6 hosts
 /// (2001:2:0:1::1:N, flows::flows_v6) by an EAM to 198.19.2.N (RFC 7757).
 pub fn siit_config(tun: &str, socket: &str) -> String {
-    format!(
-        r#"# written by xlat lab
-[tun]
-name = "{tun}"
-mtu = 1500
-auto_routes = true
-
-[siit]
+    let siit = r#"[siit]
 prefix = "2001:2:0:64::/96"
-eam = [{{ ipv4 = "198.19.2.0/24", ipv6 = "2001:2:0:1::1:0/120" }}]
-
-[control]
-socket = "{socket}"
-
-[engine]
-seed = 1
-"#
-    )
+eam = [{ ipv4 = "198.19.2.0/24", ipv6 = "2001:2:0:1::1:0/120" }]
+"#;
+    lab_config(tun, socket, siit)
 }
 
 /// The lab's 6to4 endpoint: a relay router (RFC 3056 5) on the DUT's inside address, so that
 /// the tester's inside hosts (6to4 sites 2002:V4ADDR::/48) reach the native IPv6 outside.
 pub fn sixtofour_config(tun: &str, socket: &str) -> String {
     let [a, b, c, d] = TUNNEL_ENDPOINT;
-    format!(
-        r#"# written by xlat lab
-[tun]
-name = "{tun}"
-mtu = 1500
-auto_routes = true
-
-[tunnel.6to4]
-ipv4 = "{a}.{b}.{c}.{d}"
-relay_router = true
-
-[control]
-socket = "{socket}"
-
-[engine]
-seed = 1
-"#
-    )
+    let t = format!("[tunnel.6to4]\nipv4 = \"{a}.{b}.{c}.{d}\"\nrelay_router = true\n");
+    lab_config(tun, socket, &t)
 }
 
 /// The lab's ISATAP endpoint: a router (RFC 5214 8.2) on the DUT's inside address advertising
 /// 2001:2:0:5::/64 to the tester's inside hosts.
 pub fn isatap_config(tun: &str, socket: &str) -> String {
     let [a, b, c, d] = TUNNEL_ENDPOINT;
-    format!(
-        r#"# written by xlat lab
-[tun]
-name = "{tun}"
-mtu = 1500
-auto_routes = true
-
-[tunnel.isatap]
-role = "router"
-ipv4 = "{a}.{b}.{c}.{d}"
-prefix = "{ISATAP_PREFIX}"
-
-[control]
-socket = "{socket}"
-
-[engine]
-seed = 1
-"#
-    )
+    let t = format!(
+        "[tunnel.isatap]\nrole = \"router\"\nipv4 = \"{a}.{b}.{c}.{d}\"\nprefix = \"{ISATAP_PREFIX}\"\n"
+    );
+    lab_config(tun, socket, &t)
 }
 
 /// TAYGA as in S2: a NAT64 prefix (2001:2:0:64::/96, RFC 6052 3.1 forbids the well-known
