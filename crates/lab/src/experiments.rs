@@ -156,6 +156,7 @@ impl Lab {
             dut_kernel_pids: self.topo.dut_napi_pids(),
             drain: Duration::from_millis(300),
             coalesce: self.opts.coalesce,
+            mix: None,
         }
     }
 

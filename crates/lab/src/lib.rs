@@ -8,6 +8,7 @@
 //! printed table, report.md, report.html and SVG plots.
 
 pub mod afpacket;
+pub mod churn;
 pub mod device;
 pub mod experiments;
 pub mod packet;

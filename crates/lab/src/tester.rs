@@ -70,6 +70,9 @@ pub struct TrialSpec {
     pub drain: Duration,
     /// Longest time a due frame waits to be sent with others (0: every frame when due).
     pub coalesce: Duration,
+    /// Churn: frame number s goes to flow `mix.flow_of(s)` (established flows and new ones,
+    /// counted per group), instead of the flows in turn.
+    pub mix: Option<crate::churn::Mix>,
 }
 
 /// Latency percentiles in microseconds.
@@ -83,6 +86,26 @@ pub struct Latency {
     pub p99_us: f64,
     pub p999_us: f64,
     pub max_us: f64,
+}
+
+impl Latency {
+    /// The percentiles of a histogram of nanoseconds (all zero when it is empty).
+    pub fn of(h: &Histogram<u64>) -> Latency {
+        if h.is_empty() {
+            return Latency::default();
+        }
+        let us = |v: u64| v as f64 / 1000.0;
+        Latency {
+            samples: h.len(),
+            min_us: us(h.min()),
+            mean_us: h.mean() / 1000.0,
+            p50_us: us(h.value_at_quantile(0.5)),
+            p90_us: us(h.value_at_quantile(0.9)),
+            p99_us: us(h.value_at_quantile(0.99)),
+            p999_us: us(h.value_at_quantile(0.999)),
+            max_us: us(h.max()),
+        }
+    }
 }
 
 /// CPU use during a trial.
@@ -149,6 +172,9 @@ pub struct Trial {
     pub sender_short: bool,
     /// Source address:port of the first test frame received (shows what the device did).
     pub rx_first_src: String,
+    /// Churn trials: loss and latency of the established and the new flows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<crate::churn::Groups>,
 }
 
 struct RxState {
@@ -163,6 +189,7 @@ struct RxState {
     bytes: u64,
     first_src: String,
     hist: Histogram<u64>,
+    groups: Option<crate::churn::RxGroups>,
 }
 
 impl RxState {
@@ -202,6 +229,9 @@ impl RxState {
         }
         let lat = rx_ns.saturating_sub(t.tx_ns).max(1);
         let _ = self.hist.record(lat.min(self.hist.high()));
+        if let Some(g) = self.groups.as_mut() {
+            g.record(t.flow, lat);
+        }
     }
 }
 
@@ -291,6 +321,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
                 bytes: 0,
                 first_src: String::new(),
                 hist,
+                groups: rx_spec.mix.map(crate::churn::RxGroups::new).transpose()?,
             };
             let hard_limit = rx_spec.duration + rx_spec.drain + Duration::from_secs(10);
             let start = Instant::now();
@@ -418,22 +449,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
     let window_ns = total2 * tick_ns;
     let dut_other = (busy2 - (kernel_ns + proc_ns) / window_ns.max(1.0)).max(0.0);
     let rcv = st.received.max(1) as f64;
-    let h = &st.hist;
-    let us = |v: u64| v as f64 / 1000.0;
-    let latency = if h.is_empty() {
-        Latency::default()
-    } else {
-        Latency {
-            samples: h.len(),
-            min_us: us(h.min()),
-            mean_us: h.mean() / 1000.0,
-            p50_us: us(h.value_at_quantile(0.5)),
-            p90_us: us(h.value_at_quantile(0.9)),
-            p99_us: us(h.value_at_quantile(0.99)),
-            p999_us: us(h.value_at_quantile(0.999)),
-            max_us: us(h.max()),
-        }
-    };
+    let latency = Latency::of(&st.hist);
     let offered = spec.rate_pps.unwrap_or(0.0);
     let tx_pps = total as f64 / send_secs.max(1e-9);
     Ok(Trial {
@@ -475,6 +491,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
             && tx_pps < offered * 0.97
             && spec.max_packets.is_none_or(|m| total < m),
         rx_first_src: st.first_src,
+        groups: st.groups.as_ref().map(|g| g.finish(total)),
     })
 }
 
@@ -577,7 +594,10 @@ fn send_loop(
                 break; // the ring is full of frames in flight
             };
             let p = pos + k;
-            let fi = (p % nflows) as usize;
+            let fi = match spec.mix {
+                Some(m) => m.flow_of(sent + k) % flows.len(),
+                None => (p % nflows) as usize,
+            };
             let frame = spec.sizes.frame(p, spec.path.v6);
             let t = Tag {
                 tag,
@@ -638,6 +658,7 @@ mod tests {
             bytes: 0,
             first_src: String::new(),
             hist: Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap(),
+            groups: None,
         }
     }
 
