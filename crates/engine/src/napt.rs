@@ -26,6 +26,7 @@ use xlat_wire::l4::{icmp, tcp, udp};
 use crate::config::{Filtering, Limits, Nat44Mode, Prefix4, Timeouts};
 use crate::counters::{Counters, DropReason, Event};
 use crate::index::{FlowIndex, KeyHasher};
+use crate::mem::FixedVec;
 use crate::ports::PortMap;
 use crate::rng::Rng;
 use crate::snapshot::{PoolUse, SessionInfo, Stats};
@@ -285,9 +286,10 @@ struct PoolAddr {
     ports: [PortMap; 3],
 }
 
-/// A vector of slots with a free list; ids stay valid until removed.
+/// A vector of slots with a free list; ids stay valid until removed. The slots are reserved
+/// ahead ([`FixedVec`]: on huge pages when large) and never move.
 struct Slab<T> {
-    slots: Vec<Option<T>>,
+    slots: FixedVec<Option<T>>,
     free: Vec<u32>,
     len: usize,
 }
@@ -296,7 +298,7 @@ impl<T> Slab<T> {
     /// A slab with room for `cap` entries allocated ahead.
     fn with_capacity(cap: usize) -> Self {
         Slab {
-            slots: Vec::with_capacity(cap),
+            slots: FixedVec::with_capacity(cap),
             free: Vec::new(),
             len: 0,
         }
