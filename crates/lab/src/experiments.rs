@@ -52,6 +52,8 @@ pub struct Opts {
     pub rate: Option<f64>,
     /// Sender-side interrupt moderation (see tester::TrialSpec::coalesce).
     pub coalesce: Duration,
+    /// Receive with the XDP receive counter (see tester::TrialSpec::rx_xdp).
+    pub rx_xdp: bool,
     /// UDP payload sizes for owd (bytes).
     pub payloads: Vec<usize>,
     /// Round trips per owd measurement.
@@ -156,6 +158,7 @@ impl Lab {
             dut_kernel_pids: self.topo.dut_napi_pids(),
             drain: Duration::from_millis(300),
             coalesce: self.opts.coalesce,
+            rx_xdp: self.opts.rx_xdp,
             mix: None,
         }
     }

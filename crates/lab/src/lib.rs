@@ -107,6 +107,11 @@ pub struct RunOpts {
     /// moderation (default 200; 0 sends every frame when due).
     #[arg(long)]
     pub coalesce_us: Option<f64>,
+    /// How the tester receives: `xdp` (default: an XDP program on the receive port counts
+    /// the trial's frames and drops them, the packet ring gets a sample for latency) or
+    /// `ring` (every frame through the packet ring; costs the tester's core about twice).
+    #[arg(long, value_parser = ["xdp", "ring"])]
+    pub rx: Option<String>,
     /// Directory under which results/<timestamp>-<name>/ is created (default: ./results).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -444,8 +449,17 @@ pub fn resolve(plan: &Plan, o: &RunOpts) -> Result<Opts> {
     if !(0.0..=10_000.0).contains(&coalesce_us) {
         bail!("--coalesce-us: {coalesce_us} is outside 0..10000");
     }
+    let rx_xdp = match o.rx.as_deref() {
+        Some("ring") => false,
+        Some(_) => true,
+        None => xlat_xdp::lab_rx::built(),
+    };
+    if rx_xdp && !xlat_xdp::lab_rx::built() {
+        bail!("--rx xdp: this xlat was built without the XDP receive counter (clang-14 was missing); use --rx ring");
+    }
     Ok(Opts {
         coalesce: Duration::from_secs_f64(coalesce_us / 1e6),
+        rx_xdp,
         devices,
         sizes,
         trial: Duration::from_secs_f64(duration),
@@ -503,6 +517,7 @@ pub fn execute(plan: Plan, o: &RunOpts) -> Result<PathBuf> {
             link_bps: opts.link_bps.unwrap_or(0.0),
             resolution: opts.resolution,
             coalesce_us: opts.coalesce.as_secs_f64() * 1e6,
+            rx: if opts.rx_xdp { "xdp" } else { "ring" }.into(),
         },
         ..RunResults::default()
     };

@@ -539,12 +539,17 @@ pub fn write(dir: &Path, r: &RunResults) -> Result<Vec<PathBuf>> {
         ),
         format!("Where the work ran: {}.", r.placement),
         format!(
-            "Settings: {:.1} s trials, {} repetition(s), loss threshold {}%, {} flows, sender coalescing {:.0} us{}.",
+            "Settings: {:.1} s trials, {} repetition(s), loss threshold {}%, {} flows, sender coalescing {:.0} us, {}{}.",
             r.settings.trial_secs,
             r.settings.repeats,
             r.settings.loss_threshold * 100.0,
             r.settings.flows,
             r.settings.coalesce_us,
+            match r.settings.rx.as_str() {
+                "xdp" => "frames counted by the XDP receive counter (latency from a sample)",
+                "ring" => "every frame received through the packet ring",
+                _ => "receive mode not recorded",
+            },
             if r.settings.link_bps > 0.0 {
                 format!(", nominal link {:.0} Mb/s", r.settings.link_bps / 1e6)
             } else {

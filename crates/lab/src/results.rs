@@ -61,6 +61,10 @@ pub struct Settings {
     /// Sender-side interrupt moderation, microseconds.
     #[serde(default)]
     pub coalesce_us: f64,
+    /// How the tester received: "ring" (every frame through the packet ring) or "xdp" (the
+    /// XDP receive counter, the ring sees a sample); "" in runs before this setting existed.
+    #[serde(default)]
+    pub rx: String,
 }
 
 /// The tester's own ceiling (A wired straight to D) for one frame size.

@@ -10,6 +10,13 @@
 //! below the highest already seen in its flow, RFC 4737's "reordered"), and records one-way
 //! latency in an HDR histogram. Loss = sent - distinct received. Every loop is bounded in time
 //! (the trial's duration plus a drain limit) and in count.
+//!
+//! With `TrialSpec::rx_xdp` the receive port also gets the lab's XDP receive counter
+//! (crates/xdp/bpf/lab_rx.bpf.c) for the trial: it counts the trial's distinct frames and
+//! duplicates at the port's front door and drops them, passing a systematic sample (one frame
+//! in 2^k by sequence number, about 16,000 a second) on to the ring for latency, reordering and
+//! the first source. Receiving then costs the tester's core a fraction of what the ring costs,
+//! which leaves the core to the sender: the tester offers a device more than the ring allowed.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
@@ -20,6 +27,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::afpacket::{RxRing, TxRing};
+use xlat_xdp::lab_rx::LabRx;
 use crate::packet::{parse_tag, Flow, SizeMix, Tag, FCS_LEN, IMIX_PATTERN};
 use crate::sys;
 use crate::txframe::{ring_slots, Link, SlotFrame};
@@ -70,6 +78,8 @@ pub struct TrialSpec {
     pub drain: Duration,
     /// Longest time a due frame waits to be sent with others (0: every frame when due).
     pub coalesce: Duration,
+    /// Count at the receive port with the XDP receive counter (the ring sees a sample).
+    pub rx_xdp: bool,
     /// Churn: frame number s goes to flow `mix.flow_of(s)` (established flows and new ones,
     /// counted per group), instead of the flows in turn.
     pub mix: Option<crate::churn::Mix>,
@@ -290,13 +300,22 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
     let receiver = std::thread::Builder::new()
         .name("lab-rx".into())
         .spawn(move || -> Result<(RxState, u64, i32)> {
-            let setup = || -> Result<RxRing> {
+            let setup = || -> Result<(RxRing, Option<LabRx>)> {
                 sys::enter_netns(&rx_spec.path.ns)?;
                 sys::pin_thread(rx_spec.tester_cpu);
                 sys::set_fifo(0, sys::RT_PRIO);
-                RxRing::open(&rx_spec.path.rx_dev, 1 << 20, 64)
+                let ring = RxRing::open(&rx_spec.path.rx_dev, 1 << 20, 64)?;
+                // Churn trials count per flow group: those need every frame in the ring.
+                let xdp = if rx_spec.rx_xdp && rx_spec.mix.is_none() {
+                    let max_seq = expected_frames(&rx_spec).saturating_mul(2);
+                    let shift = sample_shift(rx_spec.rate_pps);
+                    Some(LabRx::attach(&rx_spec.path.rx_dev, tag, nflows as u32, shift, max_seq)?)
+                } else {
+                    None
+                };
+                Ok((ring, xdp))
             };
-            let mut ring = match setup() {
+            let (mut ring, xdp) = match setup() {
                 Ok(r) => {
                     let _ = ready_tx.send(Ok(()));
                     r
@@ -335,7 +354,14 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
                 }
                 if let Some(t) = done_at {
                     let total = rx_sent.load(Ordering::Acquire);
-                    if st.received + st.dup >= total || t.elapsed() >= rx_spec.drain {
+                    let got = match &xdp {
+                        Some(x) => {
+                            let c = x.counts();
+                            c.received + c.duplicates
+                        }
+                        None => st.received + st.dup,
+                    };
+                    if got >= total || t.elapsed() >= rx_spec.drain {
                         // Pick up blocks already retired before leaving.
                         while ring.poll_block(0, |f| st.on_frame(f.data, f.rx_ns)) > 0 {
                             if t.elapsed() >= rx_spec.drain + Duration::from_millis(100) {
@@ -350,6 +376,13 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
                 }
             }
             let drops = ring.drops();
+            if let Some(x) = xdp {
+                // The ring saw the sample (and foreign frames): the counts are the counter's.
+                let c = x.counts();
+                st.received = c.received;
+                st.dup += c.duplicates;
+                st.bytes = c.bytes;
+            }
             Ok((st, drops, sys::current_cpu()))
         })
         .context("starting the receiver thread")?;
@@ -493,6 +526,22 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
         rx_first_src: st.first_src,
         groups: st.groups.as_ref().map(|g| g.finish(total)),
     })
+}
+
+/// Frames a trial will send at most: its packet budget, else rate x duration (unpaced: at
+/// the fastest any tester here sends, 3 Mpps), with 10% to spare.
+fn expected_frames(spec: &TrialSpec) -> u64 {
+    let rate = spec.rate_pps.filter(|r| *r > 0.0).unwrap_or(3e6);
+    let by_time = (rate * spec.duration.as_secs_f64() * 1.1) as u64 + 1024;
+    spec.max_packets.map_or(by_time, |m| m.min(by_time))
+}
+
+/// The XDP receive counter passes one frame in 2^k on to the ring: k so that the ring gets
+/// about 16,000 frames a second (all of them below that rate), at most one in 256.
+fn sample_shift(rate_pps: Option<f64>) -> u32 {
+    let r = rate_pps.filter(|r| *r > 0.0).unwrap_or(3e6);
+    let per_sample = (r / 16_384.0).max(1.0);
+    (per_sample.log2().floor() as u32).min(8)
 }
 
 /// What the sender does next.
@@ -700,6 +749,16 @@ mod tests {
         let f = frame(7, 0, 0, 0);
         assert!(src_of(&f).starts_with("198.18.1.1:"));
         assert_eq!(src_of(&[0u8; 10]), "");
+    }
+
+    #[test]
+    fn receive_counter_samples_about_16000_frames_a_second() {
+        assert_eq!(sample_shift(Some(1_000.0)), 0);
+        assert_eq!(sample_shift(Some(16_000.0)), 0);
+        assert_eq!(sample_shift(Some(100_000.0)), 2); // 1 in 4: 25,000/s
+        assert_eq!(sample_shift(Some(1_500_000.0)), 6); // 1 in 64: 23,400/s
+        assert_eq!(sample_shift(None), 7); // unpaced: as if 3 Mpps
+        assert_eq!(sample_shift(Some(1e9)), 8);
     }
 
     const US: Duration = Duration::from_micros(1);

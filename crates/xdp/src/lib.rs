@@ -12,6 +12,10 @@
 //! veth: a frame redirected into a veth device is delivered only if the peer end has NAPI
 //! running, which needs an XDP program or GRO on the peer (`ethtool -K <peer> gro on`).
 //! Physical NICs need nothing.
+//!
+//! [`lab_rx`] is the second program here: the lab tester's receive counter.
+
+pub mod lab_rx;
 
 use std::ffi::CString;
 use std::mem::size_of;

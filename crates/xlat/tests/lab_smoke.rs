@@ -127,6 +127,8 @@ fn lab_smoke_throughput_over_four_devices() {
         r["incomplete"]
     );
     assert!(r["command_line"].as_array().unwrap().len() > 3);
+    // The tester counted with its XDP receive counter (the default where it is built).
+    assert_eq!(r["settings"]["rx"], "xdp");
     // The tester's ceiling was measured and moved packets.
     let c = &r["ceilings"][0];
     assert!(c["pps"].as_f64().unwrap() > 0.0);
@@ -157,6 +159,12 @@ fn lab_smoke_throughput_over_four_devices() {
             assert_eq!(t["duplicates"].as_u64().unwrap(), 0, "{dev}: duplicates");
             if received > 0 {
                 any_received = true;
+                // The ring got the counter's sample: latency exists, from fewer frames.
+                let samples = t["latency"]["samples"].as_u64().unwrap();
+                assert!(
+                    samples > 0 && samples <= received,
+                    "{dev}: {samples} latency samples of {received} frames"
+                );
                 let src = t["rx_first_src"].as_str().unwrap();
                 // forward4 leaves inside sources; the NATs translate them to the pool.
                 if dev == "forward4" {
