@@ -34,6 +34,8 @@ pub mod config;
 pub mod counters;
 mod frag;
 mod index;
+#[cfg(test)]
+mod lane_tests;
 mod mem;
 pub mod napt;
 pub mod nat44;
@@ -220,6 +222,19 @@ pub struct Engine {
     siit: Option<siit::Siit>,
     tunnel: Option<tunnel::Tunnel>,
     counters: Counters,
+    /// Packets the established-flow lane translated (tests check the lane ran).
+    #[cfg(test)]
+    lane_hits: u64,
+}
+
+/// What batch stage 1 decided for a packet ([`Engine::process_batch`]).
+#[derive(Clone, Copy)]
+enum Plan {
+    /// No session lookup to prepare: the full path.
+    Full,
+    Nat44(nat44::Lane44),
+    /// NAT64, the tuple hash of the session lookup (prefetch only).
+    Nat64(u64),
 }
 
 impl Engine {
@@ -248,6 +263,8 @@ impl Engine {
                 .as_ref()
                 .map(|t| tunnel::Tunnel::new(t, cfg.seed ^ 0x4141_4141_4141_4141)),
             counters: Counters::default(),
+            #[cfg(test)]
+            lane_hits: 0,
         })
     }
 
@@ -276,6 +293,13 @@ impl Engine {
     pub fn process(&mut self, now: Time, pkt: &mut PacketBuf) -> Verdict {
         self.counters.event(Event::PacketsIn);
         let v = self.dispatch(now, pkt);
+        self.count(v);
+        v
+    }
+
+    /// Counts a packet's verdict.
+    #[inline]
+    fn count(&mut self, v: Verdict) {
         match v {
             Verdict::Forward => self.counters.event(Event::PacketsOut),
             Verdict::Drop(r) => self.counters.drop(r),
@@ -285,7 +309,6 @@ impl Engine {
             }
             Verdict::Held => {}
         }
-        v
     }
 
     /// Picks the translator by IP version and destination address.
@@ -338,64 +361,100 @@ impl Engine {
         }
     }
 
-    /// Translates a batch: first starts fetching the index slots and then the sessions every
-    /// packet will need, so the memory latency of a large table overlaps across the batch,
-    /// then processes each packet as [`Engine::process`] does. `verdicts[i]` is packet i's.
+    /// Translates a batch in three stages over chunks of 32, so the memory latency of a large
+    /// table overlaps across the chunk: (1) plan every packet -- a minimal parse picks its
+    /// translator and session key, hashes it and starts fetching its index slot; (2) start
+    /// fetching the session each slot (probably) points to; (3) translate. In stage 3 a
+    /// packet of an established NAT44 flow that needs nothing unusual takes the
+    /// established-flow lane (one lookup with the stage-1 hash, the session refreshed and the
+    /// rewrite applied by the full path's own code); everything else (new sessions, TCP
+    /// SYN/FIN/RST, fragments, options, ICMP, hairpins, static entries, misses) goes through
+    /// [`Engine::process`]. Verdicts, output bytes, counters and session state are those
+    /// `process` gives packet by packet. `verdicts[i]` is packet i's.
     pub fn process_batch(&mut self, now: Time, pkts: &mut [PacketBuf], verdicts: &mut [Verdict]) {
         const CHUNK: usize = 32;
         let mut start = 0;
         while start < pkts.len() {
             let end = pkts.len().min(start + CHUNK);
+            let mut plans = [Plan::Full; CHUNK];
             if self.nat44.is_some() || self.nat64.is_some() {
-                // (is NAT64, hash) per packet, picked as `dispatch` picks the translator.
-                let mut hashes = [None; CHUNK];
-                for (h, p) in hashes.iter_mut().zip(pkts.get(start..end).unwrap_or(&[])) {
-                    *h = self.prefetch_index(p.data());
+                for (pl, p) in plans.iter_mut().zip(pkts.get(start..end).unwrap_or(&[])) {
+                    *pl = self.plan(p.data());
                 }
-                for &(n64, h) in hashes.iter().flatten() {
-                    match (n64, &self.nat64, &self.nat44) {
-                        (true, Some(n), _) => {
-                            let _ = n.prefetch_session(h);
+                for pl in &plans {
+                    match (pl, &self.nat64, &self.nat44) {
+                        (Plan::Nat64(h), Some(n), _) => {
+                            let _ = n.prefetch_session(*h);
                         }
-                        (false, _, Some(n)) => n.prefetch_session(h),
+                        (Plan::Nat44(l), _, Some(n)) => n.prefetch_session(l),
                         _ => {}
                     }
                 }
             }
             let chunk = pkts.get_mut(start..end).unwrap_or(&mut []);
             let vs = verdicts.get_mut(start..end).unwrap_or(&mut []);
-            for (p, v) in chunk.iter_mut().zip(vs.iter_mut()) {
-                *v = self.process(now, p);
+            for ((p, v), pl) in chunk.iter_mut().zip(vs.iter_mut()).zip(plans.iter()) {
+                let lane = match (pl, self.nat44.as_mut()) {
+                    (Plan::Nat44(l), Some(n)) => n.lane(now, p, l, &mut self.counters),
+                    _ => None,
+                };
+                *v = match lane {
+                    Some(verdict) => {
+                        #[cfg(test)]
+                        {
+                            self.lane_hits += 1;
+                        }
+                        self.counters.event(Event::PacketsIn);
+                        self.count(verdict);
+                        verdict
+                    }
+                    None => self.process(now, p),
+                };
             }
             start = end;
         }
     }
 
-    /// Batch stage 1 for one packet: starts fetching the index slot of the NAT64 or NAT44
-    /// session it would look up; returns (is NAT64, tuple hash) for stage 2.
+    /// Batch stage 1 for one packet: picks the translator as `dispatch` does and, for NAT44
+    /// or NAT64, plans the session lookup and starts fetching its index slot.
     #[inline]
-    fn prefetch_index(&self, data: &[u8]) -> Option<(bool, u64)> {
+    fn plan(&self, data: &[u8]) -> Plan {
         match data.first().map(|b| b >> 4) {
             Some(6) => {
-                let n = self.nat64.as_ref()?;
-                let dst = xlat_wire::ipv6::addr_at(data, xlat_wire::ipv6::off::DST)?;
-                n.owns6(dst)
-                    .then(|| n.prefetch_index(data, true).map(|h| (true, h)))
-                    .flatten()
+                let Some(n) = self.nat64.as_ref() else {
+                    return Plan::Full;
+                };
+                match xlat_wire::ipv6::addr_at(data, xlat_wire::ipv6::off::DST) {
+                    Some(dst) if n.owns6(dst) => {
+                        n.prefetch_index(data, true).map_or(Plan::Full, Plan::Nat64)
+                    }
+                    _ => Plan::Full,
+                }
             }
             Some(4) => {
-                if let Some(n) = self.nat64.as_ref() {
-                    let dst = xlat_wire::field::u32_at(data, xlat_wire::ipv4::off::DST)?;
-                    if n.owns4(dst) {
-                        return n.prefetch_index(data, false).map(|h| (true, h));
-                    }
+                let (Some(dst), Some(proto)) = (
+                    xlat_wire::field::u32_at(data, xlat_wire::ipv4::off::DST),
+                    xlat_wire::field::u8_at(data, xlat_wire::ipv4::off::PROTO),
+                ) else {
+                    return Plan::Full;
+                };
+                if self.tunnel.as_ref().is_some_and(|t| t.owns4(dst, proto)) {
+                    return Plan::Full;
                 }
-                self.nat44
-                    .as_ref()?
-                    .prefetch_index(data)
-                    .map(|h| (false, h))
+                if let Some(n) = self.nat64.as_ref().filter(|n| n.owns4(dst)) {
+                    return n
+                        .prefetch_index(data, false)
+                        .map_or(Plan::Full, Plan::Nat64);
+                }
+                if self.siit.as_ref().is_some_and(|s| s.owns4(dst)) {
+                    return Plan::Full;
+                }
+                match self.nat44.as_ref().and_then(|n| n.plan(data)) {
+                    Some(l) => Plan::Nat44(l),
+                    None => Plan::Full,
+                }
             }
-            _ => None,
+            _ => Plan::Full,
         }
     }
 

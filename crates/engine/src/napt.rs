@@ -349,9 +349,9 @@ impl<T> Slab<T> {
 
 /// The endpoints of a session, as the fast path returns them.
 #[derive(Clone, Copy, Debug)]
-struct Translation<A> {
-    int: Endpoint<A>,
-    ext: Endpoint,
+pub(crate) struct Translation<A> {
+    pub int: Endpoint<A>,
+    pub ext: Endpoint,
 }
 
 /// Settings of the NAPT state.
@@ -735,6 +735,40 @@ impl<A: InsideAddr> Napt<A> {
             }
             None => false,
         }
+    }
+
+    /// The established-flow lane's lookup: the session of `key` (whose hash the caller
+    /// computed in batch stage 1), refreshed by [`Napt::touch`] exactly as
+    /// [`Napt::outbound`] / [`Napt::inbound`] refresh a live session they find. `None`,
+    /// with nothing changed, when there is no live session: the full path then finds out
+    /// why (a new session, lazy expiry, filtering) and counts it.
+    #[inline]
+    pub(crate) fn lane(
+        &mut self,
+        now: Time,
+        key: &FlowKey<A>,
+        hash: u64,
+        tcp_flags: u8,
+    ) -> Option<Translation<A>> {
+        let sessions = &self.sessions;
+        let sid = self.flows.get(hash, |v| {
+            sessions
+                .get(v >> 1)
+                .is_some_and(|s| s.matches(key, v & 1 == 1))
+        })? >> 1;
+        // As in `live`: an offloaded session is live until the sweep asks the fast path.
+        if !self
+            .sessions
+            .get(sid)
+            .is_some_and(|s| s.expires > now || s.offloaded)
+        {
+            return None;
+        }
+        let dir = match key {
+            FlowKey::Out(..) => Dir::Out,
+            FlowKey::In(..) => Dir::In,
+        };
+        self.touch(sid, now, dir, tcp_flags)
     }
 
     /// The session of `key`, live or not.

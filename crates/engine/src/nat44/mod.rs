@@ -60,6 +60,20 @@ enum Side {
     Dst,
 }
 
+/// What stage 1 of [`crate::Engine::process_batch`] learned about a packet NAPT will look up:
+/// its session-index key and hash (to prefetch, and to look up again without rehashing),
+/// and whether it may take the established-flow lane ([`Nat44::lane`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Lane44 {
+    key: FlowKey<u32>,
+    hash: u64,
+    /// A plain TCP/UDP packet of a dynamic flow: 20-byte header (checksum verified where
+    /// configured), not a fragment, no SYN/FIN/RST, not hairpinned.
+    fast: bool,
+    total_len: usize,
+    tcp_flags: u8,
+}
+
 /// The NAT44 translator state.
 pub struct Nat44 {
     cfg: Nat44Config,
@@ -196,16 +210,136 @@ impl Nat44 {
         self.napt.set_ranges(ports, icmp_ids);
     }
 
-    /// Batch stage 1: starts fetching the index slot `pkt` will probe; returns the tuple's
-    /// hash for stage 2 (`None`: nothing to prefetch).
-    pub fn prefetch_index(&self, pkt: &[u8]) -> Option<u64> {
-        let k = self.flow_key(pkt)?;
-        Some(self.napt.prefetch_index(&k))
+    /// Batch stage 1: plans `pkt` (see [`Lane44`]) and starts fetching the index slot it
+    /// will probe (`None`: nothing to prefetch, the packet takes the full path).
+    pub fn plan(&self, pkt: &[u8]) -> Option<Lane44> {
+        let mut lane = match self.fast_key(pkt) {
+            Some(l) => l,
+            None => Lane44 {
+                key: self.flow_key(pkt)?,
+                hash: 0,
+                fast: false,
+                total_len: 0,
+                tcp_flags: 0,
+            },
+        };
+        lane.hash = self.napt.prefetch_index(&lane.key);
+        Some(lane)
     }
 
-    /// Batch stage 2: starts fetching the session behind a stage-1 hash.
-    pub fn prefetch_session(&self, hash: u64) {
-        let _ = self.napt.prefetch_session(hash);
+    /// The minimal parse of the established-flow lane: the key of a packet the full path
+    /// would hand straight to [`Napt::outbound`] / [`Napt::inbound`] and rewrite, without
+    /// fragment, option, static-entry, ICMP or hairpin handling; `None` for anything else.
+    /// Reads only the fixed 20-byte header and the first 14 bytes of the transport header.
+    #[inline]
+    fn fast_key(&self, pkt: &[u8]) -> Option<Lane44> {
+        let f: &[u8; 20] = pkt.first_chunk()?;
+        let total_len = usize::from(u16::from_be_bytes([f[2], f[3]]));
+        // Version 4, IHL 5 (options take the full path); MF clear and offset 0 (RFC 4787
+        // REQ-14: fragments take the full path); the transport header present.
+        let ff = u16::from_be_bytes([f[6], f[7]]);
+        if f[0] != 0x45 || ff & 0x3fff != 0 || total_len > pkt.len() {
+            return None;
+        }
+        let (proto, need) = match f[9] {
+            ipproto::UDP => (Proto::Udp, udp::HEADER),
+            ipproto::TCP => (Proto::Tcp, tcp::NEEDED),
+            _ => return None,
+        };
+        if total_len < ipv4::MIN_HEADER + need {
+            return None;
+        }
+        let tcp_flags = match proto {
+            Proto::Tcp => u8_at(pkt, ipv4::MIN_HEADER + tcp::FLAGS)?,
+            _ => 0,
+        };
+        // RFC 6146 3.5.2.2: SYN, FIN and RST move the TCP state machine (or open sessions):
+        // the full path handles them.
+        if tcp_flags & (crate::tcp::SYN | crate::tcp::FIN | crate::tcp::RST) != 0 {
+            return None;
+        }
+        if self.cfg.verify_ip_checksum && !xlat_wire::checksum::verifies(f) {
+            return None;
+        }
+        let src = u32::from_be_bytes([f[12], f[13], f[14], f[15]]);
+        let dst = u32::from_be_bytes([f[16], f[17], f[18], f[19]]);
+        let sport = u16_at(pkt, ipv4::MIN_HEADER)?;
+        let dport = u16_at(pkt, ipv4::MIN_HEADER + 2)?;
+        let (s, d) = (
+            Endpoint {
+                addr: src,
+                port: sport,
+            },
+            Endpoint {
+                addr: dst,
+                port: dport,
+            },
+        );
+        // Classified as `translate` does: inside source first, then an outside destination.
+        let key = if self.is_inside(src) {
+            if self.cfg.mode == Nat44Mode::Static
+                || self.static_in.contains_key(&src)
+                || self.is_outside(dst)
+            {
+                return None;
+            }
+            FlowKey::Out(proto, s, d)
+        } else if self.napt.is_pool(dst) && !self.static_out.contains_key(&dst) {
+            FlowKey::In(proto, d, s)
+        } else {
+            return None;
+        };
+        Some(Lane44 {
+            key,
+            hash: 0,
+            fast: true,
+            total_len,
+            tcp_flags,
+        })
+    }
+
+    /// The established-flow lane (batch stage 3): for a packet [`Nat44::plan`] found fast
+    /// and whose session is live, refreshes the session exactly as the full path does (the
+    /// same [`Napt`] code, RFC 4787 REQ-6, RFC 6146 3.5.2.2) and rewrites address, port and
+    /// checksums with the full path's own RFC 1624 rewrite, so output, counters and state
+    /// are the full path's. `None` (nothing changed) sends the packet to the full path.
+    #[inline]
+    pub fn lane(
+        &mut self,
+        now: Time,
+        buf: &mut PacketBuf,
+        l: &Lane44,
+        c: &mut Counters,
+    ) -> Option<Verdict> {
+        if !l.fast {
+            return None;
+        }
+        let tr = self.napt.lane(now, &l.key, l.hash, l.tcp_flags)?;
+        // Bytes past the IPv4 total length (link padding) are not part of the packet.
+        buf.truncate(l.total_len);
+        let pkt = buf.data_mut();
+        match l.key {
+            FlowKey::Out(proto, ..) => {
+                rewrite_endpoint(pkt, ipv4::MIN_HEADER, proto, Side::Src, tr.ext);
+                c.event(Event::Outbound);
+            }
+            FlowKey::In(proto, ..) => {
+                rewrite_endpoint(pkt, ipv4::MIN_HEADER, proto, Side::Dst, tr.int);
+                c.event(Event::Inbound);
+            }
+        }
+        Some(Verdict::Forward)
+    }
+
+    /// The lane's view of a packet (for tests): is it fast, and which key?
+    #[cfg(test)]
+    pub(crate) fn lane_key(&self, pkt: &[u8]) -> Option<(bool, FlowKey<u32>)> {
+        self.plan(pkt).map(|l| (l.fast, l.key))
+    }
+
+    /// Batch stage 2: starts fetching the session behind a stage-1 plan.
+    pub fn prefetch_session(&self, l: &Lane44) {
+        let _ = self.napt.prefetch_session(l.hash);
     }
 
     /// Classifies by address and translates; then hairpins if the result is addressed to
@@ -378,7 +512,7 @@ impl Nat44 {
         let ext = self
             .napt
             .outbound(now, f.proto, f.src, f.dst, f.tcp_flags, c)?;
-        rewrite_endpoint(pkt, h, f.proto, Side::Src, ext);
+        rewrite_endpoint(pkt, h.header_len, f.proto, Side::Src, ext);
         Ok(())
     }
 
@@ -405,7 +539,7 @@ impl Nat44 {
         let int = self
             .napt
             .inbound(now, f.proto, f.dst, f.src, f.tcp_flags, c)?;
-        rewrite_endpoint(pkt, h, f.proto, Side::Dst, int);
+        rewrite_endpoint(pkt, h.header_len, f.proto, Side::Dst, int);
         Ok(())
     }
 
@@ -688,12 +822,11 @@ fn rewrite_addr_only(pkt: &mut [u8], h: &Ipv4Header, side: Side, new: u32) {
 }
 
 /// Rewrites address and port (ICMP: identifier) with incremental checksums (RFC 1624).
-fn rewrite_endpoint(pkt: &mut [u8], h: &Ipv4Header, proto: Proto, side: Side, new: Endpoint) {
+fn rewrite_endpoint(pkt: &mut [u8], l4: usize, proto: Proto, side: Side, new: Endpoint) {
     let d_addr = match side {
         Side::Src => ipv4::rewrite_src(pkt, new.addr),
         Side::Dst => ipv4::rewrite_dst(pkt, new.addr),
     };
-    let l4 = h.header_len;
     let port_off = l4
         + match side {
             Side::Src => proto.src_port_off(),

@@ -1,0 +1,442 @@
+//! The established-flow lane of [`Engine::process_batch`] against the full path: two engines
+//! with one configuration and seed get the same random trace, one packet by packet through
+//! [`Engine::process`], the other in batches of random size; every verdict and output byte,
+//! the counters, the table sizes and the session table (TCP states, expiry times) must be
+//! the same, and the lane must have carried a good part of the traffic.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use crate::*;
+use xlat_wire::checksum;
+
+/// xorshift64*: a fixed, seedable trace.
+struct Rand(u64);
+
+impl Rand {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len() as u64) as usize]
+    }
+}
+
+const TCP: u8 = 6;
+const UDP: u8 = 17;
+const ICMP: u8 = 1;
+const ACK: u8 = 0x10;
+
+/// An IPv4 packet with valid checksums; `opts` adds a 4-byte NOP option, `frag` is the
+/// flags/offset word, `pad` bytes follow the total length (link padding).
+#[allow(clippy::too_many_arguments)]
+fn ip4(
+    src: [u8; 4],
+    dst: [u8; 4],
+    proto: u8,
+    l4: &[u8],
+    frag: u16,
+    opts: bool,
+    ttl: u8,
+    pad: usize,
+) -> Vec<u8> {
+    let hl = if opts { 24 } else { 20 };
+    let total = hl + l4.len();
+    let mut p = vec![0u8; hl];
+    p[0] = 0x40 | (hl / 4) as u8;
+    p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+    p[4..6].copy_from_slice(&0x1234u16.to_be_bytes());
+    p[6..8].copy_from_slice(&frag.to_be_bytes());
+    p[8] = ttl;
+    p[9] = proto;
+    p[12..16].copy_from_slice(&src);
+    p[16..20].copy_from_slice(&dst);
+    if opts {
+        p[20..24].copy_from_slice(&[1, 1, 1, 0]);
+    }
+    let c = checksum::checksum(&p);
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    let mut l = l4.to_vec();
+    let ck_at = match proto {
+        TCP => Some(16),
+        UDP => Some(6),
+        ICMP => Some(2),
+        _ => None,
+    };
+    if let Some(at) = ck_at.filter(|&at| l.len() >= at + 2) {
+        let s = if proto == ICMP {
+            0
+        } else {
+            let mut ph = Vec::new();
+            ph.extend_from_slice(&src);
+            ph.extend_from_slice(&dst);
+            ph.extend_from_slice(&[0, proto]);
+            ph.extend_from_slice(&(l.len() as u16).to_be_bytes());
+            checksum::sum(&ph, 0)
+        };
+        let c = checksum::finish(checksum::sum(&l, s));
+        l[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    }
+    p.extend_from_slice(&l);
+    p.extend(std::iter::repeat_n(0xee, pad));
+    p
+}
+
+fn udp(sport: u16, dport: u16, payload: usize) -> Vec<u8> {
+    let mut l = vec![0u8; 8 + payload];
+    l[0..2].copy_from_slice(&sport.to_be_bytes());
+    l[2..4].copy_from_slice(&dport.to_be_bytes());
+    l[4..6].copy_from_slice(&((8 + payload) as u16).to_be_bytes());
+    for (i, b) in l.iter_mut().enumerate().skip(8) {
+        *b = i as u8;
+    }
+    l
+}
+
+fn tcp(sport: u16, dport: u16, flags: u8) -> Vec<u8> {
+    let mut l = vec![0u8; 24];
+    l[0..2].copy_from_slice(&sport.to_be_bytes());
+    l[2..4].copy_from_slice(&dport.to_be_bytes());
+    l[4..8].copy_from_slice(&7u32.to_be_bytes());
+    l[12] = 0x50;
+    l[13] = flags;
+    l[20..24].copy_from_slice(b"data");
+    l
+}
+
+fn echo(kind: u8, id: u16) -> Vec<u8> {
+    let mut l = vec![kind, 0, 0, 0, 0, 0, 0, 1, 9, 9];
+    l[4..6].copy_from_slice(&id.to_be_bytes());
+    l
+}
+
+const INSIDE: [[u8; 4]; 3] = [[198, 18, 0, 1], [198, 18, 0, 2], [198, 18, 7, 9]];
+const STATIC_IN: [u8; 4] = [198, 18, 9, 9];
+const STATIC_OUT: [u8; 4] = [198, 19, 9, 9];
+const REMOTES: [[u8; 4]; 2] = [[203, 0, 113, 1], [203, 0, 113, 2]];
+const POOL: [[u8; 4]; 2] = [[198, 19, 0, 0], [198, 19, 0, 1]];
+const PORTS: [u16; 3] = [1024, 1025, 40000];
+const RPORTS: [u16; 2] = [53, 443];
+
+fn nat44_engine(filtering: Filtering, inbound_refresh: bool, verify: bool) -> Engine {
+    let mut cfg = Nat44Config {
+        inside: vec!["198.18.0.0/16".parse().unwrap()],
+        pool: vec!["198.19.0.0/31".parse().unwrap()],
+        statics: vec![StaticEntry {
+            inside: STATIC_IN.into(),
+            outside: STATIC_OUT.into(),
+        }],
+        filtering,
+        inbound_refresh,
+        verify_ip_checksum: verify,
+        ..Nat44Config::default()
+    };
+    cfg.limits.max_sessions = 40;
+    cfg.limits.max_sessions_per_host = 16;
+    Engine::new(EngineConfig {
+        nat44: Some(cfg),
+        seed: 7,
+        ..EngineConfig::default()
+    })
+    .unwrap()
+}
+
+/// One random NAT44 packet; inbound ones mostly go to outside endpoints seen in outputs.
+fn nat44_packet(r: &mut Rand, seen: &[([u8; 4], u16, u8)]) -> Vec<u8> {
+    let flags = r.pick(&[ACK, ACK, ACK, ACK | 0x08, 0x02, 0x12, 0x11, 0x04, 0]);
+    let proto = r.pick(&[UDP, UDP, TCP, TCP, ICMP]);
+    let l4 = |r: &mut Rand, sport: u16, dport: u16| match proto {
+        UDP => udp(sport, dport, r.below(40) as usize),
+        TCP => tcp(sport, dport, flags),
+        _ => echo(if r.below(2) == 0 { 8 } else { 0 }, sport),
+    };
+    let (mut frag, mut opts, mut ttl, mut pad) = (0x4000u16, false, 64u8, 0usize);
+    match r.below(24) {
+        0 => frag = 0x2000,
+        1 => frag = 0x0003,
+        2 => opts = true,
+        3 => ttl = 1,
+        4 => pad = 6,
+        5 => frag = 0,
+        _ => {}
+    }
+    let remote = r.pick(&REMOTES);
+    let rport = r.pick(&RPORTS);
+    let mut p = match r.below(10) {
+        // Outbound from a dynamic host (sometimes to a pool address: a hairpin).
+        0..=4 => {
+            let dst = if r.below(12) == 0 {
+                r.pick(&POOL)
+            } else {
+                remote
+            };
+            let sport = r.pick(&PORTS);
+            let l = l4(r, sport, rport);
+            ip4(r.pick(&INSIDE), dst, proto, &l, frag, opts, ttl, pad)
+        }
+        // Inbound to an outside endpoint a translated packet showed.
+        5..=7 if !seen.is_empty() => {
+            let (a, port, sp) = seen[r.below(seen.len() as u64) as usize];
+            let (proto, l) = match sp {
+                UDP => (UDP, udp(rport, port, r.below(30) as usize)),
+                TCP => (TCP, tcp(rport, port, flags)),
+                _ => (ICMP, echo(0, port)),
+            };
+            ip4(remote, a, proto, &l, frag, opts, ttl, pad)
+        }
+        // Static entry traffic, or inbound to a random pool port.
+        8 => {
+            let sport = r.pick(&PORTS);
+            let l = l4(r, sport, rport);
+            ip4(STATIC_IN, remote, proto, &l, frag, opts, ttl, pad)
+        }
+        _ => {
+            let dport = r.pick(&PORTS);
+            let l = l4(r, rport, dport);
+            ip4(remote, r.pick(&POOL), proto, &l, frag, opts, ttl, pad)
+        }
+    };
+    match r.below(40) {
+        0 => p[10] ^= 0x40, // bad IP header checksum
+        1 => p.truncate(30),
+        2 => p.truncate(r.below(20) as usize),
+        _ => {}
+    }
+    p
+}
+
+/// Runs `n` random packets through `a` one by one and through `b` in batches; compares
+/// everything. Returns the lane's share of `b`'s packets.
+fn compare(
+    mut a: Engine,
+    mut b: Engine,
+    seed: u64,
+    n: usize,
+    gen: impl Fn(&mut Rand, &[([u8; 4], u16, u8)]) -> Vec<u8>,
+    learn: impl Fn(&[u8]) -> Option<([u8; 4], u16, u8)>,
+) -> f64 {
+    let mut r = Rand(seed);
+    let mut now = Time::from_secs(1);
+    let mut seen: Vec<([u8; 4], u16, u8)> = Vec::new();
+    let mut done = 0;
+    while done < n {
+        // Time moves by milliseconds to minutes, sometimes past the timeouts.
+        let step_ms = if r.below(30) == 0 { 400_000 } else { 3_000 };
+        now = Time(now.0 + r.below(step_ms) * 1_000_000);
+        let size = 1 + r.below(70) as usize;
+        let batch: Vec<Vec<u8>> = (0..size).map(|_| gen(&mut r, &seen)).collect();
+        // The full path, packet by packet.
+        let mut outs_a = Vec::new();
+        for p in &batch {
+            let mut room = vec![0u8; HEADROOM + p.len() + HEADROOM];
+            room[HEADROOM..HEADROOM + p.len()].copy_from_slice(p);
+            let mut pb = PacketBuf::new(&mut room, HEADROOM, p.len()).unwrap();
+            let v = a.process(now, &mut pb);
+            outs_a.push((v, pb.data().to_vec()));
+        }
+        // The batch (and lane).
+        let mut rooms: Vec<Vec<u8>> = batch
+            .iter()
+            .map(|p| {
+                let mut room = vec![0u8; HEADROOM + p.len() + HEADROOM];
+                room[HEADROOM..HEADROOM + p.len()].copy_from_slice(p);
+                room
+            })
+            .collect();
+        let mut pbs: Vec<PacketBuf> = rooms
+            .iter_mut()
+            .zip(&batch)
+            .map(|(room, p)| PacketBuf::new(room, HEADROOM, p.len()).unwrap())
+            .collect();
+        let mut vs = vec![Verdict::Held; size];
+        b.process_batch(now, &mut pbs, &mut vs);
+        for (i, ((va, da), (vb, pb))) in outs_a.iter().zip(vs.iter().zip(&pbs)).enumerate() {
+            assert_eq!(
+                va, vb,
+                "verdict of packet {i} of batch at {now:?}: {:02x?}",
+                batch[i]
+            );
+            if va.transmit() {
+                assert_eq!(da, pb.data(), "bytes of packet {i}: {:02x?}", batch[i]);
+                if let Some(s) = learn(da) {
+                    if !seen.contains(&s) {
+                        seen.push(s);
+                    }
+                }
+            }
+        }
+        assert_eq!(a.stats(), b.stats(), "counters at {now:?}");
+        assert_eq!(a.sessions(now), b.sessions(now), "sessions at {now:?}");
+        while let Some(pa) = a.pop_ready() {
+            assert_eq!(Some(pa), b.pop_ready());
+        }
+        assert_eq!(b.pop_ready(), None);
+        if r.below(10) == 0 {
+            assert_eq!(a.expire(now, 16), b.expire(now, 16));
+        }
+        done += size;
+    }
+    // Expiry times agree to the second, at every point they can be seen from.
+    for later in [1, 59, 61, 239, 241, 299, 301, 7_441] {
+        let t = now.plus_secs(later);
+        assert_eq!(a.sessions(t), b.sessions(t));
+    }
+    b.lane_hits as f64 / done as f64
+}
+
+/// The outside endpoint (address, port, protocol) an outbound NAT44 output carries.
+fn learn44(p: &[u8]) -> Option<([u8; 4], u16, u8)> {
+    if p.len() < 28 || p[0] != 0x45 || p[12..14] != [198, 19] {
+        return None;
+    }
+    let src: [u8; 4] = p[12..16].try_into().ok()?;
+    let port = match p[9] {
+        ICMP => u16::from_be_bytes([p[24], p[25]]),
+        _ => u16::from_be_bytes([p[20], p[21]]),
+    };
+    Some((src, port, p[9]))
+}
+
+#[test]
+fn nat44_lane_matches_full_path_byte_for_byte() {
+    let mut lane_share = Vec::new();
+    for (k, filtering) in [
+        Filtering::EndpointIndependent,
+        Filtering::AddressDependent,
+        Filtering::AddressAndPortDependent,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for (inbound_refresh, verify) in [(true, true), (false, false)] {
+            let mk = || nat44_engine(filtering, inbound_refresh, verify);
+            let share = compare(
+                mk(),
+                mk(),
+                0x9e37_79b9 + k as u64,
+                6_000,
+                nat44_packet,
+                learn44,
+            );
+            lane_share.push(share);
+        }
+    }
+    // Established traffic is a good part of these traces: the lane must have carried some.
+    assert!(
+        lane_share.iter().all(|&s| s > 0.1),
+        "lane shares {lane_share:?}"
+    );
+}
+
+#[test]
+fn nat44_lane_takes_only_plain_packets() {
+    let e = nat44_engine(Filtering::EndpointIndependent, true, true);
+    let n = e.nat44.as_ref().unwrap();
+    let plain = ip4(
+        INSIDE[0],
+        REMOTES[0],
+        UDP,
+        &udp(1024, 53, 4),
+        0x4000,
+        false,
+        64,
+        0,
+    );
+    assert!(matches!(n.lane_key(&plain), Some((true, _))));
+    let ack = ip4(
+        INSIDE[0],
+        REMOTES[0],
+        TCP,
+        &tcp(1024, 53, ACK),
+        0,
+        false,
+        64,
+        0,
+    );
+    assert!(matches!(n.lane_key(&ack), Some((true, _))));
+    let not_fast = [
+        ip4(
+            INSIDE[0],
+            REMOTES[0],
+            TCP,
+            &tcp(1024, 53, 0x02),
+            0,
+            false,
+            64,
+            0,
+        ),
+        ip4(
+            INSIDE[0],
+            REMOTES[0],
+            TCP,
+            &tcp(1024, 53, 0x11),
+            0,
+            false,
+            64,
+            0,
+        ),
+        ip4(
+            INSIDE[0],
+            REMOTES[0],
+            TCP,
+            &tcp(1024, 53, 0x14),
+            0,
+            false,
+            64,
+            0,
+        ),
+        ip4(
+            INSIDE[0],
+            REMOTES[0],
+            UDP,
+            &udp(1024, 53, 4),
+            0x2000,
+            false,
+            64,
+            0,
+        ),
+        ip4(
+            INSIDE[0],
+            REMOTES[0],
+            UDP,
+            &udp(1024, 53, 4),
+            0,
+            true,
+            64,
+            0,
+        ),
+        ip4(INSIDE[0], REMOTES[0], ICMP, &echo(8, 5), 0, false, 64, 0),
+        ip4(INSIDE[0], POOL[0], UDP, &udp(1024, 53, 4), 0, false, 64, 0),
+        ip4(
+            STATIC_IN,
+            REMOTES[0],
+            UDP,
+            &udp(1024, 53, 4),
+            0,
+            false,
+            64,
+            0,
+        ),
+        ip4(
+            REMOTES[0],
+            STATIC_OUT,
+            UDP,
+            &udp(53, 1024, 4),
+            0,
+            false,
+            64,
+            0,
+        ),
+    ];
+    for p in &not_fast {
+        assert!(!matches!(n.lane_key(p), Some((true, _))), "fast: {p:02x?}");
+    }
+    let mut bad = plain.clone();
+    bad[10] ^= 1;
+    assert!(!matches!(n.lane_key(&bad), Some((true, _))));
+}
