@@ -127,6 +127,11 @@ pub struct RunOpts {
     /// Concurrent HTTP requests (default 10).
     #[arg(long)]
     pub concurrency: Option<usize>,
+    /// What idle CPUs do during the run: `halt` (default: the machine's idle states; in a VM
+    /// a halted vCPU takes tens of microseconds to wake) or `poll` (hold a PM QoS latency of
+    /// 0 us, so idle CPUs spin and a device is woken as fast at low load as at high load).
+    #[arg(long, value_parser = ["halt", "poll"])]
+    pub idle: Option<String>,
     /// CPU for the tester threads and the tester's receive work.
     #[arg(long)]
     pub tester_cpu: Option<usize>,
@@ -544,10 +549,19 @@ pub fn execute(plan: Plan, o: &RunOpts) -> Result<PathBuf> {
         plan.name,
         dir.display()
     );
+    // Held for the whole run; the kernel drops the request when the file closes.
+    let idle_poll = match o.idle.as_deref() {
+        Some("poll") => Some(sys::hold_idle_poll()?),
+        _ => None,
+    };
     let outcome = match topo::Topo::new(tester_cpu, dut_cpu) {
         Err(e) => Err(e),
         Ok(t) => {
             res.placement = t.placement();
+            if idle_poll.is_some() {
+                res.placement
+                    .push_str("; idle CPUs poll (PM QoS CPU latency 0 us held for the run)");
+            }
             let mut lab = Lab::new(t, opts, res.clone());
             for step in &plan.steps {
                 lab.bar.plan(lab.planned_units(step));

@@ -166,6 +166,20 @@ extern "C" fn on_signal(_sig: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
+/// Asks the kernel for a CPU wake-up latency of 0 us (PM QoS, /dev/cpu_dma_latency) for as
+/// long as the returned file stays open: cpuidle then picks its polling state, so an idle CPU
+/// spins instead of halting (which in a VM means an exit to the hypervisor and a slow wake).
+pub fn hold_idle_poll() -> Result<std::fs::File> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/cpu_dma_latency")
+        .context("opening /dev/cpu_dma_latency (--idle poll)")?;
+    f.write_all(&0i32.to_ne_bytes())
+        .context("writing a 0 us CPU latency request (--idle poll)")?;
+    Ok(f)
+}
+
 /// Installs SIGINT/SIGTERM/SIGHUP handlers that set the stop flag (checked by every loop).
 /// SIGHUP too: a closed terminal or a dropped ssh session must still remove the namespaces.
 pub fn install_stop_handler() {
