@@ -50,6 +50,18 @@ pub const DEVICES: &[(&str, &str)] = &[
     ),
     ("forward6", "kernel IPv6 routing, no translation (baseline)"),
     (
+        "forward4-softirq",
+        "forward4 with the DUT's ports in veth's default receive mode (softirq on the sender's CPU)",
+    ),
+    (
+        "kernel-nat44-softirq",
+        "kernel-nat44 with the DUT's ports in veth's default receive mode",
+    ),
+    (
+        "forward6-softirq",
+        "forward6 with the DUT's ports in veth's default receive mode",
+    ),
+    (
         "tayga-nat64",
         "TAYGA stateless NAT64 with a dynamic pool (TUN)",
     ),
@@ -88,7 +100,11 @@ pub trait Device {
     }
     /// Flows for `n` sessions (seeded: different seeds give new sessions).
     fn flows(&self, n: u32, seed: u32) -> Vec<Flow> {
-        crate::packet::flows_v4(n, seed, D_ADDR)
+        self.flows_at(0, n, seed)
+    }
+    /// Flows `first..first + n` of the same sequence (churn: flows never sent before).
+    fn flows_at(&self, first: u32, n: u32, seed: u32) -> Vec<Flow> {
+        crate::packet::flows_v4_at(first, n, seed, D_ADDR)
     }
     fn setup(&mut self, topo: &Topo) -> Result<()>;
     fn teardown(&mut self, topo: &Topo);
@@ -102,6 +118,15 @@ pub trait Device {
     /// Is the device still alive (processes running)?
     fn check_alive(&mut self) -> Result<()> {
         Ok(())
+    }
+    /// Frames the XDP fast path rewrote and redirected so far (None: no fast path).
+    fn fast_path_redirected(&self) -> Option<u64> {
+        None
+    }
+    /// Does the device's receive work run on the sending CPU (veth's default mode, no NAPI
+    /// thread)? Its cost is then measured by difference (see [`SoftirqRx`]).
+    fn rx_on_sender(&self) -> bool {
+        false
     }
 }
 
@@ -138,11 +163,64 @@ pub fn make(name: &str) -> Result<Box<dyn Device>> {
             kind: DaemonKind::XlatIsatap,
             ..Daemon::xlat()
         }),
+        n @ ("forward4-softirq" | "kernel-nat44-softirq" | "forward6-softirq") => {
+            Box::new(SoftirqRx {
+                inner: make(n.trim_end_matches("-softirq"))?,
+                name: DEVICES.iter().find(|d| d.0 == n).map_or("softirq", |d| d.0),
+            })
+        }
         other => bail!(
             "unknown device {other:?}; known: {}",
             DEVICES.iter().map(|d| d.0).collect::<Vec<_>>().join(", ")
         ),
     })
+}
+
+/// A kernel device with the DUT's ports in veth's default receive mode: no GRO (so no NAPI),
+/// no threaded NAPI, no RPS. veth then hands each frame to the receiving port's backlog on the
+/// CPU that sent it, so the device's routing and NAT run in softirq on the tester's CPU, next
+/// to the tester's own work, and the DUT CPU sees none of it. What can be measured is the
+/// whole: (tester CPU + the device's DUT CPU time) per packet, minus the tester's own per
+/// packet sent to itself (CA -> CD) at the same rate right after; the experiments do that for
+/// devices whose [`Device::rx_on_sender`] is true. The DUT's ports go back to threaded NAPI
+/// when the device is torn down.
+struct SoftirqRx {
+    inner: Box<dyn Device>,
+    name: &'static str,
+}
+
+impl Device for SoftirqRx {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn v6_in(&self) -> bool {
+        self.inner.v6_in()
+    }
+    fn flows_at(&self, first: u32, n: u32, seed: u32) -> Vec<Flow> {
+        self.inner.flows_at(first, n, seed)
+    }
+    fn setup(&mut self, topo: &Topo) -> Result<()> {
+        topo.dut_rx_softirq()?;
+        self.inner.setup(topo)
+    }
+    fn teardown(&mut self, topo: &Topo) {
+        self.inner.teardown(topo);
+        if let Err(e) = topo.dut_rx_threaded() {
+            eprintln!("warning: the DUT's ports did not go back to threaded NAPI: {e:#}");
+        }
+    }
+    fn memory(&self, topo: &Topo) -> Option<Memory> {
+        self.inner.memory(topo)
+    }
+    fn sessions(&self, topo: &Topo) -> Option<u64> {
+        self.inner.sessions(topo)
+    }
+    fn version(&self) -> String {
+        self.inner.version()
+    }
+    fn rx_on_sender(&self) -> bool {
+        true
+    }
 }
 
 fn kernel_version() -> String {
@@ -166,11 +244,11 @@ impl Device for Forward {
     fn v6_in(&self) -> bool {
         self.v6
     }
-    fn flows(&self, n: u32, seed: u32) -> Vec<Flow> {
+    fn flows_at(&self, first: u32, n: u32, seed: u32) -> Vec<Flow> {
         if self.v6 {
-            crate::packet::flows_v6(n, seed, v6(crate::topo::D6_ADDR))
+            crate::packet::flows_v6_at(first, n, seed, v6(crate::topo::D6_ADDR))
         } else {
-            crate::packet::flows_v4(n, seed, D_ADDR)
+            crate::packet::flows_v4_at(first, n, seed, D_ADDR)
         }
     }
     fn setup(&mut self, _topo: &Topo) -> Result<()> {
@@ -647,13 +725,15 @@ impl Device for Daemon {
     fn v6_in(&self) -> bool {
         !matches!(self.kind, DaemonKind::Xlat | DaemonKind::XlatXdp)
     }
-    fn flows(&self, n: u32, seed: u32) -> Vec<Flow> {
+    fn flows_at(&self, first: u32, n: u32, seed: u32) -> Vec<Flow> {
         match self.kind {
-            DaemonKind::Xlat | DaemonKind::XlatXdp => crate::packet::flows_v4(n, seed, D_ADDR),
+            DaemonKind::Xlat | DaemonKind::XlatXdp => {
+                crate::packet::flows_v4_at(first, n, seed, D_ADDR)
+            }
             DaemonKind::Xlat6to4 | DaemonKind::XlatIsatap => {
                 let t = tunnel_of(self.name()).unwrap_or(crate::packet::Tunnel6in4::SixToFour);
                 let dst = v6(crate::topo::D6_ADDR);
-                crate::packet::flows_6in4(n, seed, dst, TUNNEL_ENDPOINT, t)
+                crate::packet::flows_6in4_at(first, n, seed, dst, TUNNEL_ENDPOINT, t)
             }
             DaemonKind::Tayga
             | DaemonKind::Xlat64
@@ -662,7 +742,7 @@ impl Device for Daemon {
                 // RFC 6052 2.2: /96 prefix, IPv4 address in the last 32 bits.
                 let mut dst = v6("2001:2:0:64::");
                 dst[12..].copy_from_slice(&D_ADDR);
-                crate::packet::flows_v6(n, seed, dst)
+                crate::packet::flows_v6_at(first, n, seed, dst)
             }
         }
     }
@@ -835,6 +915,19 @@ impl Device for Daemon {
                 format!("tayga {v}")
             }
         }
+    }
+    fn fast_path_redirected(&self) -> Option<u64> {
+        if !self.kind.is_xdp() {
+            return None;
+        }
+        self.xlat_stats()?
+            .get("fast_path")?
+            .get("counters")?
+            .as_array()?
+            .iter()
+            .find(|c| c.get("name").and_then(|n| n.as_str()) == Some("xdp_redirected"))?
+            .get("value")?
+            .as_u64()
     }
     fn check_alive(&mut self) -> Result<()> {
         if let Some(c) = self.child.as_mut() {

@@ -29,6 +29,7 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
     ("memory-per-session", "device memory at N sessions minus baseline, bytes per session (S5 table 4.3)"),
     ("cpu", "DUT CPU busy share and ns per forwarded packet at a fixed load, by frame size and sessions (S5 table 4.4)"),
     ("setup-rate", "highest rate of new sessions per second with loss <= threshold (RFC 9693)"),
+    ("churn", "established flows at a fixed rate while never-seen flows arrive at stepped rates: loss and latency of each group, new flows delivered per second, device CPU"),
     ("tcp", "iperf3 TCP through the device (tester's own stack): Mb/s, retransmits, DUT CPU, ns per byte"),
     ("http", "S3's HTTP test: ab fetches a 173,225-byte file from python3 http.server through the device: requests/s, KB/s"),
     ("owd", "one-way delay by UDP payload size 50..3000 B, S2's bounce: RTT/(2N) over N round trips"),
@@ -48,8 +49,11 @@ pub struct Opts {
     pub max_steps: usize,
     pub loads: Vec<f64>,
     pub sessions: Vec<u32>,
-    /// Fixed offered load (pps) for cpu / latency-vs-sessions; None = a default.
+    /// Fixed offered load (pps) for cpu / latency-vs-sessions, churn's established rate;
+    /// None = a default.
     pub rate: Option<f64>,
+    /// churn: new flows per second, one step each.
+    pub new_rates: Vec<f64>,
     /// Sender-side interrupt moderation (see tester::TrialSpec::coalesce).
     pub coalesce: Duration,
     /// Receive with the XDP receive counter (see tester::TrialSpec::rx_xdp).
@@ -66,6 +70,15 @@ pub struct Opts {
 /// S2's payload sizes for the bounce test (the larger ones fragment).
 pub const OWD_PAYLOADS: &[usize] = &[50, 100, 250, 500, 750, 1000, 1250, 1500, 1750, 2000, 3000];
 
+/// churn's default steps of new flows per second: from none, past every slow path measured
+/// here (setup-rate: xlat-nat44 55,000/s, kernel-nat44 119,000/s).
+pub const CHURN_NEW_RATES: &[f64] = &[0.0, 10_000.0, 25_000.0, 50_000.0, 100_000.0, 200_000.0];
+/// churn's default rate of the established flows, together (pps).
+pub const CHURN_ESTABLISHED_PPS: f64 = 100_000.0;
+/// At most this many new flows per churn trial (the step's trial is shortened to fit): the
+/// kernel's conntrack table holds 262,144 entries on this machine.
+pub const CHURN_MAX_NEW: f64 = 200_000.0;
+
 /// A run in progress: the testbed, options and what has been measured so far.
 pub struct Lab {
     pub topo: Topo,
@@ -74,6 +87,9 @@ pub struct Lab {
     /// Progress on stderr: a bar on a terminal, plain lines elsewhere.
     pub bar: Progress,
     trials_done: usize,
+    /// Measure every device's cost by difference too (the cpu experiment), not only the
+    /// devices whose receive work runs on the sender's CPU.
+    by_difference: bool,
 }
 
 fn pct(x: f64) -> f64 {
@@ -96,6 +112,7 @@ impl Lab {
             res,
             bar: Progress::new(),
             trials_done: 0,
+            by_difference: false,
         }
     }
 
@@ -109,7 +126,7 @@ impl Lab {
         let (d, s) = (self.opts.devices.len(), self.opts.sizes.len().max(1));
         match name {
             "quick" => 2 * d * s,
-            "memory-per-session" | "setup-rate" | "tcp" | "http" | "owd" => d,
+            "memory-per-session" | "setup-rate" | "tcp" | "http" | "owd" | "churn" => d,
             _ => d * s,
         }
     }
@@ -251,6 +268,20 @@ impl Lab {
         Ok(pps)
     }
 
+    /// The tester alone (CA -> CD, no device) at `rate` with the same flows and size: the
+    /// baseline of a device's cost by difference.
+    fn tester_alone(
+        &mut self,
+        flows: Arc<Vec<Flow>>,
+        size: &SizeMix,
+        rate: f64,
+        v6: bool,
+    ) -> Result<Trial> {
+        let dur = self.opts.trial;
+        let spec = self.spec(self.loop_path(v6), flows, size, Some(rate), dur, vec![]);
+        self.trial(&spec, "tester alone (cost baseline)")
+    }
+
     /// 100% offered load for a size: the nominal link if given, else the tester's ceiling.
     pub fn nominal(&mut self, size: &SizeMix, v6: bool) -> Result<f64> {
         match self.opts.link_bps {
@@ -366,8 +397,16 @@ impl Lab {
                 mbps.push(b.rx_bps / 1e6);
                 p50.push(b.latency.p50_us);
                 p99.push(b.latency.p99_us);
-                ns.push(b.cpu.dut_ns_per_pkt);
-                busy.push(pct(b.cpu.device_busy));
+                if dev.rx_on_sender() {
+                    let alone = self.tester_alone(fl.clone(), size, b.offered_pps, v6)?;
+                    let d = ByDifference::of(b, &alone);
+                    ns.push(d.device_ns);
+                    busy.push(pct(d.device_busy));
+                    row.trials.push(alone);
+                } else {
+                    ns.push(b.cpu.dut_ns_per_pkt);
+                    busy.push(pct(b.cpu.device_busy));
+                }
             }
             row.searches.push(search);
             row.trials.extend(trials);
@@ -398,6 +437,9 @@ impl Lab {
                     dev.name()
                 ));
             }
+        }
+        if dev.rx_on_sender() {
+            row.notes.push(SOFTIRQ_NOTE.into());
         }
         if row.tester_limited && short.is_none() {
             row.notes.push(format!(
@@ -451,6 +493,21 @@ impl Lab {
                 if rate > ceiling * 1.02 && t.loss > self.opts.threshold {
                     row.tester_limited = true;
                 }
+                let (mut dut_ns, mut dut_busy) = (t.cpu.dut_ns_per_pkt, t.cpu.device_busy);
+                if dev.rx_on_sender() || self.by_difference {
+                    let b = self.tester_alone(flows.clone(), size, rate, v6)?;
+                    let d = ByDifference::of(&t, &b);
+                    if dev.rx_on_sender() {
+                        (dut_ns, dut_busy) = (d.device_ns, d.device_busy);
+                    }
+                    for (k, v) in [
+                        ("cores_ns_per_pkt", d.cores_ns),
+                        ("tester_alone_ns_per_pkt", d.tester_alone_ns),
+                        ("diff_ns_per_pkt", d.device_ns),
+                    ] {
+                        m.entry(k).or_default().push(v);
+                    }
+                }
                 for (k, v) in [
                     ("offered_pps", rate),
                     ("rx_pps", t.rx_pps),
@@ -460,10 +517,10 @@ impl Lab {
                     ("latency_p50_us", t.latency.p50_us),
                     ("latency_p99_us", t.latency.p99_us),
                     ("latency_max_us", t.latency.max_us),
-                    ("dut_busy_pct", pct(t.cpu.device_busy)),
+                    ("dut_busy_pct", pct(dut_busy)),
                     ("dut_cpu_all_pct", pct(t.cpu.dut_busy)),
                     ("dut_softirq_pct", pct(t.cpu.dut_softirq)),
-                    ("dut_ns_per_pkt", t.cpu.dut_ns_per_pkt),
+                    ("dut_ns_per_pkt", dut_ns),
                     ("proc_ns_per_pkt", t.cpu.proc_ns_per_pkt),
                     ("dut_other_pct", pct(t.cpu.dut_other)),
                     ("dut_steal_pct", pct(t.cpu.dut_steal)),
@@ -481,6 +538,9 @@ impl Lab {
             if row.tester_limited {
                 row.notes
                     .push("the tester could not offer this load loss-free".into());
+            }
+            if dev.rx_on_sender() {
+                row.notes.push(SOFTIRQ_NOTE.into());
             }
             if let Some(o) = row.metric("dut_steal_pct").filter(|o| o.max > 1.0) {
                 row.notes.push(format!(
@@ -548,6 +608,7 @@ impl Lab {
             "memory-per-session" => self.memory_per_session(),
             "cpu" => self.cpu(),
             "setup-rate" => self.setup_rate(),
+            "churn" => self.churn(),
             "tcp" | "owd" | "http" => {
                 self.topo.stack_on()?;
                 let r = match name {
@@ -835,6 +896,13 @@ impl Lab {
     }
 
     fn cpu(&mut self) -> Result<()> {
+        self.by_difference = true;
+        let r = self.cpu_rows();
+        self.by_difference = false;
+        r
+    }
+
+    fn cpu_rows(&mut self) -> Result<()> {
         let e = Self::exp(
             "cpu",
             "DUT CPU at a fixed load",
@@ -936,6 +1004,195 @@ impl Lab {
                 Ok(row)
             })?;
             self.add(&e, vec![row]);
+        }
+        self.push(e);
+        Ok(())
+    }
+}
+
+/// What a softirq-mode row's CPU columns mean.
+const SOFTIRQ_NOTE: &str = "the DUT's ports in veth's default receive mode: the device's work ran in softirq on the tester's CPU; \
+     DUT ns/pkt and device CPU % are by difference: (tester CPU + the device's DUT CPU time) per packet minus the tester's own \
+     per packet sent to itself (CA -> CD) at the same rate right after";
+
+/// A device's CPU cost by difference: the tester's CPU busy time plus the device's time on the
+/// DUT CPU, per packet, minus the tester's own busy time per packet when it sends the same
+/// frames at the same rate to itself. It counts the device's work wherever it ran -- on the
+/// sender's CPU in veth's default receive mode -- and also what sending into a device costs
+/// the tester beyond sending to itself (for threaded NAPI: waking the other CPU).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ByDifference {
+    /// Tester CPU busy ns per packet plus the device's DUT CPU ns per packet.
+    pub cores_ns: f64,
+    /// The tester's own busy ns per packet, sending to itself.
+    pub tester_alone_ns: f64,
+    /// cores_ns - tester_alone_ns.
+    pub device_ns: f64,
+    /// device_ns as a share of one CPU at the device trial's receive rate.
+    pub device_busy: f64,
+}
+
+impl ByDifference {
+    pub fn of(device: &Trial, alone: &Trial) -> ByDifference {
+        let tester_ns =
+            |t: &Trial| t.cpu.tester_busy * t.send_secs * 1e9 / t.received.max(1) as f64;
+        let cores_ns = tester_ns(device) + device.cpu.dut_ns_per_pkt;
+        let tester_alone_ns = tester_ns(alone);
+        let device_ns = cores_ns - tester_alone_ns;
+        ByDifference {
+            cores_ns,
+            tester_alone_ns,
+            device_ns,
+            device_busy: (device_ns * device.received as f64 / (device.send_secs.max(1e-9) * 1e9))
+                .max(0.0),
+        }
+    }
+}
+
+/// churn (issue 6): established flows keep their rate while new flows arrive.
+impl Lab {
+    fn churn(&mut self) -> Result<()> {
+        let est_pps = self.opts.rate.unwrap_or(CHURN_ESTABLISHED_PPS).round();
+        let nest = self.opts.flows;
+        let e = Self::exp(
+            "churn",
+            "Established flows while new flows arrive (churn)",
+            Some("new flows/s offered"),
+            format!(
+                "{nest} established flows (each sent once before every step, so the device holds their sessions and an \
+                 XDP device has their recipes) get {est_pps:.0} pps together, round robin; interleaved with them, frames \
+                 to flows the device has never seen (a new source port or address each, one frame per flow) at each step's \
+                 rate. Every step starts with an emptied session table (conntrack -F, or the daemon restarted) and lasts \
+                 {:.1} s (shorter where it would need more than {CHURN_MAX_NEW:.0} new flows). Loss and latency are \
+                 counted per group on the receive side (a frame's group is its flow); a frame the device's port refused \
+                 is lost in its group. New flows delivered/s = new-flow frames received / send time: the slow path's \
+                 sustained new-flow rate. Device CPU as in cpu. 64-byte frames; repeated {} time(s).",
+                self.opts.trial.as_secs_f64(),
+                self.opts.repeats
+            ),
+        );
+        let size = SizeMix::Fixed(64);
+        let new_rates = self.opts.new_rates.clone();
+        for d in self.opts.devices.clone() {
+            let rows = self.with_device(&d, |lab, dev| {
+                let v6 = dev.v6_in();
+                lab.ceiling(&size, v6)?;
+                let est = Arc::new(dev.flows(nest, 0));
+                // New flows come after the established ones in the same sequence, and each
+                // step takes the next unused ones: no flow is ever new twice.
+                let mut next = nest;
+                let mut rows = Vec::new();
+                for &nr in &new_rates {
+                    let nr = nr.round();
+                    let Some(mix) = crate::churn::Mix::new(nest, est_pps as u64, nr as u64) else {
+                        bail!("churn: nothing to send at {est_pps} + {nr} pps");
+                    };
+                    let dur = if nr > 0.0 {
+                        lab.opts.trial.min(Duration::from_secs_f64(CHURN_MAX_NEW / nr))
+                    } else {
+                        lab.opts.trial
+                    };
+                    let mut row = Row {
+                        device: dev.name().into(),
+                        size: size.label(),
+                        x: Some(nr),
+                        ..Row::default()
+                    };
+                    let mut m: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+                    for _ in 0..lab.opts.repeats.max(1) {
+                        reset(dev, &lab.topo)?;
+                        lab.warm(dev, est.clone(), &size)?;
+                        let nnew = (nr * dur.as_secs_f64() * 1.05).ceil() as u32 + 1;
+                        let nnew = if nr > 0.0 { nnew } else { 0 };
+                        let mut fl = (*est).clone();
+                        fl.extend(dev.flows_at(next, nnew, 0));
+                        next = next.saturating_add(nnew);
+                        let mut spec = lab.spec(
+                            lab.dut_path(v6),
+                            Arc::new(fl),
+                            &size,
+                            Some(mix.total() as f64),
+                            dur,
+                            dev.pids(),
+                        );
+                        spec.mix = Some(mix);
+                        spec.max_packets = mix.max_frames(u64::from(nnew));
+                        let xdp0 = dev.fast_path_redirected();
+                        let t = lab.trial(&spec, &format!("{} churn {nr:.0} new/s", dev.name()))?;
+                        dev.check_alive()?;
+                        let g = t.groups.clone().unwrap_or_default();
+                        // What share of the established frames the XDP program carried.
+                        if let (Some(a), Some(b)) = (xdp0, dev.fast_path_redirected()) {
+                            let share = b.saturating_sub(a) as f64
+                                / g.established.received.max(1) as f64;
+                            m.entry("est_in_xdp_pct").or_default().push(pct(share.min(1.0)));
+                        }
+                        let secs = t.send_secs.max(1e-9);
+                        lab.progress(&format!(
+                            "churn {:<16} {nr:>8.0} new/s: established lost {} of {} ({:.3}%), p99 {:.0} us; new delivered {:.0}/s ({:.1}% lost); device CPU {:.0}%",
+                            dev.name(),
+                            g.established.lost,
+                            g.established.sent,
+                            pct(g.established.loss),
+                            g.established.latency.p99_us,
+                            g.new.received as f64 / secs,
+                            pct(g.new.loss),
+                            pct(t.cpu.device_busy)
+                        ));
+                        if t.sender_short {
+                            row.tester_limited = true;
+                        }
+                        for (k, v) in [
+                            ("offered_pps", mix.total() as f64),
+                            ("est_lost", g.established.lost as f64),
+                            ("est_loss_pct", pct(g.established.loss)),
+                            ("est_latency_p50_us", g.established.latency.p50_us),
+                            ("est_latency_p99_us", g.established.latency.p99_us),
+                            ("est_latency_max_us", g.established.latency.max_us),
+                            ("new_sent_per_s", g.new.sent as f64 / secs),
+                            ("new_rx_per_s", g.new.received as f64 / secs),
+                            ("new_loss_pct", pct(g.new.loss)),
+                            ("new_latency_p50_us", g.new.latency.p50_us),
+                            ("tx_refused", t.tx_refused as f64),
+                            ("dut_busy_pct", pct(t.cpu.device_busy)),
+                            ("dut_ns_per_pkt", t.cpu.dut_ns_per_pkt),
+                            ("proc_ns_per_pkt", t.cpu.proc_ns_per_pkt),
+                            ("dut_other_pct", pct(t.cpu.dut_other)),
+                        ] {
+                            m.entry(k).or_default().push(v);
+                        }
+                        row.trials.push(t);
+                    }
+                    for (k, v) in m {
+                        row.metrics.insert(k.into(), Spread::of(&v));
+                    }
+                    if row.tester_limited {
+                        row.notes.push(format!(
+                            "the tester could not offer {:.0} pps",
+                            mix.total()
+                        ));
+                    }
+                    rows.push(row);
+                }
+                // The slow path's sustained rate: the most new flows it delivered per second
+                // in any step, and what it kept at the highest step.
+                let best = rows
+                    .iter()
+                    .filter_map(|r| Some((r.x?, r.metric("new_rx_per_s")?.median)))
+                    .fold((0.0, 0.0), |a, b| if b.1 > a.1 { b } else { a });
+                if let Some(last) = rows.last_mut() {
+                    let at_top = last.metric("new_rx_per_s").map(|s| s.median).unwrap_or(0.0);
+                    last.notes.push(format!(
+                        "new flows delivered: at most {:.0}/s (offered {:.0}/s); {:.0}/s at the highest step ({:.0}/s offered)",
+                        best.1,
+                        best.0,
+                        at_top,
+                        last.x.unwrap_or(0.0)
+                    ));
+                }
+                Ok(rows)
+            })?;
+            self.add(&e, rows);
         }
         self.push(e);
         Ok(())
@@ -1179,5 +1436,50 @@ impl Lab {
         }
         self.push(e);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tester::CpuUse;
+
+    fn trial(received: u64, send_secs: f64, tester_busy: f64, dut_ns: f64) -> Trial {
+        Trial {
+            received,
+            send_secs,
+            cpu: CpuUse {
+                tester_busy,
+                dut_ns_per_pkt: dut_ns,
+                ..CpuUse::default()
+            },
+            ..Trial::default()
+        }
+    }
+
+    #[test]
+    fn cost_by_difference() {
+        // Softirq mode: 100,000 packets in 1 s, the tester CPU 60% busy and nothing on the
+        // DUT CPU; the tester alone at the same rate was 25% busy. The device: 3.5 us per
+        // packet, 35% of a CPU.
+        let d = ByDifference::of(
+            &trial(100_000, 1.0, 0.60, 0.0),
+            &trial(100_000, 1.0, 0.25, 0.0),
+        );
+        assert!((d.cores_ns - 6000.0).abs() < 1e-6);
+        assert!((d.tester_alone_ns - 2500.0).abs() < 1e-6);
+        assert!((d.device_ns - 3500.0).abs() < 1e-6);
+        assert!((d.device_busy - 0.35).abs() < 1e-9);
+        // Threaded NAPI: the device's own time on the DUT CPU counts in full, and what the
+        // tester paid beyond sending to itself is added (here 500 ns).
+        let d = ByDifference::of(
+            &trial(200_000, 2.0, 0.30, 2000.0),
+            &trial(200_000, 2.0, 0.25, 0.0),
+        );
+        assert!((d.device_ns - 2500.0).abs() < 1e-6);
+        // Nothing received: no division by zero, and a negative share is not reported.
+        let d = ByDifference::of(&trial(0, 1.0, 0.1, 0.0), &trial(10, 1.0, 0.5, 0.0));
+        assert!(d.device_ns.is_finite());
+        assert_eq!(d.device_busy, 0.0);
     }
 }

@@ -94,9 +94,13 @@ pub struct RunOpts {
     /// Session counts for latency-vs-sessions, memory-per-session and cpu.
     #[arg(long, value_delimiter = ',')]
     pub sessions: Option<Vec<u32>>,
-    /// Fixed offered load in packets/s for cpu and latency-vs-sessions.
+    /// Fixed offered load in packets/s for cpu and latency-vs-sessions; churn: the
+    /// established flows' rate (default 100,000).
     #[arg(long)]
     pub rate: Option<f64>,
+    /// churn: new flows per second to step through, comma-separated (one frame each).
+    #[arg(long, value_delimiter = ',')]
+    pub new_rates: Option<Vec<f64>>,
     /// Search resolution in percent of the ceiling.
     #[arg(long)]
     pub resolution: Option<f64>,
@@ -271,6 +275,11 @@ pub fn defaults_for(exp: &str) -> Defaults {
             ..d
         },
         "owd" => Defaults { repeats: 5, ..d },
+        "churn" => Defaults {
+            devices: vec!["kernel-nat44", "xlat-nat44", "xlat-nat44-xdp"],
+            flows: 1000,
+            ..d
+        },
         "http" => Defaults { repeats: 3, ..d },
         _ => d,
     }
@@ -446,6 +455,13 @@ pub fn resolve(plan: &Plan, o: &RunOpts) -> Result<Opts> {
             bail!("--rate: {r} pps is outside 1..1e8");
         }
     }
+    let new_rates = o
+        .new_rates
+        .clone()
+        .unwrap_or_else(|| experiments::CHURN_NEW_RATES.to_vec());
+    if new_rates.is_empty() || new_rates.iter().any(|r| !(0.0..=1e7).contains(r)) {
+        bail!("--new-rates: each rate is new flows per second in 0..10000000");
+    }
     let resolution = o.resolution.unwrap_or(d.resolution);
     if !(0.01..=50.0).contains(&resolution) {
         bail!("--resolution: {resolution}% is outside 0.01..50");
@@ -477,6 +493,7 @@ pub fn resolve(plan: &Plan, o: &RunOpts) -> Result<Opts> {
         loads,
         sessions,
         rate: o.rate,
+        new_rates,
         payloads: o
             .payloads
             .clone()

@@ -113,7 +113,12 @@ pub fn mix32(mut x: u32) -> u32 {
 /// `n` IPv4 flows from inside hosts 198.18.1.0 + host to `dst`. Host numbers start at 198.18.1.1
 /// and stay inside 198.18.0.0/16 (at most 65,024 hosts, 4 billion flows).
 pub fn flows_v4(n: u32, seed: u32, dst: [u8; 4]) -> Vec<Flow> {
-    (0..n)
+    flows_v4_at(0, n, seed, dst)
+}
+
+/// Flows `first..first + n` of [`flows_v4`]`(.., seed, dst)` (churn: flows no earlier trial used).
+pub fn flows_v4_at(first: u32, n: u32, seed: u32, dst: [u8; 4]) -> Vec<Flow> {
+    (first..first.saturating_add(n))
         .map(|i| {
             let (sport, host, dport) = flow_ports(i, seed);
             let h = 256 + 1 + (host % 65_000);
@@ -134,7 +139,12 @@ pub fn flows_v4(n: u32, seed: u32, dst: [u8; 4]) -> Vec<Flow> {
 
 /// `n` IPv6 flows from 2001:2:0:1::1:0 + host to `dst`.
 pub fn flows_v6(n: u32, seed: u32, dst: [u8; 16]) -> Vec<Flow> {
-    (0..n)
+    flows_v6_at(0, n, seed, dst)
+}
+
+/// Flows `first..first + n` of [`flows_v6`]`(.., seed, dst)`.
+pub fn flows_v6_at(first: u32, n: u32, seed: u32, dst: [u8; 16]) -> Vec<Flow> {
+    (first..first.saturating_add(n))
         .map(|i| {
             let (sport, host, dport) = flow_ports(i, seed);
             let mut src = [0u8; 16];
@@ -162,7 +172,19 @@ pub fn flows_6in4(
     endpoint: [u8; 4],
     tunnel: Tunnel6in4,
 ) -> Vec<Flow> {
-    flows_v4(n, seed, endpoint)
+    flows_6in4_at(0, n, seed, dst, endpoint, tunnel)
+}
+
+/// Flows `first..first + n` of [`flows_6in4`].
+pub fn flows_6in4_at(
+    first: u32,
+    n: u32,
+    seed: u32,
+    dst: [u8; 16],
+    endpoint: [u8; 4],
+    tunnel: Tunnel6in4,
+) -> Vec<Flow> {
+    flows_v4_at(first, n, seed, endpoint)
         .into_iter()
         .map(|f| {
             let mut v4 = [0u8; 4];
@@ -439,6 +461,15 @@ mod tests {
         let set: std::collections::HashSet<_> = f.iter().map(|x| (x.src, x.sport)).collect();
         assert_eq!(set.len(), 70_000);
         assert_eq!(&f[0].src[..2], &[198, 18]);
+        // A range is the same flows as the start of a longer list (churn's new flows).
+        assert_eq!(flows_v4_at(64_000, 6_000, 1, [198, 19, 0, 2]), f[64_000..]);
+        let d6 = [0x20, 1, 0, 2, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2];
+        assert_eq!(flows_v6_at(5, 10, 2, d6), flows_v6(15, 2, d6)[5..]);
+        let t = Tunnel6in4::SixToFour;
+        assert_eq!(
+            flows_6in4_at(3, 4, 0, d6, [198, 18, 0, 1], t),
+            flows_6in4(7, 0, d6, [198, 18, 0, 1], t)[3..]
+        );
     }
 
     #[test]

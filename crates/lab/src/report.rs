@@ -72,10 +72,26 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("dut_softirq_pct", "softirq %"),
             ("dut_ns_per_pkt", "DUT ns/pkt"),
             ("proc_ns_per_pkt", "process ns/pkt"),
+            ("cores_ns_per_pkt", "tester+DUT ns/pkt"),
+            ("tester_alone_ns_per_pkt", "tester alone ns/pkt"),
+            ("diff_ns_per_pkt", "by difference ns/pkt"),
             ("dut_other_pct", "other load %"),
             ("loss_pct", "loss %"),
         ],
         "setup-rate" => vec![("setup_rate_per_s", "new sessions/s")],
+        "churn" => vec![
+            ("offered_pps", "offered (pps)"),
+            ("est_lost", "established lost"),
+            ("est_loss_pct", "established loss %"),
+            ("est_latency_p50_us", "est. p50 (us)"),
+            ("est_latency_p99_us", "est. p99 (us)"),
+            ("new_rx_per_s", "new flows delivered/s"),
+            ("new_loss_pct", "new loss %"),
+            ("new_latency_p50_us", "new p50 (us)"),
+            ("est_in_xdp_pct", "established in XDP %"),
+            ("dut_busy_pct", "device CPU %"),
+            ("dut_ns_per_pkt", "DUT ns/pkt"),
+        ],
         "tcp" => vec![
             ("tcp_mbps", "TCP Mb/s"),
             ("retransmits", "retransmits"),
@@ -113,6 +129,10 @@ pub fn plots(exp: &str) -> Vec<(&'static str, &'static str, bool)> {
         "memory-per-session" => vec![("memory_delta_bytes", "memory - baseline (bytes)", true)],
         "cpu" => vec![("dut_ns_per_pkt", "DUT CPU ns per packet", true)],
         "owd" => vec![("owd_us", "one-way delay (us)", false)],
+        "churn" => vec![
+            ("new_rx_per_s", "new flows delivered per second", false),
+            ("est_loss_pct", "established-flow loss (%)", false),
+        ],
         _ => vec![],
     }
 }

@@ -299,6 +299,39 @@ impl Topo {
         Ok(())
     }
 
+    /// veth's default receive mode on the DUT's two ports: threaded NAPI off, GRO off (veth
+    /// then has no NAPI and queues each frame to the backlog of the CPU that sent it), no RPS.
+    /// Their NAPI threads end with their NAPI instances.
+    pub fn dut_rx_softirq(&self) -> Result<()> {
+        let u = &self.ns_dut;
+        for dev in [&self.ua.dev, &self.ud.dev] {
+            sys::ns_sh(
+                u,
+                &format!(
+                    "echo 0 > /sys/class/net/{dev}/threaded && ethtool -K {dev} gro off && \
+                     for q in /sys/class/net/{dev}/queues/rx-*/rps_cpus; do echo 0 > $q || exit 1; done"
+                ),
+            )
+            .with_context(|| format!("default receive mode on {dev}"))?;
+        }
+        self.napi_threads
+            .borrow_mut()
+            .retain(|(d, _)| *d != self.ua.dev && *d != self.ud.dev);
+        Ok(())
+    }
+
+    /// Back to the lab's receive mode on the DUT's ports (RPS and threaded NAPI, the poll
+    /// threads pinned to the DUT CPU), after [`Topo::dut_rx_softirq`].
+    pub fn dut_rx_threaded(&self) -> Result<()> {
+        let u = self.ns_dut.clone();
+        for dev in [self.ua.dev.clone(), self.ud.dev.clone()] {
+            self.set_rps(&u, &dev, self.dut_cpu)?;
+            self.napi_threads.borrow_mut().retain(|(d, _)| *d != dev);
+            self.threaded_napi(&u, &dev, self.dut_cpu)?;
+        }
+        Ok(())
+    }
+
     fn threaded_napi(&self, ns: &str, dev: &str, cpu: usize) -> Result<()> {
         sys::ns_ok(ns, &["ethtool", "-K", dev, "gro", "on"])
             .with_context(|| format!("turning GRO on for {dev}"))?;

@@ -311,3 +311,104 @@ fn lab_smoke_s2_over_the_tunnels() {
     );
     std::fs::remove_dir_all(&base).unwrap();
 }
+
+/// `xlat lab run churn`, tiny: established flows plus never-seen flows through kernel NAT and
+/// xlat's fast path. Every trial's frames are split into the two groups, and the groups add up
+/// to the trial's own counts; new flows crossed each device's slow path.
+#[test]
+fn lab_smoke_churn() {
+    if !can_run() {
+        return;
+    }
+    let base = std::env::temp_dir().join(format!("xlat-lab-smoke-churn-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    let child = xlat()
+        .args([
+            "lab",
+            "run",
+            "churn",
+            "--devices",
+            "kernel-nat44,xlat-nat44-xdp",
+            "--flows",
+            "10",
+            "--rate",
+            "2000",
+            "--new-rates",
+            "0,1000",
+            "--duration",
+            "0.3",
+            "--out",
+        ])
+        .arg(&base)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let prefix = format!("l{:x}0-", child.id());
+    let o = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "xlat lab failed:\n{stdout}\n{stderr}");
+    let dir = only_dir(&base);
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert!(
+        r["incomplete"].is_null(),
+        "run incomplete: {}",
+        r["incomplete"]
+    );
+    let e = r["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "churn")
+        .expect("no churn experiment")
+        .clone();
+    let rows = e["rows"].as_array().unwrap();
+    let keys: Vec<(&str, f64)> = rows
+        .iter()
+        .map(|x| (x["device"].as_str().unwrap(), x["x"].as_f64().unwrap()))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            ("kernel-nat44", 0.0),
+            ("kernel-nat44", 1000.0),
+            ("xlat-nat44-xdp", 0.0),
+            ("xlat-nat44-xdp", 1000.0)
+        ]
+    );
+    for row in rows {
+        let (dev, new_rate) = (row["device"].as_str().unwrap(), row["x"].as_f64().unwrap());
+        for t in row["trials"].as_array().unwrap() {
+            let g = &t["groups"];
+            let (es, er) = (
+                g["established"]["sent"].as_u64().unwrap(),
+                g["established"]["received"].as_u64().unwrap(),
+            );
+            let (ns, nr) = (
+                g["new"]["sent"].as_u64().unwrap(),
+                g["new"]["received"].as_u64().unwrap(),
+            );
+            assert_eq!(es + ns, t["sent"].as_u64().unwrap(), "{dev}: {t}");
+            assert_eq!(er + nr, t["received"].as_u64().unwrap(), "{dev}: {t}");
+            assert!(er <= es && nr <= ns, "{dev}: {g}");
+            assert!(er > 0, "{dev}: no established frame arrived: {g}");
+            if new_rate == 0.0 {
+                assert_eq!(ns, 0, "{dev}: new flows at rate 0: {g}");
+            } else {
+                assert!(ns > 0 && nr > 0, "{dev}: no new flow crossed: {g}");
+            }
+        }
+        assert!(row["metrics"]["new_rx_per_s"]["median"].as_f64().is_some());
+    }
+    assert!(stdout.contains("churn"), "{stdout}");
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let list = String::from_utf8_lossy(&ns.stdout);
+    assert!(
+        !list.contains(&prefix),
+        "namespaces {prefix}* left behind:\n{list}"
+    );
+    std::fs::remove_dir_all(&base).unwrap();
+}
