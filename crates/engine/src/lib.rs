@@ -233,8 +233,7 @@ enum Plan {
     /// No session lookup to prepare: the full path.
     Full,
     Nat44(nat44::Lane44),
-    /// NAT64, the tuple hash of the session lookup (prefetch only).
-    Nat64(u64),
+    Nat64(nat64::Lane64),
 }
 
 impl Engine {
@@ -383,8 +382,8 @@ impl Engine {
                 }
                 for pl in &plans {
                     match (pl, &self.nat64, &self.nat44) {
-                        (Plan::Nat64(h), Some(n), _) => {
-                            let _ = n.prefetch_session(*h);
+                        (Plan::Nat64(l), Some(n), _) => {
+                            let _ = n.prefetch_lane(l);
                         }
                         (Plan::Nat44(l), _, Some(n)) => n.prefetch_session(l),
                         _ => {}
@@ -394,8 +393,9 @@ impl Engine {
             let chunk = pkts.get_mut(start..end).unwrap_or(&mut []);
             let vs = verdicts.get_mut(start..end).unwrap_or(&mut []);
             for ((p, v), pl) in chunk.iter_mut().zip(vs.iter_mut()).zip(plans.iter()) {
-                let lane = match (pl, self.nat44.as_mut()) {
-                    (Plan::Nat44(l), Some(n)) => n.lane(now, p, l, &mut self.counters),
+                let lane = match (pl, self.nat44.as_mut(), self.nat64.as_mut()) {
+                    (Plan::Nat44(l), Some(n), _) => n.lane(now, p, l, &mut self.counters),
+                    (Plan::Nat64(l), _, Some(n)) => n.lane(now, p, l, &mut self.counters),
                     _ => None,
                 };
                 *v = match lane {
@@ -425,9 +425,7 @@ impl Engine {
                     return Plan::Full;
                 };
                 match xlat_wire::ipv6::addr_at(data, xlat_wire::ipv6::off::DST) {
-                    Some(dst) if n.owns6(dst) => {
-                        n.prefetch_index(data, true).map_or(Plan::Full, Plan::Nat64)
-                    }
+                    Some(dst) if n.owns6(dst) => n.plan(data, true).map_or(Plan::Full, Plan::Nat64),
                     _ => Plan::Full,
                 }
             }
@@ -442,9 +440,7 @@ impl Engine {
                     return Plan::Full;
                 }
                 if let Some(n) = self.nat64.as_ref().filter(|n| n.owns4(dst)) {
-                    return n
-                        .prefetch_index(data, false)
-                        .map_or(Plan::Full, Plan::Nat64);
+                    return n.plan(data, false).map_or(Plan::Full, Plan::Nat64);
                 }
                 if self.siit.as_ref().is_some_and(|s| s.owns4(dst)) {
                     return Plan::Full;

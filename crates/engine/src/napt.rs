@@ -771,6 +771,23 @@ impl<A: InsideAddr> Napt<A> {
         self.touch(sid, now, dir, tcp_flags)
     }
 
+    /// [`Napt::lane`] for the tuple `key` the full parse found, if it is the `planned` one
+    /// whose hash is `hash` (else `None`: the full path runs).
+    #[inline]
+    pub(crate) fn lane_for(
+        &mut self,
+        now: Time,
+        key: FlowKey<A>,
+        planned: &FlowKey<A>,
+        hash: u64,
+        tcp_flags: u8,
+    ) -> Option<Translation<A>> {
+        if key != *planned {
+            return None;
+        }
+        self.lane(now, planned, hash, tcp_flags)
+    }
+
     /// The session of `key`, live or not.
     fn lookup(&self, key: &FlowKey<A>) -> Option<u32> {
         let h = self.hash(key);

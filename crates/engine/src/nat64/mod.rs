@@ -41,6 +41,50 @@ use crate::snapshot::{SessionInfo, Stats};
 use crate::{Time, Verdict};
 use xlat_wire::field::{u16_at, u32_at, u8_at};
 
+/// What batch stage 1 learned about a NAT64 packet: its session-index key and hash, and
+/// whether it may take the established-flow lane ([`Nat64::lane`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Lane64 {
+    key: FlowKey<u128>,
+    hash: u64,
+    /// TCP or UDP right after a 40- or 20-byte header (no extension headers or options),
+    /// not a fragment, no SYN/FIN/RST.
+    fast: bool,
+}
+
+/// Is `pkt` plain enough for the lane (see [`Lane64::fast`])? The lane still parses it
+/// fully; this only keeps control segments, fragments and ICMP on the full path.
+fn plain(pkt: &[u8], v6: bool) -> bool {
+    use xlat_wire::ipv4::{off as ip4, proto as ipproto};
+    let (proto, l4) = if v6 {
+        (
+            u8_at(pkt, xlat_wire::ipv6::off::NEXT_HEADER),
+            xlat_wire::ipv6::HEADER,
+        )
+    } else {
+        // IHL 5, MF clear, offset 0 (RFC 6146 3.4: fragments take the full path).
+        if u8_at(pkt, 0) != Some(0x45)
+            || u16_at(pkt, ip4::FLAGS_FRAG).is_none_or(|f| f & 0x3fff != 0)
+        {
+            return false;
+        }
+        (u8_at(pkt, ip4::PROTO), xlat_wire::ipv4::MIN_HEADER)
+    };
+    match proto {
+        Some(ipproto::UDP) => true,
+        // RFC 6146 3.5.2.2: SYN, FIN and RST drive the state machine: the full path.
+        Some(ipproto::TCP) => u8_at(pkt, l4 + xlat_wire::l4::tcp::FLAGS)
+            .is_some_and(|f| f & (crate::tcp::SYN | crate::tcp::FIN | crate::tcp::RST) == 0),
+        _ => false,
+    }
+}
+
+/// The full path's result (no lane: never `Ok(None)`).
+fn full(r: Result<Option<Done>, DropReason>) -> Result<Done, DropReason> {
+    // `Ok(None)` only comes from a lane miss; without a lane it cannot happen.
+    r.and_then(|d| d.ok_or(DropReason::NoMapping))
+}
+
 /// The NAT64 translator.
 pub struct Nat64 {
     prefix: Pref64,
@@ -262,15 +306,25 @@ impl Nat64 {
         self.napt.set_ranges(ports, icmp_ids);
     }
 
-    /// Batch stage 1: starts fetching the index slot `pkt` (IPv6 -> IPv4 when `v6`, else
-    /// IPv4 -> IPv6) will probe; returns the tuple's hash for stage 2.
-    pub fn prefetch_index(&self, pkt: &[u8], v6: bool) -> Option<u64> {
-        let k = if v6 {
+    /// Batch stage 1: plans `pkt` (IPv6 -> IPv4 when `v6`, else IPv4 -> IPv6; see
+    /// [`Lane64`]) and starts fetching the index slot it will probe.
+    pub fn plan(&self, pkt: &[u8], v6: bool) -> Option<Lane64> {
+        let key = if v6 {
             self.flow_key6(pkt)?
         } else {
             self.flow_key4(pkt)?
         };
-        Some(self.napt.prefetch_index(&k))
+        Some(Lane64 {
+            key,
+            hash: self.napt.prefetch_index(&key),
+            fast: plain(pkt, v6),
+        })
+    }
+
+    /// Batch stage 1 without a plan: starts fetching the index slot `pkt` will probe;
+    /// returns the tuple's hash for [`Nat64::prefetch_session`].
+    pub fn prefetch_index(&self, pkt: &[u8], v6: bool) -> Option<u64> {
+        self.plan(pkt, v6).map(|l| l.hash)
     }
 
     /// Batch stage 2: starts fetching the session behind a stage-1 hash; false when the
@@ -279,28 +333,63 @@ impl Nat64 {
         self.napt.prefetch_session(hash)
     }
 
+    /// [`Nat64::prefetch_session`] for a stage-1 plan.
+    pub fn prefetch_lane(&self, l: &Lane64) -> bool {
+        self.napt.prefetch_session(l.hash)
+    }
+
     /// IPv6 -> IPv4 (RFC 6146 3.4 - 3.8).
     pub fn process6(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Verdict {
-        Done::verdict(self.outbound(now, buf, c))
+        Done::verdict(full(self.outbound(now, buf, c, None)))
     }
 
     /// IPv4 -> IPv6 (RFC 6146 3.4 - 3.7).
     pub fn process4(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Verdict {
-        Done::verdict(self.inbound(now, buf, c, true))
+        Done::verdict(full(self.inbound(now, buf, c, true, None)))
     }
 
+    /// The established-flow lane (batch stage 3): the packet goes through the same
+    /// translation code as [`Nat64::process6`] / [`Nat64::process4`], its session found
+    /// with the stage-1 hash; `None`, with nothing changed, when [`Nat64::plan`] did not
+    /// find the packet plain or its session is not live (the full path then runs).
+    pub fn lane(
+        &mut self,
+        now: Time,
+        buf: &mut PacketBuf,
+        l: &Lane64,
+        c: &mut Counters,
+    ) -> Option<Verdict> {
+        if !l.fast {
+            return None;
+        }
+        let r = match l.key {
+            FlowKey::Out(..) => self.outbound(now, buf, c, Some(l)),
+            FlowKey::In(..) => self.inbound(now, buf, c, true, Some(l)),
+        };
+        match r {
+            Ok(None) => None,
+            Ok(Some(d)) => Some(Done::verdict(Ok(d))),
+            Err(e) => Some(Verdict::Drop(e)),
+        }
+    }
+
+    /// IPv6 -> IPv4. With `lane` (the established-flow lane, [`Nat64::lane`]) the session
+    /// is looked up with the stage-1 hash and only a live one is used: `Ok(None)`, with
+    /// nothing changed, when there is none (the full path then runs). Without it, never
+    /// `Ok(None)`.
     fn outbound(
         &mut self,
         now: Time,
         buf: &mut PacketBuf,
         c: &mut Counters,
-    ) -> Result<Done, DropReason> {
+        lane: Option<&Lane64>,
+    ) -> Result<Option<Done>, DropReason> {
         let in6 = to4::parse(buf.data(), &self.params)?;
         let h = in6.h;
         buf.truncate(h.total_len());
         let own6 = self.own6();
         if let Some(d) = checks6(buf, &in6, &self.params, own6, &mut self.rate, now, c)? {
-            return Ok(d);
+            return Ok(Some(d));
         }
         let (m, inner, rewrite) = match &in6.kind {
             Kind6::Flow(p) => {
@@ -308,20 +397,24 @@ impl Nat64 {
                 // session of (source, port) -> (pref64 destination, port); 3.6.1: the
                 // destination is the IPv4 address in the pref64.
                 let dst4 = extract(&self.prefix, h.dst)?;
-                let ext = self.napt.outbound(
-                    now,
-                    p.proto,
-                    Endpoint {
-                        addr: h.src,
-                        port: p.src,
-                    },
-                    Endpoint {
-                        addr: dst4,
-                        port: p.dst,
-                    },
-                    p.flags,
-                    c,
-                )?;
+                let int = Endpoint {
+                    addr: h.src,
+                    port: p.src,
+                };
+                let remote = Endpoint {
+                    addr: dst4,
+                    port: p.dst,
+                };
+                let ext = match lane {
+                    None => self.napt.outbound(now, p.proto, int, remote, p.flags, c)?,
+                    Some(l) => {
+                        let key = FlowKey::Out(p.proto, int, remote);
+                        match self.napt.lane_for(now, key, &l.key, l.hash, p.flags) {
+                            Some(t) => t.ext,
+                            None => return Ok(None),
+                        }
+                    }
+                };
                 let dport = if p.proto == Proto::Icmp {
                     ext.port
                 } else {
@@ -364,7 +457,7 @@ impl Nat64 {
                     _ => {
                         self.frags.hold(key, buf.data(), now)?;
                         c.event(Event::FragmentsHeld);
-                        return Ok(Done::Held);
+                        return Ok(Some(Done::Held));
                     }
                 }
             }
@@ -437,33 +530,35 @@ impl Nat64 {
                 self.release_held(key, rewrite, now, c);
             }
             if !matches!(done, Done::Forward) {
-                return Ok(done);
+                return Ok(Some(done));
             }
         }
         // RFC 6146 3.8: a destination in pool4 is hairpinned: the packet, now with its
         // IPv4 source, is handled as if it had arrived on the IPv4 side.
         if self.napt.is_pool(m.dst) {
-            let done = self.inbound(now, buf, c, false)?;
+            let done = self.inbound(now, buf, c, false, None)?;
             c.event(Event::Hairpinned);
             return Ok(done);
         }
-        Ok(Done::Forward)
+        Ok(Some(Done::Forward))
     }
 
+    /// IPv4 -> IPv6; `lane` as in [`Nat64::outbound`].
     fn inbound(
         &mut self,
         now: Time,
         buf: &mut PacketBuf,
         c: &mut Counters,
         decrement: bool,
-    ) -> Result<Done, DropReason> {
+        lane: Option<&Lane64>,
+    ) -> Result<Option<Done>, DropReason> {
         let in4 = to6::parse(buf.data(), self.verify_ip_checksum, &self.params)?;
         let h = in4.h;
         buf.truncate(h.total_len);
         if decrement {
             let own = Some(self.own4);
             if let Some(d) = checks4(buf, &in4, &self.params, own, &mut self.rate, now, c)? {
-                return Ok(d);
+                return Ok(Some(d));
             }
         }
         let (m, inner, rewrite) = match &in4.kind {
@@ -471,20 +566,24 @@ impl Nat64 {
                 // RFC 6146 3.5: the session of (pool4 address, port) <- (source, port), or a
                 // new one where the BIB entry and the filtering policy admit it; 3.6.2: the
                 // source gets its pref64 form.
-                let int = self.napt.inbound(
-                    now,
-                    p.proto,
-                    Endpoint {
-                        addr: h.dst,
-                        port: p.dst,
-                    },
-                    Endpoint {
-                        addr: h.src,
-                        port: p.src,
-                    },
-                    p.flags,
-                    c,
-                )?;
+                let ext = Endpoint {
+                    addr: h.dst,
+                    port: p.dst,
+                };
+                let remote = Endpoint {
+                    addr: h.src,
+                    port: p.src,
+                };
+                let int = match lane {
+                    None => self.napt.inbound(now, p.proto, ext, remote, p.flags, c)?,
+                    Some(l) => {
+                        let key = FlowKey::In(p.proto, ext, remote);
+                        match self.napt.lane_for(now, key, &l.key, l.hash, p.flags) {
+                            Some(t) => t.int,
+                            None => return Ok(None),
+                        }
+                    }
+                };
                 let src6 = embed(&self.prefix, h.src)?;
                 let sport = if p.proto == Proto::Icmp {
                     int.port
@@ -530,7 +629,7 @@ impl Nat64 {
                     _ => {
                         self.frags.hold(key, buf.data(), now)?;
                         c.event(Event::FragmentsHeld);
-                        return Ok(Done::Held);
+                        return Ok(Some(Done::Held));
                     }
                 }
             }
@@ -601,7 +700,7 @@ impl Nat64 {
         if h.more_fragments && h.frag_offset == 0 && rewrite.is_some() {
             self.release_held(frag_id4(&h), rewrite, now, c);
         }
-        Ok(done)
+        Ok(Some(done))
     }
 
     /// Translates the later fragments held for a datagram whose first fragment just went
