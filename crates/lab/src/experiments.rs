@@ -173,6 +173,7 @@ impl Lab {
             dut_cpu: self.topo.dut_cpu,
             dut_pids: pids,
             dut_kernel_pids: self.topo.dut_napi_pids(),
+            tester_kernel_pids: self.topo.tester_kernel_pids(),
             drain: Duration::from_millis(300),
             coalesce: self.opts.coalesce,
             rx_xdp: self.opts.rx_xdp,
@@ -909,7 +910,10 @@ impl Lab {
             Some("sessions"),
             "A fixed offered load (--rate, default 20,000 pps) for each frame size and \
              number of sessions: DUT core busy share (and its softirq part), busy nanoseconds per forwarded packet, \
-             and the device processes' own CPU time per packet. S5 table 4.4."
+             and the device processes' own CPU time per packet. S5 table 4.4. Also by difference, for every \
+             device: (tester CPU busy time + the device's DUT CPU time) per packet, minus the tester's own busy \
+             time per packet sending the same frames to itself (CA -> CD) at the same rate right after; for \
+             devices in veth's default receive mode (-softirq) that difference is their DUT ns/pkt."
                 .into(),
         );
         let sessions = self.opts.sessions.clone();
@@ -1015,9 +1019,10 @@ const SOFTIRQ_NOTE: &str = "the DUT's ports in veth's default receive mode: the 
      DUT ns/pkt and device CPU % are by difference: (tester CPU + the device's DUT CPU time) per packet minus the tester's own \
      per packet sent to itself (CA -> CD) at the same rate right after";
 
-/// A device's CPU cost by difference: the tester's CPU busy time plus the device's time on the
-/// DUT CPU, per packet, minus the tester's own busy time per packet when it sends the same
-/// frames at the same rate to itself. It counts the device's work wherever it ran -- on the
+/// A device's CPU cost by difference: the tester's CPU time (its sender and receiver threads,
+/// its ports' NAPI threads, its CPU's ksoftirqd) plus the device's time on the DUT CPU, per
+/// packet, minus the tester's own time per packet when it sends the same frames at the same
+/// rate to itself. It counts the device's work wherever it ran -- on the
 /// sender's CPU in veth's default receive mode -- and also what sending into a device costs
 /// the tester beyond sending to itself (for threaded NAPI: waking the other CPU).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -1034,8 +1039,15 @@ pub struct ByDifference {
 
 impl ByDifference {
     pub fn of(device: &Trial, alone: &Trial) -> ByDifference {
-        let tester_ns =
-            |t: &Trial| t.cpu.tester_busy * t.send_secs * 1e9 / t.received.max(1) as f64;
+        // The tester's own threads; runs from before tester_ns_per_pkt existed: its CPU's
+        // busy share (which counts other processes too).
+        let tester_ns = |t: &Trial| {
+            if t.cpu.tester_ns_per_pkt > 0.0 {
+                t.cpu.tester_ns_per_pkt
+            } else {
+                t.cpu.tester_busy * t.send_secs * 1e9 / t.received.max(1) as f64
+            }
+        };
         let cores_ns = tester_ns(device) + device.cpu.dut_ns_per_pkt;
         let tester_alone_ns = tester_ns(alone);
         let device_ns = cores_ns - tester_alone_ns;
@@ -1461,7 +1473,7 @@ mod tests {
     fn cost_by_difference() {
         // Softirq mode: 100,000 packets in 1 s, the tester CPU 60% busy and nothing on the
         // DUT CPU; the tester alone at the same rate was 25% busy. The device: 3.5 us per
-        // packet, 35% of a CPU.
+        // packet, 35% of a CPU. (Results without the tester's own thread times.)
         let d = ByDifference::of(
             &trial(100_000, 1.0, 0.60, 0.0),
             &trial(100_000, 1.0, 0.25, 0.0),
@@ -1481,5 +1493,11 @@ mod tests {
         let d = ByDifference::of(&trial(0, 1.0, 0.1, 0.0), &trial(10, 1.0, 0.5, 0.0));
         assert!(d.device_ns.is_finite());
         assert_eq!(d.device_busy, 0.0);
+        // The tester's own thread times win over its CPU's busy share (other processes).
+        let mut dev = trial(100_000, 1.0, 1.0, 0.0);
+        dev.cpu.tester_ns_per_pkt = 6000.0;
+        let mut alone = trial(100_000, 1.0, 1.0, 0.0);
+        alone.cpu.tester_ns_per_pkt = 2500.0;
+        assert!((ByDifference::of(&dev, &alone).device_ns - 3500.0).abs() < 1e-6);
     }
 }

@@ -152,6 +152,30 @@ pub fn now_ns() -> u64 {
         .saturating_add(ts.tv_nsec as u64)
 }
 
+/// CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID), ns. Without IRQ time accounting
+/// this includes softirq work the kernel ran in the thread's context (in veth's default
+/// receive mode: the receiving device's work, inside the sender's sendto()).
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+/// The pid of the kernel thread named `comm` (e.g. "ksoftirqd/0"), if there is one.
+pub fn kthread_pid(comm: &str) -> Option<i32> {
+    fs::read_dir("/proc").ok()?.flatten().take(100_000).find_map(|e| {
+        let pid = e.file_name().to_str()?.parse::<i32>().ok()?;
+        let c = fs::read_to_string(e.path().join("comm")).ok()?;
+        (c.trim() == comm).then_some(pid)
+    })
+}
+
 /// Sets this thread's timer slack to 1 ns so short sleeps in the pacer are short.
 pub fn tight_timer_slack() {
     // SAFETY: prctl with an integer argument.

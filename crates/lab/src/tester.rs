@@ -74,6 +74,8 @@ pub struct TrialSpec {
     pub dut_pids: Vec<i32>,
     /// Kernel threads doing the DUT ports' receive work (threaded NAPI).
     pub dut_kernel_pids: Vec<i32>,
+    /// Kernel threads doing the tester's receive work (its ports' NAPI, its CPU's ksoftirqd).
+    pub tester_kernel_pids: Vec<i32>,
     /// How long to wait for stragglers after the last frame is sent.
     pub drain: Duration,
     /// Longest time a due frame waits to be sent with others (0: every frame when due).
@@ -133,6 +135,10 @@ pub struct CpuUse {
     pub dut_ns_per_pkt: f64,
     /// CPU nanoseconds of the device's own processes per packet received (0 for kernel devices).
     pub proc_ns_per_pkt: f64,
+    /// The tester's CPU nanoseconds per packet received: its sender and receiver threads
+    /// (softirq work run in their context included) and `tester_kernel_pids`.
+    #[serde(default)]
+    pub tester_ns_per_pkt: f64,
     /// Share of the DUT CPU used by anything else (other processes on the machine), 0..1.
     #[serde(default)]
     pub dut_other: f64,
@@ -299,7 +305,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
     let (rx_sent, rx_done) = (sent.clone(), done.clone());
     let receiver = std::thread::Builder::new()
         .name("lab-rx".into())
-        .spawn(move || -> Result<(RxState, u64, i32)> {
+        .spawn(move || -> Result<(RxState, u64, i32, u64)> {
             let setup = || -> Result<(RxRing, Option<LabRx>)> {
                 sys::enter_netns(&rx_spec.path.ns)?;
                 sys::pin_thread(rx_spec.tester_cpu);
@@ -326,6 +332,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
                 }
             };
             let _ = ring.drops(); // reset the kernel's counters
+            let rx_cpu0 = sys::thread_cpu_ns();
             let hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
                 .map_err(|e| anyhow!("histogram: {e}"))?;
             let mut st = RxState {
@@ -383,7 +390,8 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
                 st.dup += c.duplicates;
                 st.bytes = c.bytes;
             }
-            Ok((st, drops, sys::current_cpu()))
+            let rx_ns = sys::thread_cpu_ns().saturating_sub(rx_cpu0);
+            Ok((st, drops, sys::current_cpu(), rx_ns))
         })
         .context("starting the receiver thread")?;
     match ready_rx.recv_timeout(Duration::from_secs(10)) {
@@ -410,11 +418,17 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
         .iter()
         .filter_map(|&p| sys::proc_cpu_ns(p))
         .sum();
+    let tk0: u64 = spec
+        .tester_kernel_pids
+        .iter()
+        .filter_map(|&p| sys::proc_cpu_ns(p))
+        .sum();
     let tx_spec = spec.clone();
     let tx_sent = sent.clone();
     let sender = std::thread::Builder::new()
         .name("lab-tx".into())
-        .spawn(move || -> Result<(f64, u64, i32)> {
+        .spawn(move || -> Result<(f64, u64, i32, u64)> {
+            let c0 = sys::thread_cpu_ns();
             sys::enter_netns(&tx_spec.path.ns)?;
             sys::pin_thread(tx_spec.tester_cpu);
             sys::set_fifo(0, sys::RT_PRIO_SENDER);
@@ -425,7 +439,8 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
             };
             let slots = ring_slots(tx_spec.flows.len(), pattern, TX_SLOTS_MIN, TX_SLOTS_MAX);
             let mut tx = TxRing::open(&tx_spec.path.tx_dev, slots)?;
-            send_loop(&tx_spec, &mut tx, tag, &tx_sent).map(|(s, f)| (s, f, sys::current_cpu()))
+            send_loop(&tx_spec, &mut tx, tag, &tx_sent)
+                .map(|(s, f)| (s, f, sys::current_cpu(), sys::thread_cpu_ns() - c0))
         })
         .context("starting the sender thread")?;
     let send_res = sender.join().map_err(|_| anyhow!("sender thread panicked"));
@@ -445,8 +460,14 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
         .iter()
         .filter_map(|&p| sys::proc_cpu_ns(p))
         .sum();
-    let (send_secs, tx_refused, sender_cpu) = send_res??;
-    let (st, ring_drops, receiver_cpu) = rx_res?;
+    let tk2: u64 = spec
+        .tester_kernel_pids
+        .iter()
+        .filter_map(|&p| sys::proc_cpu_ns(p))
+        .sum();
+    let (send_secs, tx_refused, sender_cpu, tx_ns) = send_res??;
+    let (st, ring_drops, receiver_cpu, rx_ns) = rx_res?;
+    let tester_ns = (tx_ns + rx_ns + tk2.saturating_sub(tk0)) as f64;
 
     let total = sent.load(Ordering::Acquire);
     let lost = total.saturating_sub(st.received);
@@ -514,6 +535,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
             dut_softirq,
             dut_ns_per_pkt: (kernel_ns + proc_ns) / rcv,
             proc_ns_per_pkt: proc_ns / rcv,
+            tester_ns_per_pkt: tester_ns / rcv,
             dut_other,
             device_busy: ((kernel_ns + proc_ns) / window_ns.max(1.0)).min(1.0),
             dut_steal,

@@ -455,6 +455,20 @@ impl Topo {
         sys::nft_load(&self.ns_tester, &self.tester_ruleset(), &self.dir)
     }
 
+    /// Kernel threads doing the tester's receive work: its ports' NAPI threads and the
+    /// tester CPU's ksoftirqd (softirq work the kernel deferred).
+    pub fn tester_kernel_pids(&self) -> Vec<i32> {
+        let mut v: Vec<i32> = self
+            .napi_threads
+            .borrow()
+            .iter()
+            .filter(|(d, _)| *d == self.d.dev || *d == self.cd.dev)
+            .map(|(_, p)| *p)
+            .collect();
+        v.extend(sys::kthread_pid(&format!("ksoftirqd/{}", self.tester_cpu)));
+        v
+    }
+
     pub fn dut_napi_pids(&self) -> Vec<i32> {
         self.napi_threads
             .borrow()
