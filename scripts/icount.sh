@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Instructions per translated packet on the NAT44 fast path, counted by callgrind (repeatable
+# Instructions per translated packet on the NAT44 or NAT64 fast path, counted by callgrind (repeatable
 # on a noisy machine, unlike time). Two runs that differ only in the packet count; the
 # difference divided by the extra packets is the per-packet cost.
-# Usage: bash scripts/icount.sh [SESSIONS] [batch|single]
+# Usage: bash scripts/icount.sh [SESSIONS] [batch|single|nat64out|nat64in]
+# (nat64out: IPv6 -> IPv4 NAT64 established packets, nat64in: IPv4 -> IPv6; batched)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sessions=${1:-1000}

@@ -3,7 +3,10 @@
 //! packets in batches of 32. Instruction counts of two runs with different `PACKETS` give the
 //! instructions per packet, independent of machine noise.
 //!
-//! Usage: hotpath SESSIONS PACKETS [batch|single]
+//! `nat64out` / `nat64in` do the same for NAT64 (RFC 6146) sessions: 64-byte UDP/IPv6
+//! packets out, 64-byte UDP/IPv4 packets back in, batches of 32.
+//!
+//! Usage: hotpath SESSIONS PACKETS [batch|single|nat64out|nat64in]
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -23,10 +26,107 @@ fn udp64(src: [u8; 4], sport: u16) -> [u8; 64] {
     p
 }
 
+/// 64-byte UDP/IPv6 from host `i` (2001:db8::(i / 60000), port 1024 + i % 60000) to
+/// 203.0.113.1 in the pref64 2001:db8:64::/96.
+fn udp6(i: u32) -> [u8; 64] {
+    let mut p = [0u8; 64];
+    p[..8].copy_from_slice(&[0x60, 0, 0, 0, 0, 24, 17, 64]);
+    p[8..12].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
+    p[20..24].copy_from_slice(&(i / 60000).to_be_bytes());
+    p[24..30].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0x64]);
+    p[36..40].copy_from_slice(&[203, 0, 113, 1]);
+    p[40..42].copy_from_slice(&(1024 + (i % 60000) as u16).to_be_bytes());
+    p[42..44].copy_from_slice(&53u16.to_be_bytes());
+    p[44..46].copy_from_slice(&24u16.to_be_bytes());
+    let mut ph = [0u8; 40];
+    ph[..32].copy_from_slice(&p[8..40]);
+    ph[35] = 24;
+    ph[39] = 17;
+    let c = checksum::finish(checksum::sum(&p[40..], checksum::sum(&ph, 0)));
+    p[46..48].copy_from_slice(&c.to_be_bytes());
+    p
+}
+
+/// 64-byte UDP/IPv4 from 203.0.113.1:53 to a NAT64 session's outside endpoint.
+fn udp4_in(dst: [u8; 4], dport: u16) -> [u8; 64] {
+    let mut p = [0u8; 64];
+    p[..12].copy_from_slice(&[0x45, 0, 0, 64, 0, 1, 0x40, 0, 64, 17, 0, 0]);
+    p[12..16].copy_from_slice(&[203, 0, 113, 1]);
+    p[16..20].copy_from_slice(&dst);
+    let c = checksum::checksum(&p[..20]);
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    p[20..22].copy_from_slice(&53u16.to_be_bytes());
+    p[22..24].copy_from_slice(&dport.to_be_bytes());
+    p[24..26].copy_from_slice(&44u16.to_be_bytes());
+    let mut ph = [0u8; 12];
+    ph[..8].copy_from_slice(&p[12..20]);
+    ph[9] = 17;
+    ph[11] = 44;
+    let c = checksum::finish(checksum::sum(&p[20..], checksum::sum(&ph, 0)));
+    p[26..28].copy_from_slice(&c.to_be_bytes());
+    p
+}
+
+/// NAT64: `sessions` opened from the IPv6 side, then `packets` established packets out
+/// (`inbound` false) or back in, in batches of 32.
+fn nat64(sessions: u32, packets: u32, inbound: bool) {
+    let cfg = Nat64Config {
+        prefix: "2001:db8:64::/96".parse().unwrap(),
+        pool4: vec!["198.19.0.0/22".parse().unwrap()],
+        limits: Limits {
+            max_sessions: sessions + 10,
+            max_sessions_per_host: sessions + 10,
+            ..Limits::default()
+        },
+        ..Nat64Config::default()
+    };
+    let mut e = Engine::new(EngineConfig {
+        nat64: Some(cfg),
+        seed: 3,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let mut out = Vec::with_capacity(sessions as usize);
+    let mut back = Vec::with_capacity(sessions as usize);
+    for i in 0..sessions {
+        out.push(udp6(i));
+        let mut p = udp6(i).to_vec();
+        assert_eq!(e.process_vec(Time(0), &mut p), Verdict::Forward);
+        back.push(udp4_in(
+            p[12..16].try_into().unwrap(),
+            u16::from_be_bytes([p[20], p[21]]),
+        ));
+    }
+    const ROOM: usize = HEADROOM + 64;
+    let mut bufs = [[0u8; ROOM]; 32];
+    let mut verdicts = [Verdict::Held; 32];
+    let mut i = 0u32;
+    let mut forwarded = 0u64;
+    while i < packets {
+        for b in bufs.iter_mut() {
+            let k = i.wrapping_mul(7919) % sessions;
+            let from = if inbound { &back } else { &out };
+            b[HEADROOM..].copy_from_slice(&from[k as usize]);
+            i += 1;
+        }
+        let mut pkts = bufs
+            .each_mut()
+            .map(|b| PacketBuf::new(b, HEADROOM, 64).unwrap());
+        e.process_batch(Time(1), &mut pkts, &mut verdicts);
+        forwarded += verdicts.iter().filter(|v| **v == Verdict::Forward).count() as u64;
+    }
+    println!("forwarded {forwarded}");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let sessions: u32 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1000);
     let packets: u32 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    match args.get(3).map(String::as_str) {
+        Some("nat64out") => return nat64(sessions, packets, false),
+        Some("nat64in") => return nat64(sessions, packets, true),
+        _ => {}
+    }
     let batch = args.get(3).map(|s| s != "single").unwrap_or(true);
     let cfg = Nat44Config {
         inside: vec!["198.18.0.0/16".parse().unwrap()],

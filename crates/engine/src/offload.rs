@@ -185,7 +185,7 @@ pub fn nat44_recipes(
     )
 }
 
-fn ip_proto(proto: Proto) -> u8 {
+pub(crate) fn ip_proto(proto: Proto) -> u8 {
     match proto {
         Proto::Tcp => ipproto::TCP,
         Proto::Udp => ipproto::UDP,
@@ -233,29 +233,90 @@ pub fn nat64_recipes(
         sport: remote.port,
         dport: int.port,
     };
-    let out_delta = Delta::ZERO
-        .remove_sum(addr_sum(out_key.src).wrapping_add(addr_sum(out_key.dst)))
-        .add_sum(addr4_sum(out_new.src) + addr4_sum(out_new.dst))
-        .word(out_key.sport, out_new.sport)
-        .word(out_key.dport, out_new.dport);
-    let in_delta = Delta::ZERO
-        .remove_sum(addr4_sum(in_key.src) + addr4_sum(in_key.dst))
-        .add_sum(addr_sum(in_new.src).wrapping_add(addr_sum(in_new.dst)))
-        .word(in_key.sport, in_new.sport)
-        .word(in_key.dport, in_new.dport);
     (
         Recipe64 {
             key: out_key,
             new: out_new,
-            l4_delta: out_delta.folded(),
+            l4_delta: delta64(&out_key, &out_new).folded(),
         },
         Recipe46 {
             key: in_key,
             new: in_new,
-            l4_delta: in_delta.folded(),
+            l4_delta: delta46(&in_key, &in_new).folded(),
             mtu_limit,
         },
     )
+}
+
+/// The TCP/UDP checksum adjustment of an IPv6 packet with tuple `key` rewritten as an IPv4
+/// packet with tuple `new` (RFC 7915 5.5, RFC 1624): the pseudo-header's addresses go from
+/// IPv6 to IPv4 and the ports change; its length and protocol words are the same in both
+/// families. No TTL or hop limit is involved (they are not in the pseudo-header), so the
+/// fast path and the engine's own lane ([`crate::nat64::Nat64::lane`]) use the same value.
+#[inline]
+pub(crate) fn delta64(key: &Tuple6, new: &Tuple4) -> Delta {
+    Delta::ZERO
+        .remove_sum(addr_sum(key.src).wrapping_add(addr_sum(key.dst)))
+        .add_sum(addr4_sum(new.src) + addr4_sum(new.dst))
+        .word(key.sport, new.sport)
+        .word(key.dport, new.dport)
+}
+
+/// [`delta64`] the other way: IPv4 tuple `key` rewritten as IPv6 tuple `new` (RFC 7915
+/// 4.5).
+#[inline]
+pub(crate) fn delta46(key: &Tuple4, new: &Tuple6) -> Delta {
+    Delta::ZERO
+        .remove_sum(addr4_sum(key.src) + addr4_sum(key.dst))
+        .add_sum(addr_sum(new.src).wrapping_add(addr_sum(new.dst)))
+        .word(key.sport, new.sport)
+        .word(key.dport, new.dport)
+}
+
+/// The 20-byte IPv4 header an unfragmented IPv6 packet becomes (RFC 7915 5.1): TOS = the
+/// traffic class, identification 0 and DF set, `ttl` (the caller decrements the hop limit:
+/// the translator is a router), protocol and addresses of `new`, and its header checksum
+/// (RFC 791), summed from the fields rather than over the bytes.
+#[inline]
+pub(crate) fn ipv4_header(tos: u8, total_len: u16, ttl: u8, new: &Tuple4) -> [u8; 20] {
+    let words = [
+        0x4500 | u32::from(tos),
+        u32::from(total_len),
+        0x4000,
+        (u32::from(ttl) << 8) | u32::from(new.proto),
+        new.src >> 16,
+        new.src & 0xffff,
+        new.dst >> 16,
+        new.dst & 0xffff,
+    ];
+    let s: u32 = words.iter().sum();
+    let s = (s & 0xffff) + (s >> 16);
+    let s = (s & 0xffff) + (s >> 16);
+    let ck = !(s as u16);
+    let mut h = [0u8; 20];
+    let [t0, t1] = total_len.to_be_bytes();
+    let [c0, c1] = ck.to_be_bytes();
+    let [s0, s1, s2, s3] = new.src.to_be_bytes();
+    let [d0, d1, d2, d3] = new.dst.to_be_bytes();
+    h.copy_from_slice(&[
+        0x45, tos, t0, t1, 0, 0, 0x40, 0, ttl, new.proto, c0, c1, s0, s1, s2, s3, d0, d1, d2, d3,
+    ]);
+    h
+}
+
+/// The 40-byte IPv6 header an unfragmented IPv4 packet without options becomes (RFC 7915
+/// 4.1): traffic class = TOS, flow label 0, `hop` (the caller decrements the TTL), next
+/// header and addresses of `new`.
+#[inline]
+pub(crate) fn ipv6_header(tos: u8, payload_len: u16, hop: u8, new: &Tuple6) -> [u8; 40] {
+    let mut h = [0u8; 40];
+    let [p0, p1] = payload_len.to_be_bytes();
+    let (first, addrs) = h.split_at_mut(8);
+    first.copy_from_slice(&[0x60 | (tos >> 4), tos << 4, 0, 0, p0, p1, new.proto, hop]);
+    let (src, dst) = addrs.split_at_mut(16);
+    src.copy_from_slice(&new.src.to_be_bytes());
+    dst.copy_from_slice(&new.dst.to_be_bytes());
+    h
 }
 
 /// The tuple of an IPv4 TCP/UDP packet a fast path would consider: no options, not a
@@ -343,7 +404,7 @@ fn csum_apply(ck: u16, d: u16) -> u16 {
 
 /// The transport checksum after `d`: TCP plainly; UDP keeps a zero (none, IPv4 only) and sends
 /// a computed zero as all ones (RFC 768, RFC 8200 8.1).
-fn l4_csum(proto: u8, ck: u16, d: u16) -> u16 {
+pub(crate) fn l4_csum(proto: u8, ck: u16, d: u16) -> u16 {
     if proto != ipproto::UDP {
         return csum_apply(ck, d);
     }
@@ -356,7 +417,7 @@ fn l4_csum(proto: u8, ck: u16, d: u16) -> u16 {
     }
 }
 
-fn l4_csum_off(proto: u8) -> usize {
+pub(crate) fn l4_csum_off(proto: u8) -> usize {
     if proto == ipproto::TCP {
         tcp::CHECKSUM
     } else {
@@ -408,18 +469,9 @@ pub fn apply64(r: &Recipe64, pkt: &[u8]) -> Option<Vec<u8>> {
     let plen = usize::from(u16_at(pkt, 4)?);
     let tc = ((u8_at(pkt, 0)? & 0x0f) << 4) | (u8_at(pkt, 1)? >> 4);
     let hop = u8_at(pkt, 7)?;
-    let mut out = vec![0u8; 20];
+    let total = u16::try_from(20 + plen).ok()?;
+    let mut out = ipv4_header(tc, total, hop.saturating_sub(1), &r.new).to_vec();
     out.extend_from_slice(pkt.get(40..40 + plen)?);
-    set_u8(&mut out, 0, 0x45);
-    set_u8(&mut out, 1, tc);
-    set_u16(&mut out, 2, u16::try_from(20 + plen).ok()?);
-    set_u16(&mut out, ip4off::FLAGS_FRAG, 0x4000);
-    set_u8(&mut out, ip4off::TTL, hop.saturating_sub(1));
-    set_u8(&mut out, ip4off::PROTO, r.key.proto);
-    set_u32(&mut out, ip4off::SRC, r.new.src);
-    set_u32(&mut out, ip4off::DST, r.new.dst);
-    let ck = xlat_wire::checksum::checksum(out.get(..20)?);
-    set_u16(&mut out, ip4off::CHECKSUM, ck);
     set_u16(&mut out, 20, r.new.sport);
     set_u16(&mut out, 22, r.new.dport);
     let at = 20 + l4_csum_off(r.key.proto);
@@ -452,16 +504,9 @@ pub fn apply46(r: &Recipe46, pkt: &[u8]) -> Option<Vec<u8>> {
     }
     let tos = u8_at(pkt, ip4off::TOS)?;
     let ttl = u8_at(pkt, ip4off::TTL)?;
-    let mut out = vec![0u8; 40];
+    let plen = u16::try_from(payload).ok()?;
+    let mut out = ipv6_header(tos, plen, ttl.saturating_sub(1), &r.new).to_vec();
     out.extend_from_slice(pkt.get(20..total)?);
-    set_u32(&mut out, 0, (6 << 28) | (u32::from(tos) << 20));
-    set_u16(&mut out, 4, u16::try_from(payload).ok()?);
-    set_u8(&mut out, 6, r.key.proto);
-    set_u8(&mut out, 7, ttl.saturating_sub(1));
-    out.get_mut(8..24)?
-        .copy_from_slice(&r.new.src.to_be_bytes());
-    out.get_mut(24..40)?
-        .copy_from_slice(&r.new.dst.to_be_bytes());
     set_u16(&mut out, 40, r.new.sport);
     set_u16(&mut out, 42, r.new.dport);
     let at6 = 40 + l4_csum_off(r.key.proto);

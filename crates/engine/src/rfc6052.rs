@@ -118,6 +118,10 @@ impl Pref64 {
         if self.is_well_known() && !is_global_ipv4(v4) {
             return None;
         }
+        if self.len == 96 {
+            // The common case: the IPv4 address is the last 32 bits.
+            return Some(self.addr | u128::from(v4));
+        }
         let mut b = self.addr.to_be_bytes();
         for (pos, byte) in positions(self.len)?.iter().zip(v4.to_be_bytes()) {
             *b.get_mut(*pos)? = byte;
@@ -131,12 +135,16 @@ impl Pref64 {
         if !self.contains(a) {
             return None;
         }
-        let b = a.to_be_bytes();
-        let mut v4 = [0u8; 4];
-        for (out, pos) in v4.iter_mut().zip(positions(self.len)?) {
-            *out = *b.get(pos)?;
-        }
-        let v4 = u32::from_be_bytes(v4);
+        let v4 = if self.len == 96 {
+            a as u32
+        } else {
+            let b = a.to_be_bytes();
+            let mut v4 = [0u8; 4];
+            for (out, pos) in v4.iter_mut().zip(positions(self.len)?) {
+                *out = *b.get(pos)?;
+            }
+            u32::from_be_bytes(v4)
+        };
         if self.is_well_known() && !is_global_ipv4(v4) {
             return None;
         }

@@ -39,7 +39,7 @@ use crate::siit::{
 };
 use crate::snapshot::{SessionInfo, Stats};
 use crate::{Time, Verdict};
-use xlat_wire::field::{u16_at, u32_at, u8_at};
+use xlat_wire::field::{set_u16, u16_at, u32_at, u8_at};
 
 /// What batch stage 1 learned about a NAT64 packet: its session-index key and hash, and
 /// whether it may take the established-flow lane ([`Nat64::lane`]).
@@ -79,6 +79,16 @@ fn plain(pkt: &[u8], v6: bool) -> bool {
     }
 }
 
+/// What the lane's dedicated rewrite ([`Nat64::rewrite64`], [`Nat64::rewrite46`]) did.
+enum Plain {
+    /// Translated (the session refreshed).
+    Done(Verdict),
+    /// Plain, but no live session: nothing changed, the full path runs.
+    Miss,
+    /// Not plain enough: nothing changed, the general lane runs.
+    Not,
+}
+
 /// The full path's result (no lane: never `Ok(None)`).
 fn full(r: Result<Option<Done>, DropReason>) -> Result<Done, DropReason> {
     // `Ok(None)` only comes from a lane miss; without a lane it cannot happen.
@@ -96,6 +106,9 @@ pub struct Nat64 {
     rate: RateLimit,
     /// Source of the translator's own ICMPv4 errors: the first pool4 address.
     own4: u32,
+    /// Packets the lane's dedicated rewrite translated (tests check it ran).
+    #[cfg(test)]
+    pub(crate) rewrites: u64,
 }
 
 impl Nat64 {
@@ -124,6 +137,8 @@ impl Nat64 {
             ready: VecDeque::new(),
             rate: RateLimit::new(),
             own4: cfg.pool4.first().map_or(0, |p| p.addr),
+            #[cfg(test)]
+            rewrites: 0,
         }
     }
 
@@ -362,6 +377,21 @@ impl Nat64 {
         if !l.fast {
             return None;
         }
+        let plain = match l.key {
+            FlowKey::Out(..) => self.rewrite64(now, buf, l, c),
+            FlowKey::In(..) => self.rewrite46(now, buf, l, c),
+        };
+        match plain {
+            Plain::Done(v) => {
+                #[cfg(test)]
+                {
+                    self.rewrites += 1;
+                }
+                return Some(v);
+            }
+            Plain::Miss => return None,
+            Plain::Not => {}
+        }
         let r = match l.key {
             FlowKey::Out(..) => self.outbound(now, buf, c, Some(l)),
             FlowKey::In(..) => self.inbound(now, buf, c, true, Some(l)),
@@ -371,6 +401,181 @@ impl Nat64 {
             Ok(Some(d)) => Some(Done::verdict(Ok(d))),
             Err(e) => Some(Verdict::Drop(e)),
         }
+    }
+
+    /// The lane's rewrite of a plain IPv6 packet of a live session (RFC 7915 5.1, 5.5):
+    /// 40-byte header straight to TCP/UDP (the plan saw to that, and that it is not a
+    /// control segment), the whole transport header present, hop limit above 1, small
+    /// enough for the next hop with DF (5.1), not a hairpin (RFC 6146 3.8). Everything the
+    /// full path would check is checked before the session is touched: `Plain::Not`
+    /// (nothing changed) sends the packet to the general lane, `Plain::Miss` (nothing
+    /// changed) to the full path. The header comes from the session's tuple as
+    /// [`offload::Recipe64`]'s does, with the same checksum adjustment
+    /// ([`offload::delta64`]) and header writer; output and counters are the full path's.
+    #[inline]
+    fn rewrite64(&mut self, now: Time, buf: &mut PacketBuf, l: &Lane64, c: &mut Counters) -> Plain {
+        use xlat_wire::ipv6::{addr_at, off, HEADER};
+        let FlowKey::Out(proto, int, remote) = l.key else {
+            return Plain::Not;
+        };
+        let d = buf.data();
+        let (Some(first), Some(plen), Some(hop), Some(dst6)) = (
+            u8_at(d, 0),
+            u16_at(d, off::PAYLOAD_LEN),
+            u8_at(d, off::HOP_LIMIT),
+            addr_at(d, off::DST),
+        ) else {
+            return Plain::Not;
+        };
+        let plen = usize::from(plen);
+        let (need, flags) = match proto {
+            Proto::Tcp => (
+                xlat_wire::l4::tcp::NEEDED,
+                u8_at(d, HEADER + xlat_wire::l4::tcp::FLAGS).unwrap_or(0),
+            ),
+            Proto::Udp => (xlat_wire::l4::udp::HEADER, 0),
+            Proto::Icmp => return Plain::Not,
+        };
+        let total4 = xlat_wire::ipv4::MIN_HEADER + plen;
+        // RFC 8200 3: the payload is all there (link padding after it is cut, as the full
+        // path cuts it); RFC 7915 5.1: hop limit 1 gets Time Exceeded, a packet too big for
+        // the next hop gets Packet Too Big -- from the full path.
+        if first >> 4 != 6
+            || HEADER + plen > d.len()
+            || plen < need
+            || hop <= 1
+            || total4 as u64 > u64::from(self.params.mtu).min(0xffff)
+            || self.napt.is_pool(remote.addr)
+        {
+            return Plain::Not;
+        }
+        let tc = ((first & 0x0f) << 4) | u8_at(d, 1).unwrap_or(0) >> 4;
+        let Some(t) = self.napt.lane(now, &l.key, l.hash, flags) else {
+            return Plain::Miss;
+        };
+        let p = offload::ip_proto(proto);
+        let key = offload::Tuple6 {
+            proto: p,
+            src: int.addr,
+            dst: dst6,
+            sport: int.port,
+            dport: remote.port,
+        };
+        let new = offload::Tuple4 {
+            proto: p,
+            src: t.ext.addr,
+            dst: remote.addr,
+            sport: t.ext.port,
+            dport: remote.port,
+        };
+        let delta = offload::delta64(&key, &new).folded();
+        buf.truncate(HEADER + plen);
+        let out = buf.data_mut();
+        set_u16(out, HEADER, new.sport);
+        let ck = HEADER + offload::l4_csum_off(p);
+        if let Some(v) = u16_at(out, ck) {
+            set_u16(out, ck, offload::l4_csum(p, v, delta));
+        }
+        // The IPv4 header replaces the last 20 bytes of the IPv6 one (RFC 7915 5.1).
+        let hdr = offload::ipv4_header(tc, total4 as u16, hop - 1, &new);
+        if let Some(h) = out.get_mut(HEADER - xlat_wire::ipv4::MIN_HEADER..HEADER) {
+            h.copy_from_slice(&hdr);
+        }
+        buf.pull_front(HEADER - xlat_wire::ipv4::MIN_HEADER);
+        c.event(Event::Ipv6ToIpv4);
+        c.event(Event::Outbound);
+        Plain::Done(Verdict::Forward)
+    }
+
+    /// [`Nat64::rewrite64`]'s twin for a plain IPv4 packet of a live session (RFC 7915 4.1,
+    /// 4.5): no options, not a fragment, TCP/UDP (not a control segment) with the whole
+    /// transport header, header checksum good where it is verified (RFC 1812 5.2.2), TTL
+    /// above 1, a UDP checksum present (a zero one is computed by the full path, 4.5), the
+    /// translated packet within the lowest IPv6 MTU and the next hop's (else Packet Too Big
+    /// or fragmentation, 4.1), a pref64 form for the source (RFC 6052 2.2, 3.1), and 20
+    /// bytes of headroom for the longer header.
+    #[inline]
+    fn rewrite46(&mut self, now: Time, buf: &mut PacketBuf, l: &Lane64, c: &mut Counters) -> Plain {
+        use xlat_wire::ipv4::{off, MIN_HEADER};
+        let FlowKey::In(proto, ext, remote) = l.key else {
+            return Plain::Not;
+        };
+        let d = buf.data();
+        let (Some(hdr), Some(total), Some(tos), Some(ttl)) = (
+            d.get(..MIN_HEADER),
+            u16_at(d, off::TOTAL_LEN),
+            u8_at(d, off::TOS),
+            u8_at(d, off::TTL),
+        ) else {
+            return Plain::Not;
+        };
+        let total = usize::from(total);
+        let (need, flags, ck_at) = match proto {
+            Proto::Tcp => (
+                xlat_wire::l4::tcp::NEEDED,
+                u8_at(d, MIN_HEADER + xlat_wire::l4::tcp::FLAGS).unwrap_or(0),
+                MIN_HEADER + xlat_wire::l4::tcp::CHECKSUM,
+            ),
+            Proto::Udp => (
+                xlat_wire::l4::udp::HEADER,
+                0,
+                MIN_HEADER + xlat_wire::l4::udp::CHECKSUM,
+            ),
+            Proto::Icmp => return Plain::Not,
+        };
+        let payload = total.saturating_sub(MIN_HEADER);
+        let limit = self.params.lowest_ipv6_mtu.min(self.params.mtu);
+        let grow = xlat_wire::ipv6::HEADER - MIN_HEADER;
+        // `plan` saw version 4, IHL 5, no MF, offset 0.
+        if total > d.len()
+            || payload < need
+            || ttl <= 1
+            || (xlat_wire::ipv6::HEADER + payload) as u64 > u64::from(limit)
+            || buf.head() < grow
+            || u16_at(d, ck_at).is_none_or(|ck| ck == 0 && proto == Proto::Udp)
+            || (self.verify_ip_checksum && !xlat_wire::checksum::verifies(hdr))
+        {
+            return Plain::Not;
+        }
+        let Some(src6) = self.prefix.embed(remote.addr) else {
+            return Plain::Not;
+        };
+        let Some(t) = self.napt.lane(now, &l.key, l.hash, flags) else {
+            return Plain::Miss;
+        };
+        let p = offload::ip_proto(proto);
+        let key = offload::Tuple4 {
+            proto: p,
+            src: remote.addr,
+            dst: ext.addr,
+            sport: remote.port,
+            dport: ext.port,
+        };
+        let new = offload::Tuple6 {
+            proto: p,
+            src: src6,
+            dst: t.int.addr,
+            sport: remote.port,
+            dport: t.int.port,
+        };
+        let delta = offload::delta46(&key, &new).folded();
+        buf.truncate(total);
+        let hdr6 = offload::ipv6_header(tos, payload as u16, ttl - 1, &new);
+        if buf.push_front(grow) {
+            let out = buf.data_mut();
+            if let Some(h) = out.get_mut(..xlat_wire::ipv6::HEADER) {
+                h.copy_from_slice(&hdr6);
+            }
+            let l4 = xlat_wire::ipv6::HEADER;
+            set_u16(out, l4 + 2, new.dport);
+            let ck = l4 + offload::l4_csum_off(p);
+            if let Some(v) = u16_at(out, ck) {
+                set_u16(out, ck, offload::l4_csum(p, v, delta));
+            }
+        }
+        c.event(Event::Ipv4ToIpv6);
+        c.event(Event::Inbound);
+        Plain::Done(Verdict::Forward)
     }
 
     /// IPv6 -> IPv4. With `lane` (the established-flow lane, [`Nat64::lane`]) the session
