@@ -62,6 +62,14 @@ pub const DEVICES: &[(&str, &str)] = &[
         "forward6 with the DUT's ports in veth's default receive mode",
     ),
     (
+        "xlat-nat44-xdp-softirq",
+        "xlat-nat44-xdp with the DUT's ports in veth's default receive mode (XDP in softirq on the sender's CPU)",
+    ),
+    (
+        "xlat-nat64-xdp-softirq",
+        "xlat-nat64-xdp with the DUT's ports in veth's default receive mode",
+    ),
+    (
         "tayga-nat64",
         "TAYGA stateless NAT64 with a dynamic pool (TUN)",
     ),
@@ -163,7 +171,11 @@ pub fn make(name: &str) -> Result<Box<dyn Device>> {
             kind: DaemonKind::XlatIsatap,
             ..Daemon::xlat()
         }),
-        n @ ("forward4-softirq" | "kernel-nat44-softirq" | "forward6-softirq") => {
+        n @ ("forward4-softirq"
+        | "kernel-nat44-softirq"
+        | "forward6-softirq"
+        | "xlat-nat44-xdp-softirq"
+        | "xlat-nat64-xdp-softirq") => {
             Box::new(SoftirqRx {
                 inner: make(n.trim_end_matches("-softirq"))?,
                 name: DEVICES.iter().find(|d| d.0 == n).map_or("softirq", |d| d.0),
@@ -183,7 +195,9 @@ pub fn make(name: &str) -> Result<Box<dyn Device>> {
 /// whole: (tester CPU + the device's DUT CPU time) per packet, minus the tester's own per
 /// packet sent to itself (CA -> CD) at the same rate right after; the experiments do that for
 /// devices whose [`Device::rx_on_sender`] is true. The DUT's ports go back to threaded NAPI
-/// when the device is torn down.
+/// when the device is torn down. An XDP device still gets NAPI on its ports (veth runs XDP
+/// only there), but not threaded: its program runs in softirq on the sending CPU, like the
+/// kernel's work here, and its daemon (the slow path) stays on the DUT CPU.
 struct SoftirqRx {
     inner: Box<dyn Device>,
     name: &'static str,
@@ -217,6 +231,15 @@ impl Device for SoftirqRx {
     }
     fn version(&self) -> String {
         self.inner.version()
+    }
+    fn pids(&self) -> Vec<i32> {
+        self.inner.pids()
+    }
+    fn check_alive(&mut self) -> Result<()> {
+        self.inner.check_alive()
+    }
+    fn fast_path_redirected(&self) -> Option<u64> {
+        self.inner.fast_path_redirected()
     }
     fn rx_on_sender(&self) -> bool {
         true
