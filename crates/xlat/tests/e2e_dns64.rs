@@ -18,21 +18,16 @@
 
 mod common;
 
-use std::fs;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use common::{can_run, poll, run_host, xlat_bin, Proc, Run};
+use common::topo64::{GW6, SRV};
+use common::{can_run_dns, run_host, xlat_bin, ProcId, Run, Topo64};
 
 const CLI_ADDR: &str = "2001:2:0:1::10";
-const DNS64_ADDR: &str = "2001:2:0:1::1";
-const GW_V4: &str = "198.19.0.1";
-const SRV_V4: &str = "198.19.0.2";
+/// The DNS64 listens on the gateway's address on the client's link.
+const DNS64_ADDR: &str = GW6;
+const SRV_V4: &str = SRV;
 const PREFIX: &str = "2001:2:0:64::/96";
-
-static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 const ZONE: &str = "$ORIGIN test.example.
 @        3600 IN SOA ns.test.example. hostmaster.test.example. 1 3600 600 86400 300
@@ -51,262 +46,45 @@ const REVERSE_ZONE: &str = "$ORIGIN 19.198.in-addr.arpa.
 5.0      600  IN PTR v4only.test.example.
 ";
 
-/// True when the DNS tools are there too; panics with what to install when root but missing.
-fn dns_tools() -> bool {
-    if !can_run() {
-        return false;
+/// The CLI, GW and SRV namespaces with unbound in SRV; `None` when the tests cannot run here.
+fn dns_lab() -> Option<Topo64> {
+    if !can_run_dns("DNS64") {
+        return None;
     }
-    let missing: Vec<&str> = ["unbound", "dig"]
-        .into_iter()
-        .filter(|t| {
-            !Command::new("sh")
-                .args(["-c", &format!("command -v {t} >/dev/null 2>&1")])
-                .status()
-                .map(|s| s.success())
-                .unwrap_or(false)
-        })
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "DNS64 end-to-end tests need {missing:?}: apt-get install unbound bind9-dnsutils"
+    let mut lab = Topo64::new('d', CLI_ADDR, false);
+    let srv = lab.srv.clone();
+    lab.start_unbound(
+        &srv,
+        SRV_V4,
+        &[
+            ("test.example.", "test.example.zone", ZONE),
+            ("19.198.in-addr.arpa.", "rev.zone", REVERSE_ZONE),
+        ],
     );
-    true
+    Some(lab)
 }
 
-/// Three namespaces, unbound in SRV; torn down on drop.
-struct Lab {
-    id: String,
-    cli: String,
-    gw: String,
-    srv: String,
-    dir: PathBuf,
-    procs: Vec<Proc>,
-    namespaces: Vec<String>,
+/// Writes `config` and starts `xlat ARGS -c FILE` in GW, waiting until :53 answers.
+fn start_xlat(lab: &mut Topo64, config: &str, args: &[&str]) -> ProcId {
+    let (gw, path) = (lab.gw.clone(), lab.dir.join("xlat.toml"));
+    let k = lab.spawn_xlat(&gw, "xlat", args, &path, config);
+    lab.wait_listening_on(&gw, "udp", DNS64_ADDR, 53, Some(k));
+    lab.wait_listening_on(&gw, "tcp", DNS64_ADDR, 53, Some(k));
+    k
 }
 
-impl Lab {
-    fn new() -> Lab {
-        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
-        let id = format!("x{:x}d{n}", std::process::id());
-        let dir = std::env::temp_dir().join(format!("xlat-e2e-{id}"));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        let mut lab = Lab {
-            cli: format!("{id}-cli"),
-            gw: format!("{id}-gw"),
-            srv: format!("{id}-srv"),
-            id,
-            dir,
-            procs: Vec::new(),
-            namespaces: Vec::new(),
-        };
-        lab.build();
-        lab.start_unbound();
-        lab
-    }
-
-    fn ip(&self, ns: &str, args: &[&str]) {
-        let mut v = vec!["ip", "-n", ns];
-        v.extend_from_slice(args);
-        run_host(10, &v).check();
-    }
-
-    fn build(&mut self) {
-        for ns in [self.cli.clone(), self.gw.clone(), self.srv.clone()] {
-            let _ = run_host(10, &["ip", "netns", "del", &ns]);
-            run_host(10, &["ip", "netns", "add", &ns]).check();
-            self.namespaces.push(ns.clone());
-            self.ip(&ns, &["link", "set", "lo", "up"]);
-        }
-        let (c, gc, gs, s) = (
-            format!("{}c", self.id),
-            format!("{}g", self.id),
-            format!("{}h", self.id),
-            format!("{}s", self.id),
-        );
-        // CLI <-> GW: IPv6 only. nodad: the addresses are usable at once.
-        self.ip(
-            &self.gw,
-            &[
-                "link", "add", "name", &gc, "type", "veth", "peer", "name", &c, "netns", &self.cli,
-            ],
-        );
-        self.ip(
-            &self.gw,
-            &[
-                "addr",
-                "add",
-                &format!("{DNS64_ADDR}/64"),
-                "dev",
-                &gc,
-                "nodad",
-            ],
-        );
-        self.ip(
-            &self.cli,
-            &["addr", "add", &format!("{CLI_ADDR}/64"), "dev", &c, "nodad"],
-        );
-        // GW <-> SRV: IPv4 only.
-        self.ip(
-            &self.gw,
-            &[
-                "link", "add", "name", &gs, "type", "veth", "peer", "name", &s, "netns", &self.srv,
-            ],
-        );
-        self.ip(
-            &self.gw,
-            &["addr", "add", &format!("{GW_V4}/24"), "dev", &gs],
-        );
-        self.ip(
-            &self.srv,
-            &["addr", "add", &format!("{SRV_V4}/24"), "dev", &s],
-        );
-        for (ns, dev) in [
-            (self.gw.clone(), gc),
-            (self.cli.clone(), c),
-            (self.gw.clone(), gs),
-            (self.srv.clone(), s),
-        ] {
-            self.ip(&ns, &["link", "set", &dev, "up"]);
-        }
-    }
-
-    fn spawn(&mut self, ns: &str, name: &str, args: &[&str]) -> usize {
-        let k = self.procs.len();
-        let stdout = self.dir.join(format!("{k:02}-{name}.out"));
-        let stderr = self.dir.join(format!("{k:02}-{name}.err"));
-        let child = Command::new("ip")
-            .args(["netns", "exec", ns])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(fs::File::create(&stdout).unwrap())
-            .stderr(fs::File::create(&stderr).unwrap())
-            .env("RUST_LOG", "info")
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {args:?} in {ns}: {e}"));
-        self.procs.push(Proc {
-            name: name.to_string(),
-            child,
-            stdout,
-            stderr,
-            status: None,
-        });
-        k
-    }
-
-    /// Waits (10 s at most) until `ns` has a `proto` socket on `addr`:53; panics with the
-    /// owner's output if it exits first.
-    fn wait_port53(&mut self, ns: &str, proto: &str, addr: &str, owner: usize) {
-        let flag = if proto == "udp" { "-Hlun" } else { "-Hltn" };
-        let ns = ns.to_string();
-        let ready = poll(Duration::from_secs(10), Duration::from_millis(50), || {
-            if self.procs[owner].try_status().is_some() {
-                return true;
-            }
-            let r = ns_run(&ns, 5, &["ss", flag, "sport = :53"]);
-            r.ok() && r.stdout.contains(addr)
-        });
-        let p = &mut self.procs[owner];
-        if let Some(st) = p.try_status() {
-            panic!(
-                "{} exited ({st}) before listening:\n{}\n{}",
-                p.name,
-                p.stdout_text(),
-                p.stderr_text()
-            );
-        }
-        assert!(
-            ready,
-            "{} not listening on {proto} {addr}:53 after 10 s",
-            p.name
-        );
-    }
-
-    fn start_unbound(&mut self) {
-        let d = self.dir.display().to_string();
-        fs::write(self.dir.join("test.example.zone"), ZONE).unwrap();
-        fs::write(self.dir.join("rev.zone"), REVERSE_ZONE).unwrap();
-        let conf = common::unbound_conf(
-            &d,
-            SRV_V4,
-            &[
-                ("test.example.", "test.example.zone"),
-                ("19.198.in-addr.arpa.", "rev.zone"),
-            ],
-        );
-        let path = self.dir.join("unbound.conf");
-        fs::write(&path, conf).unwrap();
-        let srv = self.srv.clone();
-        let p = self.spawn(
-            &srv,
-            "unbound",
-            &["unbound", "-d", "-c", &path.display().to_string()],
-        );
-        self.wait_port53(&srv, "udp", SRV_V4, p);
-        self.wait_port53(&srv, "tcp", SRV_V4, p);
-    }
-
-    /// Writes `config` and starts `xlat ARGS -c FILE` in GW, waiting until :53 answers.
-    fn start_xlat(&mut self, config: &str, args: &[&str]) -> usize {
-        let path = self.dir.join("xlat.toml");
-        fs::write(&path, config).unwrap();
-        let p = path.display().to_string();
-        let mut v = vec![xlat_bin()];
-        v.extend_from_slice(args);
-        v.extend_from_slice(&["-c", &p]);
-        let gw = self.gw.clone();
-        let k = self.spawn(&gw, "xlat", &v);
-        self.wait_port53(&gw, "udp", DNS64_ADDR, k);
-        self.wait_port53(&gw, "tcp", DNS64_ADDR, k);
-        k
-    }
-
-    fn config(&self) -> String {
-        format!(
-            "[dns64]\nlisten = [\"[{DNS64_ADDR}]:53\"]\nupstream = [\"{SRV_V4}:53\"]\nprefix = \"{PREFIX}\"\n"
-        )
-    }
-
-    /// `dig @DNS64 ARGS` from the IPv6-only client.
-    fn dig(&self, args: &[&str]) -> Dig {
-        let server = format!("@{DNS64_ADDR}");
-        let mut v = vec!["dig", "+time=5", "+tries=1", &server];
-        v.extend_from_slice(args);
-        let r = ns_run(&self.cli, 15, &v);
-        Dig::parse(r)
-    }
+fn config() -> String {
+    format!(
+        "[dns64]\nlisten = [\"[{DNS64_ADDR}]:53\"]\nupstream = [\"{SRV_V4}:53\"]\nprefix = \"{PREFIX}\"\n"
+    )
 }
 
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let failed = std::thread::panicking();
-        if failed {
-            eprintln!(
-                "==== dns64 e2e {} failed; logs in {}",
-                self.id,
-                self.dir.display()
-            );
-            for p in &self.procs {
-                eprintln!("---- {} stderr\n{}", p.name, p.stderr_text());
-                eprintln!("---- {} stdout\n{}", p.name, p.stdout_text());
-            }
-        }
-        for p in self.procs.iter_mut().rev() {
-            p.stop_with(libc::SIGTERM, Duration::from_secs(3));
-        }
-        for ns in self.namespaces.iter().rev() {
-            common::destroy_ns(ns);
-        }
-        if !failed {
-            let _ = fs::remove_dir_all(&self.dir);
-        }
-    }
-}
-
-fn ns_run(ns: &str, secs: u64, args: &[&str]) -> Run {
-    let mut v = vec!["ip", "netns", "exec", ns];
+/// `dig @DNS64 ARGS` from the IPv6-only client.
+fn dig(lab: &Topo64, args: &[&str]) -> Dig {
+    let server = format!("@{DNS64_ADDR}");
+    let mut v = vec!["dig", "+time=5", "+tries=1", &server];
     v.extend_from_slice(args);
-    run_host(secs, &v)
+    Dig::parse(lab.ns(&lab.cli, 15, &v))
 }
 
 /// The parts of dig's output the tests look at.
@@ -384,17 +162,15 @@ fn rr(name: &str, ttl: u32, data: &str) -> (String, u32, String) {
 
 #[test]
 fn dns64_against_unbound_over_udp_and_tcp() {
-    if !dns_tools() {
+    let Some(mut lab) = dns_lab() else {
         return;
-    }
-    let mut lab = Lab::new();
-    let cfg = lab.config();
-    let x = lab.start_xlat(&cfg, &["dns64"]);
+    };
+    let x = start_xlat(&mut lab, &config(), &["dns64"]);
 
     for transport in ["+notcp", "+tcp"] {
         // RFC 6147 5.1.6/5.1.7: an A-only name gets a synthesized AAAA in the pref64, with
         // TTL min(A TTL 3600, SOA of the negative answer: 300).
-        let d = lab.dig(&[transport, "AAAA", "v4only.test.example."]);
+        let d = dig(&lab, &[transport, "AAAA", "v4only.test.example."]);
         assert_eq!(d.status, "NOERROR", "{}", d.raw);
         assert_eq!(
             d.of_type("AAAA"),
@@ -406,7 +182,7 @@ fn dns64_against_unbound_over_udp_and_tcp() {
         assert!(!d.flags.contains(&"ad".to_string()), "{}", d.raw);
 
         // RFC 6147 5.1.1: a name with AAAA records gets them, not a synthesized one.
-        let d = lab.dig(&[transport, "AAAA", "dual.test.example."]);
+        let d = dig(&lab, &[transport, "AAAA", "dual.test.example."]);
         assert_eq!(
             d.of_type("AAAA"),
             vec![rr("dual.test.example.", 300, "2001:db8::6")],
@@ -416,7 +192,7 @@ fn dns64_against_unbound_over_udp_and_tcp() {
 
         // RFC 6147 5.1.5: the CNAME chain stays; the AAAA is made at its end. unbound puts
         // no SOA in this NODATA-after-CNAME answer, so the cap is 600 s (5.1.7).
-        let d = lab.dig(&[transport, "AAAA", "alias.test.example."]);
+        let d = dig(&lab, &[transport, "AAAA", "alias.test.example."]);
         assert_eq!(
             d.of_type("CNAME"),
             vec![
@@ -434,7 +210,7 @@ fn dns64_against_unbound_over_udp_and_tcp() {
         );
 
         // RFC 6147 5.3.3: A queries pass through unchanged (authoritative answer, AA set).
-        let d = lab.dig(&[transport, "A", "v4only.test.example."]);
+        let d = dig(&lab, &[transport, "A", "v4only.test.example."]);
         assert_eq!(
             d.of_type("A"),
             vec![rr("v4only.test.example.", 3600, "198.19.0.5")],
@@ -444,13 +220,13 @@ fn dns64_against_unbound_over_udp_and_tcp() {
         assert!(d.flags.contains(&"aa".to_string()), "{}", d.raw);
 
         // RFC 6147 5.1.2: NXDOMAIN passes.
-        let d = lab.dig(&[transport, "AAAA", "nx.test.example."]);
+        let d = dig(&lab, &[transport, "AAAA", "nx.test.example."]);
         assert_eq!(d.status, "NXDOMAIN", "{}", d.raw);
         assert!(d.answers.is_empty(), "{}", d.raw);
 
         // RFC 6147 5.3.1: the PTR of a synthesized address: a CNAME to the in-addr.arpa
         // name, then its PTR.
-        let d = lab.dig(&[transport, "-x", "2001:2:0:64::c613:5"]);
+        let d = dig(&lab, &[transport, "-x", "2001:2:0:64::c613:5"]);
         assert_eq!(d.status, "NOERROR", "{}", d.raw);
         assert_eq!(
             d.of_type("CNAME"),
@@ -470,47 +246,49 @@ fn dns64_against_unbound_over_udp_and_tcp() {
         );
 
         // RFC 6147 5.5 item 3: CD and DO set: no synthesis, the data as it is.
-        let d = lab.dig(&[transport, "+cd", "+dnssec", "AAAA", "v4only.test.example."]);
+        let d = dig(
+            &lab,
+            &[transport, "+cd", "+dnssec", "AAAA", "v4only.test.example."],
+        );
         assert_eq!(d.status, "NOERROR", "{}", d.raw);
         assert!(d.of_type("AAAA").is_empty(), "{}", d.raw);
     }
 
     // SIGTERM: the proxy stops and exits 0.
-    let st = lab.procs[x].stop_with(libc::SIGTERM, Duration::from_secs(5));
+    let st = lab.proc(x).stop_with(libc::SIGTERM, Duration::from_secs(5));
     assert!(
         st.is_some_and(|s| s.success()),
         "xlat dns64 did not exit cleanly: {st:?}\n{}",
-        lab.procs[x].stderr_text()
+        lab.proc(x).stderr_text()
     );
     assert!(
-        lab.procs[x].stderr_text().contains("dns64 stopped"),
+        lab.proc(x).stderr_text().contains("dns64 stopped"),
         "{}",
-        lab.procs[x].stderr_text()
+        lab.proc(x).stderr_text()
     );
 }
 
 #[test]
 fn xlat_run_serves_dns64_and_reports_its_counters() {
-    if !dns_tools() {
+    let Some(mut lab) = dns_lab() else {
         return;
-    }
-    let mut lab = Lab::new();
-    let sock = lab.dir.join("xlat.sock").display().to_string();
+    };
+    let sock = lab.socket.display().to_string();
     let cfg = format!(
         "[tun]\nname = \"{id}t\"\nauto_routes = false\n\n[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100/32\"]\n\n[control]\nsocket = \"{sock}\"\n\n{dns64}",
         id = lab.id,
-        dns64 = lab.config()
+        dns64 = config()
     );
-    lab.start_xlat(&cfg, &["run"]);
+    start_xlat(&mut lab, &cfg, &["run"]);
 
-    let d = lab.dig(&["AAAA", "v4only.test.example."]);
+    let d = dig(&lab, &["AAAA", "v4only.test.example."]);
     assert_eq!(
         d.of_type("AAAA"),
         vec![rr("v4only.test.example.", 300, "2001:2:0:64::c613:5")],
         "{}",
         d.raw
     );
-    let d = lab.dig(&["+tcp", "MX", "v4only.test.example."]);
+    let d = dig(&lab, &["+tcp", "MX", "v4only.test.example."]);
     assert_eq!(d.status, "NOERROR", "{}", d.raw);
 
     let r = run_host(

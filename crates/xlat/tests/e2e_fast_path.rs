@@ -26,23 +26,6 @@ fn setup(extra: &str) -> Option<Topo> {
     Some(t)
 }
 
-/// A counter of the fast path in `show stats --json`.
-fn xdp(stats: &serde_json::Value, name: &str) -> u64 {
-    let fp = &stats["fast_path"];
-    if name == "recipes" {
-        return fp["recipes"]
-            .as_u64()
-            .unwrap_or_else(|| panic!("no fast_path.recipes: {stats}"));
-    }
-    fp["counters"]
-        .as_array()
-        .unwrap_or_else(|| panic!("stats has no fast_path counters: {stats}"))
-        .iter()
-        .find(|c| c["name"] == name)
-        .and_then(|c| c["value"].as_u64())
-        .unwrap_or_else(|| panic!("no fast-path counter {name}: {stats}"))
-}
-
 /// The nonzero engine events and the fast-path counters: enough to read a failure by.
 fn brief(st: &serde_json::Value) -> String {
     let nonzero = |list: &serde_json::Value| -> Vec<String> {
@@ -72,11 +55,7 @@ fn curl_crosses_the_fast_path_intact_and_bypasses_the_engine() {
     let srv = t.fetch_random_file(4_194_304);
     // The server saw the pool address: the recipes did the NAT.
     let log = t.proc(srv).stderr_text();
-    assert!(
-        log.lines()
-            .any(|l| l.starts_with(&format!("{POOL_ADDR} ")) && l.contains("GET /blob.bin")),
-        "HTTP server did not see {POOL_ADDR} as the client:\n{log}"
-    );
+    assert_http_client(&log, "/blob.bin", POOL_ADDR);
 
     let st = t.stats();
     let redirected = xdp(&st, "xdp_redirected");
@@ -179,19 +158,8 @@ fn xdp_that_cannot_attach_leaves_a_working_tun_gateway() {
     );
     let p = t.start_xlat(&cfg);
     let inn = t.ns_in.clone();
-    let r = t.ns(
-        &inn,
-        20,
-        &[
-            "ping", "-n", "-c", "2", "-i", "0.2", "-W", "2", "-w", "10", OUT_ADDR,
-        ],
-    );
-    assert!(
-        r.stdout.contains("2 packets transmitted, 2 received"),
-        "ping through the TUN-only gateway failed: {}\n{}",
-        r.stdout,
-        r.stderr
-    );
+    // Through the TUN-only gateway.
+    t.ping_all(&inn, 2, &[], OUT_ADDR);
     let st = t.stats();
     assert!(
         st.get("fast_path").is_none(),

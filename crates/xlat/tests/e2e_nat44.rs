@@ -27,43 +27,8 @@ fn setup(opts: Opts) -> Option<Topo> {
 fn from_to<'a>(lines: &'a [String], src: &str, dst: &str) -> Vec<&'a String> {
     lines
         .iter()
-        .filter(|l| {
-            let mut w = l.split_whitespace();
-            // "12:00:00.000000 IP 198.19.0.100 > 198.19.0.2: ICMP echo request, ..."
-            // Source and destination may carry a ".port" suffix.
-            let _ts = w.next();
-            if w.next() != Some("IP") {
-                return false;
-            }
-            let s = w.next().unwrap_or("");
-            let _gt = w.next();
-            let d = w.next().unwrap_or("").trim_end_matches(':');
-            host_of(s) == src && host_of(d) == dst
-        })
+        .filter(|l| Pkt::parse(l).is_some_and(|p| !p.v6 && p.is(src, dst)))
         .collect()
-}
-
-/// "198.19.0.2.7000" -> "198.19.0.2"; "198.19.0.2" -> itself.
-fn host_of(s: &str) -> &str {
-    let dots = s.matches('.').count();
-    if dots == 4 {
-        s.rsplit_once('.').map(|(h, _)| h).unwrap_or(s)
-    } else {
-        s
-    }
-}
-
-/// Checks a ping's summary: `n` sent, `n` received.
-fn assert_all_replies(r: &Run, n: u32) {
-    assert!(
-        r.ok()
-            && r.stdout
-                .contains(&format!("{n} packets transmitted, {n} received")),
-        "expected {n}/{n} ping replies: {}\n{}\n{}",
-        r.cmd,
-        r.stdout,
-        r.stderr
-    );
 }
 
 #[test]
@@ -74,23 +39,9 @@ fn ping_and_fragmented_ping_cross_napt_with_pool_source() {
     let (inn, out, od) = (t.ns_in.clone(), t.ns_out.clone(), t.out_dev.clone());
     let cap = t.tcpdump(&out, &od, "ip");
 
-    let r = t.ns(
-        &inn,
-        20,
-        &[
-            "ping", "-n", "-c", "3", "-i", "0.2", "-W", "2", "-w", "15", OUT_ADDR,
-        ],
-    );
-    assert_all_replies(&r, 3);
+    t.ping_all(&inn, 3, &[], OUT_ADDR);
     // 4000 bytes of payload: three fragments each way on 1500-byte links.
-    let r = t.ns(
-        &inn,
-        20,
-        &[
-            "ping", "-n", "-c", "3", "-i", "0.2", "-s", "4000", "-W", "2", "-w", "15", OUT_ADDR,
-        ],
-    );
-    assert_all_replies(&r, 3);
+    t.ping_all(&inn, 3, &["-s", "4000"], OUT_ADDR);
 
     let lines = t.tcpdump_lines(cap);
     let from_pool = from_to(&lines, POOL_ADDR, OUT_ADDR);
@@ -136,31 +87,11 @@ fn curl_fetches_4mb_file_intact() {
 
     // The server's access log names the client: the pool address, never the inside host.
     let log = t.proc(srv).stderr_text();
-    assert!(
-        log.lines()
-            .any(|l| l.starts_with(&format!("{POOL_ADDR} ")) && l.contains("GET /blob.bin")),
-        "HTTP server did not see {POOL_ADDR} as the client:\n{log}"
-    );
+    assert_http_client(&log, "/blob.bin", POOL_ADDR);
     assert!(
         !log.contains(IN_ADDR),
         "HTTP server saw the inside address:\n{log}"
     );
-}
-
-/// A UDP server in OUT (socat) answering every datagram with the peer it saw, then the data.
-fn udp_echo(t: &mut Topo, bind: &str, port: u16) -> ProcId {
-    let out = t.ns_out.clone();
-    let p = t.spawn(
-        &out,
-        &format!("udp-echo-{bind}-{port}"),
-        &[
-            "socat",
-            &format!("UDP4-RECVFROM:{port},bind={bind},reuseaddr,fork"),
-            "SYSTEM:echo peer=$SOCAT_PEERADDR port=$SOCAT_PEERPORT; cat",
-        ],
-    );
-    t.wait_listening(&out, "udp", port, Some(p));
-    p
 }
 
 /// Parses "peer=A port=P" from the echo server's reply.
@@ -177,9 +108,9 @@ fn udp_both_ways_with_socat_and_endpoint_independent_mapping() {
     let Some(mut t) = setup(Opts::default()) else {
         return;
     };
-    let inn = t.ns_in.clone();
-    udp_echo(&mut t, OUT_ADDR, 7000);
-    udp_echo(&mut t, OUT_ADDR2, 7000);
+    let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
+    t.udp_echo(&out, OUT_ADDR, 7000);
+    t.udp_echo(&out, OUT_ADDR2, 7000);
 
     // Request from IN, reply from OUT.
     let r = t.sh(
@@ -221,26 +152,6 @@ fn udp_both_ways_with_socat_and_endpoint_independent_mapping() {
     );
 }
 
-const ICMP_PROBE: &str = r#"
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.connect((sys.argv[1], int(sys.argv[2])))
-s.settimeout(1.0)
-for i in range(8):
-    try:
-        s.send(b"probe")
-        s.recv(100)
-        print("GOT-REPLY")
-        sys.exit(2)
-    except ConnectionRefusedError:
-        print("REFUSED")
-        sys.exit(0)
-    except socket.timeout:
-        pass
-print("TIMEOUT")
-sys.exit(1)
-"#;
-
 #[test]
 fn icmp_port_unreachable_reaches_inside_client() {
     let Some(t) = setup(Opts::default()) else {
@@ -270,49 +181,8 @@ fn iperf3_tcp_three_seconds() {
         return;
     };
     let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
-    let srv = t.spawn(
-        &out,
-        "iperf3-server",
-        &["iperf3", "-s", "-1", "-J", "-B", OUT_ADDR, "-p", "5201"],
-    );
-    t.wait_listening(&out, "tcp", 5201, Some(srv));
-    let r = t.ns(
-        &inn,
-        30,
-        &[
-            "iperf3",
-            "-c",
-            OUT_ADDR,
-            "-p",
-            "5201",
-            "-t",
-            "3",
-            "-J",
-            "--connect-timeout",
-            "5000",
-        ],
-    );
-    assert!(r.ok(), "iperf3 client failed: {}\n{}", r.stdout, r.stderr);
-    let j: serde_json::Value = serde_json::from_str(&r.stdout).expect("iperf3 -J output is JSON");
-    let sent = j["end"]["sum_sent"]["bytes"].as_u64().unwrap_or(0);
-    let recv = j["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
-    let bps = j["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap_or(0.0);
-    assert!(
-        sent > 0 && recv > 0,
-        "iperf3 moved no data: sent {sent} received {recv}"
-    );
-    eprintln!(
-        "iperf3 through xlat: {:.1} Mbit/s ({recv} bytes)",
-        bps / 1e6
-    );
-
+    let (_, sj) = t.iperf3_tcp(&out, OUT_ADDR, &inn, OUT_ADDR);
     // The server saw the pool address as its client.
-    let st = t.proc(srv).wait_exit(Duration::from_secs(10));
-    assert!(st.is_some(), "iperf3 server did not finish");
-    let sj: serde_json::Value =
-        serde_json::from_str(&t.proc(srv).stdout_text()).expect("iperf3 server JSON");
     let remote = sj["start"]["connected"][0]["remote_host"]
         .as_str()
         .unwrap_or("");
@@ -322,61 +192,19 @@ fn iperf3_tcp_three_seconds() {
     );
 }
 
-/// Inside UDP client: binds 198.18.0.20:5555, sends to OUT's echo server, prints its reply,
-/// then prints every datagram that arrives ("from A:P data") until "DONE" or 10 s.
-const INSIDE_LISTENER: &str = r#"
-import socket, sys, time
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind((sys.argv[1], 5555))
-s.settimeout(0.5)
-reply = None
-for i in range(10):
-    s.sendto(b"hello", (sys.argv[2], 7000))
-    try:
-        data, a = s.recvfrom(2000)
-        reply = data.decode(errors="replace")
-        break
-    except socket.timeout:
-        pass
-if reply is None:
-    print("NO-REPLY"); sys.exit(1)
-for l in reply.splitlines():
-    if l.startswith("peer="):
-        print("MAPPED", l.split()[1].split("=")[1], flush=True)
-end = time.time() + 10
-while time.time() < end:
-    try:
-        data, a = s.recvfrom(2000)
-    except socket.timeout:
-        continue
-    d = data.decode(errors="replace").strip()
-    print("from %s:%d %s" % (a[0], a[1], d), flush=True)
-    if d == "DONE":
-        sys.exit(0)
-print("NO-DONE"); sys.exit(3)
-"#;
-
-/// Outside sender: sends `msg` from `src` (port 0 = any) to `dst:port`.
-const OUTSIDE_SEND: &str = r#"
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind((sys.argv[1], int(sys.argv[2])))
-s.sendto(sys.argv[5].encode(), (sys.argv[3], int(sys.argv[4])))
-"#;
-
 #[test]
 fn unsolicited_inbound_is_dropped_and_counted() {
     let Some(mut t) = setup(Opts::default()) else {
         return;
     };
     let (inn, out, ind) = (t.ns_in.clone(), t.ns_out.clone(), t.in_dev.clone());
-    udp_echo(&mut t, OUT_ADDR, 7000);
+    t.udp_echo(&out, OUT_ADDR, 7000);
     // Anything reaching IN that is not for the listener's port 5555 is a leak.
     let cap = t.tcpdump(&inn, &ind, "udp and not port 5555");
     let lis = t.spawn(
         &inn,
         "inside-listener",
-        &["python3", "-c", INSIDE_LISTENER, IN_ADDR, OUT_ADDR],
+        &["python3", "-c", UDP_LISTENER, IN_ADDR, OUT_ADDR],
     );
     let mut mapped: u16 = 0;
     wait_for(
@@ -385,8 +213,12 @@ fn unsolicited_inbound_is_dropped_and_counted() {
         Duration::from_millis(50),
         || {
             let text = t.proc(lis).stdout_text();
-            if let Some(l) = text.lines().find(|l| l.starts_with("MAPPED ")) {
-                mapped = l[7..].trim().parse().unwrap_or(0);
+            if let Some(l) = text.lines().find(|l| l.starts_with("PEER ")) {
+                mapped = l
+                    .split_whitespace()
+                    .nth(2)
+                    .and_then(|p| p.parse().ok())
+                    .unwrap_or(0);
                 return true;
             }
             text.contains("NO-REPLY") || t.proc(lis).try_status().is_some()
@@ -424,14 +256,7 @@ fn unsolicited_inbound_is_dropped_and_counted() {
         &out,
         10,
         &[
-            "python3",
-            "-c",
-            OUTSIDE_SEND,
-            OUT_ADDR2,
-            "0",
-            POOL_ADDR,
-            &m,
-            "FILTERED",
+            "python3", "-c", UDP4_SEND, OUT_ADDR2, "0", POOL_ADDR, &m, "FILTERED",
         ],
     )
     .check();
@@ -440,14 +265,7 @@ fn unsolicited_inbound_is_dropped_and_counted() {
         &out,
         10,
         &[
-            "python3",
-            "-c",
-            OUTSIDE_SEND,
-            OUT_ADDR,
-            "0",
-            POOL_ADDR,
-            &u,
-            "NOMAP",
+            "python3", "-c", UDP4_SEND, OUT_ADDR, "0", POOL_ADDR, &u, "NOMAP",
         ],
     )
     .check();
@@ -468,14 +286,7 @@ fn unsolicited_inbound_is_dropped_and_counted() {
         &out,
         10,
         &[
-            "python3",
-            "-c",
-            OUTSIDE_SEND,
-            OUT_ADDR,
-            "7001",
-            POOL_ADDR,
-            &m,
-            "DONE",
+            "python3", "-c", UDP4_SEND, OUT_ADDR, "7001", POOL_ADDR, &m, "DONE",
         ],
     )
     .check();
@@ -486,7 +297,7 @@ fn unsolicited_inbound_is_dropped_and_counted() {
         "the admitted datagram did not arrive: {text}"
     );
     assert!(
-        text.contains(&format!("from {OUT_ADDR}:7001 DONE")),
+        text.contains(&format!("from {OUT_ADDR} 7001 DONE")),
         "admitted datagram not seen: {text}"
     );
     assert!(
@@ -511,38 +322,14 @@ fn show_sessions_and_stats_list_the_flows() {
         return;
     };
     let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
-    udp_echo(&mut t, OUT_ADDR, 7000);
+    t.udp_echo(&out, OUT_ADDR, 7000);
     let www = t.dir.join("www");
     std::fs::create_dir_all(&www).unwrap();
     std::fs::write(www.join("index.html"), "hello from outside\n").unwrap();
-    let www_s = www.display().to_string();
-    let srv = t.spawn(
-        &out,
-        "http",
-        &[
-            "python3",
-            "-m",
-            "http.server",
-            "8080",
-            "--bind",
-            OUT_ADDR,
-            "--directory",
-            &www_s,
-        ],
-    );
-    t.wait_listening(&out, "tcp", 8080, Some(srv));
+    t.http_server(&out, OUT_ADDR, 8080, &www);
 
     // One flow of each protocol.
-    assert_all_replies(
-        &t.ns(
-            &inn,
-            20,
-            &[
-                "ping", "-n", "-c", "2", "-i", "0.2", "-W", "2", "-w", "10", OUT_ADDR,
-            ],
-        ),
-        2,
-    );
+    t.ping_all(&inn, 2, &[], OUT_ADDR);
     let r = t.sh(
         &inn,
         20,
@@ -686,24 +473,7 @@ fn static_one_to_one_reachable_from_outside() {
     let in2 = t.ns_in2.clone().expect("IN2 exists");
 
     // Unsolicited inbound to the static outside address is allowed (RFC 2663 4.1.1).
-    let r = t.ns(
-        &out,
-        20,
-        &[
-            "ping",
-            "-n",
-            "-c",
-            "3",
-            "-i",
-            "0.2",
-            "-W",
-            "2",
-            "-w",
-            "15",
-            STATIC_OUTSIDE,
-        ],
-    );
-    assert_all_replies(&r, 3);
+    let r = t.ping_all(&out, 3, &[], STATIC_OUTSIDE);
     assert!(
         r.stdout.contains(&format!("from {STATIC_OUTSIDE}")),
         "replies must come from {STATIC_OUTSIDE}:\n{}",
@@ -712,16 +482,7 @@ fn static_one_to_one_reachable_from_outside() {
 
     // UDP from outside to a server on the static host: it sees the real remote (NAT44 does not
     // touch the outside address), and the reply returns from the static outside address.
-    let p = t.spawn(
-        &in2,
-        "udp-echo-in2",
-        &[
-            "socat",
-            &format!("UDP4-RECVFROM:7000,bind={IN2_ADDR},reuseaddr,fork"),
-            "SYSTEM:echo peer=$SOCAT_PEERADDR port=$SOCAT_PEERPORT; cat",
-        ],
-    );
-    t.wait_listening(&in2, "udp", 7000, Some(p));
+    t.udp_echo(&in2, IN2_ADDR, 7000);
     let r = t.sh(
         &out,
         20,
@@ -742,16 +503,7 @@ fn static_one_to_one_reachable_from_outside() {
 
     // Outbound from the static host leaves with its static outside address.
     let cap = t.tcpdump(&out, &od, "icmp");
-    assert_all_replies(
-        &t.ns(
-            &in2,
-            20,
-            &[
-                "ping", "-n", "-c", "2", "-i", "0.2", "-W", "2", "-w", "10", OUT_ADDR,
-            ],
-        ),
-        2,
-    );
+    t.ping_all(&in2, 2, &[], OUT_ADDR);
     let lines = t.tcpdump_lines(cap);
     let req = from_to(&lines, STATIC_OUTSIDE, OUT_ADDR);
     assert!(
@@ -818,14 +570,7 @@ fn sigterm_exits_zero_and_removes_routes_rules_tun() {
         t.tun
     );
     let inn = t.ns_in.clone();
-    assert_all_replies(
-        &t.ns(
-            &inn,
-            20,
-            &["ping", "-n", "-c", "1", "-W", "2", "-w", "10", OUT_ADDR],
-        ),
-        1,
-    );
+    t.ping_all(&inn, 1, &[], OUT_ADDR);
 
     // SAFETY: kill(2) on our own child.
     unsafe {
