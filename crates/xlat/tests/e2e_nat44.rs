@@ -201,34 +201,7 @@ fn unsolicited_inbound_is_dropped_and_counted() {
     t.udp_echo(&out, OUT_ADDR, 7000);
     // Anything reaching IN that is not for the listener's port 5555 is a leak.
     let cap = t.tcpdump(&inn, &ind, "udp and not port 5555");
-    let lis = t.spawn(
-        &inn,
-        "inside-listener",
-        &["python3", "-c", UDP_LISTENER, IN_ADDR, OUT_ADDR],
-    );
-    let mut mapped: u16 = 0;
-    wait_for(
-        "the inside client's reply from OUT",
-        Duration::from_secs(10),
-        Duration::from_millis(50),
-        || {
-            let text = t.proc(lis).stdout_text();
-            if let Some(l) = text.lines().find(|l| l.starts_with("PEER ")) {
-                mapped = l
-                    .split_whitespace()
-                    .nth(2)
-                    .and_then(|p| p.parse().ok())
-                    .unwrap_or(0);
-                return true;
-            }
-            text.contains("NO-REPLY") || t.proc(lis).try_status().is_some()
-        },
-    );
-    assert!(
-        mapped != 0,
-        "inside client got no reply through xlat: {}",
-        t.proc(lis).stdout_text()
-    );
+    let (lis, _, mapped) = t.udp_listener(&inn, "inside-listener", IN_ADDR, OUT_ADDR);
 
     let st0 = t.stats();
     let (nomap0, filt0) = (

@@ -34,8 +34,8 @@ use std::time::Duration;
 
 use common::topo64::{GW4, GW6, SRV};
 use common::{
-    assert_same_file, can_run_dns, counter, http_clients, poll, show, wait_for, xdp, Pkt, Topo64,
-    ICMP_PROBE, UDP4_SEND, UDP_LISTENER,
+    assert_same_file, can_run_dns, counter, http_clients, poll, show, xdp, Pkt, Topo64, ICMP_PROBE,
+    UDP4_SEND,
 };
 
 /// The IPv6-only client (NAT64 tests).
@@ -451,32 +451,8 @@ fn nat64_udp_both_ways_and_unsolicited_inbound_dropped() {
 
     // Anything reaching CLI that is not for the listener's port 5555 is a leak.
     let cap = lab.tcpdump(&cli, &cd, "(udp and not port 5555) or tcp");
-    let lis = lab.spawn(
-        &cli,
-        "client-listener",
-        &["python3", "-c", UDP_LISTENER, CLI, SRV_V6],
-    );
-    let mut mapped: u16 = 0;
-    wait_for(
-        "the client's reply from SRV",
-        Duration::from_secs(10),
-        Duration::from_millis(50),
-        || {
-            let text = lab.proc(lis).stdout_text();
-            if let Some(l) = text.lines().find(|l| l.starts_with("PEER ")) {
-                let w: Vec<&str> = l.split_whitespace().collect();
-                assert_eq!(w.get(1).copied(), Some(POOL4), "SRV saw peer {l:?}");
-                mapped = w.get(2).and_then(|p| p.parse().ok()).unwrap_or(0);
-                return true;
-            }
-            text.contains("NO-REPLY") || lab.proc(lis).try_status().is_some()
-        },
-    );
-    assert!(
-        mapped != 0,
-        "client got no reply through NAT64: {}",
-        lab.proc(lis).stdout_text()
-    );
+    let (lis, peer, mapped) = lab.udp_listener(&cli, "client-listener", CLI, SRV_V6);
+    assert_eq!(peer, POOL4, "SRV saw peer {peer}:{mapped}");
     let sessions = lab.sessions();
     let all = serde_json::to_string_pretty(&sessions).unwrap_or_default();
     assert!(

@@ -13,7 +13,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use super::{finish, poll, run_host, sha256, xlat_bin, Run};
+use super::{finish, poll, run_host, sha256, wait_for, xlat_bin, Run, UDP_LISTENER};
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
@@ -431,6 +431,42 @@ impl Lab {
         );
         self.wait_listening_on(ns, "udp", bind, port, Some(p));
         p
+    }
+
+    /// Starts `scripts::UDP_LISTENER` in `ns` as `name`, bound to `bind`:5555 and talking to a
+    /// `udp_echo` server at `dst`:7000, and waits (10 s at most) for its "PEER A P" line.
+    /// Returns the listener and the address and port the echo server saw it come from;
+    /// panics if no reply came back.
+    pub fn udp_listener(
+        &mut self,
+        ns: &str,
+        name: &str,
+        bind: &str,
+        dst: &str,
+    ) -> (ProcId, String, u16) {
+        let lis = self.spawn(ns, name, &["python3", "-c", UDP_LISTENER, bind, dst]);
+        let mut peer = (String::new(), 0u16);
+        wait_for(
+            &format!("{name}'s reply from {dst}"),
+            Duration::from_secs(10),
+            Duration::from_millis(50),
+            || {
+                let text = self.procs[lis.0].stdout_text();
+                if let Some(l) = text.lines().find(|l| l.starts_with("PEER ")) {
+                    let w: Vec<&str> = l.split_whitespace().collect();
+                    peer.0 = w.get(1).copied().unwrap_or_default().to_string();
+                    peer.1 = w.get(2).and_then(|p| p.parse().ok()).unwrap_or(0);
+                    return true;
+                }
+                text.contains("NO-REPLY") || self.procs[lis.0].try_status().is_some()
+            },
+        );
+        assert!(
+            peer.1 != 0,
+            "{name} got no reply through xlat: {}",
+            self.procs[lis.0].stdout_text()
+        );
+        (lis, peer.0, peer.1)
     }
 
     /// Writes `len` random bytes to `dir/www-PORT/blob.bin` and serves that directory over
