@@ -280,7 +280,9 @@ impl Lab {
     ) -> Result<Trial> {
         let dur = self.opts.trial;
         let spec = self.spec(self.loop_path(v6), flows, size, Some(rate), dur, vec![]);
-        self.trial(&spec, "tester alone (cost baseline)")
+        let mut t = self.trial(&spec, "tester alone (cost baseline)")?;
+        t.baseline = true;
+        Ok(t)
     }
 
     /// 100% offered load for a size: the nominal link if given, else the tester's ceiling.

@@ -188,6 +188,10 @@ pub struct Trial {
     pub sender_short: bool,
     /// Source address:port of the first test frame received (shows what the device did).
     pub rx_first_src: String,
+    /// The tester sending to itself (CA -> CD) as the baseline of a device's cost by
+    /// difference, stored with that device's trials.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub baseline: bool,
     /// Churn trials: loss and latency of the established and the new flows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub groups: Option<crate::churn::Groups>,
@@ -547,6 +551,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
             && spec.max_packets.is_none_or(|m| total < m),
         rx_first_src: st.first_src,
         groups: st.groups.as_ref().map(|g| g.finish(total)),
+        baseline: false,
     })
 }
 
