@@ -23,7 +23,7 @@
 
 use xlat_wire::field::{set_u16, set_u32, set_u8, u16_at, u32_at, u8_at};
 use xlat_wire::ipv4::{off as ip4off, proto as ipproto};
-use xlat_wire::ipv6::{addr4_sum, addr_sum};
+use xlat_wire::ipv6::addr4_sum;
 use xlat_wire::l4::{tcp, udp};
 use xlat_wire::Delta;
 
@@ -248,6 +248,37 @@ pub fn nat64_recipes(
     )
 }
 
+/// [`xlat_wire::ipv6::addr_sum`] without the byte loop: the address's four 32-bit chunks
+/// summed in 64 bits and folded (2^16 = 1 modulo 0xffff, so a chunk counts as its two
+/// words, RFC 1071 2 (B)); the same value, zero only for `::`.
+#[inline]
+fn addr6_sum(a: u128) -> u32 {
+    let s = u64::from(a as u32)
+        + u64::from((a >> 32) as u32)
+        + u64::from((a >> 64) as u32)
+        + u64::from((a >> 96) as u32);
+    let s = (s & 0xffff_ffff) + (s >> 32);
+    let s = (s & 0xffff) + (s >> 16);
+    let s = (s & 0xffff) + (s >> 16);
+    let s = (s & 0xffff) + (s >> 16);
+    s as u32
+}
+
+/// The adjustment of the address-family change: the IPv6 pseudo-header addresses `old6`
+/// out, the IPv4 ones `new4` in (`remove6`), or the other way round, plus the port words
+/// -- the terms `Delta::remove_sum`, `add_sum` and `word` add, summed once and folded at
+/// the end (the same value: the fold after each step only keeps the sum short).
+#[inline]
+fn family_delta(six: u32, four: u32, remove6: bool, ports: [(u16, u16); 2]) -> Delta {
+    let (gone, came) = if remove6 { (six, four) } else { (four, six) };
+    // `remove_sum` adds the complement of the folded sum; `add_sum` the folded sum, which
+    // the unfolded one (at most 2^18 here) can stand for: same residue, zero only if zero.
+    let gone = u32::from(!xlat_wire::checksum::fold(gone));
+    let [(o1, n1), (o2, n2)] = ports;
+    let total = gone + came + u32::from(!o1) + u32::from(n1) + u32::from(!o2) + u32::from(n2);
+    Delta::ZERO.add_sum(total)
+}
+
 /// The TCP/UDP checksum adjustment of an IPv6 packet with tuple `key` rewritten as an IPv4
 /// packet with tuple `new` (RFC 7915 5.5, RFC 1624): the pseudo-header's addresses go from
 /// IPv6 to IPv4 and the ports change; its length and protocol words are the same in both
@@ -255,22 +286,24 @@ pub fn nat64_recipes(
 /// fast path and the engine's own lane ([`crate::nat64::Nat64::lane`]) use the same value.
 #[inline]
 pub(crate) fn delta64(key: &Tuple6, new: &Tuple4) -> Delta {
-    Delta::ZERO
-        .remove_sum(addr_sum(key.src).wrapping_add(addr_sum(key.dst)))
-        .add_sum(addr4_sum(new.src) + addr4_sum(new.dst))
-        .word(key.sport, new.sport)
-        .word(key.dport, new.dport)
+    family_delta(
+        addr6_sum(key.src) + addr6_sum(key.dst),
+        addr4_sum(new.src) + addr4_sum(new.dst),
+        true,
+        [(key.sport, new.sport), (key.dport, new.dport)],
+    )
 }
 
 /// [`delta64`] the other way: IPv4 tuple `key` rewritten as IPv6 tuple `new` (RFC 7915
 /// 4.5).
 #[inline]
 pub(crate) fn delta46(key: &Tuple4, new: &Tuple6) -> Delta {
-    Delta::ZERO
-        .remove_sum(addr4_sum(key.src) + addr4_sum(key.dst))
-        .add_sum(addr_sum(new.src).wrapping_add(addr_sum(new.dst)))
-        .word(key.sport, new.sport)
-        .word(key.dport, new.dport)
+    family_delta(
+        addr6_sum(new.src) + addr6_sum(new.dst),
+        addr4_sum(key.src) + addr4_sum(key.dst),
+        false,
+        [(key.sport, new.sport), (key.dport, new.dport)],
+    )
 }
 
 /// The 20-byte IPv4 header an unfragmented IPv6 packet becomes (RFC 7915 5.1): TOS = the
@@ -568,6 +601,37 @@ mod tests {
         pseudo.extend_from_slice(&(l4len as u16).to_be_bytes());
         let s = checksum::sum(&pseudo, 0);
         checksum::verifies(&p[..20]) && checksum::finish(checksum::sum(&p[20..], s)) == 0
+    }
+
+    /// `delta64` / `delta46` against the step-by-step `Delta` the full path computes
+    /// (`siit::to4` / `siit::to6`), edge addresses included.
+    #[test]
+    fn family_deltas_equal_the_step_by_step_ones() {
+        use proptest::prelude::*;
+        use xlat_wire::ipv6::addr_sum;
+        let a6 = prop_oneof![Just(0u128), Just(u128::MAX), any::<u128>()];
+        let a4 = prop_oneof![Just(0u32), Just(u32::MAX), any::<u32>()];
+        let port = prop_oneof![Just(0u16), Just(0xffff), any::<u16>()];
+        let cfg = ProptestConfig::with_cases(4000);
+        proptest!(cfg, |(s6 in a6.clone(), d6 in a6, s4 in a4.clone(), d4 in a4,
+                        p in [port.clone(), port.clone(), port.clone(), port])| {
+            let t6 = Tuple6 { proto: 17, src: s6, dst: d6, sport: p[0], dport: p[1] };
+            let t4 = Tuple4 { proto: 17, src: s4, dst: d4, sport: p[2], dport: p[3] };
+            let want64 = Delta::ZERO
+                .remove_sum(addr_sum(s6).wrapping_add(addr_sum(d6)))
+                .add_sum(addr4_sum(s4) + addr4_sum(d4))
+                .word(p[0], p[2])
+                .word(p[1], p[3]);
+            prop_assert_eq!(delta64(&t6, &t4).folded(), want64.folded());
+            let want46 = Delta::ZERO
+                .remove_sum(addr4_sum(s4) + addr4_sum(d4))
+                .add_sum(addr_sum(s6).wrapping_add(addr_sum(d6)))
+                .word(p[2], p[0])
+                .word(p[3], p[1]);
+            let t4k = Tuple4 { sport: p[2], dport: p[3], ..t4 };
+            let t6n = Tuple6 { sport: p[0], dport: p[1], ..t6 };
+            prop_assert_eq!(delta46(&t4k, &t6n).folded(), want46.folded());
+        });
     }
 
     #[test]
