@@ -2,8 +2,9 @@
 # Instructions per translated packet on the NAT44 or NAT64 fast path, counted by callgrind (repeatable
 # on a noisy machine, unlike time). Two runs that differ only in the packet count; the
 # difference divided by the extra packets is the per-packet cost.
-# Usage: bash scripts/icount.sh [SESSIONS] [batch|single|nat64out|nat64in]
-# (nat64out: IPv6 -> IPv4 NAT64 established packets, nat64in: IPv4 -> IPv6; batched)
+# Usage: bash scripts/icount.sh [SESSIONS] [batch|single|nat64out|nat64in|fill44|fill64]
+# (nat64out: IPv6 -> IPv4 NAT64 established packets, nat64in: IPv4 -> IPv6; fill44 / fill64:
+# instructions per new session, NAT44 / NAT64, into a table sized for SESSIONS; all batched)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sessions=${1:-1000}

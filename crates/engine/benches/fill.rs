@@ -2,6 +2,9 @@
 //! allocation included; one mapping per session, the worst case). Prints sessions per second
 //! for each tenth of the fill, so a rate that falls as the table grows shows. Packets are built
 //! ahead in chunks and only the engine calls are timed.
+//! Packets go through `Engine::process_batch` in batches of 64, as the daemon passes each TUN
+//! read batch; `XLAT_BENCH_FILL_BATCH=1` calls `Engine::process` per packet instead (what
+//! this bench did before).
 //! Run: `cargo bench -p xlat-engine --bench fill` (`XLAT_BENCH_FILL=1000000` for a smaller fill).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -84,6 +87,11 @@ fn pkt64(i: u32) -> Vec<u8> {
 }
 
 fn fill(name: &str, n: u32, mut e: Engine, pkt: fn(u32) -> Vec<u8>) {
+    let batch: usize = std::env::var("XLAT_BENCH_FILL_BATCH")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(64);
+    let mut verdicts = vec![Verdict::Held; batch.max(1)];
     let mut bufs = vec![[0u8; HEADROOM + 128]; CHUNK as usize];
     let mut lens = vec![0usize; CHUNK as usize];
     let tenth = (n / 10).max(1);
@@ -100,9 +108,24 @@ fn fill(name: &str, n: u32, mut e: Engine, pkt: fn(u32) -> Vec<u8>) {
             lens[j as usize] = p.len();
         }
         let t = Instant::now();
-        for j in 0..k as usize {
-            let mut b = PacketBuf::new(&mut bufs[j], HEADROOM, lens[j]).unwrap();
-            e.process(Time(0), &mut b);
+        if batch <= 1 {
+            for j in 0..k as usize {
+                let mut b = PacketBuf::new(&mut bufs[j], HEADROOM, lens[j]).unwrap();
+                e.process(Time(0), &mut b);
+            }
+        } else {
+            for (bs, ls) in bufs[..k as usize]
+                .chunks_mut(batch)
+                .zip(lens[..k as usize].chunks(batch))
+            {
+                let mut pkts: Vec<PacketBuf> = bs
+                    .iter_mut()
+                    .zip(ls)
+                    .map(|(b, &l)| PacketBuf::new(b, HEADROOM, l).unwrap())
+                    .collect();
+                let n = pkts.len();
+                e.process_batch(Time(0), &mut pkts, &mut verdicts[..n]);
+            }
         }
         let d = t.elapsed();
         spent += d;

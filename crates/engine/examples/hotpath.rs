@@ -6,7 +6,10 @@
 //! `nat64out` / `nat64in` do the same for NAT64 (RFC 6146) sessions: 64-byte UDP/IPv6
 //! packets out, 64-byte UDP/IPv4 packets back in, batches of 32.
 //!
-//! Usage: hotpath SESSIONS PACKETS [batch|single|nat64out|nat64in]
+//! `fill44` / `fill64` count session creation instead: a table sized for SESSIONS, PACKETS
+//! new flows (each its own inside endpoint, so its own mapping) in batches of 32.
+//!
+//! Usage: hotpath SESSIONS PACKETS [batch|single|nat64out|nat64in|fill44|fill64]
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -118,6 +121,54 @@ fn nat64(sessions: u32, packets: u32, inbound: bool) {
     println!("forwarded {forwarded}");
 }
 
+/// `packets` new NAT44 (`v6` false) or NAT64 flows into a table sized for `sessions`.
+fn fill(sessions: u32, packets: u32, v6: bool) {
+    let limits = Limits {
+        max_sessions: sessions.max(packets) + 10,
+        max_sessions_per_host: sessions.max(packets) + 10,
+        ..Limits::default()
+    };
+    let mut e = Engine::new(EngineConfig {
+        nat44: (!v6).then(|| Nat44Config {
+            inside: vec!["198.18.0.0/16".parse().unwrap()],
+            pool: vec!["198.19.0.0/22".parse().unwrap()],
+            limits,
+            ..Nat44Config::default()
+        }),
+        nat64: v6.then(|| Nat64Config {
+            prefix: "2001:db8:64::/96".parse().unwrap(),
+            pool4: vec!["198.19.0.0/22".parse().unwrap()],
+            limits,
+            ..Nat64Config::default()
+        }),
+        seed: 3,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    const ROOM: usize = HEADROOM + 64;
+    let mut bufs = [[0u8; ROOM]; 32];
+    let mut verdicts = [Verdict::Held; 32];
+    let mut i = 0u32;
+    let mut forwarded = 0u64;
+    while i < packets {
+        for b in bufs.iter_mut() {
+            b[HEADROOM..].copy_from_slice(&if v6 {
+                udp6(i)
+            } else {
+                let h = i / 1000;
+                udp64([198, 18, (h >> 8) as u8, h as u8], 1024 + (i % 1000) as u16)
+            });
+            i += 1;
+        }
+        let mut pkts = bufs
+            .each_mut()
+            .map(|b| PacketBuf::new(b, HEADROOM, 64).unwrap());
+        e.process_batch(Time(1), &mut pkts, &mut verdicts);
+        forwarded += verdicts.iter().filter(|v| **v == Verdict::Forward).count() as u64;
+    }
+    println!("forwarded {forwarded}");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let sessions: u32 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1000);
@@ -125,6 +176,8 @@ fn main() {
     match args.get(3).map(String::as_str) {
         Some("nat64out") => return nat64(sessions, packets, false),
         Some("nat64in") => return nat64(sessions, packets, true),
+        Some("fill44") => return fill(sessions, packets, false),
+        Some("fill64") => return fill(sessions, packets, true),
         _ => {}
     }
     let batch = args.get(3).map(|s| s != "single").unwrap_or(true);

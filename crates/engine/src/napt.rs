@@ -737,6 +737,22 @@ impl<A: InsideAddr> Napt<A> {
         }
     }
 
+    /// Batch stage 2 for a tuple the session index has no candidate for (most likely a new
+    /// flow): starts fetching the BIB slot its mapping lookup will probe -- the inside
+    /// endpoint's going out (RFC 4787 REQ-1: the mapping a new session reuses, or where a new
+    /// one goes), the outside endpoint's coming in -- so creating the session waits for one
+    /// memory access less.
+    #[inline]
+    pub fn prefetch_new(&self, key: &FlowKey<A>) {
+        let h = match *key {
+            FlowKey::Out(proto, int, _) => self.bib_hash(proto, int.addr.words(), int.port, false),
+            FlowKey::In(proto, ext, _) => {
+                self.bib_hash(proto, (u64::from(ext.addr), 0), ext.port, true)
+            }
+        };
+        self.bib.prefetch(h);
+    }
+
     /// The established-flow lane's lookup: the session of `key` (whose hash the caller
     /// computed in batch stage 1), refreshed by [`Napt::touch`] exactly as
     /// [`Napt::outbound`] / [`Napt::inbound`] refresh a live session they find. `None`,

@@ -337,9 +337,12 @@ impl Nat44 {
         self.plan(pkt).map(|l| (l.fast, l.key))
     }
 
-    /// Batch stage 2: starts fetching the session behind a stage-1 plan.
+    /// Batch stage 2: starts fetching the session behind a stage-1 plan or, when the index
+    /// has none (a new flow), the BIB slot its creation will probe ([`Napt::prefetch_new`]).
     pub fn prefetch_session(&self, l: &Lane44) {
-        let _ = self.napt.prefetch_session(l.hash);
+        if !self.napt.prefetch_session(l.hash) {
+            self.napt.prefetch_new(&l.key);
+        }
     }
 
     /// Classifies by address and translates; then hairpins if the result is addressed to

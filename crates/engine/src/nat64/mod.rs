@@ -348,9 +348,14 @@ impl Nat64 {
         self.napt.prefetch_session(hash)
     }
 
-    /// [`Nat64::prefetch_session`] for a stage-1 plan.
+    /// [`Nat64::prefetch_session`] for a stage-1 plan; when the index has no candidate (a
+    /// new flow), the BIB slot its creation will probe instead ([`Napt::prefetch_new`]).
     pub fn prefetch_lane(&self, l: &Lane64) -> bool {
-        self.napt.prefetch_session(l.hash)
+        let found = self.napt.prefetch_session(l.hash);
+        if !found {
+            self.napt.prefetch_new(&l.key);
+        }
+        found
     }
 
     /// IPv6 -> IPv4 (RFC 6146 3.4 - 3.8).
