@@ -142,6 +142,8 @@ pub struct Config {
     pub tunnel: Option<xlat_engine::tunnel::TunnelConfig>,
     /// `[dataplane]`: the optional XDP fast path.
     pub dataplane: DataplaneConfig,
+    /// `[limits].prefault`: make the tables for `max_sessions` resident at start.
+    pub prefault: bool,
 }
 
 // ---- the file as written -------------------------------------------------------------------
@@ -255,6 +257,7 @@ struct RawLimits {
     max_sessions_per_host: Option<u32>,
     max_fragment_flows: Option<u32>,
     max_fragments_held: Option<u32>,
+    prefault: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -567,6 +570,7 @@ impl Config {
             fragment: t.fragment.unwrap_or(dt.fragment),
         };
         let l = raw.limits;
+        let prefault = l.prefault.unwrap_or(false);
         let dl = Limits::default();
         let limits = Limits {
             max_sessions: l.max_sessions.unwrap_or(dl.max_sessions),
@@ -722,6 +726,7 @@ impl Config {
             dns64: raw.dns64.map(|d| d.check(&cx)).transpose()?,
             tunnel,
             dataplane,
+            prefault,
         };
         // At least one translator, and no two claiming the same addresses.
         cfg.engine_config(0)
@@ -982,6 +987,7 @@ max_sessions = 1000
 max_sessions_per_host = 10
 max_fragment_flows = 16
 max_fragments_held = 8
+prefault = true
 
 [control]
 socket = "/tmp/x.sock"
@@ -1015,6 +1021,7 @@ seed = 42
         assert_eq!(n44(&c).timeouts.fragment, 5);
         assert_eq!(n44(&c).limits.max_sessions, 1000);
         assert_eq!(n44(&c).limits.max_fragments_held, 8);
+        assert!(c.prefault);
         assert_eq!(c.socket, PathBuf::from("/tmp/x.sock"));
         assert_eq!(c.seed, Some(42));
         assert_eq!(c.engine_config(7).seed, 42);

@@ -55,8 +55,17 @@ pub fn run(cfg: &Config) -> Result<()> {
         Some(s) => s,
         None => random_seed()?,
     };
+    // Before the engine maps its tables: with prefault they are written in full now, so no
+    // packet later waits for the kernel to find and zero a huge page.
+    xlat_engine::set_prefault(cfg.prefault);
     let mut engine =
         Engine::new(cfg.engine_config(seed)).map_err(|e| anyhow::anyhow!("{}: {e}", cfg.file))?;
+    if cfg.prefault {
+        info!(
+            mib = xlat_engine::mapped_bytes() >> 20,
+            "session tables resident ([limits] prefault)"
+        );
+    }
     for w in cfg.warnings() {
         warn!("{}: {w}", cfg.file);
     }

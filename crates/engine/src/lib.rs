@@ -55,7 +55,7 @@ pub use config::{
     SiitConfig, StaticEntry, Timeouts, UdpZeroChecksum, XlatParams,
 };
 pub use counters::{Counters, DropReason, Event};
-pub use mem::mapped_bytes;
+pub use mem::{mapped_bytes, set_prefault};
 pub use rfc6052::{Pref64, Pref64Error};
 pub use snapshot::{SessionInfo, Stats};
 

@@ -14,15 +14,31 @@
 //! cache misses). The price: memory is taken 2 MiB at a time where the table is written, so a
 //! sparsely used index becomes resident sooner than with 4 KiB pages.
 //!
+//! A first write to a huge page makes the kernel find (and, with memory fragmented, compact)
+//! and zero 2 MiB: up to milliseconds, paid by whichever packet creates a session there. A
+//! gateway that wants none of that calls [`set_prefault`] before building its engine: tables
+//! mapped afterwards are written in full at once (`MADV_POPULATE_WRITE`), so the memory for
+//! `limits.max_sessions` is resident from the start and no packet waits for the kernel.
+//!
 //! [`Zeroed`] is a zero-filled `[u64]` (the indexes); [`FixedVec`] a vector with its capacity
 //! reserved ahead (the session and mapping slabs).
 
 use std::mem::{align_of, size_of, ManuallyDrop};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Bytes mapped by all [`Region`]s alive in this process.
 static MAPPED: AtomicUsize = AtomicUsize::new(0);
+
+/// Write large tables in full when they are mapped (see the module docs)?
+static PREFAULT: AtomicBool = AtomicBool::new(false);
+
+/// From now on, make the pages of every large table resident when it is mapped (`true`), or
+/// only where written (`false`, the default). Process-wide: the daemon sets it from
+/// `[limits] prefault` before building its engine.
+pub fn set_prefault(on: bool) {
+    PREFAULT.store(on, Ordering::Relaxed);
+}
 
 /// Bytes mapped (reserved; resident only where written) by the engine's large tables.
 pub fn mapped_bytes() -> usize {
@@ -83,6 +99,9 @@ impl Region {
         unsafe {
             libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
         }
+        if PREFAULT.load(Ordering::Relaxed) {
+            populate(start, len);
+        }
         MAPPED.fetch_add(len, Ordering::Relaxed);
         Some(Region {
             ptr: NonNull::new(start as *mut u8)?,
@@ -93,6 +112,27 @@ impl Region {
     #[cfg(not(unix))]
     fn map(_bytes: usize) -> Option<Region> {
         None
+    }
+}
+
+/// Makes `[start, start + len)` of a fresh zero-filled mapping resident: one
+/// `MADV_POPULATE_WRITE` (Linux 5.14), else a zero written to every 4 KiB page (the pages
+/// read zero already, so the contents do not change).
+#[cfg(unix)]
+fn populate(start: usize, len: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: advice on our own mapping, which is readable and writable.
+        let r =
+            unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE) };
+        if r == 0 {
+            return;
+        }
+    }
+    for off in (0..len).step_by(4096) {
+        // SAFETY: `start + off` lies inside the mapping (off < len), which is writable and
+        // not yet shared with anything; writing the zero it already holds changes nothing.
+        unsafe { std::ptr::write_volatile((start + off) as *mut u8, 0) };
     }
 }
 
@@ -301,5 +341,29 @@ mod tests {
         assert_eq!(v.as_ptr() as usize % HUGE, 0);
         assert!(v.cap > MAP_MIN / 32);
         assert_eq!(v.first(), Some(&[1; 4]));
+    }
+
+    /// Pages of `[p, p + len)` resident in memory, by mincore(2).
+    #[cfg(target_os = "linux")]
+    fn resident_pages(p: *const u64, len: usize) -> usize {
+        let pages = len.div_ceil(4096);
+        let mut vec = vec![0u8; pages];
+        // SAFETY: `p` is the page-aligned start of a mapping of at least `len` bytes, `vec`
+        // has one byte per page.
+        let r = unsafe { libc::mincore(p as *mut libc::c_void, len, vec.as_mut_ptr()) };
+        assert_eq!(r, 0);
+        vec.iter().filter(|&&b| b & 1 == 1).count()
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn prefault_makes_a_large_table_resident_when_mapped() {
+        // Process-wide: another test mapping a table meanwhile only gets resident pages.
+        set_prefault(true);
+        let z = Zeroed::new(MAP_MIN / 8);
+        set_prefault(false);
+        let len = MAP_MIN;
+        assert_eq!(resident_pages(z.as_ptr(), len), len / 4096);
+        assert!(z.iter().all(|&w| w == 0));
     }
 }

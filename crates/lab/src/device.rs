@@ -659,8 +659,11 @@ seed = 1
     )
 }
 
-/// Session limits high enough for the session experiments.
-const LAB_LIMITS: &str = "[limits]\nmax_sessions = 4000000\nmax_sessions_per_host = 4000000\n";
+/// Session limits high enough for the session experiments, the tables made resident at start
+/// (`prefault`: no packet waits for the kernel to zero a huge page; measured: 100,000 new flows
+/// at 20,000/s lost 0.1-6% without, none with). memory-per-session turns it off.
+const LAB_LIMITS: &str =
+    "[limits]\nmax_sessions = 4000000\nmax_sessions_per_host = 4000000\nprefault = true\n";
 
 /// The lab's xlat configuration: NAPT of the tester's inside range over the pool,
 /// endpoint-independent filtering, limits high enough for the session experiments.
@@ -808,6 +811,11 @@ impl Device for Daemon {
                         ],
                     );
                 }
+                let text = if topo.lazy_tables.get() {
+                    text.replace("prefault = true", "prefault = false")
+                } else {
+                    text
+                };
                 fs::write(&cfg, text).with_context(|| format!("writing {}", cfg.display()))?;
                 let args = vec![
                     bin.display().to_string(),

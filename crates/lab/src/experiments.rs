@@ -845,6 +845,9 @@ impl Lab {
         // Every run shows the tester's ceiling, even where only warm-ups are sent.
         self.ceiling(&size, false)?;
         for d in self.opts.devices.clone() {
+            // The resident set's growth per session: xlat's tables written only where
+            // sessions land (elsewhere the lab makes them resident at start).
+            self.topo.lazy_tables.set(true);
             let rows = self.with_device(&d, |lab, dev| {
                 let mut out = Vec::new();
                 sys::sleep_interruptible(Duration::from_millis(300));
@@ -891,7 +894,9 @@ impl Lab {
                     out.push(row);
                 }
                 Ok(out)
-            })?;
+            });
+            self.topo.lazy_tables.set(false);
+            let rows = rows?;
             self.add(&e, rows);
         }
         self.push(e);

@@ -65,6 +65,9 @@ pub struct Topo {
     pub napi_threads: std::cell::RefCell<Vec<(String, i32)>>,
     /// Scratch directory (configs, logs) removed on drop.
     pub dir: PathBuf,
+    /// xlat devices set up while this is true keep their tables lazy (`prefault = false`):
+    /// memory-per-session measures the growth of the resident set.
+    pub lazy_tables: std::cell::Cell<bool>,
     namespaces: Vec<String>,
 }
 
@@ -121,6 +124,7 @@ impl Topo {
             tester_cpu,
             dut_cpu,
             napi_threads: std::cell::RefCell::new(Vec::new()),
+            lazy_tables: std::cell::Cell::new(false),
             dir,
             namespaces: Vec::new(),
             id,
