@@ -391,7 +391,24 @@ pub struct Napt<A> {
     /// Sessions may be handed to a fast path ([`Napt::set_offload`]).
     offload: bool,
     offload_events: Vec<OffloadEvent<A>>,
+    /// Index entries of new sessions and mappings waiting to be inserted
+    /// ([`Napt::insert_later`]); at most [`PENDING_MAX`].
+    pending: Vec<Pending>,
+    /// One bit per byte value of `hash >> 16` of the waiting entries: a lookup that misses
+    /// the table scans `pending` only when its bit is set.
+    pending_mask: [u64; 4],
 }
+
+/// An index entry whose insertion waits: into the BIB (`bib`) or the session index.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Pending {
+    bib: bool,
+    hash: u64,
+    val: u32,
+}
+
+/// How many index insertions may wait ([`Napt::insert_later`]).
+const PENDING_MAX: usize = 32;
 
 impl<A: InsideAddr> Napt<A> {
     pub fn new(cfg: NaptConfig, pool_prefixes: &[Prefix4], seed: u64) -> Self {
@@ -428,6 +445,94 @@ impl<A: InsideAddr> Napt<A> {
             sweep_cursor: 0,
             offload: false,
             offload_events: Vec::new(),
+            pending: Vec::with_capacity(PENDING_MAX),
+            pending_mask: [0; 4],
+        }
+    }
+
+    /// Inserts `val` under `hash` into the BIB (`bib`) or the session index later: starts
+    /// fetching its slot now and inserts when [`PENDING_MAX`] entries wait. The inside
+    /// entries a new session or mapping is found by right away go in at once; its outside
+    /// entries (the session by its inbound tuple, the mapping by its outside endpoint) land in
+    /// random slots of large tables, and a run of new sessions then waits for those cache
+    /// misses one after the other. Lookups see waiting entries ([`Napt::index_get`]) and
+    /// removals take them back ([`Napt::index_remove`]), so nothing else can tell.
+    fn insert_later(&mut self, bib: bool, hash: u64, val: u32) {
+        if self.pending.len() >= PENDING_MAX {
+            self.flush();
+        }
+        if bib {
+            self.bib.prefetch(hash);
+        } else {
+            self.flows.prefetch(hash);
+        }
+        self.pending.push(Pending { bib, hash, val });
+        let b = (hash >> 16) as u8;
+        if let Some(w) = self.pending_mask.get_mut(usize::from(b >> 6)) {
+            *w |= 1 << (b & 63);
+        }
+    }
+
+    /// Might an entry with this hash be waiting?
+    #[inline]
+    fn may_wait(&self, hash: u64) -> bool {
+        let b = (hash >> 16) as u8;
+        self.pending_mask
+            .get(usize::from(b >> 6))
+            .is_some_and(|w| w >> (b & 63) & 1 == 1)
+    }
+
+    /// Inserts the waiting index entries.
+    pub fn flush(&mut self) {
+        self.pending_mask = [0; 4];
+        for p in self.pending.drain(..) {
+            if p.bib {
+                self.bib.insert(p.hash, p.val);
+            } else {
+                self.flows.insert(p.hash, p.val);
+            }
+        }
+    }
+
+    /// `FlowIndex::get` on the BIB (`bib`) or the session index, waiting entries included
+    /// when the entry looked for is an outside one (`outside`: a session by its inbound
+    /// tuple, a mapping by its outside endpoint) -- only those wait, so a lookup by an
+    /// inside tuple or endpoint, which `eq` would never match with one of them, skips them.
+    #[inline]
+    fn index_get(
+        &self,
+        bib: bool,
+        outside: bool,
+        hash: u64,
+        eq: impl Fn(u32) -> bool + Copy,
+    ) -> Option<u32> {
+        let ix = if bib { &self.bib } else { &self.flows };
+        let found = ix.get(hash, eq);
+        if found.is_some() || !outside {
+            return found;
+        }
+        self.waiting(bib, hash, eq)
+    }
+
+    /// The waiting entry `eq` accepts under `hash`, if any. Out of line: established traffic
+    /// finds its entry in the index.
+    #[inline(never)]
+    fn waiting(&self, bib: bool, hash: u64, eq: impl Fn(u32) -> bool) -> Option<u32> {
+        if !self.may_wait(hash) {
+            return None;
+        }
+        self.pending
+            .iter()
+            .find(|p| p.hash == hash && p.bib == bib && eq(p.val))
+            .map(|p| p.val)
+    }
+
+    /// `FlowIndex::remove`, or takes the entry back if it is still waiting.
+    fn index_remove(&mut self, bib: bool, hash: u64, val: u32) {
+        let ix = if bib { &mut self.bib } else { &mut self.flows };
+        if !ix.remove(hash, val) {
+            let p = Pending { bib, hash, val };
+            self.pending.retain(|q| *q != p);
         }
     }
 
@@ -671,28 +776,26 @@ impl<A: InsideAddr> Napt<A> {
     fn bib_by_inside(&self, proto: Proto, int: Endpoint<A>) -> Option<u32> {
         let h = self.bib_hash(proto, int.addr.words(), int.port, false);
         let maps = &self.mappings;
-        self.bib
-            .get(h, |v| {
-                v & 1 == 0
-                    && maps
-                        .get(v >> 1)
-                        .is_some_and(|m| m.proto == proto && m.int == int)
-            })
-            .map(|v| v >> 1)
+        self.index_get(true, false, h, |v| {
+            v & 1 == 0
+                && maps
+                    .get(v >> 1)
+                    .is_some_and(|m| m.proto == proto && m.int == int)
+        })
+        .map(|v| v >> 1)
     }
 
     /// The mapping that holds an outside endpoint.
     fn bib_by_outside(&self, proto: Proto, ext: Endpoint) -> Option<u32> {
         let h = self.bib_hash(proto, (u64::from(ext.addr), 0), ext.port, true);
         let maps = &self.mappings;
-        self.bib
-            .get(h, |v| {
-                v & 1 == 1
-                    && maps
-                        .get(v >> 1)
-                        .is_some_and(|m| m.proto == proto && m.ext == ext)
-            })
-            .map(|v| v >> 1)
+        self.index_get(true, true, h, |v| {
+            v & 1 == 1
+                && maps
+                    .get(v >> 1)
+                    .is_some_and(|m| m.proto == proto && m.ext == ext)
+        })
+        .map(|v| v >> 1)
     }
 
     /// The filter entry of mapping `mid` for a remote address, if it has sessions with it.
@@ -733,6 +836,23 @@ impl<A: InsideAddr> Napt<A> {
                 self.sessions.prefetch(v >> 1);
                 true
             }
+            None => self.prefetch_waiting(hash),
+        }
+    }
+
+    /// [`Napt::prefetch_session`] for a session created a moment ago whose inbound entry
+    /// still waits ([`Napt::insert_later`]). Out of line: established traffic finds its
+    /// entry in the index.
+    #[inline(never)]
+    fn prefetch_waiting(&self, hash: u64) -> bool {
+        if !self.may_wait(hash) {
+            return false;
+        }
+        match self.pending.iter().find(|p| p.hash == hash && !p.bib) {
+            Some(p) => {
+                self.sessions.prefetch(p.val >> 1);
+                true
+            }
             None => false,
         }
     }
@@ -741,8 +861,8 @@ impl<A: InsideAddr> Napt<A> {
     /// flow): starts fetching the BIB slot its mapping lookup will probe -- the inside
     /// endpoint's going out (RFC 4787 REQ-1: the mapping a new session reuses, or where a new
     /// one goes), the outside endpoint's coming in -- so creating the session waits for one
-    /// memory access less.
-    #[inline]
+    /// memory access less. Out of line: established traffic never calls it.
+    #[inline(never)]
     pub fn prefetch_new(&self, key: &FlowKey<A>) {
         let h = match *key {
             FlowKey::Out(proto, int, _) => self.bib_hash(proto, int.addr.words(), int.port, false),
@@ -767,7 +887,8 @@ impl<A: InsideAddr> Napt<A> {
         tcp_flags: u8,
     ) -> Option<Translation<A>> {
         let sessions = &self.sessions;
-        let sid = self.flows.get(hash, |v| {
+        let inbound = matches!(key, FlowKey::In(..));
+        let sid = self.index_get(false, inbound, hash, |v| {
             sessions
                 .get(v >> 1)
                 .is_some_and(|s| s.matches(key, v & 1 == 1))
@@ -808,13 +929,13 @@ impl<A: InsideAddr> Napt<A> {
     fn lookup(&self, key: &FlowKey<A>) -> Option<u32> {
         let h = self.hash(key);
         let sessions = &self.sessions;
-        self.flows
-            .get(h, |v| {
-                sessions
-                    .get(v >> 1)
-                    .is_some_and(|s| s.matches(key, v & 1 == 1))
-            })
-            .map(|v| v >> 1)
+        let inbound = matches!(key, FlowKey::In(..));
+        self.index_get(false, inbound, h, |v| {
+            sessions
+                .get(v >> 1)
+                .is_some_and(|s| s.matches(key, v & 1 == 1))
+        })
+        .map(|v| v >> 1)
     }
 
     /// The session a packet tuple belongs to, if it is live; an expired one found here is
@@ -941,7 +1062,7 @@ impl<A: InsideAddr> Napt<A> {
         let h_in = self.bib_hash(proto, int.addr.words(), int.port, false);
         let h_ext = self.bib_hash(proto, (u64::from(ext.addr), 0), ext.port, true);
         self.bib.insert(h_in, mid * 2);
-        self.bib.insert(h_ext, mid * 2 + 1);
+        self.insert_later(true, h_ext, mid * 2 + 1);
         if let Some(h) = self.hosts.get_mut(&int.addr) {
             h.mappings += 1;
         }
@@ -986,7 +1107,7 @@ impl<A: InsideAddr> Napt<A> {
         let h_out = self.hash(&FlowKey::Out(proto, int, remote));
         let h_in = self.hash(&FlowKey::In(proto, ext, remote));
         self.flows.insert(h_out, sid * 2);
-        self.flows.insert(h_in, sid * 2 + 1);
+        self.insert_later(false, h_in, sid * 2 + 1);
         // The mapping's own filter entry serves this remote address if it already does, or
         // if it is free and the address has no entry elsewhere; other addresses spill over.
         let remotes = &self.remotes;
@@ -1113,8 +1234,8 @@ impl<A: InsideAddr> Napt<A> {
         }
         let h_out = self.hash(&s.key(false));
         let h_in = self.hash(&s.key(true));
-        self.flows.remove(h_out, sid * 2);
-        self.flows.remove(h_in, sid * 2 + 1);
+        self.index_remove(false, h_out, sid * 2);
+        self.index_remove(false, h_in, sid * 2 + 1);
         let Some(m) = self.mappings.get_mut(s.map) else {
             return;
         };
@@ -1142,8 +1263,8 @@ impl<A: InsideAddr> Napt<A> {
         };
         let h_in = self.bib_hash(m.proto, m.int.addr.words(), m.int.port, false);
         let h_ext = self.bib_hash(m.proto, (u64::from(m.ext.addr), 0), m.ext.port, true);
-        self.bib.remove(h_in, mid * 2);
-        self.bib.remove(h_ext, mid * 2 + 1);
+        self.index_remove(true, h_in, mid * 2);
+        self.index_remove(true, h_ext, mid * 2 + 1);
         if let Some(&ix) = self.pool_index.get(&m.ext.addr) {
             if let Some(pm) = self
                 .pool
@@ -1261,5 +1382,92 @@ fn tcp_state_name(t: TcpState) -> &'static str {
         TcpState::InFinRcv => "fin_in",
         TcpState::BothFinRcv => "fin_both",
         TcpState::Trans => "transitory",
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// Index entries that wait ([`Napt::insert_later`]) are found, and removed, as if they
+    /// had been inserted: runs of new sessions longer than [`PENDING_MAX`], each looked up
+    /// by its inbound tuple at once (and a second remote admitted through the waiting BIB
+    /// entry of its mapping), all looked up again afterwards, then all expired.
+    #[test]
+    fn waiting_index_entries_behave_as_inserted() {
+        let mut n: Napt<u32> = Napt::new(
+            NaptConfig {
+                mode: Nat44Mode::Napt,
+                filtering: Filtering::EndpointIndependent,
+                ports: (1024, 65535),
+                timeouts: Timeouts::default(),
+                limits: Limits {
+                    max_sessions: 1000,
+                    max_sessions_per_host: 1000,
+                    ..Limits::default()
+                },
+                inbound_refresh: true,
+            },
+            &["198.19.0.0/31".parse().unwrap()],
+            1,
+        );
+        let mut c = Counters::default();
+        let (r1, r2) = (
+            Endpoint {
+                addr: 0xcb00_7101,
+                port: 53,
+            },
+            Endpoint {
+                addr: 0xcb00_7102,
+                port: 80,
+            },
+        );
+        let now = Time::from_secs(1);
+        let mut seen = Vec::new();
+        for i in 0..100u16 {
+            let int = Endpoint {
+                addr: 0xc612_0001 + u32::from(i % 3),
+                port: 2000 + i,
+            };
+            let ext = n.outbound(now, Proto::Udp, int, r1, 0, &mut c).unwrap();
+            assert_eq!(n.inbound(now, Proto::Udp, ext, r1, 0, &mut c), Ok(int));
+            assert_eq!(n.inbound(now, Proto::Udp, ext, r2, 0, &mut c), Ok(int));
+            seen.push((int, ext));
+        }
+        assert!(!n.pending.is_empty(), "the last run still waits");
+        for &(int, ext) in &seen {
+            assert_eq!(
+                n.find_by_outside(now, Proto::Udp, ext, r1, &mut c),
+                Some(int)
+            );
+            assert_eq!(
+                n.find_by_outside(now, Proto::Udp, ext, r2, &mut c),
+                Some(int)
+            );
+            assert_eq!(
+                n.find_by_inside(now, Proto::Udp, int, r2, &mut c),
+                Some(ext)
+            );
+        }
+        assert_eq!(n.sessions.len, 200);
+        let later = now.plus_secs(100_000);
+        let mut removed = 0;
+        for _ in 0..100 {
+            removed += n.expire(later, 1000, &mut c);
+        }
+        assert_eq!(removed, 200);
+        assert_eq!((n.sessions.len, n.mappings.len), (0, 0));
+        assert!(
+            n.pending.is_empty(),
+            "waiting entries of removed sessions taken back"
+        );
+        assert_eq!((n.flows.len(), n.bib.len()), (0, 0), "no entry left behind");
+        for &(_, ext) in &seen {
+            assert_eq!(
+                n.inbound(later, Proto::Udp, ext, r1, 0, &mut c),
+                Err(DropReason::NoMapping)
+            );
+        }
     }
 }
