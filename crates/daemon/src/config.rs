@@ -104,6 +104,9 @@ pub struct DataplaneConfig {
     pub interfaces: Vec<String>,
     /// Recipes the fast path can hold (two per session).
     pub table_size: u32,
+    /// Packets a second per CPU the XDP program lets through to the slow path (new flows,
+    /// TCP SYN/FIN/RST); 0 = no limit.
+    pub slow_path_pps: u32,
 }
 
 /// Default `[dataplane].table_size`: recipes for 512k sessions (32 bytes each + hash
@@ -116,6 +119,7 @@ impl Default for DataplaneConfig {
             fast_path: FastPath::None,
             interfaces: Vec::new(),
             table_size: DEFAULT_FAST_PATH_TABLE,
+            slow_path_pps: 0,
         }
     }
 }
@@ -176,6 +180,7 @@ struct RawDataplane {
     fast_path: Option<String>,
     interfaces: Option<Vec<String>>,
     table_size: Option<u32>,
+    slow_path_pps: Option<u32>,
 }
 
 #[derive(Deserialize, Default)]
@@ -709,10 +714,21 @@ impl Config {
                 format!("{table_size} is too small; expected at least 2 (two recipes per session)"),
             ));
         }
+        let slow_path_pps = raw.dataplane.slow_path_pps.unwrap_or(dd.slow_path_pps);
+        if slow_path_pps > xlat_xdp::MAX_SLOW_PATH_PPS {
+            return Err(cx.invalid(
+                "dataplane.slow_path_pps",
+                format!(
+                    "{slow_path_pps} is too large; expected at most {} (0 = no limit)",
+                    xlat_xdp::MAX_SLOW_PATH_PPS
+                ),
+            ));
+        }
         let dataplane = DataplaneConfig {
             fast_path,
             interfaces,
             table_size,
+            slow_path_pps,
         };
 
         let cfg = Config {
@@ -1248,11 +1264,16 @@ rfc6791 = "192.0.2.1"
         const NAT: &str = "[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100\"]\n";
         assert_eq!(ok(NAT).dataplane, DataplaneConfig::default());
         let c = ok(&format!(
-            "{NAT}[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"in0\", \"out0\"]\ntable_size = 4096\n"
+            "{NAT}[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"in0\", \"out0\"]\ntable_size = 4096\nslow_path_pps = 50000\n"
         ));
         assert_eq!(c.dataplane.fast_path, FastPath::Xdp);
         assert_eq!(c.dataplane.interfaces, ["in0", "out0"]);
         assert_eq!(c.dataplane.table_size, 4096);
+        assert_eq!(c.dataplane.slow_path_pps, 50_000);
+        let e = err(&format!(
+            "{NAT}[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"a\"]\nslow_path_pps = 200000000\n"
+        ));
+        assert!(e.starts_with("xlat.toml: dataplane.slow_path_pps: "), "{e}");
         let e = err(&format!("{NAT}[dataplane]\nfast_path = \"dpdk\"\n"));
         assert!(
             e.starts_with("xlat.toml: dataplane.fast_path: \"dpdk\""),

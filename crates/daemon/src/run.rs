@@ -139,10 +139,19 @@ pub fn run(cfg: &Config) -> Result<()> {
     let mut fast = match cfg.dataplane.fast_path {
         FastPath::None => None,
         FastPath::Xdp => {
-            match xlat_xdp::FastPath::attach(&cfg.dataplane.interfaces, cfg.dataplane.table_size) {
+            match xlat_xdp::FastPath::attach(
+                &cfg.dataplane.interfaces,
+                cfg.dataplane.table_size,
+                cfg.dataplane.slow_path_pps,
+            ) {
                 Ok(f) => {
                     engine.set_offload(true);
-                    info!(interfaces = ?f.interfaces(), table_size = cfg.dataplane.table_size, "XDP fast path attached");
+                    info!(
+                        interfaces = ?f.interfaces(),
+                        table_size = cfg.dataplane.table_size,
+                        slow_path_pps = cfg.dataplane.slow_path_pps,
+                        "XDP fast path attached"
+                    );
                     Some(f)
                 }
                 Err(e) => {

@@ -119,6 +119,7 @@ enum counter {
 	C_PASS_UDP_ZERO,
 	C_PASS_BAD_CHECKSUM,
 	C_PASS_NO_ROOM,
+	C_DROP_POLICED,
 	C_MAX,
 };
 
@@ -169,6 +170,71 @@ static __always_inline int count(__u32 c, int verdict)
 	if (v)
 		*v += 1;
 	return verdict;
+}
+
+// The slow-path policer ([dataplane] slow_path_pps): TCP/UDP packets with no recipe (new
+// flows) and TCP SYN/FIN/RST go to the kernel and the engine, which costs this CPU microseconds
+// each before the engine even sees them; a flood of new flows would take the CPU from the
+// established flows. A token bucket per CPU admits `rate` of them a second (bursts of
+// `burst`) and drops the rest here, counted (a router's control-plane policing). rate 0: off.
+struct policer_cfg {
+	__u64 rate;  // packets per second
+	__u64 burst; // packets
+};
+
+struct bucket {
+	__u64 last;   // CLOCK_MONOTONIC ns of the last refill
+	__u64 tokens; // packets x 1e9
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct policer_cfg);
+	__uint(max_entries, 1);
+} policer SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct bucket);
+	__uint(max_entries, 1);
+} buckets SEC(".maps");
+
+#define NS_PER_S 1000000000ULL
+
+static __always_inline int admit(void)
+{
+	__u32 zero = 0;
+	struct policer_cfg *p = bpf_map_lookup_elem(&policer, &zero);
+	if (!p || p->rate == 0)
+		return 1;
+	struct bucket *b = bpf_map_lookup_elem(&buckets, &zero);
+	if (!b)
+		return 1;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 el = now - b->last;
+	if (el > NS_PER_S)
+		el = NS_PER_S; // the loader caps rate at 1e8, so el x rate < 2^64
+	b->last = now;
+	__u64 t = b->tokens + el * p->rate;
+	__u64 cap = p->burst * NS_PER_S;
+	if (t > cap)
+		t = cap;
+	if (t < NS_PER_S) {
+		b->tokens = t;
+		return 0;
+	}
+	b->tokens = t - NS_PER_S;
+	return 1;
+}
+
+// A packet for the engine: passed to the kernel if the policer admits it.
+static __always_inline int slow_path(__u32 c)
+{
+	if (!admit())
+		return count(C_DROP_POLICED, XDP_DROP);
+	return count(c, XDP_PASS);
 }
 
 // RFC 1624 eqn. 3: HC' = ~(~HC + delta), delta = sum of (~m + m') over the changed words.
@@ -324,7 +390,7 @@ static __always_inline int ipv4(struct xdp_md *ctx, struct ethhdr *eth, void *en
 		if ((void *)(th + 1) > end)
 			return count(C_PASS_TRUNCATED, XDP_PASS);
 		if (th->syn || th->fin || th->rst)
-			return count(C_PASS_TCP_CONTROL, XDP_PASS);
+			return slow_path(C_PASS_TCP_CONTROL);
 		key.sport = th->source;
 		key.dport = th->dest;
 		l4check = th->check;
@@ -344,7 +410,7 @@ static __always_inline int ipv4(struct xdp_md *ctx, struct ethhdr *eth, void *en
 	if (!r) {
 		struct recipe46 *r46 = bpf_map_lookup_elem(&recipes46, &key);
 		if (!r46)
-			return count(C_PASS_NO_RECIPE, XDP_PASS);
+			return slow_path(C_PASS_NO_RECIPE);
 		return xlat46(ctx, ip, r46, udp, l4check);
 	}
 
@@ -404,13 +470,13 @@ static __always_inline int ipv6(struct xdp_md *ctx, struct ethhdr *eth, void *en
 		if ((void *)(th + 1) > end)
 			return count(C_PASS_TRUNCATED, XDP_PASS);
 		if (th->syn || th->fin || th->rst)
-			return count(C_PASS_TCP_CONTROL, XDP_PASS);
+			return slow_path(C_PASS_TCP_CONTROL);
 		key.sport = th->source;
 		key.dport = th->dest;
 	}
 	struct recipe64 *r = bpf_map_lookup_elem(&recipes64, &key);
 	if (!r)
-		return count(C_PASS_NO_RECIPE, XDP_PASS);
+		return slow_path(C_PASS_NO_RECIPE);
 
 	__u16 payload = bpf_ntohs(ip6->payload_len);
 	struct bpf_fib_lookup fib = {};

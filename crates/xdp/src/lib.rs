@@ -21,12 +21,26 @@ use std::ffi::CString;
 use std::mem::size_of;
 
 use anyhow::{bail, Context, Result};
-use aya::maps::{DevMapHash, HashMap as BpfHashMap, MapData, PerCpuArray};
+use aya::maps::{Array, DevMapHash, HashMap as BpfHashMap, MapData, PerCpuArray};
 use aya::programs::{Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader, Pod};
 use xlat_engine::offload::{
     OffloadKind, OffloadOp, Recipe, Recipe46, Recipe64, Recipes, Tuple4, Tuple6,
 };
+
+/// The largest `slow_path_pps` (keeps the policer's token arithmetic inside 64 bits).
+pub const MAX_SLOW_PATH_PPS: u32 = 100_000_000;
+
+/// `struct policer_cfg` of the C program.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct Policer {
+    rate: u64,
+    burst: u64,
+}
+
+// SAFETY: two u64, no padding.
+unsafe impl Pod for Policer {}
 
 /// The compiled program (empty when clang was missing at build time).
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xlat_fast.o"));
@@ -218,6 +232,7 @@ pub const COUNTERS: &[(&str, &str)] = &[
     ("xdp_pass_udp_zero", "NAT64: IPv4 UDP without a checksum passed to the engine, which computes one for IPv6 (RFC 7915 4.5)."),
     ("xdp_pass_bad_checksum", "NAT64: IPv4 packets whose header checksum does not verify passed to the engine, which drops and counts them."),
     ("xdp_pass_no_room", "NAT64: packets the driver had no headroom to grow (bpf_xdp_adjust_head) passed to the engine."),
+    ("xdp_drop_policed", "Packets for the slow path (no recipe, TCP SYN/FIN/RST) dropped in XDP over [dataplane] slow_path_pps: a flood of new flows does not take the CPU from established ones."),
 ];
 
 /// A named counter value, as `xlat show stats` lists them.
@@ -269,8 +284,9 @@ pub fn monotonic_ns() -> u64 {
 impl FastPath {
     /// Loads the program with room for `table_size` recipes and attaches it to each of
     /// `interfaces` (native mode where the driver has it), which also become the only
-    /// interfaces it redirects to.
-    pub fn attach(interfaces: &[String], table_size: u32) -> Result<FastPath> {
+    /// interfaces it redirects to. `slow_path_pps` (per CPU, at most [`MAX_SLOW_PATH_PPS`];
+    /// 0 = no limit) polices what goes to the engine: see `policer` in the C source.
+    pub fn attach(interfaces: &[String], table_size: u32, slow_path_pps: u32) -> Result<FastPath> {
         if !built() {
             bail!(
                 "this xlat was built without the XDP program (clang-14 was missing at build time)"
@@ -282,6 +298,20 @@ impl FastPath {
             .map_max_entries("recipes46", table_size)
             .load(OBJECT)
             .context("loading the XDP program and its maps")?;
+        let mut policer: Array<MapData, Policer> = bpf
+            .take_map("policer")
+            .context("the program has no `policer` map")?
+            .try_into()
+            .context("the `policer` map")?;
+        let rate = u64::from(slow_path_pps.min(MAX_SLOW_PATH_PPS));
+        // Bursts of 10 ms at the rate, at least 32 packets (a batch).
+        let p = Policer {
+            rate,
+            burst: (rate / 100).max(32),
+        };
+        policer
+            .set(0, p, 0)
+            .context("configuring the slow-path policer")?;
         let mut egress: DevMapHash<MapData> = bpf
             .take_map("egress")
             .context("the program has no `egress` map")?

@@ -145,6 +145,58 @@ fn udp_flow_on_the_fast_path_keeps_its_session_then_expires() {
     assert!(Topo::event(&st, "offload_removed") >= 1, "{}", brief(&st));
 }
 
+/// A burst of new flows over `[dataplane] slow_path_pps` is dropped in XDP (counted), not
+/// handed to the kernel and the engine; once the burst is over, new flows get through again.
+#[test]
+fn slow_path_policer_drops_a_new_flow_flood_in_xdp() {
+    // 20 packets a second per CPU to the slow path, bursts of 32.
+    let Some(mut t) = setup("slow_path_pps = 20\n") else {
+        return;
+    };
+    let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
+    let sink = t.spawn(
+        &out,
+        "udp-sink",
+        &[
+            "socat",
+            "-u",
+            &format!("UDP4-RECV:7000,bind={OUT_ADDR}"),
+            "OPEN:/dev/null",
+        ],
+    );
+    t.wait_listening(&out, "udp", 7000, Some(sink));
+    // 400 new flows (one datagram from each of 400 source ports) as fast as python sends.
+    let flood = format!(
+        "import socket\nfor p in range(20000, 20400):\n    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n    s.bind(('{IN_ADDR}', p))\n    s.sendto(b'x', ('{OUT_ADDR}', 7000))\n    s.close()\n"
+    );
+    let r = t.ns(&inn, 30, &["python3", "-c", &flood]);
+    assert!(r.ok(), "flood sender failed: {}\n{}", r.stdout, r.stderr);
+    let st = t.stats();
+    let policed = xdp(&st, "xdp_drop_policed");
+    let created = Topo::event(&st, "sessions_created");
+    assert!(
+        policed >= 200,
+        "only {policed} of 400 new-flow packets policed: {}",
+        brief(&st)
+    );
+    assert!(
+        created + policed <= 400 && created >= 1,
+        "{created} sessions and {policed} policed for 400 flows: {}",
+        brief(&st)
+    );
+    // The bucket refills: after a second, a new flow is translated again.
+    std::thread::sleep(Duration::from_millis(1500));
+    let one = format!(
+        "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(('{IN_ADDR}', 30000))\ns.sendto(b'x', ('{OUT_ADDR}', 7000))\n"
+    );
+    let r = t.ns(&inn, 10, &["python3", "-c", &one]);
+    assert!(r.ok(), "sender failed: {}\n{}", r.stdout, r.stderr);
+    let again = poll(Duration::from_secs(3), Duration::from_millis(100), || {
+        Topo::event(&t.stats(), "sessions_created") > created
+    });
+    assert!(again, "no session after the burst: {}", brief(&t.stats()));
+}
+
 #[test]
 fn xdp_that_cannot_attach_leaves_a_working_tun_gateway() {
     if !can_run() {
