@@ -175,12 +175,10 @@ pub fn make(name: &str) -> Result<Box<dyn Device>> {
         | "kernel-nat44-softirq"
         | "forward6-softirq"
         | "xlat-nat44-xdp-softirq"
-        | "xlat-nat64-xdp-softirq") => {
-            Box::new(SoftirqRx {
-                inner: make(n.trim_end_matches("-softirq"))?,
-                name: DEVICES.iter().find(|d| d.0 == n).map_or("softirq", |d| d.0),
-            })
-        }
+        | "xlat-nat64-xdp-softirq") => Box::new(SoftirqRx {
+            inner: make(n.trim_end_matches("-softirq"))?,
+            name: DEVICES.iter().find(|d| d.0 == n).map_or("softirq", |d| d.0),
+        }),
         other => bail!(
             "unknown device {other:?}; known: {}",
             DEVICES.iter().map(|d| d.0).collect::<Vec<_>>().join(", ")

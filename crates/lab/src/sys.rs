@@ -169,11 +169,15 @@ pub fn thread_cpu_ns() -> u64 {
 
 /// The pid of the kernel thread named `comm` (e.g. "ksoftirqd/0"), if there is one.
 pub fn kthread_pid(comm: &str) -> Option<i32> {
-    fs::read_dir("/proc").ok()?.flatten().take(100_000).find_map(|e| {
-        let pid = e.file_name().to_str()?.parse::<i32>().ok()?;
-        let c = fs::read_to_string(e.path().join("comm")).ok()?;
-        (c.trim() == comm).then_some(pid)
-    })
+    fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .take(100_000)
+        .find_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<i32>().ok()?;
+            let c = fs::read_to_string(e.path().join("comm")).ok()?;
+            (c.trim() == comm).then_some(pid)
+        })
 }
 
 /// Sets this thread's timer slack to 1 ns so short sleeps in the pacer are short.

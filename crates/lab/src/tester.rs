@@ -27,10 +27,10 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::afpacket::{RxRing, TxRing};
-use xlat_xdp::lab_rx::LabRx;
 use crate::packet::{parse_tag, Flow, SizeMix, Tag, FCS_LEN, IMIX_PATTERN};
 use crate::sys;
 use crate::txframe::{ring_slots, Link, SlotFrame};
+use xlat_xdp::lab_rx::LabRx;
 
 /// Frames per sendto() on the transmit ring (at most): the largest burst the device gets.
 /// Larger batches raise the tester's ceiling (measured with frames in the ring's pages and
@@ -319,7 +319,13 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
                 let xdp = if rx_spec.rx_xdp && rx_spec.mix.is_none() {
                     let max_seq = expected_frames(&rx_spec).saturating_mul(2);
                     let shift = sample_shift(rx_spec.rate_pps);
-                    Some(LabRx::attach(&rx_spec.path.rx_dev, tag, nflows as u32, shift, max_seq)?)
+                    Some(LabRx::attach(
+                        &rx_spec.path.rx_dev,
+                        tag,
+                        nflows as u32,
+                        shift,
+                        max_seq,
+                    )?)
                 } else {
                     None
                 };
