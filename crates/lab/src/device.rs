@@ -541,7 +541,17 @@ impl Daemon {
             .stderr(f2)
             .env("RUST_LOG", "warn");
         let cpu = topo.dut_cpu;
-        let rt = sys::RT_PRIO;
+        // A TUN device's daemon is its data path: the NAPI threads' priority, so neither starves
+        // the other. An XDP device's daemon is only its slow path: one below, so the receive
+        // work (where XDP runs) preempts it, as softirq preempts any process on a host without
+        // threaded NAPI; a real-time thread cannot preempt one of its own priority, so at equal
+        // priority every millisecond the daemon spends on a batch of new flows or a stats
+        // request would stall the established flows behind it.
+        let rt = if self.kind.is_xdp() {
+            sys::RT_PRIO - 1
+        } else {
+            sys::RT_PRIO
+        };
         // SAFETY: the closure only calls sched_setaffinity and sched_setscheduler (plain
         // syscalls) between fork and exec; the DUT process and its threads inherit both.
         unsafe {
@@ -549,7 +559,6 @@ impl Daemon {
                 let mut set: libc::cpu_set_t = std::mem::zeroed();
                 libc::CPU_SET(cpu, &mut set);
                 libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-                // Same real-time priority as the DUT ports' NAPI threads (sys::RT_PRIO).
                 let p = libc::sched_param { sched_priority: rt };
                 libc::sched_setscheduler(0, libc::SCHED_FIFO, &p);
                 Ok(())
