@@ -42,6 +42,69 @@ fn only_dir(base: &Path) -> PathBuf {
     dirs[0].clone()
 }
 
+/// One `xlat lab` run into its own scratch directory, finished and complete.
+struct LabRun {
+    base: PathBuf,
+    /// The run's results directory (the only one under `base`).
+    dir: PathBuf,
+    stdout: String,
+    /// results.json.
+    r: serde_json::Value,
+    /// The run's namespaces start with this.
+    prefix: String,
+}
+
+/// Runs `xlat lab ARGS --out <scratch>` and checks it succeeded and wrote complete results.
+fn lab_run(tag: &str, args: &[&str]) -> LabRun {
+    let base = std::env::temp_dir().join(format!("xlat-lab-smoke-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    let child = xlat()
+        .arg("lab")
+        .args(args)
+        .arg("--out")
+        .arg(&base)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The lab names its namespaces after its pid: l<pid hex><counter>-tester / -dut.
+    let prefix = format!("l{:x}0-", child.id());
+    let o = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "xlat lab failed:\n{stdout}\n{stderr}");
+    let dir = only_dir(&base);
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert!(
+        r["incomplete"].is_null(),
+        "run incomplete: {}",
+        r["incomplete"]
+    );
+    LabRun {
+        base,
+        dir,
+        stdout,
+        r,
+        prefix,
+    }
+}
+
+impl LabRun {
+    /// Checks that no namespace of the run is left behind, then removes the scratch directory.
+    fn finish(self) {
+        let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        let list = String::from_utf8_lossy(&ns.stdout);
+        assert!(
+            !list.contains(&self.prefix),
+            "namespaces {}* left behind:\n{list}",
+            self.prefix
+        );
+        std::fs::remove_dir_all(&self.base).unwrap();
+    }
+}
+
 #[test]
 fn lab_list_names_experiments_and_devices() {
     let o = xlat().args(["lab", "list"]).output().unwrap();
@@ -77,12 +140,9 @@ fn lab_smoke_throughput_over_four_devices() {
     if !can_run() {
         return;
     }
-    let base = std::env::temp_dir().join(format!("xlat-lab-smoke-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&base);
-    std::fs::create_dir_all(&base).unwrap();
-    let child = xlat()
-        .args([
-            "lab",
+    let run = lab_run(
+        "throughput",
+        &[
             "run",
             "throughput",
             "--devices",
@@ -97,20 +157,9 @@ fn lab_smoke_throughput_over_four_devices() {
             "2",
             "--flows",
             "10",
-            "--out",
-        ])
-        .arg(&base)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The lab names its namespaces after its pid: l<pid hex><counter>-tester / -dut.
-    let prefix = format!("l{:x}0-", child.id());
-    let o = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "xlat lab failed:\n{stdout}\n{stderr}");
-    let dir = only_dir(&base);
+        ],
+    );
+    let (dir, r, stdout) = (&run.dir, &run.r, &run.stdout);
     for f in [
         "results.json",
         "report.md",
@@ -119,13 +168,6 @@ fn lab_smoke_throughput_over_four_devices() {
     ] {
         assert!(dir.join(f).is_file(), "{f} missing in {dir:?}");
     }
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
-    assert!(
-        r["incomplete"].is_null(),
-        "run incomplete: {}",
-        r["incomplete"]
-    );
     assert!(r["command_line"].as_array().unwrap().len() > 3);
     // The tester counted with its XDP receive counter (the default where it is built).
     assert_eq!(r["settings"]["rx"], "xdp");
@@ -189,19 +231,12 @@ fn lab_smoke_throughput_over_four_devices() {
         assert!(row["metrics"]["throughput_pps"]["median"].as_f64().unwrap() >= 0.0);
     }
     assert!(stdout.contains("Throughput (RFC 2544)"), "{stdout}");
-    // No namespace of this run is left behind.
-    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    let list = String::from_utf8_lossy(&ns.stdout);
-    assert!(
-        !list.contains(&prefix),
-        "namespaces {prefix}* left behind:\n{list}"
-    );
     // The report regenerates from results.json alone.
     std::fs::remove_file(dir.join("report.md")).unwrap();
-    let o = xlat().args(["lab", "report"]).arg(&dir).output().unwrap();
+    let o = xlat().args(["lab", "report"]).arg(dir).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(dir.join("report.md").is_file());
-    std::fs::remove_dir_all(&base).unwrap();
+    run.finish();
 }
 
 /// `xlat lab reproduce s2` over the tunnel devices, tiny: the tester sends IPv6 in IPv4
@@ -213,12 +248,9 @@ fn lab_smoke_s2_over_the_tunnels() {
     if !can_run() {
         return;
     }
-    let base = std::env::temp_dir().join(format!("xlat-lab-smoke-s2-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&base);
-    std::fs::create_dir_all(&base).unwrap();
-    let child = xlat()
-        .args([
-            "lab",
+    let run = lab_run(
+        "s2",
+        &[
             "reproduce",
             "s2",
             "--devices",
@@ -237,26 +269,9 @@ fn lab_smoke_s2_over_the_tunnels() {
             "100,2000",
             "--bounces",
             "10",
-            "--out",
-        ])
-        .arg(&base)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let prefix = format!("l{:x}0-", child.id());
-    let o = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "xlat lab failed:\n{stdout}\n{stderr}");
-    let dir = only_dir(&base);
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
-    assert!(
-        r["incomplete"].is_null(),
-        "run incomplete: {}",
-        r["incomplete"]
+        ],
     );
+    let r = &run.r;
     let exp = |name: &str| {
         r["experiments"]
             .as_array()
@@ -311,13 +326,7 @@ fn lab_smoke_s2_over_the_tunnels() {
             row["size"]
         );
     }
-    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    let list = String::from_utf8_lossy(&ns.stdout);
-    assert!(
-        !list.contains(&prefix),
-        "namespaces {prefix}* left behind:\n{list}"
-    );
-    std::fs::remove_dir_all(&base).unwrap();
+    run.finish();
 }
 
 /// `xlat lab run churn`, tiny: established flows plus never-seen flows through kernel NAT and
@@ -328,12 +337,9 @@ fn lab_smoke_churn() {
     if !can_run() {
         return;
     }
-    let base = std::env::temp_dir().join(format!("xlat-lab-smoke-churn-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&base);
-    std::fs::create_dir_all(&base).unwrap();
-    let child = xlat()
-        .args([
-            "lab",
+    let run = lab_run(
+        "churn",
+        &[
             "run",
             "churn",
             "--devices",
@@ -346,26 +352,9 @@ fn lab_smoke_churn() {
             "0,1000",
             "--duration",
             "0.3",
-            "--out",
-        ])
-        .arg(&base)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let prefix = format!("l{:x}0-", child.id());
-    let o = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "xlat lab failed:\n{stdout}\n{stderr}");
-    let dir = only_dir(&base);
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
-    assert!(
-        r["incomplete"].is_null(),
-        "run incomplete: {}",
-        r["incomplete"]
+        ],
     );
+    let (r, stdout) = (&run.r, &run.stdout);
     let e = r["experiments"]
         .as_array()
         .unwrap()
@@ -412,11 +401,5 @@ fn lab_smoke_churn() {
         assert!(row["metrics"]["new_rx_per_s"]["median"].as_f64().is_some());
     }
     assert!(stdout.contains("churn"), "{stdout}");
-    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    let list = String::from_utf8_lossy(&ns.stdout);
-    assert!(
-        !list.contains(&prefix),
-        "namespaces {prefix}* left behind:\n{list}"
-    );
-    std::fs::remove_dir_all(&base).unwrap();
+    run.finish();
 }
