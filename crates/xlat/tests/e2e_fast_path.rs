@@ -145,6 +145,18 @@ fn udp_flow_on_the_fast_path_keeps_its_session_then_expires() {
     assert!(Topo::event(&st, "offload_removed") >= 1, "{}", brief(&st));
 }
 
+/// One UDP datagram from IN to OUT:7000 from each source port in `first..end`, as fast as
+/// python sends: that many new flows.
+fn new_flows(t: &Topo, first: u16, end: u16) -> Run {
+    const SEND: &str = "import socket, sys\nsrc, dst, a, b = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])\nfor p in range(a, b):\n    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n    s.bind((src, p))\n    s.sendto(b'x', (dst, 7000))\n    s.close()\n";
+    let (a, b) = (first.to_string(), end.to_string());
+    t.ns(
+        &t.ns_in,
+        30,
+        &["python3", "-c", SEND, IN_ADDR, OUT_ADDR, &a, &b],
+    )
+}
+
 /// A burst of new flows over `[dataplane] slow_path_pps` is dropped in XDP (counted), not
 /// handed to the kernel and the engine; once the burst is over, new flows get through again.
 #[test]
@@ -153,7 +165,7 @@ fn slow_path_policer_drops_a_new_flow_flood_in_xdp() {
     let Some(mut t) = setup("slow_path_pps = 20\n") else {
         return;
     };
-    let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
+    let out = t.ns_out.clone();
     let sink = t.spawn(
         &out,
         "udp-sink",
@@ -166,10 +178,7 @@ fn slow_path_policer_drops_a_new_flow_flood_in_xdp() {
     );
     t.wait_listening(&out, "udp", 7000, Some(sink));
     // 400 new flows (one datagram from each of 400 source ports) as fast as python sends.
-    let flood = format!(
-        "import socket\nfor p in range(20000, 20400):\n    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n    s.bind(('{IN_ADDR}', p))\n    s.sendto(b'x', ('{OUT_ADDR}', 7000))\n    s.close()\n"
-    );
-    let r = t.ns(&inn, 30, &["python3", "-c", &flood]);
+    let r = new_flows(&t, 20000, 20400);
     assert!(r.ok(), "flood sender failed: {}\n{}", r.stdout, r.stderr);
     let st = t.stats();
     let policed = xdp(&st, "xdp_drop_policed");
@@ -186,10 +195,7 @@ fn slow_path_policer_drops_a_new_flow_flood_in_xdp() {
     );
     // The bucket refills: after a second, a new flow is translated again.
     std::thread::sleep(Duration::from_millis(1500));
-    let one = format!(
-        "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(('{IN_ADDR}', 30000))\ns.sendto(b'x', ('{OUT_ADDR}', 7000))\n"
-    );
-    let r = t.ns(&inn, 10, &["python3", "-c", &one]);
+    let r = new_flows(&t, 30000, 30001);
     assert!(r.ok(), "sender failed: {}\n{}", r.stdout, r.stderr);
     let again = poll(Duration::from_secs(3), Duration::from_millis(100), || {
         Topo::event(&t.stats(), "sessions_created") > created
