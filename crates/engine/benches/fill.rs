@@ -5,7 +5,8 @@
 //! Packets go through `Engine::process_batch` in batches of 64, as the daemon passes each TUN
 //! read batch; `XLAT_BENCH_FILL_BATCH=1` calls `Engine::process` per packet instead (what
 //! this bench did before).
-//! Run: `cargo bench -p xlat-engine --bench fill` (`XLAT_BENCH_FILL=1000000` for a smaller fill).
+//! Run: `cargo bench -p xlat-engine --bench fill` (`XLAT_BENCH_FILL=1000000` for a smaller fill;
+//! `XLAT_BENCH_PREFAULT=1` / `=0` for only prefaulted / only first-touch tables).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -152,6 +153,19 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(10_000_000);
-    fill("nat44", n, nat44(n), pkt44);
-    fill("nat64", n, nat64(n), pkt64);
+    // Prefaulted tables (`[limits] prefault = true`, what a gateway sized for millions of
+    // sessions runs with) first, then tables whose pages the kernel supplies on first touch
+    // (the default): the difference is the kernel's page faults (zeroing 2 MiB huge pages)
+    // taken on the fast path. `XLAT_BENCH_PREFAULT=1` or `=0` runs one of the two.
+    let modes: &[bool] = match std::env::var("XLAT_BENCH_PREFAULT").as_deref() {
+        Ok("1") => &[true],
+        Ok("0") => &[false],
+        _ => &[true, false],
+    };
+    for &pf in modes {
+        set_prefault(pf);
+        println!("prefault = {pf}");
+        fill("nat44", n, nat44(n), pkt44);
+        fill("nat64", n, nat64(n), pkt64);
+    }
 }
