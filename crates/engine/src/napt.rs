@@ -461,11 +461,9 @@ impl<A: InsideAddr> Napt<A> {
         if self.pending.len() >= PENDING_MAX {
             self.flush();
         }
-        if bib {
-            self.bib.prefetch(hash);
-        } else {
-            self.flows.prefetch(hash);
-        }
+        let ix = if bib { &self.bib } else { &self.flows };
+        ix.prefetch(hash);
+        ix.prefetch_next_line(hash);
         self.pending.push(Pending { bib, hash, val });
         let b = (hash >> 16) as u8;
         if let Some(w) = self.pending_mask.get_mut(usize::from(b >> 6)) {
@@ -862,8 +860,12 @@ impl<A: InsideAddr> Napt<A> {
     /// endpoint's going out (RFC 4787 REQ-1: the mapping a new session reuses, or where a new
     /// one goes), the outside endpoint's coming in -- so creating the session waits for one
     /// memory access less. Out of line: established traffic never calls it.
+    /// Also the line after the session index's home slot for `hash` (the tuple's, from stage
+    /// 1): the full path's lookup of a new tuple and the insertion that follows read the run
+    /// up to an empty slot.
     #[inline(never)]
-    pub fn prefetch_new(&self, key: &FlowKey<A>) {
+    pub fn prefetch_new(&self, key: &FlowKey<A>, hash: u64) {
+        self.flows.prefetch_next_line(hash);
         let h = match *key {
             FlowKey::Out(proto, int, _) => self.bib_hash(proto, int.addr.words(), int.port, false),
             FlowKey::In(proto, ext, _) => {
@@ -871,6 +873,7 @@ impl<A: InsideAddr> Napt<A> {
             }
         };
         self.bib.prefetch(h);
+        self.bib.prefetch_next_line(h);
     }
 
     /// The established-flow lane's lookup: the session of `key` (whose hash the caller

@@ -341,7 +341,7 @@ impl Nat44 {
     /// has none (a new flow), the BIB slot its creation will probe ([`Napt::prefetch_new`]).
     pub fn prefetch_session(&self, l: &Lane44) {
         if !self.napt.prefetch_session(l.hash) {
-            self.napt.prefetch_new(&l.key);
+            self.napt.prefetch_new(&l.key, l.hash);
         }
     }
 

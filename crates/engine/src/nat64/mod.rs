@@ -353,7 +353,7 @@ impl Nat64 {
     pub fn prefetch_lane(&self, l: &Lane64) -> bool {
         let found = self.napt.prefetch_session(l.hash);
         if !found {
-            self.napt.prefetch_new(&l.key);
+            self.napt.prefetch_new(&l.key, l.hash);
         }
         found
     }
