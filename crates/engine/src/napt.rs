@@ -965,6 +965,71 @@ impl<A: InsideAddr> Napt<A> {
         self.touch(sid, now, dir, tcp_flags)
     }
 
+    /// What [`Napt::outbound`] / [`Napt::inbound`] do for the packet tuple `key` (whose
+    /// remote port is normalised, [`Proto::remote_port`]; `hash` its stage-1 hash), for a
+    /// lane whose packet the full path would hand straight to them: one index lookup, then
+    /// the live session refreshed as [`Napt::lane`] does, or an expired one removed (lazy
+    /// expiry) and a new session made where they would make one -- or the reason they
+    /// would drop the packet.
+    #[inline]
+    pub(crate) fn lane_or_new(
+        &mut self,
+        now: Time,
+        key: &FlowKey<A>,
+        hash: u64,
+        tcp_flags: u8,
+        c: &mut Counters,
+    ) -> Result<Translation<A>, DropReason> {
+        let sessions = &self.sessions;
+        let inbound = matches!(key, FlowKey::In(..));
+        let found = self.index_get(false, inbound, hash, |v| {
+            sessions
+                .get(v >> 1)
+                .is_some_and(|s| s.matches(key, v & 1 == 1))
+        });
+        if let Some(v) = found {
+            let sid = v >> 1;
+            // As in `live`: an offloaded session is live until the sweep asks the fast path.
+            if self
+                .sessions
+                .get(sid)
+                .is_some_and(|s| s.expires > now || s.offloaded)
+            {
+                let dir = if inbound { Dir::In } else { Dir::Out };
+                return self
+                    .touch(sid, now, dir, tcp_flags)
+                    .ok_or(DropReason::NoMapping);
+            }
+        }
+        self.renew(now, key, hash, tcp_flags, found.map(|v| v >> 1), c)
+    }
+
+    /// [`Napt::lane_or_new`] with no live session: the expired one `stale` removed, then a
+    /// new one made. Out of line: established traffic finds its session.
+    #[inline(never)]
+    fn renew(
+        &mut self,
+        now: Time,
+        key: &FlowKey<A>,
+        hash: u64,
+        tcp_flags: u8,
+        stale: Option<u32>,
+        c: &mut Counters,
+    ) -> Result<Translation<A>, DropReason> {
+        if let Some(sid) = stale {
+            self.remove_session(sid);
+            c.event(Event::SessionsExpired);
+        }
+        match *key {
+            FlowKey::Out(proto, int, remote) => {
+                self.create_out(now, proto, int, remote, tcp_flags, hash, c)
+            }
+            FlowKey::In(proto, ext, remote) => {
+                self.create_in(now, proto, ext, remote, tcp_flags, hash, c)
+            }
+        }
+    }
+
     /// [`Napt::lane`] for the tuple `key` the full parse found, if it is the `planned` one
     /// whose hash is `hash` (else `None`: the full path runs).
     #[inline]
@@ -1221,6 +1286,7 @@ impl<A: InsideAddr> Napt<A> {
     /// Updates state and lifetime for a packet of an existing session (RFC 4787 REQ-6:
     /// outbound refreshes; inbound does when `inbound_refresh`; RFC 6146 3.5.2.2 for TCP) and
     /// returns it. The caller found `sid` live just before.
+    #[inline(always)]
     fn touch(&mut self, sid: u32, now: Time, dir: Dir, flags: u8) -> Option<Translation<A>> {
         let t = self.cfg.timeouts;
         let inbound_refresh = self.cfg.inbound_refresh;
