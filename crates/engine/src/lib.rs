@@ -364,11 +364,11 @@ impl Engine {
     /// table overlaps across the chunk: (1) plan every packet -- a minimal parse picks its
     /// translator and session key, hashes it and starts fetching its index slot; (2) start
     /// fetching the session each slot (probably) points to; (3) translate. In stage 3 a
-    /// packet of an established NAT44 flow that needs nothing unusual takes the
-    /// established-flow lane (one lookup with the stage-1 hash, the session refreshed and the
-    /// rewrite applied by the full path's own code); everything else (new sessions, TCP
-    /// SYN/FIN/RST, fragments, options, ICMP, hairpins, static entries, misses) goes through
-    /// [`Engine::process`]. Verdicts, output bytes, counters and session state are those
+    /// NAT44 or NAT64 TCP/UDP packet that needs nothing unusual takes the established-flow
+    /// lane (one lookup with the stage-1 hash, the session refreshed -- or, for a new flow,
+    /// made as the full path makes it -- and the rewrite applied by the full path's own
+    /// code); everything else (TCP SYN/FIN/RST, fragments, options, ICMP, hairpins, static
+    /// entries) goes through [`Engine::process`]. Verdicts, output bytes, counters and session state are those
     /// `process` gives packet by packet. `verdicts[i]` is packet i's.
     pub fn process_batch(&mut self, now: Time, pkts: &mut [PacketBuf], verdicts: &mut [Verdict]) {
         const CHUNK: usize = 32;

@@ -19,6 +19,7 @@ use std::fmt::Debug;
 use std::hash::Hash;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use hashbrown::hash_map::Entry;
 use hashbrown::HashMap;
 use xlat_wire::ipv4::proto as ipproto;
 use xlat_wire::l4::{icmp, tcp, udp};
@@ -674,38 +675,61 @@ impl<A: InsideAddr> Napt<A> {
             addr: remote.addr,
             port: proto.remote_port(remote.port),
         };
-        if let Some(sid) = self.live(FlowKey::Out(proto, int, remote), now, c) {
+        let key = FlowKey::Out(proto, int, remote);
+        let hash = self.hash(&key);
+        if let Some(sid) = self.live(&key, hash, now, c) {
             return self
                 .touch(sid, now, Dir::Out, tcp_flags)
                 .map(|t| t.ext)
                 .ok_or(DropReason::NoMapping);
         }
+        self.create_out(now, proto, int, remote, tcp_flags, hash, c)
+            .map(|t| t.ext)
+    }
+
+    /// What [`Napt::outbound`] does for a flow with no live session: makes one, on the
+    /// inside endpoint's mapping or a new one (RFC 4787 REQ-1), or says why not. `remote`
+    /// is normalised ([`Proto::remote_port`]); `hash` is the hash of the outbound tuple.
+    #[allow(clippy::too_many_arguments)]
+    fn create_out(
+        &mut self,
+        now: Time,
+        proto: Proto,
+        int: Endpoint<A>,
+        remote: Endpoint,
+        tcp_flags: u8,
+        hash: u64,
+        c: &mut Counters,
+    ) -> Result<Translation<A>, DropReason> {
         // RFC 6146 3.5.2.2 (and RFC 5382): only a SYN opens a TCP session.
         if proto == Proto::Tcp && tcp_flags & tcpsm::SYN == 0 {
             return Err(DropReason::TcpNoSession);
         }
-        self.check_limits(int.addr)?;
-        let host_new = !self.hosts.contains_key(&int.addr);
-        let pool_ix = self.host_pool(int.addr)?;
-        let mid = match self.bib_by_inside(proto, int) {
+        if self.sessions.len >= self.cfg.limits.max_sessions as usize {
+            return Err(DropReason::SessionLimit);
+        }
+        // The endpoint's mapping, if it has one (a lookup only: nothing changes yet).
+        let h_bib = self.bib_hash(proto, int.addr.words(), int.port, false);
+        let found = self.bib_by_inside(proto, int, h_bib);
+        let new_maps = u32::from(found.is_none());
+        let (pool_ix, host_new) = self.host_for(int.addr, new_maps)?;
+        let mid = match found {
             Some(mid) => mid,
-            None => match self.create_mapping(proto, int, pool_ix, c) {
+            None => match self.create_mapping(proto, int, pool_ix, h_bib, c) {
                 Ok(mid) => mid,
                 Err(e) => {
-                    if host_new {
-                        self.release_host(int.addr);
-                    }
+                    self.unhost(int.addr, host_new, new_maps);
                     return Err(e);
                 }
             },
         };
-        let sid = self
-            .create_session(mid, remote, proto, Dir::Out, now, c)
-            .ok_or(DropReason::NoMapping)?;
-        self.sessions
-            .get(sid)
-            .map(|s| s.ext())
-            .ok_or(DropReason::NoMapping)
+        match self.create_session(mid, remote, proto, Dir::Out, now, hash, c) {
+            Some(t) => Ok(t),
+            None => {
+                self.unhost(int.addr, false, 0);
+                Err(DropReason::NoMapping)
+            }
+        }
     }
 
     /// An inbound packet from `remote` to the outside endpoint `ext`: finds its session or,
@@ -724,12 +748,33 @@ impl<A: InsideAddr> Napt<A> {
             addr: remote.addr,
             port: proto.remote_port(remote.port),
         };
-        if let Some(sid) = self.live(FlowKey::In(proto, ext, remote), now, c) {
+        let key = FlowKey::In(proto, ext, remote);
+        let hash = self.hash(&key);
+        if let Some(sid) = self.live(&key, hash, now, c) {
             return self
                 .touch(sid, now, Dir::In, tcp_flags)
                 .map(|t| t.int)
                 .ok_or(DropReason::NoMapping);
         }
+        self.create_in(now, proto, ext, remote, tcp_flags, hash, c)
+            .map(|t| t.int)
+    }
+
+    /// What [`Napt::inbound`] does for a flow with no live session: makes one where the
+    /// mapping of `ext` is live and the filtering policy admits `remote` (RFC 4787 5,
+    /// REQ-8), or says why not. `remote` is normalised ([`Proto::remote_port`]); `hash` is
+    /// the hash of the inbound tuple.
+    #[allow(clippy::too_many_arguments)]
+    fn create_in(
+        &mut self,
+        now: Time,
+        proto: Proto,
+        ext: Endpoint,
+        remote: Endpoint,
+        tcp_flags: u8,
+        hash: u64,
+        c: &mut Counters,
+    ) -> Result<Translation<A>, DropReason> {
         let mid = self
             .bib_by_outside(proto, ext)
             .ok_or(DropReason::NoMapping)?;
@@ -752,14 +797,24 @@ impl<A: InsideAddr> Napt<A> {
         if proto == Proto::Tcp && tcp_flags & tcpsm::SYN == 0 {
             return Err(DropReason::TcpNoSession);
         }
-        self.check_limits(int_addr)?;
-        let sid = self
-            .create_session(mid, remote, proto, Dir::In, now, c)
-            .ok_or(DropReason::NoMapping)?;
-        self.sessions
-            .get(sid)
-            .map(|s| s.int())
-            .ok_or(DropReason::NoMapping)
+        if self.sessions.len >= self.cfg.limits.max_sessions as usize {
+            return Err(DropReason::SessionLimit);
+        }
+        // The host's session limit checked and its count taken in one lookup.
+        let limit = self.cfg.limits.max_sessions_per_host;
+        if let Some(h) = self.hosts.get_mut(&int_addr) {
+            if h.sessions >= limit {
+                return Err(DropReason::HostSessionLimit);
+            }
+            h.sessions += 1;
+        }
+        match self.create_session(mid, remote, proto, Dir::In, now, hash, c) {
+            Some(t) => Ok(t),
+            None => {
+                self.unhost(int_addr, false, 0);
+                Err(DropReason::NoMapping)
+            }
+        }
     }
 
     /// The outside endpoint of the live session `int` <-> `remote`, without creating or
@@ -776,7 +831,8 @@ impl<A: InsideAddr> Napt<A> {
             addr: remote.addr,
             port: proto.remote_port(remote.port),
         };
-        let sid = self.live(FlowKey::Out(proto, int, remote), now, c)?;
+        let key = FlowKey::Out(proto, int, remote);
+        let sid = self.live(&key, self.hash(&key), now, c)?;
         self.sessions.get(sid).map(|s| s.ext())
     }
 
@@ -793,7 +849,8 @@ impl<A: InsideAddr> Napt<A> {
             addr: remote.addr,
             port: proto.remote_port(remote.port),
         };
-        let sid = self.live(FlowKey::In(proto, ext, remote), now, c)?;
+        let key = FlowKey::In(proto, ext, remote);
+        let sid = self.live(&key, self.hash(&key), now, c)?;
         self.sessions.get(sid).map(|s| s.int())
     }
 
@@ -815,8 +872,8 @@ impl<A: InsideAddr> Napt<A> {
     }
 
     /// The mapping of an inside endpoint (RFC 4787 REQ-1: one per endpoint and protocol).
-    fn bib_by_inside(&self, proto: Proto, int: Endpoint<A>) -> Option<u32> {
-        let h = self.bib_hash(proto, int.addr.words(), int.port, false);
+    /// `h` is its [`Napt::bib_hash`].
+    fn bib_by_inside(&self, proto: Proto, int: Endpoint<A>, h: u64) -> Option<u32> {
         let maps = &self.mappings;
         self.index_get(true, false, h, |v| {
             v & 1 == 0
@@ -956,6 +1013,71 @@ impl<A: InsideAddr> Napt<A> {
         self.touch(sid, now, dir, tcp_flags)
     }
 
+    /// What [`Napt::outbound`] / [`Napt::inbound`] do for the packet tuple `key` (whose
+    /// remote port is normalised, [`Proto::remote_port`]; `hash` its stage-1 hash), for a
+    /// lane whose packet the full path would hand straight to them: one index lookup, then
+    /// the live session refreshed as [`Napt::lane`] does, or an expired one removed (lazy
+    /// expiry) and a new session made where they would make one -- or the reason they
+    /// would drop the packet.
+    #[inline]
+    pub(crate) fn lane_or_new(
+        &mut self,
+        now: Time,
+        key: &FlowKey<A>,
+        hash: u64,
+        tcp_flags: u8,
+        c: &mut Counters,
+    ) -> Result<Translation<A>, DropReason> {
+        let sessions = &self.sessions;
+        let inbound = matches!(key, FlowKey::In(..));
+        let found = self.index_get(false, inbound, hash, |v| {
+            sessions
+                .get(v >> 1)
+                .is_some_and(|s| s.matches(key, v & 1 == 1))
+        });
+        if let Some(v) = found {
+            let sid = v >> 1;
+            // As in `live`: an offloaded session is live until the sweep asks the fast path.
+            if self
+                .sessions
+                .get(sid)
+                .is_some_and(|s| s.expires > now || s.offloaded)
+            {
+                let dir = if inbound { Dir::In } else { Dir::Out };
+                return self
+                    .touch(sid, now, dir, tcp_flags)
+                    .ok_or(DropReason::NoMapping);
+            }
+        }
+        self.renew(now, key, hash, tcp_flags, found.map(|v| v >> 1), c)
+    }
+
+    /// [`Napt::lane_or_new`] with no live session: the expired one `stale` removed, then a
+    /// new one made. Out of line: established traffic finds its session.
+    #[inline(never)]
+    fn renew(
+        &mut self,
+        now: Time,
+        key: &FlowKey<A>,
+        hash: u64,
+        tcp_flags: u8,
+        stale: Option<u32>,
+        c: &mut Counters,
+    ) -> Result<Translation<A>, DropReason> {
+        if let Some(sid) = stale {
+            self.remove_session(sid);
+            c.event(Event::SessionsExpired);
+        }
+        match *key {
+            FlowKey::Out(proto, int, remote) => {
+                self.create_out(now, proto, int, remote, tcp_flags, hash, c)
+            }
+            FlowKey::In(proto, ext, remote) => {
+                self.create_in(now, proto, ext, remote, tcp_flags, hash, c)
+            }
+        }
+    }
+
     /// [`Napt::lane`] for the tuple `key` the full parse found, if it is the `planned` one
     /// whose hash is `hash` (else `None`: the full path runs).
     #[inline]
@@ -973,9 +1095,8 @@ impl<A: InsideAddr> Napt<A> {
         self.lane(now, planned, hash, tcp_flags)
     }
 
-    /// The session of `key`, live or not.
-    fn lookup(&self, key: &FlowKey<A>) -> Option<u32> {
-        let h = self.hash(key);
+    /// The session of `key` (whose hash is `h`), live or not.
+    fn lookup(&self, key: &FlowKey<A>, h: u64) -> Option<u32> {
         let sessions = &self.sessions;
         let inbound = matches!(key, FlowKey::In(..));
         self.index_get(false, inbound, h, |v| {
@@ -988,8 +1109,8 @@ impl<A: InsideAddr> Napt<A> {
 
     /// The session a packet tuple belongs to, if it is live; an expired one found here is
     /// removed (lazy expiry).
-    fn live(&mut self, key: FlowKey<A>, now: Time, c: &mut Counters) -> Option<u32> {
-        let sid = self.lookup(&key)?;
+    fn live(&mut self, key: &FlowKey<A>, hash: u64, now: Time, c: &mut Counters) -> Option<u32> {
+        let sid = self.lookup(key, hash)?;
         // An offloaded session's last packets may have crossed the fast path only: the sweep
         // asks it before expiring the session (`offload_seen`), so it is live until then.
         if self
@@ -1004,51 +1125,61 @@ impl<A: InsideAddr> Napt<A> {
         None
     }
 
-    fn check_limits(&self, int_addr: A) -> Result<(), DropReason> {
-        if self.sessions.len >= self.cfg.limits.max_sessions as usize {
-            return Err(DropReason::SessionLimit);
+    /// The pool address of an inside host, with one more session and `new_maps` more
+    /// mappings counted for it, and whether the host is new: one table lookup for the
+    /// host's session limit, its address and its counts ([`Napt::unhost`] takes them back).
+    /// A new host is paired with a pool address (RFC 4787 REQ-2 paired pooling: one inside
+    /// address always uses the same outside address); in pool mode the address is the
+    /// host's alone (RFC 3022 2.1 Basic NAT).
+    fn host_for(&mut self, int_addr: A, new_maps: u32) -> Result<(u32, bool), DropReason> {
+        let limit = self.cfg.limits.max_sessions_per_host;
+        match self.hosts.entry(int_addr) {
+            Entry::Occupied(o) => {
+                let h = o.into_mut();
+                if h.sessions >= limit {
+                    return Err(DropReason::HostSessionLimit);
+                }
+                h.sessions += 1;
+                h.mappings += new_maps;
+                Ok((h.pool, false))
+            }
+            Entry::Vacant(v) => {
+                let pool = &mut self.pool;
+                let n = pool.len() as u64;
+                if n == 0 {
+                    return Err(DropReason::PoolExhausted);
+                }
+                let start = self.rng.below(n);
+                let pick = match self.cfg.mode {
+                    Nat44Mode::Pool => (0..n)
+                        .map(|i| ((start + i) % n) as u32)
+                        .find(|&i| pool.get(i as usize).is_some_and(|p| p.hosts == 0))
+                        .ok_or(DropReason::PoolExhausted)?,
+                    _ => start as u32,
+                };
+                if let Some(p) = pool.get_mut(pick as usize) {
+                    p.hosts += 1;
+                }
+                v.insert(Host {
+                    pool: pick,
+                    mappings: new_maps,
+                    sessions: 1,
+                });
+                Ok((pick, true))
+            }
         }
-        if self
-            .hosts
-            .get(&int_addr)
-            .is_some_and(|h| h.sessions >= self.cfg.limits.max_sessions_per_host)
-        {
-            return Err(DropReason::HostSessionLimit);
-        }
-        Ok(())
     }
 
-    /// The pool address of an inside host, pairing it on first use (RFC 4787 REQ-2 paired
-    /// pooling: one inside address always uses the same outside address). In pool mode the
-    /// address is the host's alone (RFC 3022 2.1 Basic NAT).
-    fn host_pool(&mut self, int_addr: A) -> Result<u32, DropReason> {
-        if let Some(h) = self.hosts.get(&int_addr) {
-            return Ok(h.pool);
+    /// Takes back what [`Napt::host_for`] (or `create_in`) counted for a session that was
+    /// not made: the host itself when it was new.
+    #[cold]
+    fn unhost(&mut self, int_addr: A, host_new: bool, new_maps: u32) {
+        if host_new {
+            self.release_host(int_addr);
+        } else if let Some(h) = self.hosts.get_mut(&int_addr) {
+            h.sessions = h.sessions.saturating_sub(1);
+            h.mappings = h.mappings.saturating_sub(new_maps);
         }
-        let n = self.pool.len() as u64;
-        if n == 0 {
-            return Err(DropReason::PoolExhausted);
-        }
-        let start = self.rng.below(n);
-        let pick = match self.cfg.mode {
-            Nat44Mode::Pool => (0..n)
-                .map(|i| ((start + i) % n) as u32)
-                .find(|&i| self.pool.get(i as usize).is_some_and(|p| p.hosts == 0))
-                .ok_or(DropReason::PoolExhausted)?,
-            _ => start as u32,
-        };
-        if let Some(p) = self.pool.get_mut(pick as usize) {
-            p.hosts += 1;
-        }
-        self.hosts.insert(
-            int_addr,
-            Host {
-                pool: pick,
-                mappings: 0,
-                sessions: 0,
-            },
-        );
-        Ok(pick)
     }
 
     fn release_host(&mut self, int_addr: A) {
@@ -1060,12 +1191,15 @@ impl<A: InsideAddr> Napt<A> {
     }
 
     /// Creates a mapping with a port chosen per RFC 4787 REQ-3 / RFC 6056: the inside port
-    /// if free and in range, else from a random point in the range.
+    /// if free and in range, else from a random point in the range. `h_in` is the
+    /// [`Napt::bib_hash`] of `int`; the host has counted the mapping already
+    /// ([`Napt::host_for`]).
     fn create_mapping(
         &mut self,
         proto: Proto,
         int: Endpoint<A>,
         pool_ix: u32,
+        h_in: u64,
         c: &mut Counters,
     ) -> Result<u32, DropReason> {
         // ICMP identifiers are not ports: any value may be kept or chosen (RFC 5508 3.1).
@@ -1109,17 +1243,17 @@ impl<A: InsideAddr> Napt<A> {
             ext_port: ext.port,
             proto,
         });
-        let h_in = self.bib_hash(proto, int.addr.words(), int.port, false);
         let h_ext = self.bib_hash(proto, (u64::from(ext.addr), 0), ext.port, true);
         self.bib.insert(h_in, mid * 2);
         self.insert_later(true, h_ext, mid * 2 + 1);
-        if let Some(h) = self.hosts.get_mut(&int.addr) {
-            h.mappings += 1;
-        }
         c.event(Event::MappingsCreated);
         Ok(mid)
     }
 
+    /// Makes a session of mapping `mid` with `remote` (normalised, [`Proto::remote_port`]);
+    /// `hash` is the hash of its tuple in the direction `dir` of the packet that opens it.
+    /// Its host has counted it already ([`Napt::host_for`], `create_in`).
+    #[allow(clippy::too_many_arguments)]
     fn create_session(
         &mut self,
         mid: u32,
@@ -1127,8 +1261,9 @@ impl<A: InsideAddr> Napt<A> {
         proto: Proto,
         dir: Dir,
         now: Time,
+        hash: u64,
         c: &mut Counters,
-    ) -> Option<u32> {
+    ) -> Option<Translation<A>> {
         let t = &self.cfg.timeouts;
         let (state, life) = match proto {
             Proto::Udp => (SessState::Udp, t.udp),
@@ -1154,55 +1289,55 @@ impl<A: InsideAddr> Napt<A> {
         if offloaded {
             self.offload_event(crate::offload::OffloadKind::Install, sid);
         }
-        let h_out = self.hash(&FlowKey::Out(proto, int, remote));
-        let h_in = self.hash(&FlowKey::In(proto, ext, remote));
+        // The opening packet's tuple was hashed by the caller; the other one is hashed here.
+        let (h_out, h_in) = match dir {
+            Dir::Out => (hash, self.hash(&FlowKey::In(proto, ext, remote))),
+            Dir::In => (self.hash(&FlowKey::Out(proto, int, remote)), hash),
+        };
         self.flows.insert(h_out, sid * 2);
         self.insert_later(false, h_in, sid * 2 + 1);
-        // The mapping's own filter entry serves this remote address if it already does, or
-        // if it is free and the address has no entry elsewhere; other addresses spill over.
-        let remotes = &self.remotes;
+        let remotes = &mut self.remotes;
         let stamp = Stamp::of(expires);
-        let inline = self.mappings.get_mut(mid).is_some_and(|m| {
+        if let Some(m) = self.mappings.get_mut(mid) {
+            // The mapping's own filter entry serves this remote address if it already does,
+            // or if it is free and the address has no entry elsewhere; other addresses spill
+            // over.
             let r = &mut m.remote;
-            if r.sessions == 0 {
-                if remotes.contains_key(&(mid, remote.addr)) {
-                    return false;
+            let inline = if r.sessions == 0 {
+                let free = !remotes.contains_key(&(mid, remote.addr));
+                if free {
+                    *r = RemoteRef {
+                        addr: remote.addr,
+                        sessions: 0,
+                        expires: stamp,
+                    };
                 }
-                *r = RemoteRef {
+                free
+            } else {
+                r.addr == remote.addr
+            };
+            let r = if inline {
+                r
+            } else {
+                remotes.entry((mid, remote.addr)).or_insert(RemoteRef {
                     addr: remote.addr,
                     sessions: 0,
                     expires: stamp,
-                };
-            } else if r.addr != remote.addr {
-                return false;
-            }
+                })
+            };
             r.sessions += 1;
             r.expires = r.expires.max(stamp);
-            true
-        });
-        if !inline {
-            let r = self.remotes.entry((mid, remote.addr)).or_insert(RemoteRef {
-                addr: remote.addr,
-                sessions: 0,
-                expires: stamp,
-            });
-            r.sessions += 1;
-            r.expires = r.expires.max(stamp);
-        }
-        if let Some(m) = self.mappings.get_mut(mid) {
             m.sessions += 1;
             m.expires = m.expires.max(stamp);
-            if let Some(h) = self.hosts.get_mut(&m.int_addr) {
-                h.sessions += 1;
-            }
         }
         c.event(Event::SessionsCreated);
-        Some(sid)
+        Some(Translation { int, ext })
     }
 
     /// Updates state and lifetime for a packet of an existing session (RFC 4787 REQ-6:
     /// outbound refreshes; inbound does when `inbound_refresh`; RFC 6146 3.5.2.2 for TCP) and
     /// returns it. The caller found `sid` live just before.
+    #[inline(always)]
     fn touch(&mut self, sid: u32, now: Time, dir: Dir, flags: u8) -> Option<Translation<A>> {
         let t = self.cfg.timeouts;
         let inbound_refresh = self.cfg.inbound_refresh;

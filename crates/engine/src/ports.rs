@@ -57,9 +57,19 @@ impl PortMap {
     /// Takes `want` if it is free and within `lo..=hi`; otherwise the first free port at or
     /// after `start` (wrapping within the range). `None` when the range is full.
     pub fn take(&mut self, want: u16, lo: u16, hi: u16, start: u16) -> Option<u16> {
-        if (lo..=hi).contains(&want) && !self.is_used(want) {
-            self.set(want, true);
-            return Some(want);
+        // Port preservation (RFC 4787 REQ-3): test and set `want`'s bit in one word access.
+        if (lo..=hi).contains(&want) {
+            if self.bits.is_empty() {
+                self.bits = vec![0; 1024];
+            }
+            if let Some(w) = self.bits.get_mut(usize::from(want >> 6)) {
+                let bit = 1u64 << (want & 63);
+                if *w & bit == 0 {
+                    *w |= bit;
+                    self.used = self.used.saturating_add(1);
+                    return Some(want);
+                }
+            }
         }
         let p = self.find_free(lo, hi, start.clamp(lo, hi))?;
         self.set(p, true);

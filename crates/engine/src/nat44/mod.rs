@@ -298,11 +298,13 @@ impl Nat44 {
         })
     }
 
-    /// The established-flow lane (batch stage 3): for a packet [`Nat44::plan`] found fast
-    /// and whose session is live, refreshes the session exactly as the full path does (the
-    /// same [`Napt`] code, RFC 4787 REQ-6, RFC 6146 3.5.2.2) and rewrites address, port and
-    /// checksums with the full path's own RFC 1624 rewrite, so output, counters and state
-    /// are the full path's. `None` (nothing changed) sends the packet to the full path.
+    /// The established-flow lane (batch stage 3): for a packet [`Nat44::plan`] found fast,
+    /// which the full path would hand straight to [`Napt::outbound`] / [`Napt::inbound`],
+    /// does what they do with the stage-1 hash ([`Napt::lane_or_new`]: the session
+    /// refreshed as the full path does, RFC 4787 REQ-6, RFC 6146 3.5.2.2, or a new one
+    /// made, RFC 4787 REQ-1 and 5) and rewrites address, port and checksums with the full
+    /// path's own RFC 1624 rewrite, so output, counters and state are the full path's.
+    /// `None` (nothing changed) sends the packet to the full path.
     #[inline]
     pub fn lane(
         &mut self,
@@ -314,9 +316,13 @@ impl Nat44 {
         if !l.fast {
             return None;
         }
-        let tr = self.napt.lane(now, &l.key, l.hash, l.tcp_flags)?;
+        let tr = self.napt.lane_or_new(now, &l.key, l.hash, l.tcp_flags, c);
         // Bytes past the IPv4 total length (link padding) are not part of the packet.
         buf.truncate(l.total_len);
+        let tr = match tr {
+            Ok(tr) => tr,
+            Err(e) => return Some(Verdict::Drop(e)),
+        };
         let pkt = buf.data_mut();
         match l.key {
             FlowKey::Out(proto, ..) => {

@@ -81,10 +81,9 @@ fn plain(pkt: &[u8], v6: bool) -> bool {
 
 /// What the lane's dedicated rewrite ([`Nat64::rewrite64`], [`Nat64::rewrite46`]) did.
 enum Plain {
-    /// Translated (the session refreshed).
+    /// Translated (the session refreshed or made), or dropped for the reason the full path
+    /// would give.
     Done(Verdict),
-    /// Plain, but no live session: nothing changed, the full path runs.
-    Miss,
     /// Not plain enough: nothing changed, the general lane runs.
     Not,
 }
@@ -370,8 +369,10 @@ impl Nat64 {
 
     /// The established-flow lane (batch stage 3): the packet goes through the same
     /// translation code as [`Nat64::process6`] / [`Nat64::process4`], its session found
-    /// with the stage-1 hash; `None`, with nothing changed, when [`Nat64::plan`] did not
-    /// find the packet plain or its session is not live (the full path then runs).
+    /// with the stage-1 hash (a plain packet without a live session gets the one the full
+    /// path would make, [`Nat64::rewrite64`]); `None`, with nothing changed, when
+    /// [`Nat64::plan`] did not find the packet plain, or the general lane finds no live
+    /// session (the full path then runs).
     pub fn lane(
         &mut self,
         now: Time,
@@ -394,7 +395,6 @@ impl Nat64 {
                 }
                 return Some(v);
             }
-            Plain::Miss => return None,
             Plain::Not => {}
         }
         let r = match l.key {
@@ -408,13 +408,14 @@ impl Nat64 {
         }
     }
 
-    /// The lane's rewrite of a plain IPv6 packet of a live session (RFC 7915 5.1, 5.5):
-    /// 40-byte header straight to TCP/UDP (the plan saw to that, and that it is not a
+    /// The lane's rewrite of a plain IPv6 packet (RFC 7915 5.1, 5.5) of its session, live or made
+    /// for it: 40-byte header straight to TCP/UDP (the plan saw to that, and that it is not a
     /// control segment), the whole transport header present, hop limit above 1, small
     /// enough for the next hop with DF (5.1), not a hairpin (RFC 6146 3.8). Everything the
     /// full path would check is checked before the session is touched: `Plain::Not`
-    /// (nothing changed) sends the packet to the general lane, `Plain::Miss` (nothing
-    /// changed) to the full path. The header comes from the session's tuple as
+    /// (nothing changed) sends the packet to the general lane. The session is what the
+    /// full path's [`Napt::outbound`] gives ([`Napt::lane_or_new`]: refreshed, or made for a
+    /// new flow, RFC 6146 3.5.1, 3.5.2). The header comes from the session's tuple as
     /// [`offload::Recipe64`]'s does, with the same checksum adjustment
     /// ([`offload::delta64`]) and header writer; output and counters are the full path's.
     #[inline]
@@ -455,8 +456,12 @@ impl Nat64 {
             return Plain::Not;
         }
         let tc = ((first & 0x0f) << 4) | u8_at(d, 1).unwrap_or(0) >> 4;
-        let Some(t) = self.napt.lane(now, &l.key, l.hash, flags) else {
-            return Plain::Miss;
+        let t = match self.napt.lane_or_new(now, &l.key, l.hash, flags, c) {
+            Ok(t) => t,
+            Err(e) => {
+                buf.truncate(HEADER + plen);
+                return Plain::Done(Verdict::Drop(e));
+            }
         };
         let p = offload::ip_proto(proto);
         let key = offload::Tuple6 {
@@ -492,7 +497,7 @@ impl Nat64 {
         Plain::Done(Verdict::Forward)
     }
 
-    /// [`Nat64::rewrite64`]'s twin for a plain IPv4 packet of a live session (RFC 7915 4.1,
+    /// [`Nat64::rewrite64`]'s twin for a plain IPv4 packet of a session (RFC 7915 4.1,
     /// 4.5): no options, not a fragment, TCP/UDP (not a control segment) with the whole
     /// transport header, header checksum good where it is verified (RFC 1812 5.2.2), TTL
     /// above 1, a UDP checksum present (a zero one is computed by the full path, 4.5), the
@@ -545,8 +550,12 @@ impl Nat64 {
         let Some(src6) = self.prefix.embed(remote.addr) else {
             return Plain::Not;
         };
-        let Some(t) = self.napt.lane(now, &l.key, l.hash, flags) else {
-            return Plain::Miss;
+        let t = match self.napt.lane_or_new(now, &l.key, l.hash, flags, c) {
+            Ok(t) => t,
+            Err(e) => {
+                buf.truncate(total);
+                return Plain::Done(Verdict::Drop(e));
+            }
         };
         let p = offload::ip_proto(proto);
         let key = offload::Tuple4 {
