@@ -40,6 +40,21 @@ impl Prefix4 {
     }
 }
 
+/// IPv4 prefixes prepared for membership tests on the fast path: (network, mask) pairs, so a
+/// test is an AND and a compare per prefix (no mask computed from a length per packet).
+#[derive(Clone, Debug, Default)]
+pub struct PrefixSet4(Box<[(u32, u32)]>);
+
+impl PrefixSet4 {
+    pub fn new(prefixes: &[Prefix4]) -> Self {
+        PrefixSet4(prefixes.iter().map(|p| (p.addr, p.mask())).collect())
+    }
+    #[inline]
+    pub fn contains(&self, a: u32) -> bool {
+        self.0.iter().any(|&(net, mask)| a & mask == net)
+    }
+}
+
 impl std::fmt::Display for Prefix4 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", Ipv4Addr::from(self.addr), self.len)

@@ -24,7 +24,7 @@ use hashbrown::HashMap;
 use xlat_wire::ipv4::proto as ipproto;
 use xlat_wire::l4::{icmp, tcp, udp};
 
-use crate::config::{Filtering, Limits, Nat44Mode, Prefix4, Timeouts};
+use crate::config::{Filtering, Limits, Nat44Mode, Prefix4, PrefixSet4, Timeouts};
 use crate::counters::{Counters, DropReason, Event};
 use crate::index::{FlowIndex, KeyHasher};
 use crate::mem::FixedVec;
@@ -420,7 +420,7 @@ pub struct Napt<A> {
     icmp_ids: (u16, u16),
     pool: Vec<PoolAddr>,
     pool_index: HashMap<u32, u32>,
-    pool_prefixes: Vec<Prefix4>,
+    pool_prefixes: PrefixSet4,
     hosts: HashMap<A, Host>,
     mappings: Slab<Mapping<A>>,
     /// The BIB's index: values are `mid * 2 + side` (0 by inside endpoint, 1 by outside).
@@ -476,7 +476,7 @@ impl<A: InsideAddr> Napt<A> {
             icmp_ids: (0, u16::MAX),
             pool,
             pool_index,
-            pool_prefixes: pool_prefixes.to_vec(),
+            pool_prefixes: PrefixSet4::new(pool_prefixes),
             hosts: HashMap::new(),
             // Sized ahead for the configured maximum (a mapping per session at worst; two
             // index entries each): no table grows, or moves, while traffic runs.
@@ -657,7 +657,7 @@ impl<A: InsideAddr> Napt<A> {
 
     /// True for an address of the pool.
     pub fn is_pool(&self, a: u32) -> bool {
-        self.pool_prefixes.iter().any(|p| p.contains(a))
+        self.pool_prefixes.contains(a)
     }
 
     /// An outbound packet of flow `int` -> `remote`: finds or creates its session (RFC 4787

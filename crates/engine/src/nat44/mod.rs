@@ -27,7 +27,7 @@ use xlat_wire::ipv4::{self, proto as ipproto, Ipv4Error, Ipv4Header};
 use xlat_wire::l4::{icmp, tcp, udp};
 use xlat_wire::Delta;
 
-use crate::config::{Nat44Config, Nat44Mode};
+use crate::config::{Nat44Config, Nat44Mode, PrefixSet4};
 use crate::counters::{Counters, DropReason, Event};
 use crate::frag::{FragKey, FragRewrite, Frags};
 use crate::napt::{Endpoint, FlowKey, Napt, NaptConfig, Proto};
@@ -77,6 +77,8 @@ pub struct Lane44 {
 /// The NAT44 translator state.
 pub struct Nat44 {
     cfg: Nat44Config,
+    /// `cfg.inside`, prepared for the per-packet test.
+    inside: PrefixSet4,
     static_in: HashMap<u32, u32>,
     static_out: HashMap<u32, u32>,
     napt: Napt<u32>,
@@ -124,6 +126,7 @@ impl Nat44 {
             seed,
         );
         Nat44 {
+            inside: PrefixSet4::new(&cfg.inside),
             cfg,
             static_in,
             static_out,
@@ -134,8 +137,7 @@ impl Nat44 {
     }
 
     fn is_inside(&self, a: u32) -> bool {
-        self.cfg.inside.iter().any(|p| p.contains(a))
-            || (!self.static_in.is_empty() && self.static_in.contains_key(&a))
+        self.inside.contains(a) || (!self.static_in.is_empty() && self.static_in.contains_key(&a))
     }
 
     /// An address this NAT answers for on the outside: a pool or static outside address.
@@ -278,13 +280,15 @@ impl Nat44 {
         // Classified as `translate` does: inside source first, then an outside destination.
         let key = if self.is_inside(src) {
             if self.cfg.mode == Nat44Mode::Static
-                || self.static_in.contains_key(&src)
+                || (!self.static_in.is_empty() && self.static_in.contains_key(&src))
                 || self.is_outside(dst)
             {
                 return None;
             }
             FlowKey::Out(proto, s, d)
-        } else if self.napt.is_pool(dst) && !self.static_out.contains_key(&dst) {
+        } else if self.napt.is_pool(dst)
+            && (self.static_out.is_empty() || !self.static_out.contains_key(&dst))
+        {
             FlowKey::In(proto, d, s)
         } else {
             return None;
