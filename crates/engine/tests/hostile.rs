@@ -246,3 +246,156 @@ proptest! {
         prop_assert!(outcome_counted(&e));
     }
 }
+
+/// A UDP (`tcp` false) or TCP ACK packet, ports 5000 -> 53 / 80, 8 bytes of payload.
+fn l4(tcp: bool) -> Vec<u8> {
+    if tcp {
+        let mut t = vec![
+            0x13, 0x88, 0, 80, 0, 0, 0, 1, 0, 0, 0, 1, 0x50, 0x10, 0xff, 0xff,
+        ];
+        t.extend_from_slice(&[0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]);
+        t
+    } else {
+        vec![0x13, 0x88, 0, 53, 0, 16, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]
+    }
+}
+
+fn v4(src: [u8; 4], dst: [u8; 4], proto: u8, body: &[u8]) -> Vec<u8> {
+    let mut p = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, proto, 0, 0];
+    p[2..4].copy_from_slice(&((20 + body.len()) as u16).to_be_bytes());
+    p.extend_from_slice(&src);
+    p.extend_from_slice(&dst);
+    p.extend_from_slice(body);
+    p
+}
+
+/// A packet of one of the kinds the batch lanes see: NAT44 out (0) and in (1), NAT64 6->4
+/// (2: UDP, TCP, ICMPv6, errors, fragments, extension headers) and 4->6 (3), UDP or TCP
+/// (`kind` picks), of the flows `open_flows` opened.
+fn batch_packet(family: u8, kind: u8) -> Vec<u8> {
+    let tcp = kind % 2 == 1;
+    let proto = if tcp { 6 } else { 17 };
+    let reply = |mut b: Vec<u8>| {
+        b.swap(0, 2);
+        b.swap(1, 3);
+        b
+    };
+    match family {
+        0 => v4([198, 18, 0, 20], [198, 19, 0, 2], proto, &l4(tcp)),
+        1 => v4([198, 19, 0, 2], [198, 19, 0, 100], proto, &reply(l4(tcp))),
+        2 if kind < 2 => v6(
+            addr6("2001:2:0:1::10"),
+            addr6("2001:2:0:64::c613:2"),
+            proto,
+            &l4(tcp),
+        ),
+        2 => seed6(kind, addr6("2001:2:0:64::c613:2")),
+        _ => v4([198, 19, 0, 2], [198, 19, 0, 101], proto, &reply(l4(tcp))),
+    }
+}
+
+/// Opens the NAT44 and NAT64 UDP and TCP flows the batch packets belong to (TCP with a SYN
+/// each way, so the sessions are established).
+fn open_flows(e: &mut Engine) {
+    let syn = |b: Vec<u8>| {
+        let mut b = b;
+        b[13] = 0x02;
+        b
+    };
+    let synack = |b: Vec<u8>| {
+        let mut b = b;
+        b[13] = 0x12;
+        b
+    };
+    for tcp in [false, true] {
+        let proto = if tcp { 6 } else { 17 };
+        let mut out44 = l4(tcp);
+        let mut out64 = l4(tcp);
+        if tcp {
+            out44 = syn(out44);
+            out64 = syn(out64);
+        }
+        let mut p = v4([198, 18, 0, 20], [198, 19, 0, 2], proto, &out44);
+        e.process_vec(Time::from_secs(0), &mut p);
+        let mut p = v6(
+            addr6("2001:2:0:1::10"),
+            addr6("2001:2:0:64::c613:2"),
+            proto,
+            &out64,
+        );
+        e.process_vec(Time::from_secs(0), &mut p);
+        if tcp {
+            for family in [1, 3] {
+                let mut back = batch_packet(family, 1);
+                let t = synack(back[20..].to_vec());
+                back[20..].copy_from_slice(&t);
+                e.process_vec(Time::from_secs(0), &mut back);
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// Mutated packets of every kind in batches: `Engine::process_batch` -- whose lanes parse
+    /// the untrusted bytes with their own minimal parsers -- gives each packet the verdict,
+    /// the bytes and the counts `Engine::process` gives it one at a time, leaves the same
+    /// sessions, and never panics. Headroom varies as the drivers' can.
+    #[test]
+    fn mutated_batches_translate_as_packet_by_packet(
+        pkts in proptest::collection::vec(
+            (0u8..4, 0u8..7, proptest::collection::vec((1usize..80, any::<u8>()), 0..6),
+             0usize..8, 0u8..4),
+            1..40),
+        later in 0u64..400)
+    {
+        let (mut a, mut b) = (engine46(), engine46());
+        open_flows(&mut a);
+        open_flows(&mut b);
+        let now = Time::from_secs(1 + later);
+        let mut batch = Vec::new();
+        let mut heads = Vec::new();
+        for (family, kind, flips, cut, head) in &pkts {
+            let mut p = batch_packet(*family, *kind);
+            for &(i, v) in flips {
+                if let Some(x) = p.get_mut(i) { *x = v; }
+            }
+            // Most packets whole, some cut short.
+            if *cut < 3 { let keep = p.len().saturating_sub(cut * 7); p.truncate(keep); }
+            batch.push(p);
+            heads.push(match head { 0 => 0, 1 => 19, 2 => 20, _ => HEADROOM });
+        }
+        let mut one_by_one = Vec::new();
+        for (p, &head) in batch.iter().zip(&heads) {
+            let mut room = vec![0u8; head + p.len() + HEADROOM];
+            room[head..head + p.len()].copy_from_slice(p);
+            let mut pb = PacketBuf::new(&mut room, head, p.len()).unwrap();
+            let v = a.process(now, &mut pb);
+            one_by_one.push((v, pb.data().to_vec()));
+        }
+        let mut rooms: Vec<Vec<u8>> = batch.iter().zip(&heads).map(|(p, &head)| {
+            let mut room = vec![0u8; head + p.len() + HEADROOM];
+            room[head..head + p.len()].copy_from_slice(p);
+            room
+        }).collect();
+        let mut pbs: Vec<PacketBuf> = rooms.iter_mut().zip(batch.iter().zip(&heads))
+            .map(|(room, (p, &head))| PacketBuf::new(room, head, p.len()).unwrap())
+            .collect();
+        let mut vs = vec![Verdict::Held; pbs.len()];
+        b.process_batch(now, &mut pbs, &mut vs);
+        for (i, ((va, da), (vb, pb))) in one_by_one.iter().zip(vs.iter().zip(&pbs)).enumerate() {
+            prop_assert_eq!(va, vb, "verdict of packet {}: {:02x?}", i, batch[i]);
+            if va.transmit() {
+                prop_assert_eq!(da.as_slice(), pb.data(), "bytes of packet {}", i);
+            }
+        }
+        prop_assert_eq!(a.stats(), b.stats());
+        prop_assert_eq!(a.sessions(now), b.sessions(now));
+        while let Some(p) = a.pop_ready() {
+            prop_assert_eq!(Some(p), b.pop_ready());
+        }
+        prop_assert_eq!(b.pop_ready(), None);
+        prop_assert!(outcome_counted(&b));
+    }
+}
