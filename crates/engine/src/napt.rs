@@ -1688,6 +1688,26 @@ mod tests {
     /// had been inserted: runs of new sessions longer than [`PENDING_MAX`], each looked up
     /// by its inbound tuple at once (and a second remote admitted through the waiting BIB
     /// entry of its mapping), all looked up again afterwards, then all expired.
+    /// A NAT44 NAPT on 198.19.0.0/31 with room for `max` sessions (per host too).
+    fn napt(max: u32) -> Napt<u32> {
+        Napt::new(
+            NaptConfig {
+                mode: Nat44Mode::Napt,
+                filtering: Filtering::EndpointIndependent,
+                ports: (1024, 65535),
+                timeouts: Timeouts::default(),
+                limits: Limits {
+                    max_sessions: max,
+                    max_sessions_per_host: max,
+                    ..Limits::default()
+                },
+                inbound_refresh: true,
+            },
+            &["198.19.0.0/31".parse().unwrap()],
+            1,
+        )
+    }
+
     #[test]
     fn slab_entries_are_as_small_as_the_docs_say() {
         // The memory bench measures these; this names the layout a change must keep (a
@@ -1708,22 +1728,7 @@ mod tests {
 
     #[test]
     fn an_expiry_pass_is_bounded_however_many_sessions_are_due() {
-        let mut n: Napt<u32> = Napt::new(
-            NaptConfig {
-                mode: Nat44Mode::Napt,
-                filtering: Filtering::EndpointIndependent,
-                ports: (1024, 65535),
-                timeouts: Timeouts::default(),
-                limits: Limits {
-                    max_sessions: 1000,
-                    max_sessions_per_host: 1000,
-                    ..Limits::default()
-                },
-                inbound_refresh: true,
-            },
-            &["198.19.0.0/31".parse().unwrap()],
-            1,
-        );
+        let mut n = napt(1000);
         let mut c = Counters::default();
         let r = Endpoint {
             addr: 0xcb00_7101,
@@ -1755,22 +1760,7 @@ mod tests {
 
     #[test]
     fn a_full_table_makes_room_from_sessions_past_their_time() {
-        let mut n: Napt<u32> = Napt::new(
-            NaptConfig {
-                mode: Nat44Mode::Napt,
-                filtering: Filtering::EndpointIndependent,
-                ports: (1024, 65535),
-                timeouts: Timeouts::default(),
-                limits: Limits {
-                    max_sessions: 100,
-                    max_sessions_per_host: 100,
-                    ..Limits::default()
-                },
-                inbound_refresh: true,
-            },
-            &["198.19.0.0/31".parse().unwrap()],
-            1,
-        );
+        let mut n = napt(100);
         let mut c = Counters::default();
         let r = Endpoint {
             addr: 0xcb00_7101,
@@ -1802,22 +1792,7 @@ mod tests {
 
     #[test]
     fn waiting_index_entries_behave_as_inserted() {
-        let mut n: Napt<u32> = Napt::new(
-            NaptConfig {
-                mode: Nat44Mode::Napt,
-                filtering: Filtering::EndpointIndependent,
-                ports: (1024, 65535),
-                timeouts: Timeouts::default(),
-                limits: Limits {
-                    max_sessions: 1000,
-                    max_sessions_per_host: 1000,
-                    ..Limits::default()
-                },
-                inbound_refresh: true,
-            },
-            &["198.19.0.0/31".parse().unwrap()],
-            1,
-        );
+        let mut n = napt(1000);
         let mut c = Counters::default();
         let (r1, r2) = (
             Endpoint {
