@@ -104,9 +104,6 @@ fn nat64(sessions: u32, packets: u32, inbound: bool) {
             u16::from_be_bytes([p[20], p[21]]),
         ));
     }
-    const ROOM: usize = HEADROOM + 64;
-    let mut bufs = [[0u8; ROOM]; 32];
-    let mut verdicts = [Verdict::Held; 32];
     // The packets in visiting order (scattered over the sessions), read sequentially as a
     // driver reads its receive ring.
     let from = if inbound { &back } else { &out };
@@ -114,12 +111,20 @@ fn nat64(sessions: u32, packets: u32, inbound: bool) {
         .map(|i| from[(u64::from(i) * 7919 % u64::from(sessions)) as usize])
         .collect();
     drop((out, back));
+    timed_batches(&mut e, packets, |i| seq[(i % sessions) as usize]);
+}
+
+/// Times `packets` 64-byte packets (`packet(i)` is the i-th) through `process_batch` in
+/// batches of 32 behind [`HEADROOM`], and prints the rate and how many were forwarded.
+fn timed_batches(e: &mut Engine, packets: u32, mut packet: impl FnMut(u32) -> [u8; 64]) {
+    let mut bufs = [[0u8; HEADROOM + 64]; 32];
+    let mut verdicts = [Verdict::Held; 32];
     let mut i = 0u32;
     let mut forwarded = 0u64;
     let t0 = clocks();
     while i < packets {
         for b in bufs.iter_mut() {
-            b[HEADROOM..].copy_from_slice(&seq[(i % sessions) as usize]);
+            b[HEADROOM..].copy_from_slice(&packet(i));
             i += 1;
         }
         let mut pkts = bufs
@@ -156,30 +161,14 @@ fn fill(sessions: u32, packets: u32, v6: bool) {
         ..EngineConfig::default()
     })
     .unwrap();
-    const ROOM: usize = HEADROOM + 64;
-    let mut bufs = [[0u8; ROOM]; 32];
-    let mut verdicts = [Verdict::Held; 32];
-    let mut i = 0u32;
-    let mut forwarded = 0u64;
-    let t0 = clocks();
-    while i < packets {
-        for b in bufs.iter_mut() {
-            b[HEADROOM..].copy_from_slice(&if v6 {
-                udp6(i)
-            } else {
-                let h = i / 1000;
-                udp64([198, 18, (h >> 8) as u8, h as u8], 1024 + (i % 1000) as u16)
-            });
-            i += 1;
+    timed_batches(&mut e, packets, |i| {
+        if v6 {
+            udp6(i)
+        } else {
+            let h = i / 1000;
+            udp64([198, 18, (h >> 8) as u8, h as u8], 1024 + (i % 1000) as u16)
         }
-        let mut pkts = bufs
-            .each_mut()
-            .map(|b| PacketBuf::new(b, HEADROOM, 64).unwrap());
-        e.process_batch(Time(1), &mut pkts, &mut verdicts);
-        forwarded += verdicts.iter().filter(|v| **v == Verdict::Forward).count() as u64;
-    }
-    report(t0, i);
-    println!("forwarded {forwarded}");
+    });
 }
 
 /// Thread CPU time in ns (time this thread ran, whatever else the machine does) and wall
