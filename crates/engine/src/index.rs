@@ -162,7 +162,7 @@ impl FlowIndex {
 
     /// The value in the first slot whose tag matches `hash`, without comparing keys: a guess
     /// good enough to prefetch the session it points to.
-    #[inline]
+    #[inline(always)]
     pub fn peek(&self, hash: u64) -> Option<u32> {
         let tag = tag_of(hash);
         let mut i = self.home(tag);

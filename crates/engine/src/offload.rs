@@ -251,7 +251,7 @@ pub fn nat64_recipes(
 /// [`xlat_wire::ipv6::addr_sum`] without the byte loop: the address's four 32-bit chunks
 /// summed in 64 bits and folded (2^16 = 1 modulo 0xffff, so a chunk counts as its two
 /// words, RFC 1071 2 (B)); the same value, zero only for `::`.
-#[inline]
+#[inline(always)]
 fn addr6_sum(a: u128) -> u32 {
     let s = u64::from(a as u32)
         + u64::from((a >> 32) as u32)
@@ -268,7 +268,7 @@ fn addr6_sum(a: u128) -> u32 {
 /// out, the IPv4 ones `new4` in (`remove6`), or the other way round, plus the port words
 /// -- the terms `Delta::remove_sum`, `add_sum` and `word` add, summed once and folded at
 /// the end (the same value: the fold after each step only keeps the sum short).
-#[inline]
+#[inline(always)]
 fn family_delta(six: u32, four: u32, remove6: bool, ports: [(u16, u16); 2]) -> Delta {
     let (gone, came) = if remove6 { (six, four) } else { (four, six) };
     // `remove_sum` adds the complement of the folded sum; `add_sum` the folded sum, which
@@ -284,7 +284,7 @@ fn family_delta(six: u32, four: u32, remove6: bool, ports: [(u16, u16); 2]) -> D
 /// IPv6 to IPv4 and the ports change; its length and protocol words are the same in both
 /// families. No TTL or hop limit is involved (they are not in the pseudo-header), so the
 /// fast path and the engine's own lane ([`crate::nat64::Nat64::lane`]) use the same value.
-#[inline]
+#[inline(always)]
 pub(crate) fn delta64(key: &Tuple6, new: &Tuple4) -> Delta {
     family_delta(
         addr6_sum(key.src) + addr6_sum(key.dst),
@@ -296,7 +296,7 @@ pub(crate) fn delta64(key: &Tuple6, new: &Tuple4) -> Delta {
 
 /// [`delta64`] the other way: IPv4 tuple `key` rewritten as IPv6 tuple `new` (RFC 7915
 /// 4.5).
-#[inline]
+#[inline(always)]
 pub(crate) fn delta46(key: &Tuple4, new: &Tuple6) -> Delta {
     family_delta(
         addr6_sum(new.src) + addr6_sum(new.dst),
@@ -306,12 +306,15 @@ pub(crate) fn delta46(key: &Tuple4, new: &Tuple6) -> Delta {
     )
 }
 
-/// The 20-byte IPv4 header an unfragmented IPv6 packet becomes (RFC 7915 5.1): TOS = the
-/// traffic class, identification 0 and DF set, `ttl` (the caller decrements the hop limit:
-/// the translator is a router), protocol and addresses of `new`, and its header checksum
-/// (RFC 791), summed from the fields rather than over the bytes.
-#[inline]
-pub(crate) fn ipv4_header(tos: u8, total_len: u16, ttl: u8, new: &Tuple4) -> [u8; 20] {
+/// Writes the 20-byte IPv4 header an unfragmented IPv6 packet becomes (RFC 7915 5.1) into
+/// `h`: TOS = the traffic class, identification 0 and DF set, `ttl` (the caller decrements
+/// the hop limit: the translator is a router), protocol and addresses of `new`, and its
+/// header checksum (RFC 791), summed from the fields rather than over the bytes. Written in
+/// place, not returned: a returned array is stored in small pieces and copied in wide ones,
+/// and on the lane that copy waited on its own stores (store-forwarding stalls, a third of
+/// [`crate::nat64::Nat64::lane`]'s time).
+#[inline(always)]
+pub(crate) fn write_ipv4_header(h: &mut [u8; 20], tos: u8, total_len: u16, ttl: u8, new: &Tuple4) {
     let words = [
         0x4500 | u32::from(tos),
         u32::from(total_len),
@@ -326,30 +329,32 @@ pub(crate) fn ipv4_header(tos: u8, total_len: u16, ttl: u8, new: &Tuple4) -> [u8
     let s = (s & 0xffff) + (s >> 16);
     let s = (s & 0xffff) + (s >> 16);
     let ck = !(s as u16);
-    let mut h = [0u8; 20];
     let [t0, t1] = total_len.to_be_bytes();
     let [c0, c1] = ck.to_be_bytes();
     let [s0, s1, s2, s3] = new.src.to_be_bytes();
     let [d0, d1, d2, d3] = new.dst.to_be_bytes();
-    h.copy_from_slice(&[
+    *h = [
         0x45, tos, t0, t1, 0, 0, 0x40, 0, ttl, new.proto, c0, c1, s0, s1, s2, s3, d0, d1, d2, d3,
-    ]);
-    h
+    ];
 }
 
-/// The 40-byte IPv6 header an unfragmented IPv4 packet without options becomes (RFC 7915
-/// 4.1): traffic class = TOS, flow label 0, `hop` (the caller decrements the TTL), next
-/// header and addresses of `new`.
-#[inline]
-pub(crate) fn ipv6_header(tos: u8, payload_len: u16, hop: u8, new: &Tuple6) -> [u8; 40] {
-    let mut h = [0u8; 40];
+/// Writes the 40-byte IPv6 header an unfragmented IPv4 packet without options becomes (RFC
+/// 7915 4.1) into `h`: traffic class = TOS, flow label 0, `hop` (the caller decrements the
+/// TTL), next header and addresses of `new`. In place, as [`write_ipv4_header`].
+#[inline(always)]
+pub(crate) fn write_ipv6_header(
+    h: &mut [u8; 40],
+    tos: u8,
+    payload_len: u16,
+    hop: u8,
+    new: &Tuple6,
+) {
     let [p0, p1] = payload_len.to_be_bytes();
     let (first, addrs) = h.split_at_mut(8);
     first.copy_from_slice(&[0x60 | (tos >> 4), tos << 4, 0, 0, p0, p1, new.proto, hop]);
     let (src, dst) = addrs.split_at_mut(16);
     src.copy_from_slice(&new.src.to_be_bytes());
     dst.copy_from_slice(&new.dst.to_be_bytes());
-    h
 }
 
 /// The tuple of an IPv4 TCP/UDP packet a fast path would consider: no options, not a
@@ -437,6 +442,7 @@ fn csum_apply(ck: u16, d: u16) -> u16 {
 
 /// The transport checksum after `d`: TCP plainly; UDP keeps a zero (none, IPv4 only) and sends
 /// a computed zero as all ones (RFC 768, RFC 8200 8.1).
+#[inline(always)]
 pub(crate) fn l4_csum(proto: u8, ck: u16, d: u16) -> u16 {
     if proto != ipproto::UDP {
         return csum_apply(ck, d);
@@ -450,6 +456,7 @@ pub(crate) fn l4_csum(proto: u8, ck: u16, d: u16) -> u16 {
     }
 }
 
+#[inline(always)]
 pub(crate) fn l4_csum_off(proto: u8) -> usize {
     if proto == ipproto::TCP {
         tcp::CHECKSUM
@@ -503,7 +510,9 @@ pub fn apply64(r: &Recipe64, pkt: &[u8]) -> Option<Vec<u8>> {
     let tc = ((u8_at(pkt, 0)? & 0x0f) << 4) | (u8_at(pkt, 1)? >> 4);
     let hop = u8_at(pkt, 7)?;
     let total = u16::try_from(20 + plen).ok()?;
-    let mut out = ipv4_header(tc, total, hop.saturating_sub(1), &r.new).to_vec();
+    let mut h = [0u8; 20];
+    write_ipv4_header(&mut h, tc, total, hop.saturating_sub(1), &r.new);
+    let mut out = h.to_vec();
     out.extend_from_slice(pkt.get(40..40 + plen)?);
     set_u16(&mut out, 20, r.new.sport);
     set_u16(&mut out, 22, r.new.dport);
@@ -538,7 +547,9 @@ pub fn apply46(r: &Recipe46, pkt: &[u8]) -> Option<Vec<u8>> {
     let tos = u8_at(pkt, ip4off::TOS)?;
     let ttl = u8_at(pkt, ip4off::TTL)?;
     let plen = u16::try_from(payload).ok()?;
-    let mut out = ipv6_header(tos, plen, ttl.saturating_sub(1), &r.new).to_vec();
+    let mut h = [0u8; 40];
+    write_ipv6_header(&mut h, tos, plen, ttl.saturating_sub(1), &r.new);
+    let mut out = h.to_vec();
     out.extend_from_slice(pkt.get(20..total)?);
     set_u16(&mut out, 40, r.new.sport);
     set_u16(&mut out, 42, r.new.dport);

@@ -136,11 +136,13 @@ impl Nat44 {
         }
     }
 
+    #[inline(always)]
     fn is_inside(&self, a: u32) -> bool {
         self.inside.contains(a) || (!self.static_in.is_empty() && self.static_in.contains_key(&a))
     }
 
     /// An address this NAT answers for on the outside: a pool or static outside address.
+    #[inline(always)]
     fn is_outside(&self, a: u32) -> bool {
         self.napt.is_pool(a) || (!self.static_out.is_empty() && self.static_out.contains_key(&a))
     }
@@ -214,6 +216,7 @@ impl Nat44 {
 
     /// Batch stage 1: plans `pkt` (see [`Lane44`]) and starts fetching the index slot it
     /// will probe (`None`: nothing to prefetch, the packet takes the full path).
+    #[inline(always)]
     pub fn plan(&self, pkt: &[u8]) -> Option<Lane44> {
         let mut lane = match self.fast_key(pkt) {
             Some(l) => l,
@@ -233,7 +236,7 @@ impl Nat44 {
     /// would hand straight to [`Napt::outbound`] / [`Napt::inbound`] and rewrite, without
     /// fragment, option, static-entry, ICMP or hairpin handling; `None` for anything else.
     /// Reads only the fixed 20-byte header and the first 14 bytes of the transport header.
-    #[inline]
+    #[inline(always)]
     fn fast_key(&self, pkt: &[u8]) -> Option<Lane44> {
         let f: &[u8; 20] = pkt.first_chunk()?;
         let total_len = usize::from(u16::from_be_bytes([f[2], f[3]]));

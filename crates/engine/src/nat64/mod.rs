@@ -322,6 +322,7 @@ impl Nat64 {
 
     /// Batch stage 1: plans `pkt` (IPv6 -> IPv4 when `v6`, else IPv4 -> IPv6; see
     /// [`Lane64`]) and starts fetching the index slot it will probe.
+    #[inline(always)]
     pub fn plan(&self, pkt: &[u8], v6: bool) -> Option<Lane64> {
         let key = if v6 {
             self.flow_key6(pkt)?
@@ -487,9 +488,11 @@ impl Nat64 {
             set_u16(out, ck, offload::l4_csum(p, v, delta));
         }
         // The IPv4 header replaces the last 20 bytes of the IPv6 one (RFC 7915 5.1).
-        let hdr = offload::ipv4_header(tc, total4 as u16, hop - 1, &new);
-        if let Some(h) = out.get_mut(HEADER - xlat_wire::ipv4::MIN_HEADER..HEADER) {
-            h.copy_from_slice(&hdr);
+        if let Some(h) = out
+            .get_mut(HEADER - xlat_wire::ipv4::MIN_HEADER..HEADER)
+            .and_then(|h| <&mut [u8; 20]>::try_from(h).ok())
+        {
+            offload::write_ipv4_header(h, tc, total4 as u16, hop - 1, &new);
         }
         buf.pull_front(HEADER - xlat_wire::ipv4::MIN_HEADER);
         c.event(Event::Ipv6ToIpv4);
@@ -574,11 +577,10 @@ impl Nat64 {
         };
         let delta = offload::delta46(&key, &new).folded();
         buf.truncate(total);
-        let hdr6 = offload::ipv6_header(tos, payload as u16, ttl - 1, &new);
         if buf.push_front(grow) {
             let out = buf.data_mut();
-            if let Some(h) = out.get_mut(..xlat_wire::ipv6::HEADER) {
-                h.copy_from_slice(&hdr6);
+            if let Some(h) = out.first_chunk_mut::<40>() {
+                offload::write_ipv6_header(h, tos, payload as u16, ttl - 1, &new);
             }
             let l4 = xlat_wire::ipv6::HEADER;
             set_u16(out, l4 + 2, new.dport);
