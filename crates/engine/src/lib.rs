@@ -378,7 +378,7 @@ impl Engine {
             let mut plans = [Plan::Full; CHUNK];
             if self.nat44.is_some() || self.nat64.is_some() {
                 for (pl, p) in plans.iter_mut().zip(pkts.get(start..end).unwrap_or(&[])) {
-                    *pl = self.plan(p.data());
+                    self.plan(p.data(), pl);
                 }
                 for pl in &plans {
                     match (pl, &self.nat64, &self.nat44) {
@@ -416,17 +416,23 @@ impl Engine {
     }
 
     /// Batch stage 1 for one packet: picks the translator as `dispatch` does and, for NAT44
-    /// or NAT64, plans the session lookup and starts fetching its index slot.
-    #[inline]
-    fn plan(&self, data: &[u8]) -> Plan {
+    /// or NAT64, plans the session lookup into `out` (left [`Plan::Full`] otherwise) and
+    /// starts fetching its index slot. The plan is written in place rather than returned:
+    /// a returned plan was stored field by field and copied in wide loads right after,
+    /// which waited on store forwarding (a fifth of the NAT64 batch's time).
+    #[inline(always)]
+    fn plan(&self, data: &[u8], out: &mut Plan) {
         match data.first().map(|b| b >> 4) {
             Some(6) => {
                 let Some(n) = self.nat64.as_ref() else {
-                    return Plan::Full;
+                    return;
                 };
-                match xlat_wire::ipv6::addr_at(data, xlat_wire::ipv6::off::DST) {
-                    Some(dst) if n.owns6(dst) => n.plan(data, true).map_or(Plan::Full, Plan::Nat64),
-                    _ => Plan::Full,
+                if let Some(dst) = xlat_wire::ipv6::addr_at(data, xlat_wire::ipv6::off::DST) {
+                    if n.owns6(dst) {
+                        if let Some(l) = n.plan(data, true) {
+                            *out = Plan::Nat64(l);
+                        }
+                    }
                 }
             }
             Some(4) => {
@@ -434,23 +440,25 @@ impl Engine {
                     xlat_wire::field::u32_at(data, xlat_wire::ipv4::off::DST),
                     xlat_wire::field::u8_at(data, xlat_wire::ipv4::off::PROTO),
                 ) else {
-                    return Plan::Full;
+                    return;
                 };
                 if self.tunnel.as_ref().is_some_and(|t| t.owns4(dst, proto)) {
-                    return Plan::Full;
+                    return;
                 }
                 if let Some(n) = self.nat64.as_ref().filter(|n| n.owns4(dst)) {
-                    return n.plan(data, false).map_or(Plan::Full, Plan::Nat64);
+                    if let Some(l) = n.plan(data, false) {
+                        *out = Plan::Nat64(l);
+                    }
+                    return;
                 }
                 if self.siit.as_ref().is_some_and(|s| s.owns4(dst)) {
-                    return Plan::Full;
+                    return;
                 }
-                match self.nat44.as_ref().and_then(|n| n.plan(data)) {
-                    Some(l) => Plan::Nat44(l),
-                    None => Plan::Full,
+                if let Some(l) = self.nat44.as_ref().and_then(|n| n.plan(data)) {
+                    *out = Plan::Nat44(l);
                 }
             }
-            _ => Plan::Full,
+            _ => {}
         }
     }
 
