@@ -263,7 +263,7 @@ impl Nat44 {
         if tcp_flags & (crate::tcp::SYN | crate::tcp::FIN | crate::tcp::RST) != 0 {
             return None;
         }
-        if self.cfg.verify_ip_checksum && !xlat_wire::checksum::verifies(f) {
+        if self.cfg.verify_ip_checksum && !xlat_wire::checksum::header_verifies(f) {
             return None;
         }
         let src = u32::from_be_bytes([f[12], f[13], f[14], f[15]]);
@@ -838,6 +838,7 @@ fn rewrite_addr_only(pkt: &mut [u8], h: &Ipv4Header, side: Side, new: u32) {
 }
 
 /// Rewrites address and port (ICMP: identifier) with incremental checksums (RFC 1624).
+#[inline(always)]
 fn rewrite_endpoint(pkt: &mut [u8], l4: usize, proto: Proto, side: Side, new: Endpoint) {
     let d_addr = match side {
         Side::Src => ipv4::rewrite_src(pkt, new.addr),

@@ -515,7 +515,7 @@ impl Nat64 {
         };
         let d = buf.data();
         let (Some(hdr), Some(total), Some(tos), Some(ttl)) = (
-            d.get(..MIN_HEADER),
+            d.first_chunk::<MIN_HEADER>(),
             u16_at(d, off::TOTAL_LEN),
             u8_at(d, off::TOS),
             u8_at(d, off::TTL),
@@ -546,7 +546,7 @@ impl Nat64 {
             || (xlat_wire::ipv6::HEADER + payload) as u64 > u64::from(limit)
             || buf.head() < grow
             || u16_at(d, ck_at).is_none_or(|ck| ck == 0 && proto == Proto::Udp)
-            || (self.verify_ip_checksum && !xlat_wire::checksum::verifies(hdr))
+            || (self.verify_ip_checksum && !xlat_wire::checksum::header_verifies(hdr))
         {
             return Plain::Not;
         }
