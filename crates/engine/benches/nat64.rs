@@ -6,9 +6,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "common/arrivals.rs"]
+mod arrivals;
 #[path = "../tests/common/mod.rs"]
 mod common;
 
+use arrivals::Arrivals;
 use common::{ip4, ip6, udp};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;
@@ -56,47 +59,37 @@ fn pkt4(dst: [u8; 4], dport: u16) -> Vec<u8> {
 
 struct Run {
     e: Engine,
-    pkts: Vec<Vec<u8>>,
-    at: usize,
+    pkts: Arrivals,
     bufs: Box<[[u8; BUF]; BATCH]>,
     verdicts: [Verdict; BATCH],
 }
 
 impl Run {
-    fn new(e: Engine, pkts: Vec<Vec<u8>>) -> Run {
+    fn new(e: Engine, pkts: Arrivals) -> Run {
         Run {
             e,
             pkts,
-            at: 0,
             bufs: Box::new([[0u8; BUF]; BATCH]),
             verdicts: [Verdict::Held; BATCH],
         }
     }
     fn batch(&mut self) {
-        let mut lens = [0usize; BATCH];
-        for (buf, len) in self.bufs.iter_mut().zip(lens.iter_mut()) {
-            let p = &self.pkts[self.at];
-            self.at = if self.at + 1 == self.pkts.len() {
-                0
-            } else {
-                self.at + 1
-            };
-            buf[HEADROOM..HEADROOM + p.len()].copy_from_slice(p);
-            *len = p.len();
+        for buf in self.bufs.iter_mut() {
+            self.pkts.write_next(&mut buf[HEADROOM..]);
         }
-        let mut k = 0;
-        let mut ps = self.bufs.each_mut().map(|b| {
-            k += 1;
-            PacketBuf::new(b, HEADROOM, lens[k - 1]).unwrap()
-        });
+        let len = self.pkts.len();
+        let mut ps = self
+            .bufs
+            .each_mut()
+            .map(|b| PacketBuf::new(b, HEADROOM, len).unwrap());
         self.e.process_batch(Time(1), &mut ps, &mut self.verdicts);
         black_box(&self.verdicts);
     }
 }
 
-/// Scattered visiting order, as real traffic has.
-fn scattered(n: u32) -> impl Iterator<Item = u32> {
-    (0..u64::from(n)).map(move |i| ((i * 7919) % u64::from(n)) as u32)
+/// Flow `i` of `n` in a scattered visiting order, as real traffic comes.
+fn scattered(n: u32, i: usize) -> u32 {
+    ((i as u64 * 7919) % u64::from(n)) as u32
 }
 
 fn nat64(c: &mut Criterion) {
@@ -134,23 +127,18 @@ fn nat64(c: &mut Criterion) {
             u16::from_be_bytes([b[20], b[21]]),
         );
     }
-    let out: Vec<Vec<u8>> = scattered(n)
-        .map(|i| {
-            let (a, p) = host6(i);
-            pkt6(a, p)
-        })
-        .collect();
-    let back: Vec<Vec<u8>> = scattered(n)
-        .map(|i| {
-            let (a, p) = ext[i as usize];
-            pkt4(a, p)
-        })
-        .collect();
+    let out = Arrivals::new(n as usize, |i| {
+        let (a, p) = host6(scattered(n, i));
+        pkt6(a, p)
+    });
+    let back = Arrivals::new(n as usize, |i| {
+        let (a, p) = ext[scattered(n, i) as usize];
+        pkt4(a, p)
+    });
     drop(ext);
     let mut r = Run::new(e, out);
     g.bench_function(format!("{n}_sessions_6to4_batch"), |b| b.iter(|| r.batch()));
     r.pkts = back;
-    r.at = 0;
     g.bench_function(format!("{n}_sessions_4to6_batch"), |b| b.iter(|| r.batch()));
     assert_eq!(r.e.counters().total_drops(), 0);
     g.finish();
@@ -185,22 +173,18 @@ fn siit(c: &mut Criterion) {
         a[14..].copy_from_slice(&((i / 1000) as u16).to_be_bytes());
         (a, p)
     };
-    let out: Vec<Vec<u8>> = scattered(n)
-        .map(|i| {
-            let (a, p) = h6(i);
-            pkt6(a, p)
-        })
-        .collect();
-    let back: Vec<Vec<u8>> = scattered(n)
-        .map(|i| {
-            let h = ((i / 1000) as u16).to_be_bytes();
-            pkt4([198, 51, h[0], h[1]], 1024 + (i % 1000) as u16)
-        })
-        .collect();
+    let out = Arrivals::new(n as usize, |i| {
+        let (a, p) = h6(scattered(n, i));
+        pkt6(a, p)
+    });
+    let back = Arrivals::new(n as usize, |i| {
+        let f = scattered(n, i);
+        let h = ((f / 1000) as u16).to_be_bytes();
+        pkt4([198, 51, h[0], h[1]], 1024 + (f % 1000) as u16)
+    });
     let mut r = Run::new(e, out);
     g.bench_function(format!("{n}_flows_6to4_batch"), |b| b.iter(|| r.batch()));
     r.pkts = back;
-    r.at = 0;
     g.bench_function(format!("{n}_flows_4to6_batch"), |b| b.iter(|| r.batch()));
     assert_eq!(r.e.counters().total_drops(), 0);
     g.finish();
