@@ -65,6 +65,7 @@ pub struct Ipv4Header {
 impl Ipv4Header {
     /// Validates and reads the header at the start of `b` (RFC 791 3.1; RFC 1812 5.2.2).
     /// With `verify_checksum`, a header whose checksum does not verify is rejected.
+    #[inline]
     pub fn parse(b: &[u8], verify_checksum: bool) -> Result<Self, Ipv4Error> {
         // One bounds check for the fixed header; the fields below index a [u8; 20].
         let Some(f) = b.first_chunk::<MIN_HEADER>() else {

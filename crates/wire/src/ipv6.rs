@@ -102,6 +102,7 @@ pub struct Ipv6Header {
 
 impl Ipv6Header {
     /// Validates the fixed header and walks the extension headers of a whole packet.
+    #[inline]
     pub fn parse(b: &[u8]) -> Result<Self, Ipv6Error> {
         let h = Self::parse_embedded(b)?;
         if h.total_len() > b.len() {

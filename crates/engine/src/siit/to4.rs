@@ -105,6 +105,7 @@ fn ports_of(proto: u8, l4: &[u8], whole: bool) -> Result<Option<Ports>, DropReas
 }
 
 /// Reads and checks an IPv6 packet for translation to IPv4 (RFC 7915 5).
+#[inline(always)]
 pub(crate) fn parse(pkt: &[u8], p: &XlatParams) -> Result<In6, DropReason> {
     let h = Ipv6Header::parse(pkt).map_err(ipv6_drop)?;
     let other = In6 {

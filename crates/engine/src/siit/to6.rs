@@ -165,6 +165,7 @@ fn ports_of(proto: u8, l4: &[u8], whole: bool) -> Result<Option<Ports>, DropReas
 }
 
 /// Reads and checks an IPv4 packet for translation to IPv6 (RFC 7915 4).
+#[inline(always)]
 pub(crate) fn parse(
     pkt: &[u8],
     verify_ip_checksum: bool,
