@@ -271,7 +271,8 @@ fn v4(src: [u8; 4], dst: [u8; 4], proto: u8, body: &[u8]) -> Vec<u8> {
 
 /// A packet of one of the kinds the batch lanes see: NAT44 out (0) and in (1), NAT64 6->4
 /// (2: UDP, TCP, ICMPv6, errors, fragments, extension headers) and 4->6 (3), UDP or TCP
-/// (`kind` picks), of the flows `open_flows` opened.
+/// (`kind` picks), of the flows `open_flows` opened; SIIT 6->4 (4) and 4->6 (5) between an
+/// EAM host and an IPv4 host (its header checksum right, as SIIT always verifies it).
 fn batch_packet(family: u8, kind: u8) -> Vec<u8> {
     let tcp = kind % 2 == 1;
     let proto = if tcp { 6 } else { 17 };
@@ -290,7 +291,19 @@ fn batch_packet(family: u8, kind: u8) -> Vec<u8> {
             &l4(tcp),
         ),
         2 => seed6(kind, addr6("2001:2:0:64::c613:2")),
-        _ => v4([198, 19, 0, 2], [198, 19, 0, 101], proto, &reply(l4(tcp))),
+        3 => v4([198, 19, 0, 2], [198, 19, 0, 101], proto, &reply(l4(tcp))),
+        4 => v6(
+            addr6("2001:2:0:6::3"),
+            addr6("2001:2:0:46::c633:6401"),
+            proto,
+            &l4(tcp),
+        ),
+        _ => {
+            let mut p = v4([198, 51, 100, 1], [198, 19, 1, 3], proto, &reply(l4(tcp)));
+            let c = xlat_wire::checksum::checksum(&p[..20]);
+            p[10..12].copy_from_slice(&c.to_be_bytes());
+            p
+        }
     }
 }
 
@@ -345,7 +358,7 @@ proptest! {
     #[test]
     fn mutated_batches_translate_as_packet_by_packet(
         pkts in proptest::collection::vec(
-            (0u8..4, 0u8..7, proptest::collection::vec((1usize..80, any::<u8>()), 0..6),
+            (0u8..6, 0u8..7, proptest::collection::vec((1usize..80, any::<u8>()), 0..6),
              0usize..8, 0u8..4),
             1..40),
         later in 0u64..400)

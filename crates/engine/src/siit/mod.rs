@@ -394,6 +394,171 @@ impl Siit {
         }
     }
 
+    /// The plain-packet lane of [`crate::Engine::process_batch`]: a TCP or UDP packet that
+    /// needs none of the general path's cases is translated straight from its fixed header
+    /// ([`Siit::lane6`], [`Siit::lane4`]), with the same header writers and checksum
+    /// adjustment as NAT64's lane ([`crate::offload`]). `None`, with nothing changed, sends
+    /// it to [`Siit::process6`] / [`Siit::process4`]; where the lane answers, output and
+    /// counters are theirs (`lane_tests` compares them byte for byte).
+    #[inline]
+    pub fn lane(&mut self, buf: &mut PacketBuf, c: &mut Counters) -> Option<Verdict> {
+        match buf.data().first().map(|b| b >> 4) {
+            Some(6) => self.lane6(buf, c),
+            Some(4) => self.lane4(buf, c),
+            _ => None,
+        }
+    }
+
+    /// IPv6 -> IPv4 for a packet whose 40-byte header is followed straight by TCP or UDP
+    /// (RFC 7915 5.1, 5.5): the whole transport header present, hop limit above 1, small
+    /// enough for the next hop as IPv4 with DF (else Packet Too Big, 5.1), both addresses
+    /// mapped (EAM, then pref64: RFC 7757 3.2, RFC 6052 2.3) and not a hairpin (RFC 7757 4).
+    #[inline]
+    fn lane6(&mut self, buf: &mut PacketBuf, c: &mut Counters) -> Option<Verdict> {
+        use crate::offload::{self, Tuple4, Tuple6};
+        use xlat_wire::ipv6::{addr_at, off, HEADER};
+        let d = buf.data();
+        let (Some(first), Some(plen), Some(next), Some(hop), Some(src6), Some(dst6)) = (
+            d.first().copied(),
+            u16_at(d, off::PAYLOAD_LEN),
+            d.get(off::NEXT_HEADER).copied(),
+            d.get(off::HOP_LIMIT).copied(),
+            addr_at(d, off::SRC),
+            addr_at(d, off::DST),
+        ) else {
+            return None;
+        };
+        let plen = usize::from(plen);
+        let need = match next {
+            nh::TCP => xlat_wire::l4::tcp::NEEDED,
+            nh::UDP => xlat_wire::l4::udp::HEADER,
+            _ => return None,
+        };
+        let total4 = xlat_wire::ipv4::MIN_HEADER + plen;
+        if first >> 4 != 6
+            || HEADER + plen > d.len()
+            || plen < need
+            || hop <= 1
+            || total4 as u64 > u64::from(self.params.mtu).min(0xffff)
+        {
+            return None;
+        }
+        let (Ok(src4), Ok(dst4)) = (self.map.to4(src6), self.map.to4(dst6)) else {
+            return None;
+        };
+        if self.owns4(dst4) && !self.map.eamt.has6(dst6) {
+            return None;
+        }
+        let (Some(sport), Some(dport)) = (u16_at(d, HEADER), u16_at(d, HEADER + 2)) else {
+            return None;
+        };
+        let tc = ((first & 0x0f) << 4) | d.get(1).map_or(0, |b| b >> 4);
+        let key = Tuple6 {
+            proto: next,
+            src: src6,
+            dst: dst6,
+            sport,
+            dport,
+        };
+        let new = Tuple4 {
+            proto: next,
+            src: src4,
+            dst: dst4,
+            sport,
+            dport,
+        };
+        let delta = offload::delta64(&key, &new).folded();
+        buf.truncate(HEADER + plen);
+        let out = buf.data_mut();
+        let ck = HEADER + offload::l4_csum_off(next);
+        if let Some(v) = u16_at(out, ck) {
+            set_u16(out, ck, offload::l4_csum(next, v, delta));
+        }
+        // The IPv4 header replaces the last 20 bytes of the IPv6 one (RFC 7915 5.1).
+        if let Some(h) = out
+            .get_mut(HEADER - xlat_wire::ipv4::MIN_HEADER..HEADER)
+            .and_then(|h| <&mut [u8; 20]>::try_from(h).ok())
+        {
+            offload::write_ipv4_header(h, tc, total4 as u16, hop - 1, &new);
+        }
+        buf.pull_front(HEADER - xlat_wire::ipv4::MIN_HEADER);
+        c.event(Event::Ipv6ToIpv4);
+        Some(Verdict::Forward)
+    }
+
+    /// IPv4 -> IPv6 for a packet without options or fragmentation carrying TCP or UDP (RFC
+    /// 7915 4.1, 4.5): header checksum good (RFC 1812 5.2.2), the whole transport header
+    /// present, TTL above 1, a UDP checksum present (a zero one is computed by the general
+    /// path, 4.5), the IPv6 packet within the lowest IPv6 MTU and the next hop's (else
+    /// fragmentation or Fragmentation Needed, 4.1), both addresses mapped (EAM, then pref64:
+    /// RFC 7757 3.2, RFC 6052 2.2) and 20 bytes of headroom for the longer header.
+    #[inline]
+    fn lane4(&mut self, buf: &mut PacketBuf, c: &mut Counters) -> Option<Verdict> {
+        use crate::offload::{self, Tuple4, Tuple6};
+        use xlat_wire::ipv4::MIN_HEADER;
+        let d = buf.data();
+        let h: &[u8; MIN_HEADER] = d.first_chunk()?;
+        let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
+        let (tos, ttl, proto) = (h[1], h[8], h[9]);
+        let (need, ck_at) = match proto {
+            ipproto::TCP => (xlat_wire::l4::tcp::NEEDED, xlat_wire::l4::tcp::CHECKSUM),
+            ipproto::UDP => (xlat_wire::l4::udp::HEADER, xlat_wire::l4::udp::CHECKSUM),
+            _ => return None,
+        };
+        let payload = total.saturating_sub(MIN_HEADER);
+        let limit = self.params.lowest_ipv6_mtu.min(self.params.mtu);
+        let grow = ipv6::HEADER - MIN_HEADER;
+        // Version 4, IHL 5; MF clear and offset 0 (DF either way: the packet fits).
+        if h[0] != 0x45
+            || u16::from_be_bytes([h[6], h[7]]) & 0x3fff != 0
+            || total > d.len()
+            || payload < need
+            || ttl <= 1
+            || (ipv6::HEADER + payload) as u64 > u64::from(limit)
+            || buf.head() < grow
+            || u16_at(d, MIN_HEADER + ck_at).is_none_or(|ck| ck == 0 && proto == ipproto::UDP)
+            || !xlat_wire::checksum::header_verifies(h)
+        {
+            return None;
+        }
+        let src4 = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
+        let dst4 = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
+        let (Ok(src6), Ok(dst6)) = (self.map.to6(src4), self.map.to6(dst4)) else {
+            return None;
+        };
+        let (Some(sport), Some(dport)) = (u16_at(d, MIN_HEADER), u16_at(d, MIN_HEADER + 2)) else {
+            return None;
+        };
+        let key = Tuple4 {
+            proto,
+            src: src4,
+            dst: dst4,
+            sport,
+            dport,
+        };
+        let new = Tuple6 {
+            proto,
+            src: src6,
+            dst: dst6,
+            sport,
+            dport,
+        };
+        let delta = offload::delta46(&key, &new).folded();
+        buf.truncate(total);
+        if buf.push_front(grow) {
+            let out = buf.data_mut();
+            if let Some(h6) = out.first_chunk_mut::<40>() {
+                offload::write_ipv6_header(h6, tos, payload as u16, ttl - 1, &new);
+            }
+            let ck = ipv6::HEADER + ck_at;
+            if let Some(v) = u16_at(out, ck) {
+                set_u16(out, ck, offload::l4_csum(proto, v, delta));
+            }
+        }
+        c.event(Event::Ipv4ToIpv6);
+        Some(Verdict::Forward)
+    }
+
     /// An IPv4 packet to an EAM or pool4 address: to IPv6 (RFC 7915 4).
     pub fn process4(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Verdict {
         Done::verdict(self.translate4(now, buf, c, true))
