@@ -114,6 +114,7 @@ impl Pref64 {
 
     /// The IPv4-embedded IPv6 address of `v4` (RFC 6052 2.2); `None` when this is the
     /// Well-Known Prefix and `v4` is not global (RFC 6052 3.1).
+    #[inline]
     pub fn embed(&self, v4: u32) -> Option<u128> {
         if self.is_well_known() && !is_global_ipv4(v4) {
             return None;

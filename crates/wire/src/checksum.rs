@@ -63,7 +63,7 @@ pub fn verifies(data: &[u8]) -> bool {
 /// 5.2.2: a router verifies it): five 32-bit words summed in native byte order -- the
 /// one's-complement sum is the same in either order, RFC 1071 2 (B), and the all-ones
 /// result reads the same swapped -- with no loop and no byte swaps.
-#[inline]
+#[inline(always)]
 pub fn header_verifies(h: &[u8; 20]) -> bool {
     let w = |i: usize| {
         let mut q = [0u8; 4];
