@@ -65,13 +65,14 @@ enum Side {
 /// and whether it may take the established-flow lane ([`Nat44::lane`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Lane44 {
-    key: FlowKey<u32>,
     hash: u64,
+    key: FlowKey<u32>,
+    /// The IPv4 total length (bytes after it are link padding).
+    total_len: u16,
+    tcp_flags: u8,
     /// A plain TCP/UDP packet of a dynamic flow: 20-byte header (checksum verified where
     /// configured), not a fragment, no SYN/FIN/RST, not hairpinned.
     fast: bool,
-    total_len: usize,
-    tcp_flags: u8,
 }
 
 /// The NAT44 translator state.
@@ -239,11 +240,11 @@ impl Nat44 {
     #[inline(always)]
     fn fast_key(&self, pkt: &[u8]) -> Option<Lane44> {
         let f: &[u8; 20] = pkt.first_chunk()?;
-        let total_len = usize::from(u16::from_be_bytes([f[2], f[3]]));
+        let total_len = u16::from_be_bytes([f[2], f[3]]);
         // Version 4, IHL 5 (options take the full path); MF clear and offset 0 (RFC 4787
         // REQ-14: fragments take the full path); the transport header present.
         let ff = u16::from_be_bytes([f[6], f[7]]);
-        if f[0] != 0x45 || ff & 0x3fff != 0 || total_len > pkt.len() {
+        if f[0] != 0x45 || ff & 0x3fff != 0 || usize::from(total_len) > pkt.len() {
             return None;
         }
         let (proto, need) = match f[9] {
@@ -251,7 +252,7 @@ impl Nat44 {
             ipproto::TCP => (Proto::Tcp, tcp::NEEDED),
             _ => return None,
         };
-        if total_len < ipv4::MIN_HEADER + need {
+        if usize::from(total_len) < ipv4::MIN_HEADER + need {
             return None;
         }
         let tcp_flags = match proto {
@@ -325,7 +326,7 @@ impl Nat44 {
         }
         let tr = self.napt.lane_or_new(now, &l.key, l.hash, l.tcp_flags, c);
         // Bytes past the IPv4 total length (link padding) are not part of the packet.
-        buf.truncate(l.total_len);
+        buf.truncate(usize::from(l.total_len));
         let tr = match tr {
             Ok(tr) => tr,
             Err(e) => return Some(Verdict::Drop(e)),
