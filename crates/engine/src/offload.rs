@@ -25,7 +25,7 @@ use xlat_wire::field::{set_u16, set_u32, set_u8, u16_at, u32_at, u8_at};
 use xlat_wire::ipv4::{off as ip4off, proto as ipproto};
 use xlat_wire::ipv6::addr4_sum;
 use xlat_wire::l4::{tcp, udp};
-use xlat_wire::Delta;
+use xlat_wire::{Delta, PacketBuf};
 
 use crate::napt::{Endpoint, Proto};
 
@@ -336,6 +336,73 @@ pub(crate) fn write_ipv4_header(h: &mut [u8; 20], tos: u8, total_len: u16, ttl: 
     *h = [
         0x45, tos, t0, t1, 0, 0, 0x40, 0, ttl, new.proto, c0, c1, s0, s1, s2, s3, d0, d1, d2, d3,
     ];
+}
+
+/// The engine lanes' IPv6 -> IPv4 rewrite of a plain TCP/UDP packet in `buf` (40-byte
+/// header straight to the transport header, `plen` payload bytes; the caller checked it):
+/// tuple `key` becomes `new` (ports written, checksum adjusted by [`delta64`], RFC 7915
+/// 5.5), the IPv4 header ([`write_ipv4_header`], `ttl` already decremented) replaces the
+/// last 20 bytes of the IPv6 one (5.1), and link padding is cut. NAT64's and SIIT's lanes
+/// share it.
+#[inline(always)]
+pub(crate) fn lane_6to4(
+    buf: &mut PacketBuf,
+    plen: usize,
+    tos: u8,
+    ttl: u8,
+    key: &Tuple6,
+    new: &Tuple4,
+) {
+    use xlat_wire::ipv6::HEADER;
+    const SHRINK: usize = HEADER - xlat_wire::ipv4::MIN_HEADER;
+    let delta = delta64(key, new).folded();
+    buf.truncate(HEADER + plen);
+    let out = buf.data_mut();
+    set_u16(out, HEADER, new.sport);
+    set_u16(out, HEADER + 2, new.dport);
+    let ck = HEADER + l4_csum_off(new.proto);
+    if let Some(v) = u16_at(out, ck) {
+        set_u16(out, ck, l4_csum(new.proto, v, delta));
+    }
+    if let Some(h) = out
+        .get_mut(SHRINK..HEADER)
+        .and_then(|h| <&mut [u8; 20]>::try_from(h).ok())
+    {
+        let total = (xlat_wire::ipv4::MIN_HEADER + plen).min(0xffff) as u16;
+        write_ipv4_header(h, tos, total, ttl, new);
+    }
+    buf.pull_front(SHRINK);
+}
+
+/// [`lane_6to4`]'s twin: a plain IPv4 TCP/UDP packet in `buf` (20-byte header, `total`
+/// bytes; the caller checked it and that 20 bytes of headroom are there) becomes the IPv6
+/// packet of tuple `new` (RFC 7915 4.1, 4.5; checksum by [`delta46`], `hop` already
+/// decremented), link padding cut.
+#[inline(always)]
+pub(crate) fn lane_4to6(
+    buf: &mut PacketBuf,
+    total: usize,
+    tos: u8,
+    hop: u8,
+    key: &Tuple4,
+    new: &Tuple6,
+) {
+    use xlat_wire::ipv6::HEADER;
+    let delta = delta46(key, new).folded();
+    let payload = total.saturating_sub(xlat_wire::ipv4::MIN_HEADER);
+    buf.truncate(total);
+    if buf.push_front(HEADER - xlat_wire::ipv4::MIN_HEADER) {
+        let out = buf.data_mut();
+        if let Some(h) = out.first_chunk_mut::<HEADER>() {
+            write_ipv6_header(h, tos, payload.min(0xffff) as u16, hop, new);
+        }
+        set_u16(out, HEADER, new.sport);
+        set_u16(out, HEADER + 2, new.dport);
+        let ck = HEADER + l4_csum_off(new.proto);
+        if let Some(v) = u16_at(out, ck) {
+            set_u16(out, ck, l4_csum(new.proto, v, delta));
+        }
+    }
 }
 
 /// Writes the 40-byte IPv6 header an unfragmented IPv4 packet without options becomes (RFC

@@ -39,7 +39,7 @@ use crate::siit::{
 };
 use crate::snapshot::{SessionInfo, Stats};
 use crate::{Time, Verdict};
-use xlat_wire::field::{set_u16, u16_at, u32_at, u8_at};
+use xlat_wire::field::{u16_at, u32_at, u8_at};
 
 /// What batch stage 1 learned about a NAT64 packet: its session-index key and hash, and
 /// whether it may take the established-flow lane ([`Nat64::lane`]).
@@ -479,22 +479,7 @@ impl Nat64 {
             sport: t.ext.port,
             dport: remote.port,
         };
-        let delta = offload::delta64(&key, &new).folded();
-        buf.truncate(HEADER + plen);
-        let out = buf.data_mut();
-        set_u16(out, HEADER, new.sport);
-        let ck = HEADER + offload::l4_csum_off(p);
-        if let Some(v) = u16_at(out, ck) {
-            set_u16(out, ck, offload::l4_csum(p, v, delta));
-        }
-        // The IPv4 header replaces the last 20 bytes of the IPv6 one (RFC 7915 5.1).
-        if let Some(h) = out
-            .get_mut(HEADER - xlat_wire::ipv4::MIN_HEADER..HEADER)
-            .and_then(|h| <&mut [u8; 20]>::try_from(h).ok())
-        {
-            offload::write_ipv4_header(h, tc, total4 as u16, hop - 1, &new);
-        }
-        buf.pull_front(HEADER - xlat_wire::ipv4::MIN_HEADER);
+        offload::lane_6to4(buf, plen, tc, hop - 1, &key, &new);
         c.event(Event::Ipv6ToIpv4);
         c.event(Event::Outbound);
         Plain::Done(Verdict::Forward)
@@ -575,20 +560,7 @@ impl Nat64 {
             sport: remote.port,
             dport: t.int.port,
         };
-        let delta = offload::delta46(&key, &new).folded();
-        buf.truncate(total);
-        if buf.push_front(grow) {
-            let out = buf.data_mut();
-            if let Some(h) = out.first_chunk_mut::<40>() {
-                offload::write_ipv6_header(h, tos, payload as u16, ttl - 1, &new);
-            }
-            let l4 = xlat_wire::ipv6::HEADER;
-            set_u16(out, l4 + 2, new.dport);
-            let ck = l4 + offload::l4_csum_off(p);
-            if let Some(v) = u16_at(out, ck) {
-                set_u16(out, ck, offload::l4_csum(p, v, delta));
-            }
-        }
+        offload::lane_4to6(buf, total, tos, ttl - 1, &key, &new);
         c.event(Event::Ipv4ToIpv6);
         c.event(Event::Inbound);
         Plain::Done(Verdict::Forward)

@@ -467,21 +467,7 @@ impl Siit {
             sport,
             dport,
         };
-        let delta = offload::delta64(&key, &new).folded();
-        buf.truncate(HEADER + plen);
-        let out = buf.data_mut();
-        let ck = HEADER + offload::l4_csum_off(next);
-        if let Some(v) = u16_at(out, ck) {
-            set_u16(out, ck, offload::l4_csum(next, v, delta));
-        }
-        // The IPv4 header replaces the last 20 bytes of the IPv6 one (RFC 7915 5.1).
-        if let Some(h) = out
-            .get_mut(HEADER - xlat_wire::ipv4::MIN_HEADER..HEADER)
-            .and_then(|h| <&mut [u8; 20]>::try_from(h).ok())
-        {
-            offload::write_ipv4_header(h, tc, total4 as u16, hop - 1, &new);
-        }
-        buf.pull_front(HEADER - xlat_wire::ipv4::MIN_HEADER);
+        offload::lane_6to4(buf, plen, tc, hop - 1, &key, &new);
         c.event(Event::Ipv6ToIpv4);
         Some(Verdict::Forward)
     }
@@ -543,18 +529,7 @@ impl Siit {
             sport,
             dport,
         };
-        let delta = offload::delta46(&key, &new).folded();
-        buf.truncate(total);
-        if buf.push_front(grow) {
-            let out = buf.data_mut();
-            if let Some(h6) = out.first_chunk_mut::<40>() {
-                offload::write_ipv6_header(h6, tos, payload as u16, ttl - 1, &new);
-            }
-            let ck = ipv6::HEADER + ck_at;
-            if let Some(v) = u16_at(out, ck) {
-                set_u16(out, ck, offload::l4_csum(proto, v, delta));
-            }
-        }
+        offload::lane_4to6(buf, total, tos, ttl - 1, &key, &new);
         c.event(Event::Ipv4ToIpv6);
         Some(Verdict::Forward)
     }
