@@ -545,6 +545,78 @@ fn ip6(
     p
 }
 
+/// A random payload size for the NAT64 and SIIT traces: mostly small, sometimes past the
+/// lowest IPv6 MTU or the 1500-byte MTU.
+fn size(r: &mut Rand, n: u64) -> usize {
+    match r.below(25) {
+        0 => 1_240 + r.below(300) as usize,
+        _ => r.below(n) as usize,
+    }
+}
+
+/// Sometimes cuts a transport header short.
+fn maybe_short(r: &mut Rand, l: &mut Vec<u8>, proto: u8) {
+    if r.below(25) == 0 {
+        l.truncate(if proto == TCP { 12 } else { 6 });
+    }
+}
+
+/// An IPv6 packet of the NAT64 and SIIT traces around `l`: sometimes hop limit 1 or 2, a
+/// Hop-by-Hop or Fragment header, a flow label, link padding.
+fn v6_variant(r: &mut Rand, src: u128, dst: u128, proto: u8, l: &[u8], tos: u8) -> Vec<u8> {
+    let (mut hop, mut ext, mut frag) = (64, false, false);
+    match r.below(20) {
+        0 => hop = 1,
+        1 => ext = true,
+        2 => frag = true,
+        3 => hop = 2,
+        _ => {}
+    }
+    let tc_fl = (u32::from(tos) << 20) | (r.below(2) as u32 * 0x1_2345);
+    let mut p = ip6(src, dst, proto, l, hop, ext, frag, tc_fl);
+    if r.below(15) == 0 {
+        p.extend_from_slice(&[0xee; 6]); // link padding
+    }
+    p
+}
+
+/// An IPv4 packet of the NAT64 and SIIT traces around `l`: sometimes MF, no DF, an option,
+/// TTL 1 or 2, link padding, no UDP checksum; TOS `tos`.
+fn v4_variant(r: &mut Rand, src: [u8; 4], dst: [u8; 4], proto: u8, l: &[u8], tos: u8) -> Vec<u8> {
+    let (mut frag, mut opts, mut ttl, mut pad) = (0x4000u16, false, 64u8, 0);
+    match r.below(20) {
+        0 => frag = 0x2000,
+        1 => opts = true,
+        2 => ttl = 1,
+        3 | 4 => frag = 0,
+        5 => pad = 6,
+        6 => ttl = 2,
+        _ => {}
+    }
+    let mut p = ip4(src, dst, proto, l, frag, opts, ttl, pad);
+    let at = if opts { 30 } else { 26 };
+    if proto == UDP && p.len() >= at + 2 && r.below(12) == 0 {
+        p[at..at + 2].copy_from_slice(&[0, 0]); // no UDP checksum (RFC 768)
+    }
+    p[1] = tos;
+    let hl = usize::from(p[0] & 0x0f) * 4;
+    p[10..12].copy_from_slice(&[0, 0]);
+    let c = checksum::checksum(&p[..hl]);
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    p
+}
+
+/// Sometimes damages a packet: a flipped bit at byte 10 (the IPv4 header checksum, or an
+/// IPv6 address bit), or truncation.
+fn corrupt(r: &mut Rand, p: &mut Vec<u8>) {
+    match r.below(40) {
+        0 => p[10] ^= 0x40,
+        1 => p.truncate(30),
+        2 => p.truncate(r.below(50) as usize),
+        _ => {}
+    }
+}
+
 /// One random NAT64 packet: IPv6 out from a host, or IPv4 back to a seen pool4 endpoint;
 /// `wide`: the engine's pref64 is the /64. Besides plain packets (the lane's own rewrite):
 /// control segments, ICMP, extension headers, fragments, options, hop limit / TTL 1,
@@ -560,11 +632,6 @@ fn nat64_packet(r: &mut Rand, seen: &[([u8; 4], u16, u8)], wide: bool) -> Vec<u8
     } else {
         0
     };
-    // Payloads mostly small, sometimes past the lowest IPv6 MTU or the 1500-byte MTU.
-    let size = |r: &mut Rand, n: u64| match r.below(25) {
-        0 => 1_240 + r.below(300) as usize,
-        _ => r.below(n) as usize,
-    };
     let mut p = if r.below(2) == 0 || seen.is_empty() {
         let proto = r.pick(&[UDP, UDP, TCP, TCP, 58]);
         let sport = r.pick(&PORTS);
@@ -573,17 +640,7 @@ fn nat64_packet(r: &mut Rand, seen: &[([u8; 4], u16, u8)], wide: bool) -> Vec<u8
             TCP => tcp(sport, rport, flags),
             _ => echo(128, sport),
         };
-        if r.below(25) == 0 {
-            l.truncate(if proto == TCP { 12 } else { 6 });
-        }
-        let (mut hop, mut ext, mut frag) = (64, false, false);
-        match r.below(20) {
-            0 => hop = 1,
-            1 => ext = true,
-            2 => frag = true,
-            3 => hop = 2,
-            _ => {}
-        }
+        maybe_short(r, &mut l, proto);
         let mut dst = in_pref64(remote, wide);
         if r.below(12) == 0 {
             dst = in_pref64(r.pick(&POOL), wide); // a hairpin
@@ -591,12 +648,8 @@ fn nat64_packet(r: &mut Rand, seen: &[([u8; 4], u16, u8)], wide: bool) -> Vec<u8
         if wide && r.below(3) == 0 {
             dst |= u128::from(r.below(1 << 24) as u32); // suffix bits, ignored (RFC 6052 2.2)
         }
-        let tc_fl = (u32::from(tos) << 20) | (r.below(2) as u32 * 0x1_2345);
-        let mut p = ip6(r.pick(&HOSTS6), dst, proto, &l, hop, ext, frag, tc_fl);
-        if r.below(15) == 0 {
-            p.extend_from_slice(&[0xee; 6]); // link padding
-        }
-        p
+        let src = r.pick(&HOSTS6);
+        v6_variant(r, src, dst, proto, &l, tos)
     } else {
         let (a, port, sp) = seen[r.below(seen.len() as u64) as usize];
         let mut l = match sp {
@@ -604,37 +657,10 @@ fn nat64_packet(r: &mut Rand, seen: &[([u8; 4], u16, u8)], wide: bool) -> Vec<u8
             TCP => tcp(rport, port, flags),
             _ => echo(0, port),
         };
-        if r.below(25) == 0 {
-            l.truncate(if sp == TCP { 12 } else { 6 });
-        }
-        let (mut frag, mut opts, mut ttl, mut pad) = (0x4000u16, false, 64u8, 0);
-        match r.below(20) {
-            0 => frag = 0x2000,
-            1 => opts = true,
-            2 => ttl = 1,
-            3 | 4 => frag = 0,
-            5 => pad = 6,
-            6 => ttl = 2,
-            _ => {}
-        }
-        let mut p = ip4(remote, a, sp, &l, frag, opts, ttl, pad);
-        let at = if opts { 30 } else { 26 };
-        if sp == UDP && p.len() >= at + 2 && r.below(12) == 0 {
-            p[at..at + 2].copy_from_slice(&[0, 0]); // no UDP checksum (RFC 768)
-        }
-        p[1] = tos;
-        let hl = usize::from(p[0] & 0x0f) * 4;
-        p[10..12].copy_from_slice(&[0, 0]);
-        let c = checksum::checksum(&p[..hl]);
-        p[10..12].copy_from_slice(&c.to_be_bytes());
-        p
+        maybe_short(r, &mut l, sp);
+        v4_variant(r, remote, a, sp, &l, tos)
     };
-    match r.below(40) {
-        0 => p[10] ^= 0x40, // bad IPv4 header checksum (or an IPv6 address bit)
-        1 => p.truncate(30),
-        2 => p.truncate(r.below(50) as usize),
-        _ => {}
-    }
+    corrupt(r, &mut p);
     p
 }
 
@@ -723,10 +749,6 @@ fn siit_packet(r: &mut Rand, wide: bool) -> Vec<u8> {
     } else {
         0
     };
-    let size = |r: &mut Rand, n: u64| match r.below(20) {
-        0 => 1_240 + r.below(300) as usize,
-        _ => r.below(n) as usize,
-    };
     let (p1, p2) = (r.pick(&PORTS), r.pick(&RPORTS));
     let mut p = if r.below(2) == 0 {
         let proto = r.pick(&[UDP, UDP, TCP, TCP, 58]);
@@ -735,9 +757,7 @@ fn siit_packet(r: &mut Rand, wide: bool) -> Vec<u8> {
             TCP => tcp(p1, p2, flags),
             _ => echo(128, p1),
         };
-        if r.below(25) == 0 {
-            l.truncate(if proto == TCP { 12 } else { 6 });
-        }
+        maybe_short(r, &mut l, proto);
         let src = match r.below(8) {
             0 => HOSTS6[0], // no mapping
             1 | 2 => in_pref64(with_last(POOL4, r.below(16) as u8), wide),
@@ -755,20 +775,7 @@ fn siit_packet(r: &mut Rand, wide: bool) -> Vec<u8> {
                 d
             }
         };
-        let (mut hop, mut ext, mut frag) = (64, false, false);
-        match r.below(20) {
-            0 => hop = 1,
-            1 => ext = true,
-            2 => frag = true,
-            3 => hop = 2,
-            _ => {}
-        }
-        let tc_fl = (u32::from(tos) << 20) | (r.below(2) as u32 * 0x1_2345);
-        let mut p = ip6(src, dst, proto, &l, hop, ext, frag, tc_fl);
-        if r.below(15) == 0 {
-            p.extend_from_slice(&[0xee; 6]); // link padding
-        }
-        p
+        v6_variant(r, src, dst, proto, &l, tos)
     } else {
         let proto = r.pick(&[UDP, UDP, TCP, TCP, ICMP]);
         let mut l = match proto {
@@ -776,9 +783,7 @@ fn siit_packet(r: &mut Rand, wide: bool) -> Vec<u8> {
             TCP => tcp(p2, p1, flags),
             _ => echo(8, p1),
         };
-        if r.below(25) == 0 {
-            l.truncate(if proto == TCP { 12 } else { 6 });
-        }
+        maybe_short(r, &mut l, proto);
         let src = match r.below(6) {
             0 => with_last(EAM4, r.below(16) as u8),
             1 => [0, 0, 0, 0], // fine for a non-well-known pref64, too
@@ -788,34 +793,9 @@ fn siit_packet(r: &mut Rand, wide: bool) -> Vec<u8> {
             0 => with_last(POOL4, r.below(16) as u8),
             _ => with_last(EAM4, r.below(16) as u8),
         };
-        let (mut frag, mut opts, mut ttl, mut pad) = (0x4000u16, false, 64u8, 0);
-        match r.below(20) {
-            0 => frag = 0x2000,
-            1 => opts = true,
-            2 => ttl = 1,
-            3 | 4 => frag = 0,
-            5 => pad = 6,
-            6 => ttl = 2,
-            _ => {}
-        }
-        let mut p = ip4(src, dst, proto, &l, frag, opts, ttl, pad);
-        let at = if opts { 30 } else { 26 };
-        if proto == UDP && p.len() >= at + 2 && r.below(12) == 0 {
-            p[at..at + 2].copy_from_slice(&[0, 0]); // no UDP checksum (RFC 768)
-        }
-        p[1] = tos;
-        let hl = usize::from(p[0] & 0x0f) * 4;
-        p[10..12].copy_from_slice(&[0, 0]);
-        let c = checksum::checksum(&p[..hl]);
-        p[10..12].copy_from_slice(&c.to_be_bytes());
-        p
+        v4_variant(r, src, dst, proto, &l, tos)
     };
-    match r.below(40) {
-        0 => p[10] ^= 0x40, // bad IPv4 header checksum (or an IPv6 address bit)
-        1 => p.truncate(30),
-        2 => p.truncate(r.below(50) as usize),
-        _ => {}
-    }
+    corrupt(r, &mut p);
     p
 }
 
