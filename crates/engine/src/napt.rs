@@ -161,22 +161,30 @@ struct Mapping<A> {
     proto: Proto,
 }
 
-impl<A: InsideAddr> Mapping<A> {
-    #[inline]
-    fn int(&self) -> Endpoint<A> {
-        Endpoint {
-            addr: self.int_addr,
-            port: self.int_port,
+/// `int()` and `ext()` of a record with flat `int_addr`/`int_port` and `ext_addr`/`ext_port`
+/// fields (mappings and sessions keep their endpoints flat to stay small).
+macro_rules! flat_endpoints {
+    ($t:ident) => {
+        impl<A: InsideAddr> $t<A> {
+            #[inline]
+            fn int(&self) -> Endpoint<A> {
+                Endpoint {
+                    addr: self.int_addr,
+                    port: self.int_port,
+                }
+            }
+            #[inline]
+            fn ext(&self) -> Endpoint {
+                Endpoint {
+                    addr: self.ext_addr,
+                    port: self.ext_port,
+                }
+            }
         }
-    }
-    #[inline]
-    fn ext(&self) -> Endpoint {
-        Endpoint {
-            addr: self.ext_addr,
-            port: self.ext_port,
-        }
-    }
+    };
 }
+
+flat_endpoints!(Mapping);
 
 /// The expiry of a mapping or a filter entry: the latest expiry of its sessions, in steps of
 /// 2^[`PROPAGATE_SHIFT`] ns (0.54 s; a `u32` of them spans 73 years), rounded up -- the steps
@@ -206,6 +214,8 @@ enum SessState {
     Icmp,
     Tcp(TcpState),
 }
+
+flat_endpoints!(Session);
 
 /// A session carries its whole translation (inside, outside and remote endpoints), so the
 /// fast path is one index lookup and one session read. Fields are laid out flat (no padded
@@ -238,20 +248,6 @@ impl<A: InsideAddr> Session<A> {
             SessState::Udp => Proto::Udp,
             SessState::Icmp => Proto::Icmp,
             SessState::Tcp(_) => Proto::Tcp,
-        }
-    }
-    #[inline]
-    fn int(&self) -> Endpoint<A> {
-        Endpoint {
-            addr: self.int_addr,
-            port: self.int_port,
-        }
-    }
-    #[inline]
-    fn ext(&self) -> Endpoint {
-        Endpoint {
-            addr: self.ext_addr,
-            port: self.ext_port,
         }
     }
     #[inline]
