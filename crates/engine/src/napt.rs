@@ -715,16 +715,31 @@ impl<A: InsideAddr> Napt<A> {
             addr: remote.addr,
             port: proto.remote_port(remote.port),
         };
-        let key = FlowKey::Out(proto, int, remote);
+        self.live_or_new(now, FlowKey::Out(proto, int, remote), tcp_flags, c)
+            .map(|t| t.ext)
+    }
+
+    /// [`Napt::outbound`] and [`Napt::inbound`] for the (normalised) tuple `key`: its live
+    /// session refreshed, or a new one made where the full path makes one ([`Napt::renew`]).
+    #[inline(always)]
+    fn live_or_new(
+        &mut self,
+        now: Time,
+        key: FlowKey<A>,
+        tcp_flags: u8,
+        c: &mut Counters,
+    ) -> Result<Translation<A>, DropReason> {
         let hash = self.hash(&key);
         if let Some(sid) = self.live(&key, hash, now, c) {
+            let dir = match key {
+                FlowKey::Out(..) => Dir::Out,
+                FlowKey::In(..) => Dir::In,
+            };
             return self
-                .touch(sid, now, Dir::Out, tcp_flags)
-                .map(|t| t.ext)
+                .touch(sid, now, dir, tcp_flags)
                 .ok_or(DropReason::NoMapping);
         }
-        self.create_out(now, proto, int, remote, tcp_flags, hash, c)
-            .map(|t| t.ext)
+        self.renew(now, &key, hash, tcp_flags, None, c)
     }
 
     /// What [`Napt::outbound`] does for a flow with no live session: makes one, on the
@@ -788,15 +803,7 @@ impl<A: InsideAddr> Napt<A> {
             addr: remote.addr,
             port: proto.remote_port(remote.port),
         };
-        let key = FlowKey::In(proto, ext, remote);
-        let hash = self.hash(&key);
-        if let Some(sid) = self.live(&key, hash, now, c) {
-            return self
-                .touch(sid, now, Dir::In, tcp_flags)
-                .map(|t| t.int)
-                .ok_or(DropReason::NoMapping);
-        }
-        self.create_in(now, proto, ext, remote, tcp_flags, hash, c)
+        self.live_or_new(now, FlowKey::In(proto, ext, remote), tcp_flags, c)
             .map(|t| t.int)
     }
 
