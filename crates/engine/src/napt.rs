@@ -1687,10 +1687,12 @@ fn tcp_state_name(t: TcpState) -> &'static str {
 mod tests {
     use super::*;
 
-    /// Index entries that wait ([`Napt::insert_later`]) are found, and removed, as if they
-    /// had been inserted: runs of new sessions longer than [`PENDING_MAX`], each looked up
-    /// by its inbound tuple at once (and a second remote admitted through the waiting BIB
-    /// entry of its mapping), all looked up again afterwards, then all expired.
+    /// The remote endpoint the tests' flows talk to (203.0.113.1:53).
+    const REMOTE: Endpoint = Endpoint {
+        addr: 0xcb00_7101,
+        port: 53,
+    };
+
     /// A NAT44 NAPT on 198.19.0.0/31 with room for `max` sessions (per host too).
     fn napt(max: u32) -> Napt<u32> {
         Napt::new(
@@ -1733,10 +1735,7 @@ mod tests {
     fn an_expiry_pass_is_bounded_however_many_sessions_are_due() {
         let mut n = napt(1000);
         let mut c = Counters::default();
-        let r = Endpoint {
-            addr: 0xcb00_7101,
-            port: 53,
-        };
+        let r = REMOTE;
         let now = Time::from_secs(1);
         for i in 0..300u16 {
             let int = Endpoint {
@@ -1765,10 +1764,7 @@ mod tests {
     fn a_full_table_makes_room_from_sessions_past_their_time() {
         let mut n = napt(100);
         let mut c = Counters::default();
-        let r = Endpoint {
-            addr: 0xcb00_7101,
-            port: 53,
-        };
+        let r = REMOTE;
         let flow = |i: u16| Endpoint {
             addr: 0xc612_0001,
             port: 2000 + i,
@@ -1793,15 +1789,16 @@ mod tests {
         assert!(n.sessions.len <= 100);
     }
 
+    /// Index entries that wait ([`Napt::insert_later`]) are found, and removed, as if they
+    /// had been inserted: runs of new sessions longer than [`PENDING_MAX`], each looked up
+    /// by its inbound tuple at once (and a second remote admitted through the waiting BIB
+    /// entry of its mapping), all looked up again afterwards, then all expired.
     #[test]
     fn waiting_index_entries_behave_as_inserted() {
         let mut n = napt(1000);
         let mut c = Counters::default();
         let (r1, r2) = (
-            Endpoint {
-                addr: 0xcb00_7101,
-                port: 53,
-            },
+            REMOTE,
             Endpoint {
                 addr: 0xcb00_7102,
                 port: 80,
