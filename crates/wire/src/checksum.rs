@@ -28,6 +28,7 @@ pub fn sum(data: &[u8], initial: u32) -> u32 {
     fold64(acc)
 }
 
+#[inline]
 fn fold64(mut acc: u64) -> u32 {
     // Two steps always suffice (2^64 - 1 -> at most 2^33 - 2 -> at most 2^32 - 1); no loop,
     // no branch.
@@ -37,6 +38,7 @@ fn fold64(mut acc: u64) -> u32 {
 }
 
 /// Folds a 32-bit one's-complement accumulator to 16 bits.
+#[inline]
 pub fn fold(mut acc: u32) -> u16 {
     // As `fold64`: 2^32 - 1 -> at most 0x1fffe -> at most 0xffff.
     acc = (acc & 0xffff) + (acc >> 16);
@@ -77,8 +79,13 @@ pub fn header_verifies(h: &[u8; 20]) -> bool {
 }
 
 /// Accumulated change to a set of 16-bit words, applied to checksums by RFC 1624 eqn. 3.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Delta(u32);
+///
+/// Kept as an unfolded 64-bit sum and folded once, when applied: one's-complement addition
+/// is associative (RFC 1071 2 (A)), so folding after every word -- as this did -- gave the
+/// same checksum for 4 more instructions a word (a NAT44 packet folded nine times). Each
+/// word adds less than 2^17, so the sum cannot overflow in any real use (2^47 words).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Delta(u64);
 
 impl Delta {
     /// No change.
@@ -86,17 +93,15 @@ impl Delta {
 
     /// Records that one 16-bit word changed from `old` to `new`.
     #[must_use]
+    #[inline]
     pub fn word(self, old: u16, new: u16) -> Delta {
         // ~m + m'
-        let acc = self
-            .0
-            .wrapping_add(u32::from(!old))
-            .wrapping_add(u32::from(new));
-        Delta(u32::from(fold(acc)))
+        Delta(self.0.wrapping_add(u64::from(!old) + u64::from(new)))
     }
 
     /// Records that a 32-bit value (two words, e.g. an IPv4 address) changed.
     #[must_use]
+    #[inline]
     pub fn addr(self, old: u32, new: u32) -> Delta {
         self.word((old >> 16) as u16, (new >> 16) as u16)
             .word(old as u16, new as u16)
@@ -105,41 +110,46 @@ impl Delta {
     /// Records that words summing to `sum` (a one's-complement sum, e.g. from [`sum`]) were
     /// added to the covered data: a pseudo-header that appears, a new address.
     #[must_use]
+    #[inline]
     pub fn add_sum(self, sum: u32) -> Delta {
-        Delta(u32::from(fold(self.0.wrapping_add(u32::from(fold(sum))))))
+        Delta(self.0.wrapping_add(u64::from(sum)))
     }
 
     /// Records that words summing to `sum` were removed from the covered data (RFC 1624: adding
     /// the one's complement of each removed word).
     #[must_use]
+    #[inline]
     pub fn remove_sum(self, sum: u32) -> Delta {
-        Delta(u32::from(fold(self.0.wrapping_add(u32::from(!fold(sum))))))
+        Delta(self.0.wrapping_add(u64::from(!fold(sum))))
     }
 
     /// Combines two deltas.
     #[must_use]
+    #[inline]
     pub fn plus(self, other: Delta) -> Delta {
-        Delta(u32::from(fold(self.0)).wrapping_add(u32::from(fold(other.0))))
+        Delta(self.0.wrapping_add(other.0))
     }
 
     /// The delta folded to 16 bits: what a fast path adds to `~checksum` (RFC 1624 eqn. 3).
+    #[inline]
     pub fn folded(self) -> u16 {
-        fold(self.0)
+        fold(fold64(self.0))
     }
 
     /// True when the delta changes nothing.
     pub fn is_zero(self) -> bool {
-        fold(self.0) == 0 || fold(self.0) == 0xffff
+        matches!(self.folded(), 0 | 0xffff)
     }
 
     /// Applies the delta to a checksum field value: `~(~HC + delta)` (RFC 1624 eqn. 3).
+    #[inline]
     pub fn apply(self, cksum: u16) -> u16 {
-        let acc = u32::from(!cksum).wrapping_add(u32::from(fold(self.0)));
-        !fold(acc)
+        !fold(fold64(self.0.wrapping_add(u64::from(!cksum))))
     }
 
     /// Applies the delta to a UDP checksum: zero means "no checksum" and stays zero
     /// (RFC 768), and a computed zero is sent as all ones.
+    #[inline]
     pub fn apply_udp(self, cksum: u16) -> u16 {
         if cksum == 0 {
             return 0;
