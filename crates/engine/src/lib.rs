@@ -384,7 +384,7 @@ impl Engine {
                 for (pl, p) in plans.iter_mut().zip(pkts.get(start..end).unwrap_or(&[])) {
                     self.plan(p.data(), pl);
                 }
-                for pl in &plans {
+                for pl in &mut plans {
                     match (pl, &self.nat64, &self.nat44) {
                         (Plan::Nat64(l), Some(n), _) => {
                             let _ = n.prefetch_lane(l);

@@ -337,6 +337,9 @@ enum Slot<T> {
 /// The end of a [`Slab`]'s free list.
 const NO_SLOT: u32 = u32::MAX;
 
+/// No candidate session entry ([`Napt::prefetch_session`]): index values stop below it.
+pub(crate) const NO_CAND: u32 = u32::MAX;
+
 /// A vector of slots with a free list; ids stay valid until removed. The slots are reserved
 /// ahead ([`FixedVec`]: on huge pages when large) and never move. The free list runs through
 /// the free slots themselves (a `Vec` of free ids grew -- and copied itself -- while a mass
@@ -975,13 +978,15 @@ impl<A: InsideAddr> Napt<A> {
         h
     }
 
-    /// Batch stage 2: starts fetching the session the index (probably) points to; false
-    /// when the index has no candidate for `hash`.
-    pub fn prefetch_session(&self, hash: u64) -> bool {
+    /// Batch stage 2: starts fetching the session the index (probably) points to and
+    /// returns that entry, the candidate stage 3 tries before probing the index again
+    /// ([`Napt::find`]); [`NO_CAND`] when the index has none for `hash`.
+    #[inline]
+    pub fn prefetch_session(&self, hash: u64) -> u32 {
         match self.flows.peek(hash) {
             Some(v) => {
                 self.sessions.prefetch(v >> 1);
-                true
+                v
             }
             None => self.prefetch_waiting(hash),
         }
@@ -991,17 +996,37 @@ impl<A: InsideAddr> Napt<A> {
     /// still waits ([`Napt::insert_later`]). Out of line: established traffic finds its
     /// entry in the index.
     #[inline(never)]
-    fn prefetch_waiting(&self, hash: u64) -> bool {
+    fn prefetch_waiting(&self, hash: u64) -> u32 {
         if !self.may_wait(hash) {
-            return false;
+            return NO_CAND;
         }
         match self.pending.iter().find(|p| p.hash == hash && !p.bib) {
             Some(p) => {
                 self.sessions.prefetch(p.val >> 1);
-                true
+                p.val
             }
-            None => false,
+            None => NO_CAND,
         }
+    }
+
+    /// The session entry (`sid * 2 + direction`) of `key`, whose hash is `hash`: `cand`,
+    /// the entry batch stage 2 peeked at ([`Napt::prefetch_session`]), when it is that
+    /// session -- then the index is not probed a second time -- else an index lookup.
+    /// Trying `cand` first is safe even if earlier packets of the batch changed the index
+    /// since: a session whose tuple is `key` is the one the index holds under `key`.
+    #[inline(always)]
+    fn find(&self, key: &FlowKey<A>, hash: u64, cand: u32) -> Option<u32> {
+        let sessions = &self.sessions;
+        let inbound = matches!(key, FlowKey::In(..));
+        let eq = |v: u32| {
+            sessions
+                .get(v >> 1)
+                .is_some_and(|s| s.matches(key, v & 1 == 1))
+        };
+        if cand != NO_CAND && eq(cand) {
+            return Some(cand);
+        }
+        self.index_get(false, inbound, hash, eq)
     }
 
     /// Batch stage 2 for a tuple the session index has no candidate for (most likely a new
@@ -1036,15 +1061,10 @@ impl<A: InsideAddr> Napt<A> {
         now: Time,
         key: &FlowKey<A>,
         hash: u64,
+        cand: u32,
         tcp_flags: u8,
     ) -> Option<Translation<A>> {
-        let sessions = &self.sessions;
-        let inbound = matches!(key, FlowKey::In(..));
-        let sid = self.index_get(false, inbound, hash, |v| {
-            sessions
-                .get(v >> 1)
-                .is_some_and(|s| s.matches(key, v & 1 == 1))
-        })? >> 1;
+        let sid = self.find(key, hash, cand)? >> 1;
         // As in `live`: an offloaded session is live until the sweep asks the fast path.
         if !self
             .sessions
@@ -1072,16 +1092,12 @@ impl<A: InsideAddr> Napt<A> {
         now: Time,
         key: &FlowKey<A>,
         hash: u64,
+        cand: u32,
         tcp_flags: u8,
         c: &mut Counters,
     ) -> Result<Translation<A>, DropReason> {
-        let sessions = &self.sessions;
         let inbound = matches!(key, FlowKey::In(..));
-        let found = self.index_get(false, inbound, hash, |v| {
-            sessions
-                .get(v >> 1)
-                .is_some_and(|s| s.matches(key, v & 1 == 1))
-        });
+        let found = self.find(key, hash, cand);
         if let Some(v) = found {
             let sid = v >> 1;
             // As in `live`: an offloaded session is live until the sweep asks the fast path.
@@ -1134,12 +1150,13 @@ impl<A: InsideAddr> Napt<A> {
         key: FlowKey<A>,
         planned: &FlowKey<A>,
         hash: u64,
+        cand: u32,
         tcp_flags: u8,
     ) -> Option<Translation<A>> {
         if key != *planned {
             return None;
         }
-        self.lane(now, planned, hash, tcp_flags)
+        self.lane(now, planned, hash, cand, tcp_flags)
     }
 
     /// The session of `key` (whose hash is `h`), live or not.

@@ -30,7 +30,7 @@ use xlat_wire::Delta;
 use crate::config::{Nat44Config, Nat44Mode, PrefixSet4};
 use crate::counters::{Counters, DropReason, Event};
 use crate::frag::{FragKey, FragRewrite, Frags};
-use crate::napt::{Endpoint, FlowKey, Napt, NaptConfig, Proto};
+use crate::napt::{Endpoint, FlowKey, Napt, NaptConfig, Proto, NO_CAND};
 use crate::offload::{self, OffloadKind, OffloadOp};
 use crate::snapshot::{SessionInfo, Stats};
 use crate::tcp::Dir;
@@ -66,6 +66,8 @@ enum Side {
 #[derive(Clone, Copy, Debug)]
 pub struct Lane44 {
     hash: u64,
+    /// The index entry stage 2 found under `hash` ([`Napt::prefetch_session`]).
+    cand: u32,
     key: FlowKey<u32>,
     /// The IPv4 total length (bytes after it are link padding).
     total_len: u16,
@@ -224,6 +226,7 @@ impl Nat44 {
             None => Lane44 {
                 key: self.flow_key(pkt)?,
                 hash: 0,
+                cand: NO_CAND,
                 fast: false,
                 total_len: 0,
                 tcp_flags: 0,
@@ -300,6 +303,7 @@ impl Nat44 {
         Some(Lane44 {
             key,
             hash: 0,
+            cand: NO_CAND,
             fast: true,
             total_len,
             tcp_flags,
@@ -324,7 +328,9 @@ impl Nat44 {
         if !l.fast {
             return None;
         }
-        let tr = self.napt.lane_or_new(now, &l.key, l.hash, l.tcp_flags, c);
+        let tr = self
+            .napt
+            .lane_or_new(now, &l.key, l.hash, l.cand, l.tcp_flags, c);
         // Bytes past the IPv4 total length (link padding) are not part of the packet.
         buf.truncate(usize::from(l.total_len));
         let tr = match tr {
@@ -351,10 +357,13 @@ impl Nat44 {
         self.plan(pkt).map(|l| (l.fast, l.key))
     }
 
-    /// Batch stage 2: starts fetching the session behind a stage-1 plan or, when the index
-    /// has none (a new flow), the BIB slot its creation will probe ([`Napt::prefetch_new`]).
-    pub fn prefetch_session(&self, l: &Lane44) {
-        if !self.napt.prefetch_session(l.hash) {
+    /// Batch stage 2: starts fetching the session behind a stage-1 plan (noting the index
+    /// entry for stage 3) or, when the index has none (a new flow), the BIB slot its
+    /// creation will probe ([`Napt::prefetch_new`]).
+    #[inline(always)]
+    pub fn prefetch_session(&self, l: &mut Lane44) {
+        l.cand = self.napt.prefetch_session(l.hash);
+        if l.cand == NO_CAND {
             self.napt.prefetch_new(&l.key, l.hash);
         }
     }

@@ -27,7 +27,7 @@ use xlat_wire::{PacketBuf, HEADROOM};
 
 use crate::config::{Nat44Mode, Nat64Config, XlatParams};
 use crate::counters::{Counters, DropReason, Event};
-use crate::napt::{Endpoint, FlowKey, Napt, NaptConfig, Proto};
+use crate::napt::{Endpoint, FlowKey, Napt, NaptConfig, Proto, NO_CAND};
 use crate::offload::{self, OffloadKind, OffloadOp};
 use crate::rfc6052::Pref64;
 use crate::siit::frag::{FragTable, Rewrite};
@@ -47,6 +47,8 @@ use xlat_wire::field::{u16_at, u32_at, u8_at};
 pub struct Lane64 {
     key: FlowKey<u128>,
     hash: u64,
+    /// The index entry stage 2 found under `hash` ([`Napt::prefetch_session`]).
+    cand: u32,
     /// TCP or UDP right after a 40- or 20-byte header (no extension headers or options),
     /// not a fragment, no SYN/FIN/RST.
     fast: bool,
@@ -332,6 +334,7 @@ impl Nat64 {
         Some(Lane64 {
             key,
             hash: self.napt.prefetch_index(&key),
+            cand: NO_CAND,
             fast: plain(pkt, v6),
         })
     }
@@ -345,13 +348,16 @@ impl Nat64 {
     /// Batch stage 2: starts fetching the session behind a stage-1 hash; false when the
     /// index has no candidate for it.
     pub fn prefetch_session(&self, hash: u64) -> bool {
-        self.napt.prefetch_session(hash)
+        self.napt.prefetch_session(hash) != NO_CAND
     }
 
     /// [`Nat64::prefetch_session`] for a stage-1 plan; when the index has no candidate (a
     /// new flow), the BIB slot its creation will probe instead ([`Napt::prefetch_new`]).
-    pub fn prefetch_lane(&self, l: &Lane64) -> bool {
-        let found = self.napt.prefetch_session(l.hash);
+    /// Notes the index entry found for stage 3.
+    #[inline(always)]
+    pub fn prefetch_lane(&self, l: &mut Lane64) -> bool {
+        l.cand = self.napt.prefetch_session(l.hash);
+        let found = l.cand != NO_CAND;
         if !found {
             self.napt.prefetch_new(&l.key, l.hash);
         }
@@ -457,7 +463,7 @@ impl Nat64 {
             return Plain::Not;
         }
         let tc = ((first & 0x0f) << 4) | u8_at(d, 1).unwrap_or(0) >> 4;
-        let t = match self.napt.lane_or_new(now, &l.key, l.hash, flags, c) {
+        let t = match self.napt.lane_or_new(now, &l.key, l.hash, l.cand, flags, c) {
             Ok(t) => t,
             Err(e) => {
                 buf.truncate(HEADER + plen);
@@ -538,7 +544,7 @@ impl Nat64 {
         let Some(src6) = self.prefix.embed(remote.addr) else {
             return Plain::Not;
         };
-        let t = match self.napt.lane_or_new(now, &l.key, l.hash, flags, c) {
+        let t = match self.napt.lane_or_new(now, &l.key, l.hash, l.cand, flags, c) {
             Ok(t) => t,
             Err(e) => {
                 buf.truncate(total);
@@ -602,7 +608,10 @@ impl Nat64 {
                     None => self.napt.outbound(now, p.proto, int, remote, p.flags, c)?,
                     Some(l) => {
                         let key = FlowKey::Out(p.proto, int, remote);
-                        match self.napt.lane_for(now, key, &l.key, l.hash, p.flags) {
+                        match self
+                            .napt
+                            .lane_for(now, key, &l.key, l.hash, l.cand, p.flags)
+                        {
                             Some(t) => t.ext,
                             None => return Ok(None),
                         }
@@ -771,7 +780,10 @@ impl Nat64 {
                     None => self.napt.inbound(now, p.proto, ext, remote, p.flags, c)?,
                     Some(l) => {
                         let key = FlowKey::In(p.proto, ext, remote);
-                        match self.napt.lane_for(now, key, &l.key, l.hash, p.flags) {
+                        match self
+                            .napt
+                            .lane_for(now, key, &l.key, l.hash, l.cand, p.flags)
+                        {
                             Some(t) => t.int,
                             None => return Ok(None),
                         }
