@@ -1318,6 +1318,7 @@ impl<A: InsideAddr> Napt<A> {
     /// `hash` is the hash of its tuple in the direction `dir` of the packet that opens it.
     /// Its host has counted it already ([`Napt::host_for`], `create_in`).
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn create_session(
         &mut self,
         mid: u32,
