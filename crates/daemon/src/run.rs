@@ -4,8 +4,9 @@
 //! on the TUN descriptor and the control waker; reads a batch of up to 64 packets; translates
 //! each with one `now` per batch from a monotonic clock; writes `Forward` packets and then
 //! whatever [`Engine::pop_ready`] releases back to the TUN device; answers pending control
-//! requests. Idle sessions are expired a little after every batch (1,024 slots) and, when no
-//! traffic came in, in one longer pass every 100 ms ([`Engine::expire`], bounded work each).
+//! requests. Idle sessions are expired a little after every batch ([`Engine::expire_step`]:
+//! less than a batch's work while reads come back full) and, when no traffic came in, in
+//! longer passes every 100 ms ([`Engine::expire`], bounded work each).
 //! With `[dataplane] fast_path = "xdp"` the XDP program ([`xlat_xdp`]) is attached to the
 //! listed interfaces and the engine's offload ops are carried to it after every batch and
 //! every expiry pass (`sync_fast_path`); a failed attach is logged and the loop runs without.
@@ -33,9 +34,9 @@ use crate::routes::{RoutePlan, Routes};
 /// Expiry work per pcap tick offline, and at least this much per idle tick (in the engine's
 /// units: a session slot looked at costs 1, a removal 65 -- `Engine::expire`).
 pub const EXPIRE_BUDGET: usize = 65536;
-/// Expiry work after each batch while traffic flows: at most 16 removals, ~3 us (the engine
-/// alone translates 64 packets in ~3 us), so expiry never holds up the next batch for much
-/// more than a batch's worth of work, even when every session is due at once.
+/// Expiry work per pass on an idle tick: at most 16 removals, ~3 us. (While traffic flows,
+/// each batch is followed by [`Engine::expire_step`], whose budget follows the batch and
+/// the backlog.)
 pub const EXPIRE_BUDGET_PER_BATCH: usize = 1024;
 /// Idle ticks expire in passes of [`EXPIRE_BUDGET_PER_BATCH`] for as long as passes find
 /// sessions to remove, up to this many (~16,000 removals, ~5-10 ms) -- and stop as soon as a
@@ -215,7 +216,8 @@ pub fn run(cfg: &Config) -> Result<()> {
                     Err(_) => io.tun_write_errors += 1,
                 }
             }
-            engine.expire(now, EXPIRE_BUDGET_PER_BATCH);
+            // A full read means more packets wait: keep the pass short (less than a batch).
+            engine.expire_step(now, n == batch.capacity());
             if let Some(f) = fast.as_mut() {
                 sync_fast_path(&mut engine, f, &mut ops, now, mono_start);
             }

@@ -489,11 +489,14 @@ const PENDING_MAX: usize = 32;
 /// against ~2 ns at 1M sessions (`--bench fill`'s drain). A pass of 1,024 units removes at
 /// most 16 sessions.
 const REMOVE_COST: usize = 64;
+/// A removal's share of an expiry budget, in the units [`Napt::expire`] counts: the
+/// removal and the slot looked at to find it.
+pub const REMOVE_UNITS: usize = REMOVE_COST + 1;
 /// Due sessions an expiry pass removes together, their cache misses overlapped.
 const REMOVE_BATCH: usize = 16;
 /// The expiry pass a new session runs when the table is full ([`Napt::reclaim`]): up to 64
 /// sessions removed, or 4,096 slots looked at.
-const RECLAIM_BUDGET: usize = 64 * (REMOVE_COST + 1);
+const RECLAIM_BUDGET: usize = 64 * REMOVE_UNITS;
 /// After a reclaiming pass that found nothing due, none for this long (10 ms).
 const RECLAIM_BACKOFF_NS: u64 = 10_000_000;
 

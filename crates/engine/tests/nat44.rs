@@ -828,3 +828,30 @@ fn offload_skips_icmp_hairpin_and_disabled_engines() {
     fwd(&mut e, 0, udp_pkt(IN_B, 40004, POOL, 40003));
     assert!(ops(&mut e).iter().all(|o| o.kind != OffloadKind::Install));
 }
+
+/// `Engine::expire_step`: under load (`backlog`) a pass removes two sessions when nothing
+/// new was made -- it must stay shorter than a batch -- sixteen when no packet waits, and
+/// one more for every session made since the last step, so new flows are met by as many
+/// removals.
+#[test]
+fn expire_step_budget_follows_backlog_and_new_sessions() {
+    let mut e = napt();
+    for port in 0..100 {
+        fwd(&mut e, 0, udp_pkt(IN_A, 20000 + port, R1, 53));
+    }
+    // Takes note of the 100 new sessions; none is due yet.
+    assert_eq!(e.expire_step(Time::from_secs(1), true), 0);
+    let late = Time::from_secs(1000);
+    assert_eq!(e.expire_step(late, true), 2, "under load: two removals");
+    assert_eq!(e.expire_step(late, false), 16, "nothing waits: sixteen");
+    assert_eq!(e.stats().sessions, 82);
+    // Ten new flows at `late`: the next step under load removes ten more than two, less
+    // the budget its scan spends on the new (live) sessions it passes.
+    for port in 0..10 {
+        fwd(&mut e, 1000, udp_pkt(IN_B, 30000 + port, R1, 53));
+    }
+    let removed = e.expire_step(late, true);
+    assert!((10..=12).contains(&removed), "{removed} removed");
+    // Without new sessions, back to two.
+    assert_eq!(e.expire_step(late, true), 2);
+}
