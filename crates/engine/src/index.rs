@@ -161,12 +161,15 @@ impl FlowIndex {
     }
 
     /// The value in the first slot whose tag matches `hash`, without comparing keys: a guess
-    /// good enough to prefetch the session it points to.
+    /// good enough to prefetch the session it points to (and, [`crate::napt`], to try first).
+    /// Looks 16 slots from home: at the 3/4 load of a full table some entries sit more than
+    /// 8 from theirs (peeking only 8 left those unprefetched, and sent their packets to
+    /// prefetch the lines a new session would need).
     #[inline(always)]
     pub fn peek(&self, hash: u64) -> Option<u32> {
         let tag = tag_of(hash);
         let mut i = self.home(tag);
-        for _ in 0..8 {
+        for _ in 0..16 {
             let s = *self.slots.get(i)?;
             if s == EMPTY {
                 return None;
