@@ -549,7 +549,7 @@ impl Engine {
     /// looked at, or two removals: ~0.2-0.4 us median, ~1.5 us at p99 with everything due at
     /// 1M sessions) -- so a pass holds the waiting packets up for less than a batch takes
     /// (a fixed 1,024 units took 2.8 us median and 10 us at p99 with everything due, where a
-    /// batch of 64 established packets of distinct flows takes ~3.7 us) -- and otherwise
+    /// batch of 64 established packets of random flows takes ~3.7 us) -- and otherwise
     /// [`EXPIRE_STEP_IDLE`] units, since nothing waits. Either way, plus one removal for
     /// every session the engine made since the last step, up to [`EXPIRE_STEP_MAX`] in all:
     /// a run of new flows is met by as many removals, so the table does not fill with expired
