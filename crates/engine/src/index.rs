@@ -1,25 +1,39 @@
 //! The session index: an open-addressing hash table from a packet's flow tuple to a session.
 //!
-//! Each slot is 8 bytes -- a 32-bit tag (the high half of the key's hash) and a 32-bit value
-//! -- so the index costs about 11 bytes per entry at the maximum load of 3/4, and a lookup
-//! touches one slot line before the session itself. Keys are not stored: the caller compares
-//! candidates against the session they point to (the session holds its own tuple anyway).
+//! Each slot is 4 bytes: the value (a session or mapping id) and, in the bits its largest
+//! value leaves free, where the entry's home slot lies and a few bits of the key's hash. So the
+//! index costs about 5.3 bytes per entry at the maximum load of 3/4 (8-byte slots with a
+//! 32-bit tag cost 10.7), and a run of 16 slots -- most lookups' whole probe -- is one cache
+//! line. Keys are not stored: the caller compares candidates against the record they point to
+//! (the session holds its own tuple anyway).
 //!
 //! Linear probing with backward-shift deletion (no tombstones, so probe lengths stay short
-//! under churn). The home slot comes from the tag, which is stored, so the table can grow
-//! without rehashing keys. Hashes must come from a per-table random seed: keys are chosen by
-//! whoever sends packets ([`KeyHasher`]).
+//! under churn). A slot keeps its home slot modulo F = 15: an entry fewer than 15 slots from
+//! home -- all but ~2 % at 3/4 load -- is recognised as one of the
+//! lookup's home exactly, and only entries of that home and hash bits are handed to the caller,
+//! so a lookup touches another record only for ~1 in 2^tag-bits of the entries sharing its
+//! home. Entries F or more slots from home are marked far: lookups try them on their hash bits
+//! alone, and a deletion that must know a far entry's home asks the caller to recompute its
+//! hash from the record (`home_of`). Hashes must come from a per-table random seed: keys are
+//! chosen by whoever sends packets ([`KeyHasher`]).
 //!
-//! The slot count need not be a power of two (the home slot is `tag * slots >> 32`), so a table
-//! sized ahead for a configured maximum is 4/3 of it, not up to 8/3.
+//! The table is sized once, for a configured maximum, and does not grow (its slots could not
+//! be rehashed without reading every record); the slot count need not be a power of two (the
+//! home slot is `(hash >> 32) * slots >> 32`), so it is 4/3 of the maximum rounded up to a
+//! multiple of 15, not up to 8/3.
 
 use crate::mem::Zeroed;
 
-/// An empty slot (tables start zero-filled).
-const EMPTY: u64 = 0;
-/// Load factor limit: grow when more than 3/4 full.
+/// An empty slot (tables start zero-filled; stored values are offset by one).
+const EMPTY: u32 = 0;
+/// Load factor at the table's maximum: 3/4.
 const LOAD_NUM: usize = 3;
 const LOAD_DEN: usize = 4;
+/// Slots in a cache line.
+const LINE: usize = 64 / 4;
+/// Most bits a value may take: the rest of a slot holds the 4-bit home field and at least
+/// one bit of hash.
+const MAX_VAL_BITS: u32 = 32 - HOME_BITS - 1;
 
 /// A seeded hash of a few 64-bit words (the packed tuple): folded 64x64->128 multiplies, as
 /// foldhash does, with per-table secrets from the seed. Much cheaper than hashing a derived
@@ -63,34 +77,59 @@ impl KeyHasher {
     }
 }
 
-/// Tuple hash -> value index (values are below `u32::MAX`).
+/// Tuple hash -> value index (values are below the `entries` it was made for).
 pub struct FlowIndex {
     slots: Zeroed,
     len: usize,
+    /// Values above this do not fit in a slot.
+    max_val: u32,
+    /// Bits below the value: hash bits above the 4-bit home field (`home % F`, or `F`: far).
+    val_shift: u32,
+    /// The hash bits' place in a slot (they are the hash's bits at the same place).
+    tag_mask: u32,
 }
 
-#[inline]
-fn tag_of(hash: u64) -> u32 {
-    (hash >> 32) as u32
+/// The home field's modulus: the field holds `home % F` in 4 bits, and its all-ones value,
+/// F, marks a far entry. A constant, so the modulo compiles to a multiply (a run-time
+/// divisor made every lookup wait for a `div`).
+const F: usize = 15;
+/// Bits of the home field.
+const HOME_BITS: u32 = 4;
+
+/// How a lookup recognises the entries of its key: the home field and hash bits an entry of
+/// it has when near home (`near`) or far from it (`far`), and the mask of both fields.
+#[derive(Clone, Copy)]
+struct Want {
+    home: usize,
+    near: u32,
+    far: u32,
+    mask: u32,
 }
 
-#[inline]
-fn pack(tag: u32, val: u32) -> u64 {
-    (u64::from(tag) << 32) | u64::from(val.wrapping_add(1))
-}
-
-#[inline]
-fn unpack_val(slot: u64) -> u32 {
-    (slot as u32).wrapping_sub(1)
+impl Want {
+    /// Might the slot `s` hold an entry of this key?
+    #[inline(always)]
+    fn accepts(self, s: u32) -> bool {
+        let m = s & self.mask;
+        m == self.near || m == self.far
+    }
 }
 
 impl FlowIndex {
-    /// An index with room for `entries` before it grows.
+    /// An index for up to `entries` entries, with values below `entries`.
     pub fn with_capacity(entries: usize) -> Self {
-        let cap = (entries.saturating_mul(LOAD_DEN) / LOAD_NUM + 1).max(16);
+        let entries = entries.max(1);
+        // Bits for the largest value plus one (stored values are offset by one, 0 is empty).
+        let val_bits = (usize::BITS - entries.leading_zeros()).min(MAX_VAL_BITS);
+        let rest = 32 - val_bits;
+        let want = (entries.saturating_mul(LOAD_DEN) / LOAD_NUM + 1).max(LINE);
+        let cap = want.div_ceil(F).saturating_mul(F);
         FlowIndex {
             slots: Zeroed::new(cap),
             len: 0,
+            max_val: ((1u64 << val_bits) - 2) as u32,
+            val_shift: rest,
+            tag_mask: ((1u32 << rest) - 1) & !(F as u32),
         }
     }
 
@@ -105,8 +144,25 @@ impl FlowIndex {
     }
 
     #[inline]
-    fn home(&self, tag: u32) -> usize {
-        ((u64::from(tag) * self.slots.len() as u64) >> 32) as usize
+    fn home(&self, hash: u64) -> usize {
+        (((hash >> 32) * self.slots.len() as u64) >> 32) as usize
+    }
+
+    #[inline]
+    fn want(&self, hash: u64) -> Want {
+        let home = self.home(hash);
+        let tag = (hash as u32) & self.tag_mask;
+        Want {
+            home,
+            near: tag | (home % F) as u32,
+            far: tag | F as u32,
+            mask: self.tag_mask | F as u32,
+        }
+    }
+
+    #[inline]
+    fn val(&self, s: u32) -> u32 {
+        (s >> self.val_shift).wrapping_sub(1)
     }
 
     /// The slot after `i`, wrapping.
@@ -132,17 +188,17 @@ impl FlowIndex {
     /// Hints the CPU to fetch the home slot of `hash` (for batched lookups).
     #[inline]
     pub fn prefetch(&self, hash: u64) {
-        self.prefetch_slot(self.home(tag_of(hash)));
+        self.prefetch_slot(self.home(hash));
     }
 
     /// Hints the CPU to fetch the cache line after the home slot's: a lookup that misses, and
     /// an insertion, read the whole run from the home slot to the next empty one -- at the
-    /// load of a table filled to its maximum (3/4) ~8.5 slots on average, 68 bytes, often
-    /// over a line boundary. For new entries (established lookups stop at their entry, ~2.5
-    /// slots, and skip this).
+    /// load of a table filled to its maximum (3/4) ~8.5 slots on average, over a line
+    /// boundary for about half the home slots. For new entries (established lookups stop at
+    /// their entry, ~2.5 slots, and skip this).
     #[inline]
     pub fn prefetch_next_line(&self, hash: u64) {
-        self.prefetch_slot(self.home(tag_of(hash)) + 8);
+        self.prefetch_slot(self.home(hash) + LINE);
     }
 
     #[inline]
@@ -152,7 +208,7 @@ impl FlowIndex {
             // SAFETY: prefetch has no architectural effect; the pointer is valid anyway.
             unsafe {
                 core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                    (p as *const u64).cast::<i8>(),
+                    (p as *const u32).cast::<i8>(),
                 )
             };
         }
@@ -160,22 +216,24 @@ impl FlowIndex {
         let _ = i;
     }
 
-    /// The value in the first slot whose tag matches `hash`, without comparing keys: a guess
-    /// good enough to prefetch the session it points to (and, [`crate::napt`], to try first).
-    /// Looks 16 slots from home: at the 3/4 load of a full table some entries sit more than
-    /// 8 from theirs (peeking only 8 left those unprefetched, and sent their packets to
-    /// prefetch the lines a new session would need).
+    /// The value in the first slot that may hold `hash`'s entry, without comparing keys: a
+    /// guess good enough to prefetch the record it points to (and, [`crate::napt`], to try
+    /// first). Looks 16 slots (a line) from home: at the 3/4 load of a full table some entries
+    /// sit more than 8 from theirs (peeking only 8 left those unprefetched, and sent their
+    /// packets to prefetch the lines a new session would need).
     #[inline(always)]
     pub fn peek(&self, hash: u64) -> Option<u32> {
-        let tag = tag_of(hash);
-        let mut i = self.home(tag);
-        for _ in 0..16 {
+        let w = self.want(hash);
+        let mut i = w.home;
+        for _ in 0..LINE {
             let s = *self.slots.get(i)?;
             if s == EMPTY {
                 return None;
             }
-            if (s >> 32) as u32 == tag {
-                return Some(unpack_val(s));
+            // Near entries only: one compare a slot. A far entry (~2 % at the maximum load)
+            // goes unpeeked, and its key's lookup probes the index in full.
+            if s & w.mask == w.near {
+                return Some(self.val(s));
             }
             i = self.next(i);
         }
@@ -185,62 +243,57 @@ impl FlowIndex {
     /// The first value under `hash` for which `eq` is true.
     #[inline]
     pub fn get(&self, hash: u64, mut eq: impl FnMut(u32) -> bool) -> Option<u32> {
-        let tag = tag_of(hash);
-        let mut i = self.home(tag);
+        let w = self.want(hash);
+        let mut i = w.home;
         for _ in 0..self.slots.len() {
             let s = *self.slots.get(i)?;
             if s == EMPTY {
                 return None;
             }
-            if (s >> 32) as u32 == tag && eq(unpack_val(s)) {
-                return Some(unpack_val(s));
+            if w.accepts(s) && eq(self.val(s)) {
+                return Some(self.val(s));
             }
             i = self.next(i);
         }
         None
     }
 
-    /// Adds `val` under `hash` (the caller makes sure it is not there yet).
-    pub fn insert(&mut self, hash: u64, val: u32) {
-        if (self.len + 1) * LOAD_DEN > self.slots.len() * LOAD_NUM {
-            self.grow();
+    /// Adds `val` under `hash` (the caller makes sure it is not there yet). False, with
+    /// nothing stored, if `val` is not below the `entries` the index was made for or the
+    /// index is full -- neither happens while the caller keeps to the maximum it sized the
+    /// index for.
+    pub fn insert(&mut self, hash: u64, val: u32) -> bool {
+        if val > self.max_val || self.len >= self.slots.len() {
+            return false;
         }
-        let tag = tag_of(hash);
-        self.place(pack(tag, val));
-        self.len += 1;
-    }
-
-    fn place(&mut self, slot: u64) {
-        let mut i = self.home((slot >> 32) as u32);
-        for _ in 0..self.slots.len() {
+        let w = self.want(hash);
+        let stored = (val + 1) << self.val_shift;
+        let mut i = w.home;
+        for d in 0..self.slots.len() {
             match self.slots.get_mut(i) {
                 Some(s) if *s == EMPTY => {
-                    *s = slot;
-                    return;
+                    *s = stored | if d < F { w.near } else { w.far };
+                    self.len += 1;
+                    return true;
                 }
                 Some(_) => i = self.next(i),
-                None => return,
+                None => return false,
             }
         }
+        false
     }
 
-    fn grow(&mut self) {
-        let bigger = Zeroed::new(self.slots.len() * 2);
-        let old = std::mem::replace(&mut self.slots, bigger);
-        for &s in old.iter().filter(|&&s| s != EMPTY) {
-            self.place(s);
-        }
-    }
-
-    /// Removes the entry `val` under `hash`; returns whether it was there.
-    pub fn remove(&mut self, hash: u64, val: u32) -> bool {
-        let want = pack(tag_of(hash), val);
-        let mut i = self.home(tag_of(hash));
+    /// Removes the entry `val` under `hash`; returns whether it was there. `home_of` gives
+    /// the hash of another entry's value, as it was inserted: called only for far entries
+    /// after the removed one in its run, whose home the slot does not tell (so their
+    /// records must still be there to read).
+    pub fn remove(&mut self, hash: u64, val: u32, home_of: impl Fn(u32) -> Option<u64>) -> bool {
+        let mut i = self.home(hash);
         let mut found = None;
         for _ in 0..self.slots.len() {
             match self.slots.get(i).copied() {
                 Some(EMPTY) | None => break,
-                Some(s) if s == want => {
+                Some(s) if self.val(s) == val => {
                     found = Some(i);
                     break;
                 }
@@ -258,9 +311,15 @@ impl FlowIndex {
             if s == EMPTY {
                 break;
             }
-            let home = self.home((s >> 32) as u32);
-            // distance from home to j vs. from home to hole (cyclic)
-            if self.dist(home, j) >= self.dist(hole, j) {
+            let field = s as usize & F;
+            // Slots from the entry's home to it: from the home field, or from the record.
+            let from_home = if field == F {
+                home_of(self.val(s)).map(|h| self.dist(self.home(h), j))
+            } else {
+                Some((j + F - field) % F)
+            };
+            // An entry whose home is unknown stays (home_of has the records of all entries).
+            if from_home.is_some_and(|d| d >= self.dist(hole, j)) {
                 if let Some(h) = self.slots.get_mut(hole) {
                     *h = s;
                 }
@@ -284,20 +343,22 @@ mod tests {
 
     proptest! {
         /// The index agrees with a HashMap model under inserts and removes with colliding
-        /// hashes (few distinct tags force long runs and wrap-around).
+        /// hashes: few distinct homes force long runs, far entries (15+ slots from home, whose
+        /// removal asks `home_of`) and wrap-around; few distinct tags force false candidates.
         #[test]
-        fn matches_model(ops in proptest::collection::vec((any::<bool>(), 0u32..64, 0u64..8), 1..400)) {
-            let mut idx = FlowIndex::with_capacity(4);
+        fn matches_model(ops in proptest::collection::vec((any::<bool>(), 0u32..64, 0u64..8, 0u64..4), 1..400)) {
+            let mut idx = FlowIndex::with_capacity(64);
             let mut model: HashMap<u32, u64> = HashMap::new();
-            for (ins, val, h) in ops {
-                let hash = (h.wrapping_mul(0x9e37_79b9) << 32) | h;
+            for (ins, val, h, t) in ops {
+                // Homes near the end of the table, so runs wrap.
+                let hash = ((u64::MAX - h * 0x0100_0000) & !0xffff_ffff) | t << 4;
                 if ins {
                     if let std::collections::hash_map::Entry::Vacant(e) = model.entry(val) {
                         e.insert(hash);
-                        idx.insert(hash, val);
+                        prop_assert!(idx.insert(hash, val));
                     }
                 } else if let Some(hh) = model.remove(&val) {
-                    prop_assert!(idx.remove(hh, val));
+                    prop_assert!(idx.remove(hh, val, |v| model.get(&v).copied()));
                 }
                 prop_assert_eq!(idx.len(), model.len());
                 for (&v, &hh) in &model {
@@ -307,14 +368,54 @@ mod tests {
         }
     }
 
+    /// Entries are handed to the caller only when their home and hash bits say they may be
+    /// the key's: a lookup in a full run of other homes' entries asks about none of them.
+    #[test]
+    fn lookups_skip_entries_of_other_homes() {
+        let mut idx = FlowIndex::with_capacity(1000);
+        let n = idx.slots.len() as u64;
+        // Hash of home slot `i` (its high half is the smallest that lands there), hash bits
+        // `t` where the slots keep them (above the home field's 4 bits).
+        let at = |i: u64, t: u64| ((i << 32).div_ceil(n) << 32) | t << 4;
+        for i in 0..12 {
+            assert!(idx.insert(at(100 + i, 1), i as u32));
+        }
+        let mut asked = 0;
+        assert_eq!(
+            idx.get(at(100, 2), |_| {
+                asked += 1;
+                false
+            }),
+            None
+        );
+        assert_eq!(asked, 0, "same home, other tag");
+        assert_eq!(
+            idx.get(at(101, 1), |v| {
+                asked += 1;
+                v == 1
+            }),
+            Some(1)
+        );
+        assert_eq!(asked, 1, "only the entry of home 101");
+        assert_eq!(idx.peek(at(105, 1)), Some(5));
+    }
+
+    #[test]
+    fn values_beyond_its_size_are_refused() {
+        let mut idx = FlowIndex::with_capacity(100);
+        assert!(idx.max_val >= 99);
+        assert!(!idx.insert(5 << 32, idx.max_val + 1));
+        assert!(idx.is_empty());
+    }
+
     #[test]
     fn missing_is_none() {
         let mut idx = FlowIndex::with_capacity(1);
         assert_eq!(idx.get(5 << 32, |_| true), None);
-        idx.insert(5 << 32, 9);
-        assert_eq!(idx.get(5 << 32, |v| v == 9), Some(9));
-        assert!(!idx.remove(5 << 32, 8));
-        assert!(idx.remove(5 << 32, 9));
+        assert!(idx.insert(5 << 32, 0));
+        assert_eq!(idx.get(5 << 32, |v| v == 0), Some(0));
+        assert!(!idx.remove(5 << 32, 1, |_| None));
+        assert!(idx.remove(5 << 32, 0, |_| None));
         assert!(idx.is_empty());
     }
 }

@@ -20,7 +20,7 @@
 //! mapped afterwards are written in full at once (`MADV_POPULATE_WRITE`), so the memory for
 //! `limits.max_sessions` is resident from the start and no packet waits for the kernel.
 //!
-//! [`Zeroed`] is a zero-filled `[u64]` (the indexes); [`FixedVec`] a vector with its capacity
+//! [`Zeroed`] is a zero-filled `[u32]` (the indexes); [`FixedVec`] a vector with its capacity
 //! reserved ahead (the session and mapping slabs).
 
 use std::mem::{align_of, size_of, ManuallyDrop};
@@ -147,32 +147,32 @@ impl Drop for Region {
     }
 }
 
-/// A zero-filled `[u64]` of fixed length.
+/// A zero-filled `[u32]` of fixed length.
 pub struct Zeroed {
-    ptr: NonNull<u64>,
+    ptr: NonNull<u32>,
     len: usize,
-    /// The mapping behind `ptr` (else `ptr` is a leaked `Box<[u64]>`).
+    /// The mapping behind `ptr` (else `ptr` is a leaked `Box<[u32]>`).
     region: Option<Region>,
 }
 
-// SAFETY: `Zeroed` owns its memory exclusively, like a `Box<[u64]>`.
+// SAFETY: `Zeroed` owns its memory exclusively, like a `Box<[u32]>`.
 unsafe impl Send for Zeroed {}
-// SAFETY: shared access is read-only, like a `Box<[u64]>`.
+// SAFETY: shared access is read-only, like a `Box<[u32]>`.
 unsafe impl Sync for Zeroed {}
 
 impl Zeroed {
     pub fn new(len: usize) -> Zeroed {
-        if let Some(r) = len.checked_mul(8).and_then(Region::map) {
+        if let Some(r) = len.checked_mul(4).and_then(Region::map) {
             return Zeroed {
                 ptr: r.ptr.cast(),
                 len,
                 region: Some(r),
             };
         }
-        let b: Box<[u64]> = vec![0; len].into_boxed_slice();
+        let b: Box<[u32]> = vec![0; len].into_boxed_slice();
         let len = b.len();
         // SAFETY: `Box::into_raw` never returns null.
-        let ptr = unsafe { NonNull::new_unchecked(Box::into_raw(b).cast::<u64>()) };
+        let ptr = unsafe { NonNull::new_unchecked(Box::into_raw(b).cast::<u32>()) };
         Zeroed {
             ptr,
             len,
@@ -182,10 +182,10 @@ impl Zeroed {
 }
 
 impl std::ops::Deref for Zeroed {
-    type Target = [u64];
+    type Target = [u32];
     #[inline]
-    fn deref(&self) -> &[u64] {
-        // SAFETY: `ptr` holds `len` initialised u64s for as long as `self` lives (mapped
+    fn deref(&self) -> &[u32] {
+        // SAFETY: `ptr` holds `len` initialised u32s for as long as `self` lives (mapped
         // memory reads as zero).
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
@@ -193,7 +193,7 @@ impl std::ops::Deref for Zeroed {
 
 impl std::ops::DerefMut for Zeroed {
     #[inline]
-    fn deref_mut(&mut self) -> &mut [u64] {
+    fn deref_mut(&mut self) -> &mut [u32] {
         // SAFETY: as in `deref`; `&mut self` makes the access exclusive.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
@@ -202,7 +202,7 @@ impl std::ops::DerefMut for Zeroed {
 impl Drop for Zeroed {
     fn drop(&mut self) {
         if self.region.is_none() {
-            // SAFETY: `ptr`/`len` came from `Box::into_raw` of a `Box<[u64]>` of this length.
+            // SAFETY: `ptr`/`len` came from `Box::into_raw` of a `Box<[u32]>` of this length.
             drop(unsafe {
                 Box::from_raw(std::ptr::slice_from_raw_parts_mut(
                     self.ptr.as_ptr(),
@@ -333,7 +333,7 @@ mod tests {
 
     #[test]
     fn large_tables_are_mapped_and_aligned_to_huge_pages() {
-        let z = Zeroed::new(MAP_MIN / 8);
+        let z = Zeroed::new(MAP_MIN / 4);
         assert_eq!(z.as_ptr() as usize % HUGE, 0);
         assert!(z.iter().all(|&w| w == 0));
         let mut v: FixedVec<[u64; 4]> = FixedVec::with_capacity(MAP_MIN / 32 + 1);
@@ -345,7 +345,7 @@ mod tests {
 
     /// Pages of `[p, p + len)` resident in memory, by mincore(2).
     #[cfg(target_os = "linux")]
-    fn resident_pages(p: *const u64, len: usize) -> usize {
+    fn resident_pages(p: *const u32, len: usize) -> usize {
         let pages = len.div_ceil(4096);
         let mut vec = vec![0u8; pages];
         // SAFETY: `p` is the page-aligned start of a mapping of at least `len` bytes, `vec`
@@ -360,7 +360,7 @@ mod tests {
     fn prefault_makes_a_large_table_resident_when_mapped() {
         // Process-wide: another test mapping a table meanwhile only gets resident pages.
         set_prefault(true);
-        let z = Zeroed::new(MAP_MIN / 8);
+        let z = Zeroed::new(MAP_MIN / 4);
         set_prefault(false);
         let len = MAP_MIN;
         assert_eq!(resident_pages(z.as_ptr(), len), len / 4096);

@@ -146,6 +146,7 @@ struct Host {
 /// A BIB entry. Flat fields and a coarse expiry, so a NAT44 mapping is 36 bytes (it was 48
 /// with `Endpoint`s' padding and nanosecond times) and a NAT64 one 48 (was 80): with a new
 /// port for every new connection -- what clients do -- there is a mapping per session.
+#[derive(Clone, Copy)]
 struct Mapping<A> {
     int_addr: A,
     ext_addr: u32,
@@ -221,6 +222,7 @@ flat_endpoints!(Session);
 /// fast path is one index lookup and one session read. Fields are laid out flat (no padded
 /// `Endpoint`s) so a NAT44 session is 32 bytes, aligned to 32: two to a cache line, never
 /// split across two (a NAT64 one, with its 16-byte address, fills one line).
+#[derive(Clone, Copy)]
 #[repr(align(32))]
 struct Session<A> {
     int_addr: A,
@@ -500,6 +502,47 @@ const RECLAIM_BUDGET: usize = 64 * REMOVE_UNITS;
 /// After a reclaiming pass that found nothing due, none for this long (10 ms).
 const RECLAIM_BACKOFF_NS: u64 = 10_000_000;
 
+/// The tuple packed into words for [`KeyHasher`]: addresses, ports, protocol, direction.
+#[inline]
+fn flow_hash<A: InsideAddr>(hasher: &KeyHasher, key: &FlowKey<A>) -> u64 {
+    let (dir, p, (a0, a1), port, r) = match *key {
+        FlowKey::Out(p, int, r) => (0u64, p, int.addr.words(), int.port, r),
+        FlowKey::In(p, ext, r) => (1u64, p, (u64::from(ext.addr), 0), ext.port, r),
+    };
+    let w3 = u64::from(port) | u64::from(r.port) << 16 | (p as u64) << 32 | dir << 40;
+    hasher.hash([a0, a1, u64::from(r.addr), w3])
+}
+
+/// Hash of a BIB key: a mapping's inside (`outside = false`) or outside endpoint.
+#[inline]
+fn bib_hash(hasher: &KeyHasher, proto: Proto, addr: (u64, u64), port: u16, outside: bool) -> u64 {
+    let w3 = u64::from(port) | (proto as u64) << 32 | (2 + u64::from(outside)) << 40;
+    hasher.hash([addr.0, addr.1, 0, w3])
+}
+
+impl<A: InsideAddr> Mapping<A> {
+    /// Its BIB key's hash by the inside (`outside = false`) or outside endpoint.
+    fn bib_hash(&self, hasher: &KeyHasher, outside: bool) -> u64 {
+        if outside {
+            bib_hash(
+                hasher,
+                self.proto,
+                (u64::from(self.ext_addr), 0),
+                self.ext_port,
+                true,
+            )
+        } else {
+            bib_hash(
+                hasher,
+                self.proto,
+                self.int_addr.words(),
+                self.int_port,
+                false,
+            )
+        }
+    }
+}
+
 impl<A: InsideAddr> Napt<A> {
     pub fn new(cfg: NaptConfig, pool_prefixes: &[Prefix4], seed: u64) -> Self {
         let max = cfg.limits.max_sessions as usize;
@@ -575,11 +618,13 @@ impl<A: InsideAddr> Napt<A> {
     pub fn flush(&mut self) {
         self.pending_mask = [0; 4];
         for p in self.pending.drain(..) {
-            if p.bib {
-                self.bib.insert(p.hash, p.val);
+            let ix = if p.bib {
+                &mut self.bib
             } else {
-                self.flows.insert(p.hash, p.val);
-            }
+                &mut self.flows
+            };
+            let placed = ix.insert(p.hash, p.val);
+            debug_assert!(placed, "index sized for limits.max_sessions");
         }
     }
 
@@ -617,9 +662,24 @@ impl<A: InsideAddr> Napt<A> {
     }
 
     /// `FlowIndex::remove`, or takes the entry back if it is still waiting.
+    /// The index needs the hash of an entry it cannot place from its slot alone (see
+    /// [`FlowIndex::remove`]): the records of all entries must still be in their slabs.
     fn index_remove(&mut self, bib: bool, hash: u64, val: u32) {
-        let ix = if bib { &mut self.bib } else { &mut self.flows };
-        if !ix.remove(hash, val) {
+        let hasher = &self.hasher;
+        let removed = if bib {
+            let maps = &self.mappings;
+            self.bib.remove(hash, val, |v| {
+                maps.get(v >> 1).map(|m| m.bib_hash(hasher, v & 1 == 1))
+            })
+        } else {
+            let sessions = &self.sessions;
+            self.flows.remove(hash, val, |v| {
+                sessions
+                    .get(v >> 1)
+                    .map(|s| flow_hash(hasher, &s.key(v & 1 == 1)))
+            })
+        };
+        if !removed {
             let p = Pending { bib, hash, val };
             self.pending.retain(|q| *q != p);
         }
@@ -907,21 +967,16 @@ impl<A: InsideAddr> Napt<A> {
         self.sessions.get(sid).map(|s| s.int())
     }
 
-    /// The tuple packed into words for [`KeyHasher`]: addresses, ports, protocol, direction.
+    /// The hash of a packet tuple ([`flow_hash`]).
     #[inline]
     fn hash(&self, key: &FlowKey<A>) -> u64 {
-        let (dir, p, (a0, a1), port, r) = match *key {
-            FlowKey::Out(p, int, r) => (0u64, p, int.addr.words(), int.port, r),
-            FlowKey::In(p, ext, r) => (1u64, p, (u64::from(ext.addr), 0), ext.port, r),
-        };
-        let w3 = u64::from(port) | u64::from(r.port) << 16 | (p as u64) << 32 | dir << 40;
-        self.hasher.hash([a0, a1, u64::from(r.addr), w3])
+        flow_hash(&self.hasher, key)
     }
 
-    /// Hash of a BIB key: the mapping's inside (`outside = false`) or outside endpoint.
+    /// Hash of a BIB key ([`bib_hash`]).
+    #[inline]
     fn bib_hash(&self, proto: Proto, addr: (u64, u64), port: u16, outside: bool) -> u64 {
-        let w3 = u64::from(port) | (proto as u64) << 32 | (2 + u64::from(outside)) << 40;
-        self.hasher.hash([addr.0, addr.1, 0, w3])
+        bib_hash(&self.hasher, proto, addr, port, outside)
     }
 
     /// The mapping of an inside endpoint (RFC 4787 REQ-1: one per endpoint and protocol).
@@ -1311,7 +1366,8 @@ impl<A: InsideAddr> Napt<A> {
             proto,
         });
         let h_ext = self.bib_hash(proto, (u64::from(ext.addr), 0), ext.port, true);
-        self.bib.insert(h_in, mid * 2);
+        let placed = self.bib.insert(h_in, mid * 2);
+        debug_assert!(placed, "index sized for limits.max_sessions");
         self.insert_later(true, h_ext, mid * 2 + 1);
         c.event(Event::MappingsCreated);
         Ok(mid)
@@ -1362,7 +1418,8 @@ impl<A: InsideAddr> Napt<A> {
             Dir::Out => (hash, self.hash(&FlowKey::In(proto, ext, remote))),
             Dir::In => (self.hash(&FlowKey::Out(proto, int, remote)), hash),
         };
-        self.flows.insert(h_out, sid * 2);
+        let placed = self.flows.insert(h_out, sid * 2);
+        debug_assert!(placed, "index sized for limits.max_sessions");
         self.insert_later(false, h_in, sid * 2 + 1);
         let remotes = &mut self.remotes;
         let stamp = Stamp::of(expires);
@@ -1473,7 +1530,9 @@ impl<A: InsideAddr> Napt<A> {
     }
 
     fn remove_session(&mut self, sid: u32) {
-        let Some(s) = self.sessions.remove(sid) else {
+        // Out of its slab only after its index entries: removing one may need the other's
+        // record ([`Napt::index_remove`]).
+        let Some(&s) = self.sessions.get(sid) else {
             return;
         };
         if s.offloaded {
@@ -1490,6 +1549,7 @@ impl<A: InsideAddr> Napt<A> {
         let h_in = self.hash(&s.key(true));
         self.index_remove(false, h_out, sid * 2);
         self.index_remove(false, h_in, sid * 2 + 1);
+        self.sessions.remove(sid);
         let Some(m) = self.mappings.get_mut(s.map) else {
             return;
         };
@@ -1512,13 +1572,13 @@ impl<A: InsideAddr> Napt<A> {
     }
 
     fn remove_mapping(&mut self, mid: u32) {
-        let Some(m) = self.mappings.remove(mid) else {
+        // Out of its slab only after its index entries, as in `remove_session`.
+        let Some(&m) = self.mappings.get(mid) else {
             return;
         };
-        let h_in = self.bib_hash(m.proto, m.int_addr.words(), m.int_port, false);
-        let h_ext = self.bib_hash(m.proto, (u64::from(m.ext_addr), 0), m.ext_port, true);
-        self.index_remove(true, h_in, mid * 2);
-        self.index_remove(true, h_ext, mid * 2 + 1);
+        self.index_remove(true, m.bib_hash(&self.hasher, false), mid * 2);
+        self.index_remove(true, m.bib_hash(&self.hasher, true), mid * 2 + 1);
+        self.mappings.remove(mid);
         if let Some(&ix) = self.pool_index.get(&m.ext_addr) {
             if let Some(pm) = self
                 .pool
