@@ -214,11 +214,23 @@ fn validate_timeouts_limits(t: &Timeouts, l: &Limits) -> Result<(), ConfigError>
     if l.max_sessions == 0 {
         return err("limits.max_sessions", "must be at least 1".into());
     }
+    if l.max_sessions > MAX_SESSIONS {
+        return err(
+            "limits.max_sessions",
+            format!(
+                "must be at most {MAX_SESSIONS} (a session index slot holds its id in 27 bits)"
+            ),
+        );
+    }
     if l.max_sessions_per_host == 0 {
         return err("limits.max_sessions_per_host", "must be at least 1".into());
     }
     Ok(())
 }
+
+/// The most sessions one table holds: its index slots keep two entries' ids per session
+/// (`sid * 2 + direction`) in 27 bits ([`crate::index`]).
+pub const MAX_SESSIONS: u32 = (1 << 26) - 1;
 
 /// A configuration the engine cannot run.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -855,3 +855,18 @@ fn expire_step_budget_follows_backlog_and_new_sessions() {
     // Without new sessions, back to two.
     assert_eq!(e.expire_step(late, true), 2);
 }
+
+/// The session index keeps ids in 27 bits: a table larger than that is refused up front, with
+/// the key named, not left to lose entries.
+#[test]
+fn max_sessions_beyond_the_index_is_a_config_error() {
+    let with = |max: u32| {
+        let mut c = cfg(Nat44Mode::Napt, Filtering::AddressDependent);
+        c.limits.max_sessions = max;
+        c.validate()
+    };
+    let e = with(MAX_SESSIONS + 1).unwrap_err();
+    assert_eq!(e.key, "limits.max_sessions");
+    assert!(e.problem.contains("at most 67108863"), "{e}");
+    assert!(with(MAX_SESSIONS).is_ok());
+}
