@@ -116,11 +116,11 @@ impl Want {
 }
 
 impl FlowIndex {
-    /// An index for up to `entries` entries, with values below `entries`.
-    pub fn with_capacity(entries: usize) -> Self {
+    /// An index for up to `entries` entries, with values below `values`.
+    pub fn with_capacity(entries: usize, values: usize) -> Self {
         let entries = entries.max(1);
         // Bits for the largest value plus one (stored values are offset by one, 0 is empty).
-        let val_bits = (usize::BITS - entries.leading_zeros()).min(MAX_VAL_BITS);
+        let val_bits = (usize::BITS - values.max(1).leading_zeros()).min(MAX_VAL_BITS);
         let rest = 32 - val_bits;
         let want = (entries.saturating_mul(LOAD_DEN) / LOAD_NUM + 1).max(LINE);
         let cap = want.div_ceil(F).saturating_mul(F);
@@ -283,6 +283,30 @@ impl FlowIndex {
         false
     }
 
+    /// Gives the entry `old` under `hash` the value `new` in place; returns whether it was
+    /// there. `new` must fit ([`FlowIndex::insert`]).
+    pub fn replace(&mut self, hash: u64, old: u32, new: u32) -> bool {
+        if new > self.max_val {
+            return false;
+        }
+        let meta = (1u32 << self.val_shift) - 1;
+        let mut i = self.home(hash);
+        for _ in 0..self.slots.len() {
+            let s = self.slots.get(i).copied().unwrap_or(EMPTY);
+            if s == EMPTY {
+                return false;
+            }
+            if self.val(s) == old {
+                if let Some(slot) = self.slots.get_mut(i) {
+                    *slot = (new + 1) << self.val_shift | s & meta;
+                }
+                return true;
+            }
+            i = self.next(i);
+        }
+        false
+    }
+
     /// Removes the entry `val` under `hash`; returns whether it was there. `home_of` gives
     /// the hash of another entry's value, as it was inserted: called only for far entries
     /// after the removed one in its run, whose home the slot does not tell (so their
@@ -347,7 +371,7 @@ mod tests {
         /// removal asks `home_of`) and wrap-around; few distinct tags force false candidates.
         #[test]
         fn matches_model(ops in proptest::collection::vec((any::<bool>(), 0u32..64, 0u64..8, 0u64..4), 1..400)) {
-            let mut idx = FlowIndex::with_capacity(64);
+            let mut idx = FlowIndex::with_capacity(64, 64);
             let mut model: HashMap<u32, u64> = HashMap::new();
             for (ins, val, h, t) in ops {
                 // Homes near the end of the table, so runs wrap.
@@ -372,7 +396,7 @@ mod tests {
     /// the key's: a lookup in a full run of other homes' entries asks about none of them.
     #[test]
     fn lookups_skip_entries_of_other_homes() {
-        let mut idx = FlowIndex::with_capacity(1000);
+        let mut idx = FlowIndex::with_capacity(1000, 1000);
         let n = idx.slots.len() as u64;
         // Hash of home slot `i` (its high half is the smallest that lands there), hash bits
         // `t` where the slots keep them (above the home field's 4 bits).
@@ -401,8 +425,27 @@ mod tests {
     }
 
     #[test]
+    fn replace_keeps_the_entry_where_it_is() {
+        let mut idx = FlowIndex::with_capacity(100, 400);
+        for v in 0..20 {
+            assert!(idx.insert(7 << 32 | u64::from(v) << 4, v));
+        }
+        assert!(idx.replace(7 << 32 | 5 << 4, 5, 399));
+        assert!(!idx.replace(7 << 32 | 5 << 4, 5, 398), "5 is gone");
+        assert_eq!(idx.get(7 << 32 | 5 << 4, |v| v == 399), Some(399));
+        assert_eq!(idx.get(7 << 32 | 5 << 4, |v| v == 5), None);
+        // Entries 15 and on are far from their (common) home: their hashes come from here.
+        let home_of = |v: u32| Some(7 << 32 | u64::from(v) << 4);
+        assert!(idx.remove(7 << 32 | 5 << 4, 399, home_of));
+        assert_eq!(idx.len(), 19);
+        for v in (0..20).filter(|&v| v != 5) {
+            assert_eq!(idx.get(7 << 32 | u64::from(v) << 4, |x| x == v), Some(v));
+        }
+    }
+
+    #[test]
     fn values_beyond_its_size_are_refused() {
-        let mut idx = FlowIndex::with_capacity(100);
+        let mut idx = FlowIndex::with_capacity(100, 100);
         assert!(idx.max_val >= 99);
         assert!(!idx.insert(5 << 32, idx.max_val + 1));
         assert!(idx.is_empty());
@@ -410,7 +453,7 @@ mod tests {
 
     #[test]
     fn missing_is_none() {
-        let mut idx = FlowIndex::with_capacity(1);
+        let mut idx = FlowIndex::with_capacity(1, 2);
         assert_eq!(idx.get(5 << 32, |_| true), None);
         assert!(idx.insert(5 << 32, 0));
         assert_eq!(idx.get(5 << 32, |v| v == 0), Some(0));

@@ -13,6 +13,10 @@
 //! - RFC 6146 3.5.2.2: TCP states (see [`crate::tcp`]); only SYN creates a TCP session.
 //!
 //! A mapping lives while it has sessions; its port returns to the pool with the last one.
+//! A mapping that has had one session only -- what a client's new port for each connection
+//! makes, nearly every mapping -- has no record of its own: it is folded into that session,
+//! which holds all of its state (endpoints, expiry, the one remote address it admits), and
+//! the BIB points to the session. A second session gives it a record ([`Napt::promote`]).
 //! Expiry is lazy (a lookup that finds an expired session removes it) plus a budgeted sweep.
 
 use std::fmt::Debug;
@@ -196,7 +200,6 @@ flat_endpoints!(Mapping);
 struct Stamp(u32);
 
 impl Stamp {
-    const NEVER: Stamp = Stamp(0);
     #[inline]
     fn of(t: Time) -> Stamp {
         let steps = t.0.div_ceil(1 << PROPAGATE_SHIFT);
@@ -228,6 +231,7 @@ struct Session<A> {
     int_addr: A,
     ext_addr: u32,
     remote_addr: u32,
+    /// Its mapping's record, or [`NO_MAP`]: the mapping is folded into this session.
     map: u32,
     /// When it expires; its mapping and remote-address filter entry get this value again only
     /// when it moves into another ~0.54 s step ([`PROPAGATE_SHIFT`]), so a busy flow does not
@@ -342,6 +346,37 @@ const NO_SLOT: u32 = u32::MAX;
 /// No candidate session entry ([`Napt::prefetch_session`]): index values stop below it.
 pub(crate) const NO_CAND: u32 = u32::MAX;
 
+/// A session's `map` when its mapping has no record but is folded into it.
+const NO_MAP: u32 = u32::MAX;
+
+/// What a BIB entry leads to: a mapping's record, or the session a mapping is folded into.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Owner {
+    Mapping(u32),
+    Session(u32),
+}
+
+impl Owner {
+    /// The BIB value of the owner's entry by its inside (`outside = false`) or outside
+    /// endpoint: `id * 4 + side * 2 + folded`.
+    #[inline]
+    fn bib_val(self, outside: bool) -> u32 {
+        let (id, folded) = match self {
+            Owner::Mapping(mid) => (mid, 0),
+            Owner::Session(sid) => (sid, 1),
+        };
+        id << 2 | u32::from(outside) << 1 | folded
+    }
+    #[inline]
+    fn of_bib_val(v: u32) -> Owner {
+        if v & 1 == 1 {
+            Owner::Session(v >> 2)
+        } else {
+            Owner::Mapping(v >> 2)
+        }
+    }
+}
+
 /// A vector of slots with a free list; ids stay valid until removed. The slots are reserved
 /// ahead ([`FixedVec`]: on huge pages when large) and never move. The free list runs through
 /// the free slots themselves (a `Vec` of free ids grew -- and copied itself -- while a mass
@@ -450,8 +485,11 @@ pub struct Napt<A> {
     pool_index: HashMap<u32, u32>,
     pool_prefixes: PrefixSet4,
     hosts: HashMap<A, Host>,
+    /// Records of mappings that have had more than one session.
     mappings: Slab<Mapping<A>>,
-    /// The BIB's index: values are `mid * 2 + side` (0 by inside endpoint, 1 by outside).
+    /// Mappings folded into their one session (no record).
+    folded: usize,
+    /// The BIB's index: values are [`Owner::bib_val`]s.
     bib: FlowIndex,
     sessions: Slab<Session<A>>,
     /// Session index by packet tuple; values are `sid * 2 + direction` (0 out, 1 in).
@@ -520,26 +558,34 @@ fn bib_hash(hasher: &KeyHasher, proto: Proto, addr: (u64, u64), port: u16, outsi
     hasher.hash([addr.0, addr.1, 0, w3])
 }
 
+/// The BIB key's hash of a mapping with these endpoints, by the inside (`outside = false`)
+/// or outside one.
+#[inline]
+fn ends_bib_hash<A: InsideAddr>(
+    hasher: &KeyHasher,
+    proto: Proto,
+    int: Endpoint<A>,
+    ext: Endpoint,
+    outside: bool,
+) -> u64 {
+    if outside {
+        bib_hash(hasher, proto, (u64::from(ext.addr), 0), ext.port, true)
+    } else {
+        bib_hash(hasher, proto, int.addr.words(), int.port, false)
+    }
+}
+
 impl<A: InsideAddr> Mapping<A> {
     /// Its BIB key's hash by the inside (`outside = false`) or outside endpoint.
     fn bib_hash(&self, hasher: &KeyHasher, outside: bool) -> u64 {
-        if outside {
-            bib_hash(
-                hasher,
-                self.proto,
-                (u64::from(self.ext_addr), 0),
-                self.ext_port,
-                true,
-            )
-        } else {
-            bib_hash(
-                hasher,
-                self.proto,
-                self.int_addr.words(),
-                self.int_port,
-                false,
-            )
-        }
+        ends_bib_hash(hasher, self.proto, self.int(), self.ext(), outside)
+    }
+}
+
+impl<A: InsideAddr> Session<A> {
+    /// The BIB key's hash of the mapping folded into it ([`Mapping::bib_hash`]).
+    fn bib_hash(&self, hasher: &KeyHasher, outside: bool) -> u64 {
+        ends_bib_hash(hasher, self.proto(), self.int(), self.ext(), outside)
     }
 }
 
@@ -569,9 +615,10 @@ impl<A: InsideAddr> Napt<A> {
             // Sized ahead for the configured maximum (a mapping per session at worst; two
             // index entries each): no table grows, or moves, while traffic runs.
             mappings: Slab::with_capacity(max),
-            bib: FlowIndex::with_capacity(max * 2),
+            folded: 0,
+            bib: FlowIndex::with_capacity(max * 2, max * 4),
             sessions: Slab::with_capacity(max),
-            flows: FlowIndex::with_capacity(max * 2),
+            flows: FlowIndex::with_capacity(max * 2, max * 2),
             hasher: KeyHasher::new(seed ^ 0x5bd1_e995_7f4a_7c15),
             remotes: HashMap::new(),
             rng: Rng::new(seed),
@@ -666,13 +713,17 @@ impl<A: InsideAddr> Napt<A> {
     /// [`FlowIndex::remove`]): the records of all entries must still be in their slabs.
     fn index_remove(&mut self, bib: bool, hash: u64, val: u32) {
         let hasher = &self.hasher;
+        let sessions = &self.sessions;
         let removed = if bib {
             let maps = &self.mappings;
             self.bib.remove(hash, val, |v| {
-                maps.get(v >> 1).map(|m| m.bib_hash(hasher, v & 1 == 1))
+                let outside = v & 2 == 2;
+                match Owner::of_bib_val(v) {
+                    Owner::Mapping(mid) => maps.get(mid).map(|m| m.bib_hash(hasher, outside)),
+                    Owner::Session(sid) => sessions.get(sid).map(|s| s.bib_hash(hasher, outside)),
+                }
             })
         } else {
-            let sessions = &self.sessions;
             self.flows.remove(hash, val, |v| {
                 sessions
                     .get(v >> 1)
@@ -682,6 +733,19 @@ impl<A: InsideAddr> Napt<A> {
         if !removed {
             let p = Pending { bib, hash, val };
             self.pending.retain(|q| *q != p);
+        }
+    }
+
+    /// Gives the BIB entry `old` under `hash` the value `new`, in the index or waiting.
+    fn bib_replace(&mut self, hash: u64, old: u32, new: u32) {
+        if !self.bib.replace(hash, old, new) {
+            if let Some(p) = self
+                .pending
+                .iter_mut()
+                .find(|p| p.bib && p.hash == hash && p.val == old)
+            {
+                p.val = new;
+            }
         }
     }
 
@@ -834,23 +898,75 @@ impl<A: InsideAddr> Napt<A> {
         let found = self.bib_by_inside(proto, int, h_bib);
         let new_maps = u32::from(found.is_none());
         let (pool_ix, host_new) = self.host_for(int.addr, new_maps)?;
-        let mid = match found {
-            Some(mid) => mid,
-            None => match self.create_mapping(proto, int, pool_ix, h_bib, c) {
-                Ok(mid) => mid,
+        let Some(owner) = found else {
+            // A new mapping, folded into the session it is made for.
+            let ext = match self.take_port(proto, int, pool_ix, c) {
+                Ok(ext) => ext,
                 Err(e) => {
                     self.unhost(int.addr, host_new, new_maps);
                     return Err(e);
                 }
-            },
+            };
+            let (sid, t) =
+                self.create_session(NO_MAP, int, ext, remote, proto, Dir::Out, now, hash, c);
+            let placed = self.bib.insert(h_bib, Owner::Session(sid).bib_val(false));
+            debug_assert!(placed, "index sized for limits.max_sessions");
+            let h_ext = self.bib_hash(proto, (u64::from(ext.addr), 0), ext.port, true);
+            self.insert_later(true, h_ext, Owner::Session(sid).bib_val(true));
+            self.folded += 1;
+            c.event(Event::MappingsCreated);
+            return Ok(t);
         };
-        match self.create_session(mid, remote, proto, Dir::Out, now, hash, c) {
-            Some(t) => Ok(t),
+        match self.promote(owner) {
+            Some((mid, int, ext)) => Ok(self
+                .create_session(mid, int, ext, remote, proto, Dir::Out, now, hash, c)
+                .1),
             None => {
                 self.unhost(int.addr, false, 0);
                 Err(DropReason::NoMapping)
             }
         }
+    }
+
+    /// The record of `owner`'s mapping, made now if the mapping is folded into its session
+    /// (which keeps its place in the BIB no longer), and the mapping's endpoints.
+    fn promote(&mut self, owner: Owner) -> Option<(u32, Endpoint<A>, Endpoint)> {
+        let sid = match owner {
+            Owner::Mapping(mid) => {
+                return self.mappings.get(mid).map(|m| (mid, m.int(), m.ext()));
+            }
+            Owner::Session(sid) => sid,
+        };
+        let s = *self.sessions.get(sid)?;
+        // All it has been is this one session's: its expiry, and this remote address.
+        let stamp = Stamp::of(s.expires);
+        let mid = self.mappings.insert(Mapping {
+            int_addr: s.int_addr,
+            ext_addr: s.ext_addr,
+            sessions: 1,
+            expires: stamp,
+            remote: RemoteRef {
+                addr: s.remote_addr,
+                sessions: 1,
+                expires: stamp,
+            },
+            int_port: s.int_port,
+            ext_port: s.ext_port,
+            proto: s.proto(),
+        });
+        for outside in [false, true] {
+            let h = s.bib_hash(&self.hasher, outside);
+            self.bib_replace(
+                h,
+                owner.bib_val(outside),
+                Owner::Mapping(mid).bib_val(outside),
+            );
+        }
+        if let Some(s) = self.sessions.get_mut(sid) {
+            s.map = mid;
+        }
+        self.folded = self.folded.saturating_sub(1);
+        Some((mid, s.int(), s.ext()))
     }
 
     /// An inbound packet from `remote` to the outside endpoint `ext`: finds its session or,
@@ -888,20 +1004,29 @@ impl<A: InsideAddr> Napt<A> {
         hash: u64,
         c: &mut Counters,
     ) -> Result<Translation<A>, DropReason> {
-        let mid = self
+        let owner = self
             .bib_by_outside(proto, ext)
             .ok_or(DropReason::NoMapping)?;
-        // The session may have expired and taken its mapping with it.
-        let m = self.mappings.get(mid).ok_or(DropReason::NoMapping)?;
-        if m.expires.passed(now) {
+        // The mapping's expiry, inside address and filter entry for `remote.addr`; its
+        // sessions may have expired (and will take it with them).
+        let (expires, int_addr, filter) = match owner {
+            Owner::Mapping(mid) => {
+                let m = self.mappings.get(mid).ok_or(DropReason::NoMapping)?;
+                let r = self.remote_ref(mid, remote.addr).map(|r| r.expires);
+                (m.expires, m.int_addr, r)
+            }
+            Owner::Session(sid) => {
+                let s = self.sessions.get(sid).ok_or(DropReason::NoMapping)?;
+                let e = Stamp::of(s.expires);
+                (e, s.int_addr, (s.remote_addr == remote.addr).then_some(e))
+            }
+        };
+        if expires.passed(now) {
             return Err(DropReason::NoMapping);
         }
-        let int_addr = m.int_addr;
         let admitted = match self.cfg.filtering {
             Filtering::EndpointIndependent => true,
-            Filtering::AddressDependent => self
-                .remote_ref(mid, remote.addr)
-                .is_some_and(|r| !r.expires.passed(now)),
+            Filtering::AddressDependent => filter.is_some_and(|e| !e.passed(now)),
             Filtering::AddressAndPortDependent => false,
         };
         if !admitted {
@@ -921,8 +1046,10 @@ impl<A: InsideAddr> Napt<A> {
             }
             h.sessions += 1;
         }
-        match self.create_session(mid, remote, proto, Dir::In, now, hash, c) {
-            Some(t) => Ok(t),
+        match self.promote(owner) {
+            Some((mid, int, ext)) => Ok(self
+                .create_session(mid, int, ext, remote, proto, Dir::In, now, hash, c)
+                .1),
             None => {
                 self.unhost(int_addr, false, 0);
                 Err(DropReason::NoMapping)
@@ -981,28 +1108,44 @@ impl<A: InsideAddr> Napt<A> {
 
     /// The mapping of an inside endpoint (RFC 4787 REQ-1: one per endpoint and protocol).
     /// `h` is its [`Napt::bib_hash`].
-    fn bib_by_inside(&self, proto: Proto, int: Endpoint<A>, h: u64) -> Option<u32> {
-        let maps = &self.mappings;
+    fn bib_by_inside(&self, proto: Proto, int: Endpoint<A>, h: u64) -> Option<Owner> {
         self.index_get(true, false, h, |v| {
-            v & 1 == 0
-                && maps
-                    .get(v >> 1)
-                    .is_some_and(|m| m.proto == proto && m.int() == int)
+            v & 2 == 0
+                && self
+                    .owner_ends(Owner::of_bib_val(v), proto)
+                    .is_some_and(|e| e.0 == int)
         })
-        .map(|v| v >> 1)
+        .map(Owner::of_bib_val)
+    }
+
+    /// The inside and outside endpoints of `owner`'s mapping if it is one for `proto`.
+    #[inline]
+    fn owner_ends(&self, owner: Owner, proto: Proto) -> Option<(Endpoint<A>, Endpoint)> {
+        match owner {
+            Owner::Mapping(mid) => {
+                let m = self.mappings.get(mid).filter(|m| m.proto == proto)?;
+                Some((m.int(), m.ext()))
+            }
+            Owner::Session(sid) => {
+                let s = self
+                    .sessions
+                    .get(sid)
+                    .filter(|s| s.map == NO_MAP && s.proto() == proto)?;
+                Some((s.int(), s.ext()))
+            }
+        }
     }
 
     /// The mapping that holds an outside endpoint.
-    fn bib_by_outside(&self, proto: Proto, ext: Endpoint) -> Option<u32> {
+    fn bib_by_outside(&self, proto: Proto, ext: Endpoint) -> Option<Owner> {
         let h = self.bib_hash(proto, (u64::from(ext.addr), 0), ext.port, true);
-        let maps = &self.mappings;
         self.index_get(true, true, h, |v| {
-            v & 1 == 1
-                && maps
-                    .get(v >> 1)
-                    .is_some_and(|m| m.proto == proto && m.ext() == ext)
+            v & 2 == 2
+                && self
+                    .owner_ends(Owner::of_bib_val(v), proto)
+                    .is_some_and(|e| e.1 == ext)
         })
-        .map(|v| v >> 1)
+        .map(Owner::of_bib_val)
     }
 
     /// The filter entry of mapping `mid` for a remote address, if it has sessions with it.
@@ -1015,7 +1158,11 @@ impl<A: InsideAddr> Napt<A> {
     }
 
     /// Copies a session's new expiry `e` to its mapping and filter entry.
+    /// Nothing for a folded mapping: its session's expiry is its own.
     fn propagate(&mut self, mid: u32, raddr: u32, e: Time) {
+        if mid == NO_MAP {
+            return;
+        }
         let e = Stamp::of(e);
         if let Some(m) = self.mappings.get_mut(mid) {
             m.expires = m.expires.max(e);
@@ -1312,18 +1459,17 @@ impl<A: InsideAddr> Napt<A> {
         }
     }
 
-    /// Creates a mapping with a port chosen per RFC 4787 REQ-3 / RFC 6056: the inside port
-    /// if free and in range, else from a random point in the range. `h_in` is the
-    /// [`Napt::bib_hash`] of `int`; the host has counted the mapping already
+    /// The outside endpoint of a new mapping of `int`, its port taken from the pool address
+    /// `pool_ix` per RFC 4787 REQ-3 / RFC 6056: the inside port if free and in range, else
+    /// from a random point in the range. The host has counted the mapping already
     /// ([`Napt::host_for`]).
-    fn create_mapping(
+    fn take_port(
         &mut self,
         proto: Proto,
         int: Endpoint<A>,
         pool_ix: u32,
-        h_in: u64,
         c: &mut Counters,
-    ) -> Result<u32, DropReason> {
+    ) -> Result<Endpoint, DropReason> {
         // ICMP identifiers are not ports: any value may be kept or chosen (RFC 5508 3.1).
         let (lo, hi) = match proto {
             Proto::Icmp => self.icmp_ids,
@@ -1350,44 +1496,27 @@ impl<A: InsideAddr> Napt<A> {
         if port == int.port {
             c.event(Event::PortsPreserved);
         }
-        let ext = Endpoint { addr: p.addr, port };
-        let mid = self.mappings.insert(Mapping {
-            int_addr: int.addr,
-            ext_addr: ext.addr,
-            sessions: 0,
-            expires: Stamp::NEVER,
-            remote: RemoteRef {
-                addr: 0,
-                sessions: 0,
-                expires: Stamp::NEVER,
-            },
-            int_port: int.port,
-            ext_port: ext.port,
-            proto,
-        });
-        let h_ext = self.bib_hash(proto, (u64::from(ext.addr), 0), ext.port, true);
-        let placed = self.bib.insert(h_in, mid * 2);
-        debug_assert!(placed, "index sized for limits.max_sessions");
-        self.insert_later(true, h_ext, mid * 2 + 1);
-        c.event(Event::MappingsCreated);
-        Ok(mid)
+        Ok(Endpoint { addr: p.addr, port })
     }
 
-    /// Makes a session of mapping `mid` with `remote` (normalised, [`Proto::remote_port`]);
+    /// Makes a session of mapping `mid` (the record's; [`NO_MAP`]: a new mapping folded into
+    /// this session) between `int`, `ext` and `remote` (normalised, [`Proto::remote_port`]);
     /// `hash` is the hash of its tuple in the direction `dir` of the packet that opens it.
-    /// Its host has counted it already ([`Napt::host_for`], `create_in`).
+    /// Its host has counted it already ([`Napt::host_for`], `create_in`). Returns its id.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn create_session(
         &mut self,
         mid: u32,
+        int: Endpoint<A>,
+        ext: Endpoint,
         remote: Endpoint,
         proto: Proto,
         dir: Dir,
         now: Time,
         hash: u64,
         c: &mut Counters,
-    ) -> Option<Translation<A>> {
+    ) -> (u32, Translation<A>) {
         let t = &self.cfg.timeouts;
         let (state, life) = match proto {
             Proto::Udp => (SessState::Udp, t.udp),
@@ -1395,7 +1524,6 @@ impl<A: InsideAddr> Napt<A> {
             Proto::Tcp => (SessState::Tcp(tcpsm::initial(dir)), t.tcp_transitory),
         };
         let expires = now.plus_secs(life);
-        let (int, ext) = self.mappings.get(mid).map(|m| (m.int(), m.ext()))?;
         // UDP goes to the fast path at once; TCP when it is established (see `touch`).
         let offloaded = proto == Proto::Udp && self.offloadable(proto, remote);
         let sid = self.sessions.insert(Session {
@@ -1456,7 +1584,7 @@ impl<A: InsideAddr> Napt<A> {
             m.expires = m.expires.max(stamp);
         }
         c.event(Event::SessionsCreated);
-        Some(Translation { int, ext })
+        (sid, Translation { int, ext })
     }
 
     /// Updates state and lifetime for a packet of an existing session (RFC 4787 REQ-6:
@@ -1549,6 +1677,20 @@ impl<A: InsideAddr> Napt<A> {
         let h_in = self.hash(&s.key(true));
         self.index_remove(false, h_out, sid * 2);
         self.index_remove(false, h_in, sid * 2 + 1);
+        if let Some(h) = self.hosts.get_mut(&s.int_addr) {
+            h.sessions = h.sessions.saturating_sub(1);
+        }
+        if s.map == NO_MAP {
+            // Its mapping goes with it.
+            for outside in [false, true] {
+                let h = s.bib_hash(&self.hasher, outside);
+                self.index_remove(true, h, Owner::Session(sid).bib_val(outside));
+            }
+            self.sessions.remove(sid);
+            self.folded = self.folded.saturating_sub(1);
+            self.release_mapping(s.proto(), s.int_addr, s.ext());
+            return;
+        }
         self.sessions.remove(sid);
         let Some(m) = self.mappings.get_mut(s.map) else {
             return;
@@ -1562,11 +1704,7 @@ impl<A: InsideAddr> Napt<A> {
             }
         }
         m.sessions = m.sessions.saturating_sub(1);
-        let (int_addr, empty) = (m.int_addr, m.sessions == 0);
-        if let Some(h) = self.hosts.get_mut(&int_addr) {
-            h.sessions = h.sessions.saturating_sub(1);
-        }
-        if empty {
+        if m.sessions == 0 {
             self.remove_mapping(s.map);
         }
     }
@@ -1576,25 +1714,33 @@ impl<A: InsideAddr> Napt<A> {
         let Some(&m) = self.mappings.get(mid) else {
             return;
         };
-        self.index_remove(true, m.bib_hash(&self.hasher, false), mid * 2);
-        self.index_remove(true, m.bib_hash(&self.hasher, true), mid * 2 + 1);
+        for outside in [false, true] {
+            let h = m.bib_hash(&self.hasher, outside);
+            self.index_remove(true, h, Owner::Mapping(mid).bib_val(outside));
+        }
         self.mappings.remove(mid);
-        if let Some(&ix) = self.pool_index.get(&m.ext_addr) {
+        self.release_mapping(m.proto, m.int_addr, m.ext());
+    }
+
+    /// What a mapping held beyond its records: its port, and its count at its host (the host
+    /// itself with its last mapping).
+    fn release_mapping(&mut self, proto: Proto, int_addr: A, ext: Endpoint) {
+        if let Some(&ix) = self.pool_index.get(&ext.addr) {
             if let Some(pm) = self
                 .pool
                 .get_mut(ix as usize)
-                .and_then(|p| p.ports.get_mut(m.proto as usize))
+                .and_then(|p| p.ports.get_mut(proto as usize))
             {
-                pm.free(m.ext_port);
+                pm.free(ext.port);
             }
         }
         let mut gone = false;
-        if let Some(h) = self.hosts.get_mut(&m.int_addr) {
+        if let Some(h) = self.hosts.get_mut(&int_addr) {
             h.mappings = h.mappings.saturating_sub(1);
             gone = h.mappings == 0;
         }
         if gone {
-            self.release_host(m.int_addr);
+            self.release_host(int_addr);
         }
     }
 
@@ -1666,7 +1812,12 @@ impl<A: InsideAddr> Napt<A> {
             if let Some(s) = self.sessions.get(sid) {
                 self.flows.prefetch(self.hash(&s.key(false)));
                 self.flows.prefetch(self.hash(&s.key(true)));
-                self.mappings.prefetch(s.map);
+                if s.map == NO_MAP {
+                    self.bib.prefetch(s.bib_hash(&self.hasher, false));
+                    self.bib.prefetch(s.bib_hash(&self.hasher, true));
+                } else {
+                    self.mappings.prefetch(s.map);
+                }
             }
         }
         for &sid in sids {
@@ -1674,11 +1825,8 @@ impl<A: InsideAddr> Napt<A> {
                 continue;
             };
             if let Some(m) = self.mappings.get(s.map).filter(|m| m.sessions <= 1) {
-                let ext = (u64::from(m.ext_addr), 0);
-                self.bib
-                    .prefetch(self.bib_hash(m.proto, m.int_addr.words(), m.int_port, false));
-                self.bib
-                    .prefetch(self.bib_hash(m.proto, ext, m.ext_port, true));
+                self.bib.prefetch(m.bib_hash(&self.hasher, false));
+                self.bib.prefetch(m.bib_hash(&self.hasher, true));
             }
         }
         for &sid in sids {
@@ -1727,7 +1875,7 @@ impl<A: InsideAddr> Napt<A> {
         let (lo, hi) = self.cfg.ports;
         let (ilo, ihi) = self.icmp_ids;
         st.sessions += self.sessions.len as u64;
-        st.mappings += self.mappings.len as u64;
+        st.mappings += (self.mappings.len + self.folded) as u64;
         st.hosts += self.hosts.len() as u64;
         st.pool_addresses += self.pool.len() as u64;
         st.pool_addresses_used += self.pool.iter().filter(|p| p.hosts > 0).count() as u64;
@@ -1803,7 +1951,7 @@ mod tests {
         assert_eq!(size_of::<Slot<Session<u128>>>(), 64);
         assert_eq!(size_of::<Slot<Mapping<u32>>>(), 36);
         assert_eq!(size_of::<Slot<Mapping<u128>>>(), 48);
-        assert_eq!(Stamp::of(Time(0)), Stamp::NEVER);
+        assert_eq!(Stamp::of(Time(0)), Stamp(0));
         assert!(
             !Stamp::of(Time(1)).passed(Time(1)),
             "rounded up: never before the time"

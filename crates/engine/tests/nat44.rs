@@ -249,6 +249,52 @@ fn rfc4787_filtering_address_dependent() {
     );
 }
 
+/// A mapping with one session has no record of its own (it is folded into the session):
+/// the address-dependent filter then admits that session's remote address and no other, and
+/// keeps doing so once a second session gives the mapping a record.
+#[test]
+fn rfc4787_filtering_address_dependent_before_and_after_a_second_session() {
+    let mut e = napt();
+    fwd(&mut e, 0, udp_pkt(IN_A, 40000, R1, 53));
+    assert_eq!(
+        dropped(&mut e, 1, udp_pkt(R2, 53, POOL, 40000)),
+        DropReason::Filtered
+    );
+    assert_eq!(fwd(&mut e, 1, udp_pkt(R1, 5353, POOL, 40000)).dst(), IN_A);
+    assert_eq!(
+        dropped(&mut e, 2, udp_pkt(R2, 53, POOL, 40000)),
+        DropReason::Filtered
+    );
+    assert_eq!((e.stats().mappings, e.stats().sessions), (1, 2));
+    // Past the sessions' time (300 s) the mapping admits nothing, not even R1.
+    assert_eq!(
+        dropped(&mut e, 400, udp_pkt(R1, 7, POOL, 40000)),
+        DropReason::NoMapping
+    );
+}
+
+/// RFC 4787 REQ-1 through a mapping's life: the port stays while any session lives -- its
+/// first one included, which the mapping outlives -- and returns to the pool with the last.
+#[test]
+fn rfc4787_req1_mapping_outlives_its_first_session() {
+    let mut e = napt();
+    let a = fwd(&mut e, 0, udp_pkt(IN_A, 40000, R1, 53)).sport();
+    assert_eq!(fwd(&mut e, 200, udp_pkt(IN_A, 40000, R2, 53)).sport(), a);
+    // R1's session expired at 300; R2's lives to 500. Its packet finds the first expired
+    // (removed, lazy expiry) and makes a new session on the same mapping.
+    assert_eq!(fwd(&mut e, 400, udp_pkt(IN_A, 40000, R1, 53)).sport(), a);
+    assert_eq!(e.counters().count(Event::SessionsExpired), 1);
+    assert_eq!(fwd(&mut e, 401, udp_pkt(R2, 53, POOL, a)).dst(), IN_A);
+    assert_eq!((e.stats().mappings, e.stats().sessions), (1, 2));
+    // All past their time: the sweep removes them and the port is free again.
+    for _ in 0..100 {
+        e.expire_step(Time::from_secs(10_000), false);
+    }
+    assert_eq!((e.stats().mappings, e.stats().sessions), (0, 0));
+    assert_eq!(e.stats().pool[1].ports_used, 0);
+    assert_eq!(fwd(&mut e, 10_001, udp_pkt(IN_B, a, R1, 53)).sport(), a);
+}
+
 #[test]
 fn rfc4787_filtering_endpoint_independent_and_port_dependent() {
     let mut e = engine(cfg(Nat44Mode::Napt, Filtering::EndpointIndependent));
