@@ -123,8 +123,8 @@ fn measure(name: &str, n: u32, make: impl FnOnce() -> Engine, pkt: impl Fn(u32) 
 }
 
 fn main() {
-    // One session and one mapping per flow (the worst case for NAPT): inside host i / 1000,
-    // port 1024 + i % 1000, one remote. `XLAT_BENCH_SIZES=1000,1000000` picks the sizes.
+    // One session and one mapping per flow (what clients opening a new port per connection
+    // make): inside host i / 1000, port 1024 + i % 1000, one remote. `XLAT_BENCH_SIZES=1000,1000000` picks the sizes.
     let sizes: Vec<u32> = std::env::var("XLAT_BENCH_SIZES")
         .ok()
         .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
@@ -156,6 +156,36 @@ fn main() {
                     [198, 18, h[0], h[1]],
                     1024 + (i % 1000) as u16,
                     [203, 0, 113, 1],
+                    53,
+                )
+            },
+        );
+    }
+    // Two sessions per mapping (each inside endpoint talks to two remote addresses): every
+    // mapping has a record (a mapping with one session has none: it is folded into the session).
+    for &n in &sizes {
+        measure(
+            "nat44²",
+            n,
+            || {
+                Engine::new(EngineConfig {
+                    nat44: Some(Nat44Config {
+                        inside: vec!["198.18.0.0/16".parse().unwrap()],
+                        pool: vec!["198.19.0.0/22".parse().unwrap()],
+                        limits: limits(n),
+                        ..Nat44Config::default()
+                    }),
+                    seed: 1,
+                    ..EngineConfig::default()
+                })
+                .unwrap()
+            },
+            |i| {
+                let h = ((i / 2000) as u16).to_be_bytes();
+                udp(
+                    [198, 18, h[0], h[1]],
+                    1024 + (i / 2 % 1000) as u16,
+                    [203, 0, 113, 1 + (i % 2) as u8],
                     53,
                 )
             },

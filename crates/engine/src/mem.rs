@@ -317,6 +317,86 @@ impl<T> Drop for FixedVec<T> {
     }
 }
 
+/// Element storage of a slab ([`crate::napt`]): indexed access and appending.
+pub trait Store<T> {
+    fn at(&self, i: usize) -> Option<&T>;
+    fn at_mut(&mut self, i: usize) -> Option<&mut T>;
+    fn append(&mut self, v: T);
+    fn count(&self) -> usize;
+}
+
+impl<T> Store<T> for FixedVec<T> {
+    #[inline(always)]
+    fn at(&self, i: usize) -> Option<&T> {
+        self.get(i)
+    }
+    #[inline(always)]
+    fn at_mut(&mut self, i: usize) -> Option<&mut T> {
+        self.get_mut(i)
+    }
+    fn append(&mut self, v: T) {
+        self.push(v)
+    }
+    #[inline(always)]
+    fn count(&self) -> usize {
+        self.len()
+    }
+}
+
+/// A vector in chunks of fixed size, each allocated when the one before is full: elements
+/// never move, and memory follows use instead of being reserved ahead for a maximum. For
+/// tables whose worst case is far above their usual size (mapping records, which only
+/// mappings with more than one session have: [`crate::napt`]). A chunk is one allocation
+/// of up to 2^16 elements (2.4 MB of NAT44 mapping records), made when the previous one is
+/// full.
+pub struct Chunks<T> {
+    chunks: Vec<Vec<T>>,
+    shift: u32,
+    len: usize,
+}
+
+impl<T> Chunks<T> {
+    /// Chunks of up to 2^16 elements, fewer when `cap` is smaller.
+    pub fn with_capacity(cap: usize) -> Chunks<T> {
+        let shift = (usize::BITS - cap.max(1).leading_zeros()).min(16);
+        Chunks {
+            chunks: Vec::new(),
+            shift,
+            len: 0,
+        }
+    }
+}
+
+impl<T> Store<T> for Chunks<T> {
+    #[inline]
+    fn at(&self, i: usize) -> Option<&T> {
+        self.chunks
+            .get(i >> self.shift)?
+            .get(i & ((1 << self.shift) - 1))
+    }
+    #[inline]
+    fn at_mut(&mut self, i: usize) -> Option<&mut T> {
+        let mask = (1 << self.shift) - 1;
+        self.chunks.get_mut(i >> self.shift)?.get_mut(i & mask)
+    }
+    fn append(&mut self, v: T) {
+        let size = 1 << self.shift;
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < size => c.push(v),
+            _ => {
+                let mut c = Vec::with_capacity(size);
+                c.push(v);
+                self.chunks.push(c);
+            }
+        }
+        self.len += 1;
+    }
+    #[inline]
+    fn count(&self) -> usize {
+        self.len
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,6 +409,23 @@ mod tests {
         }
         assert_eq!(v.len(), 100);
         assert!(v.iter().enumerate().all(|(i, b)| **b == i as u32));
+    }
+
+    #[test]
+    fn chunks_index_across_chunk_boundaries_and_allocate_as_they_fill() {
+        let mut c: Chunks<u32> = Chunks::with_capacity(100);
+        assert_eq!(c.shift, 7);
+        assert!(c.chunks.is_empty(), "nothing allocated ahead");
+        for i in 0..300 {
+            c.append(i);
+        }
+        assert_eq!((c.count(), c.chunks.len()), (300, 3));
+        assert!((0..300).all(|i| c.at(i as usize) == Some(&i)));
+        assert_eq!(c.at(300), None);
+        *c.at_mut(128).unwrap() = 7;
+        assert_eq!(c.at(128), Some(&7));
+        let big: Chunks<u8> = Chunks::with_capacity(10_000_000);
+        assert_eq!(big.shift, 16);
     }
 
     #[test]

@@ -31,7 +31,7 @@ use xlat_wire::l4::{icmp, tcp, udp};
 use crate::config::{Filtering, Limits, Nat44Mode, Prefix4, PrefixSet4, Timeouts};
 use crate::counters::{Counters, DropReason, Event};
 use crate::index::{FlowIndex, KeyHasher};
-use crate::mem::FixedVec;
+use crate::mem::{Chunks, FixedVec, Store};
 use crate::ports::PortMap;
 use crate::rng::Rng;
 use crate::snapshot::{PoolUse, SessionInfo, Stats};
@@ -377,41 +377,58 @@ impl Owner {
     }
 }
 
-/// A vector of slots with a free list; ids stay valid until removed. The slots are reserved
-/// ahead ([`FixedVec`]: on huge pages when large) and never move. The free list runs through
-/// the free slots themselves (a `Vec` of free ids grew -- and copied itself -- while a mass
-/// expiry freed millions of slots: a 1 ms stall in one expiry pass); a free slot costs no
-/// more than an `Option<T>` would (the enum fits in `T`'s unused values: the layout test).
-struct Slab<T> {
-    slots: FixedVec<Slot<T>>,
+/// A vector of slots with a free list; ids stay valid until removed. The slots never move:
+/// they are reserved ahead ([`FixedVec`], on huge pages when large: the sessions) or come in
+/// chunks allocated as the slab fills ([`Chunks`]: the mapping records, which most mappings
+/// never need). The free list runs through the free slots themselves (a `Vec` of free ids
+/// grew -- and copied itself -- while a mass expiry freed millions of slots: a 1 ms stall in
+/// one expiry pass); a free slot costs no more than an `Option<T>` would (the enum fits in
+/// `T`'s unused values: the layout test).
+struct Slab<T, S = FixedVec<Slot<T>>> {
+    slots: S,
     free: u32,
     len: usize,
+    _t: std::marker::PhantomData<T>,
 }
 
 impl<T> Slab<T> {
     /// A slab with room for `cap` entries allocated ahead.
     fn with_capacity(cap: usize) -> Self {
+        Slab::on(FixedVec::with_capacity(cap))
+    }
+}
+
+impl<T> Slab<T, Chunks<Slot<T>>> {
+    /// A slab of up to `cap` entries whose memory is allocated as it fills.
+    fn chunked(cap: usize) -> Self {
+        Slab::on(Chunks::with_capacity(cap))
+    }
+}
+
+impl<T, S: Store<Slot<T>>> Slab<T, S> {
+    fn on(slots: S) -> Self {
         Slab {
-            slots: FixedVec::with_capacity(cap),
+            slots,
             free: NO_SLOT,
             len: 0,
+            _t: std::marker::PhantomData,
         }
     }
     fn insert(&mut self, v: T) -> u32 {
         self.len += 1;
         let i = self.free;
-        if let Some(s) = self.slots.get_mut(i as usize) {
+        if let Some(s) = self.slots.at_mut(i as usize) {
             if let Slot::Free(next) = *s {
                 self.free = next;
                 *s = Slot::Used(v);
                 return i;
             }
         }
-        self.slots.push(Slot::Used(v));
-        (self.slots.len() - 1) as u32
+        self.slots.append(Slot::Used(v));
+        (self.slots.count() - 1) as u32
     }
     fn remove(&mut self, i: u32) -> Option<T> {
-        let s = self.slots.get_mut(i as usize)?;
+        let s = self.slots.at_mut(i as usize)?;
         if matches!(s, Slot::Free(_)) {
             return None;
         }
@@ -422,21 +439,23 @@ impl<T> Slab<T> {
         self.len -= 1;
         Some(v)
     }
+    #[inline]
     fn get(&self, i: u32) -> Option<&T> {
-        match self.slots.get(i as usize)? {
+        match self.slots.at(i as usize)? {
             Slot::Used(v) => Some(v),
             Slot::Free(_) => None,
         }
     }
+    #[inline]
     fn get_mut(&mut self, i: u32) -> Option<&mut T> {
-        match self.slots.get_mut(i as usize)? {
+        match self.slots.at_mut(i as usize)? {
             Slot::Used(v) => Some(v),
             Slot::Free(_) => None,
         }
     }
     fn prefetch(&self, i: u32) {
         #[cfg(target_arch = "x86_64")]
-        if let Some(p) = self.slots.get(i as usize) {
+        if let Some(p) = self.slots.at(i as usize) {
             // SAFETY: prefetch has no architectural effect; the pointer is valid anyway.
             unsafe {
                 core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
@@ -448,7 +467,7 @@ impl<T> Slab<T> {
         let _ = i;
     }
     fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
-        self.slots.iter().enumerate().filter_map(|(i, s)| match s {
+        (0..self.slots.count()).filter_map(|i| match self.slots.at(i)? {
             Slot::Used(v) => Some((i as u32, v)),
             Slot::Free(_) => None,
         })
@@ -485,8 +504,9 @@ pub struct Napt<A> {
     pool_index: HashMap<u32, u32>,
     pool_prefixes: PrefixSet4,
     hosts: HashMap<A, Host>,
-    /// Records of mappings that have had more than one session.
-    mappings: Slab<Mapping<A>>,
+    /// Records of mappings that have had more than one session: allocated as they come
+    /// (up to one per session), since most mappings never have one.
+    mappings: Slab<Mapping<A>, Chunks<Slot<Mapping<A>>>>,
     /// Mappings folded into their one session (no record).
     folded: usize,
     /// The BIB's index: values are [`Owner::bib_val`]s.
@@ -612,9 +632,10 @@ impl<A: InsideAddr> Napt<A> {
             pool_index,
             pool_prefixes: PrefixSet4::new(pool_prefixes),
             hosts: HashMap::new(),
-            // Sized ahead for the configured maximum (a mapping per session at worst; two
-            // index entries each): no table grows, or moves, while traffic runs.
-            mappings: Slab::with_capacity(max),
+            // Sized ahead for the configured maximum (two index entries per session, and at
+            // worst a mapping with two BIB entries each): no table grows, or moves, while
+            // traffic runs. Mapping records come in chunks as they are needed.
+            mappings: Slab::chunked(max),
             folded: 0,
             bib: FlowIndex::with_capacity(max * 2, max * 4),
             sessions: Slab::with_capacity(max),
@@ -1751,7 +1772,7 @@ impl<A: InsideAddr> Napt<A> {
     /// [`REMOVE_BATCH`] at a time with their index slots and mappings prefetched. Returns how
     /// many were removed.
     pub fn expire(&mut self, now: Time, budget: usize, c: &mut Counters) -> usize {
-        let n = self.sessions.slots.len();
+        let n = self.sessions.slots.count();
         let mut removed = 0;
         let mut work = 0;
         let mut due = [0u32; REMOVE_BATCH];
