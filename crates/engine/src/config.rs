@@ -217,9 +217,7 @@ fn validate_timeouts_limits(t: &Timeouts, l: &Limits) -> Result<(), ConfigError>
     if l.max_sessions > MAX_SESSIONS {
         return err(
             "limits.max_sessions",
-            format!(
-                "must be at most {MAX_SESSIONS} (a session index slot holds its id in 27 bits)"
-            ),
+            format!("must be at most {MAX_SESSIONS} (the index slots hold ids in 27 bits)"),
         );
     }
     if l.max_sessions_per_host == 0 {
@@ -228,9 +226,9 @@ fn validate_timeouts_limits(t: &Timeouts, l: &Limits) -> Result<(), ConfigError>
     Ok(())
 }
 
-/// The most sessions one table holds: its index slots keep two entries' ids per session
-/// (`sid * 2 + direction`) in 27 bits ([`crate::index`]).
-pub const MAX_SESSIONS: u32 = (1 << 26) - 1;
+/// The most sessions one table holds: index slots keep values in 27 bits ([`crate::index`]),
+/// and the BIB's are `id * 4 + side * 2 + folded` with ids up to the session count.
+pub const MAX_SESSIONS: u32 = (1 << 25) - 1;
 
 /// A configuration the engine cannot run.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -443,6 +443,18 @@ mod tests {
         }
     }
 
+    /// The largest table the configuration admits holds every value the NAPT stores: BIB
+    /// values `id * 4 + 3` with ids below `limits.max_sessions` (the table is mapped, not
+    /// touched).
+    #[test]
+    fn the_largest_configurable_table_holds_its_values() {
+        let max = crate::config::MAX_SESSIONS as usize;
+        let bib = FlowIndex::with_capacity(max * 2, max * 4);
+        assert!(bib.max_val as usize >= max * 4 - 1);
+        let too_big = FlowIndex::with_capacity(16, (max + 1) * 4);
+        assert!((too_big.max_val as usize) < (max + 1) * 4 - 1);
+    }
+
     #[test]
     fn values_beyond_its_size_are_refused() {
         let mut idx = FlowIndex::with_capacity(100, 100);

@@ -913,6 +913,6 @@ fn max_sessions_beyond_the_index_is_a_config_error() {
     };
     let e = with(MAX_SESSIONS + 1).unwrap_err();
     assert_eq!(e.key, "limits.max_sessions");
-    assert!(e.problem.contains("at most 67108863"), "{e}");
+    assert!(e.problem.contains("at most 33554431"), "{e}");
     assert!(with(MAX_SESSIONS).is_ok());
 }
