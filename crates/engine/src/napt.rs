@@ -147,9 +147,9 @@ struct Host {
     sessions: u32,
 }
 
-/// A BIB entry. Flat fields and a coarse expiry, so a NAT44 mapping is 36 bytes (it was 48
-/// with `Endpoint`s' padding and nanosecond times) and a NAT64 one 48 (was 80): with a new
-/// port for every new connection -- what clients do -- there is a mapping per session.
+/// The record of a BIB entry with more than one session (one with a single session is folded
+/// into it: the module docs). Flat fields and a coarse expiry, so a NAT44 mapping is 36 bytes
+/// (it was 48 with `Endpoint`s' padding and nanosecond times) and a NAT64 one 48 (was 80).
 #[derive(Clone, Copy)]
 struct Mapping<A> {
     int_addr: A,
