@@ -122,9 +122,23 @@ fn measure(name: &str, n: u32, make: impl FnOnce() -> Engine, pkt: impl Fn(u32) 
     drop(e);
 }
 
+/// A NAT44 engine for `n` sessions.
+fn nat44(n: u32) -> Engine {
+    Engine::new(EngineConfig {
+        nat44: Some(Nat44Config {
+            inside: vec!["198.18.0.0/16".parse().unwrap()],
+            pool: vec!["198.19.0.0/22".parse().unwrap()],
+            limits: limits(n),
+            ..Nat44Config::default()
+        }),
+        seed: 1,
+        ..EngineConfig::default()
+    })
+    .unwrap()
+}
+
 fn main() {
-    // One session and one mapping per flow (what clients opening a new port per connection
-    // make): inside host i / 1000, port 1024 + i % 1000, one remote. `XLAT_BENCH_SIZES=1000,1000000` picks the sizes.
+    // `XLAT_BENCH_SIZES=1000,1000000` picks the sizes.
     let sizes: Vec<u32> = std::env::var("XLAT_BENCH_SIZES")
         .ok()
         .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
@@ -133,63 +147,28 @@ fn main() {
         "{:>6} {:>12} {:>16} {:>14} {:>14} {:>14}",
         "", "sessions", "bytes", "B/session", "grown B/sess", "RSS B/sess"
     );
-    for &n in &sizes {
-        measure(
-            "nat44",
-            n,
-            || {
-                Engine::new(EngineConfig {
-                    nat44: Some(Nat44Config {
-                        inside: vec!["198.18.0.0/16".parse().unwrap()],
-                        pool: vec!["198.19.0.0/22".parse().unwrap()],
-                        limits: limits(n),
-                        ..Nat44Config::default()
-                    }),
-                    seed: 1,
-                    ..EngineConfig::default()
-                })
-                .unwrap()
-            },
-            |i| {
-                let h = ((i / 1000) as u16).to_be_bytes();
-                udp(
-                    [198, 18, h[0], h[1]],
-                    1024 + (i % 1000) as u16,
-                    [203, 0, 113, 1],
-                    53,
-                )
-            },
-        );
-    }
-    // Two sessions per mapping (each inside endpoint talks to two remote addresses): every
-    // mapping has a record (a mapping with one session has none: it is folded into the session).
-    for &n in &sizes {
-        measure(
-            "nat44²",
-            n,
-            || {
-                Engine::new(EngineConfig {
-                    nat44: Some(Nat44Config {
-                        inside: vec!["198.18.0.0/16".parse().unwrap()],
-                        pool: vec!["198.19.0.0/22".parse().unwrap()],
-                        limits: limits(n),
-                        ..Nat44Config::default()
-                    }),
-                    seed: 1,
-                    ..EngineConfig::default()
-                })
-                .unwrap()
-            },
-            |i| {
-                let h = ((i / 2000) as u16).to_be_bytes();
-                udp(
-                    [198, 18, h[0], h[1]],
-                    1024 + (i / 2 % 1000) as u16,
-                    [203, 0, 113, 1 + (i % 2) as u8],
-                    53,
-                )
-            },
-        );
+    // "nat44": one session and one mapping per flow (what clients opening a new port per
+    // connection make): inside endpoint i (host i / 1000, port 1024 + i % 1000), one remote.
+    // "nat44²": two sessions per mapping (each inside endpoint talks to two remote addresses),
+    // so every mapping has a record (one with a single session is folded into it).
+    for (name, per_mapping) in [("nat44", 1), ("nat44²", 2)] {
+        for &n in &sizes {
+            measure(
+                name,
+                n,
+                || nat44(n),
+                |i| {
+                    let ep = i / per_mapping;
+                    let h = ((ep / 1000) as u16).to_be_bytes();
+                    udp(
+                        [198, 18, h[0], h[1]],
+                        1024 + (ep % 1000) as u16,
+                        [203, 0, 113, 1 + (i % per_mapping) as u8],
+                        53,
+                    )
+                },
+            );
+        }
     }
     for &n in &sizes {
         measure(
