@@ -95,6 +95,11 @@ pub trait InsideAddr: Copy + Eq + Hash + Debug {
     fn show(self) -> String;
     /// Text form followed by a port.
     fn show_port(self, port: u16) -> String;
+    /// The address as sessions and mappings hold it when it fits their 4 bytes (IPv4:
+    /// itself); `None`: they hold its host's number ([`HostAddrs`]).
+    fn as_held(self) -> Option<u32>;
+    /// The address a held value is, if addresses are held as themselves.
+    fn from_held(v: u32) -> Option<Self>;
 }
 
 impl InsideAddr for u32 {
@@ -108,6 +113,14 @@ impl InsideAddr for u32 {
     fn show_port(self, port: u16) -> String {
         format!("{}:{port}", Ipv4Addr::from(self))
     }
+    #[inline(always)]
+    fn as_held(self) -> Option<u32> {
+        Some(self)
+    }
+    #[inline(always)]
+    fn from_held(v: u32) -> Option<u32> {
+        Some(v)
+    }
 }
 
 impl InsideAddr for u128 {
@@ -120,6 +133,14 @@ impl InsideAddr for u128 {
     }
     fn show_port(self, port: u16) -> String {
         format!("[{}]:{port}", Ipv6Addr::from(self))
+    }
+    #[inline(always)]
+    fn as_held(self) -> Option<u32> {
+        None
+    }
+    #[inline(always)]
+    fn from_held(_: u32) -> Option<u128> {
+        None
     }
 }
 
@@ -141,18 +162,121 @@ impl<A: InsideAddr> Endpoint<A> {
 }
 
 struct Host {
+    /// How its sessions and mappings hold its address ([`HostAddrs`]).
+    held: u32,
     /// Pool index of the paired (NAPT) or bound (pool mode) outside address.
     pool: u32,
     mappings: u32,
     sessions: u32,
 }
 
-/// The record of a BIB entry with more than one session (one with a single session is folded
-/// into it: the module docs). Flat fields and a coarse expiry, so a NAT44 mapping is 36 bytes
-/// (it was 48 with `Endpoint`s' padding and nanosecond times) and a NAT64 one 48 (was 80).
+/// Inside addresses as sessions and mappings hold them, in 4 bytes: an IPv4 address is
+/// itself; an IPv6 address (NAT64) is the number of its host, whose address is kept here
+/// once. A NAT64 session is then 32 bytes like a NAT44 one (64 with the address in it); a
+/// host's sessions share its entry, so the entries packets read stay few and cached.
+///
+/// Numbers index chunks of [`HOST_CHUNK`] addresses that never move; a released number is
+/// given to the next new host. Looking one up is two loads (the lookup is on every NAT64
+/// packet: a slab with a free-list tag and a run-time chunk size cost 20 instructions).
+struct HostAddrs<A> {
+    chunks: Vec<Box<[A; HOST_CHUNK]>>,
+    /// Numbers given out so far, released ones included.
+    issued: u32,
+    /// Released numbers, reused first. Its room grows as numbers are issued, so releasing
+    /// (in an expiry pass) never allocates.
+    free: Vec<u32>,
+}
+
+/// Host addresses per chunk (64 KiB of IPv6 addresses): a translator has far fewer hosts
+/// than sessions.
+const HOST_CHUNK: usize = 4096;
+
+impl<A: InsideAddr> HostAddrs<A> {
+    fn new() -> Self {
+        HostAddrs {
+            chunks: Vec::new(),
+            issued: 0,
+            free: Vec::new(),
+        }
+    }
+    /// The address `held` stands for (for a released number, the address it last held).
+    #[inline(always)]
+    fn addr(&self, held: u32) -> Option<A> {
+        match A::from_held(held) {
+            Some(a) => Some(a),
+            None => {
+                let c = self.chunks.get((held / HOST_CHUNK as u32) as usize)?;
+                c.get(held as usize % HOST_CHUNK).copied()
+            }
+        }
+    }
+    /// How the sessions of a new host with address `a` hold it.
+    fn hold(&mut self, a: A) -> u32 {
+        if let Some(v) = a.as_held() {
+            return v;
+        }
+        let n = match self.free.pop() {
+            Some(n) => n,
+            None => {
+                let n = self.issued;
+                self.issued += 1;
+                if (n as usize).is_multiple_of(HOST_CHUNK) {
+                    // Made on the heap: a 64 KiB array would pass through the stack.
+                    if let Ok(c) = vec![a; HOST_CHUNK].into_boxed_slice().try_into() {
+                        self.chunks.push(c);
+                    }
+                }
+                self.free.reserve(self.issued as usize - self.free.len());
+                n
+            }
+        };
+        if let Some(slot) = self
+            .chunks
+            .get_mut((n / HOST_CHUNK as u32) as usize)
+            .and_then(|c| c.get_mut(n as usize % HOST_CHUNK))
+        {
+            *slot = a;
+        }
+        n
+    }
+    /// Gives back a host's number (its last mapping has gone).
+    fn release(&mut self, held: u32) {
+        if A::from_held(held).is_none() && held < self.issued {
+            self.free.push(held);
+        }
+    }
+    /// Numbers held by hosts now.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.issued as usize - self.free.len()
+    }
+}
+
+/// What [`Napt::host_for`] tells about the host of a new session.
+struct HostUse {
+    /// Pool index of its outside address.
+    pool: u32,
+    /// How sessions hold its address ([`HostAddrs`]).
+    held: u32,
+    /// It was made for this session.
+    new: bool,
+}
+
+/// A mapping's endpoints, the inside address also as held ([`HostAddrs`]).
 #[derive(Clone, Copy)]
-struct Mapping<A> {
-    int_addr: A,
+struct Ends<A> {
+    held: u32,
+    int: Endpoint<A>,
+    ext: Endpoint,
+}
+
+/// The record of a BIB entry with more than one session (one with a single session is folded
+/// into it: the module docs). Flat fields and a coarse expiry, so a mapping is 36 bytes (it
+/// was 48 with `Endpoint`s' padding and nanosecond times, NAT64's 80 with its IPv6 address).
+#[derive(Clone, Copy)]
+struct Mapping {
+    /// The inside address as held ([`HostAddrs`]).
+    int_addr: u32,
     ext_addr: u32,
     sessions: u32,
     /// Latest expiry among its sessions: a mapping whose time has passed admits nothing
@@ -170,13 +294,14 @@ struct Mapping<A> {
 /// fields (mappings and sessions keep their endpoints flat to stay small).
 macro_rules! flat_endpoints {
     ($t:ident) => {
-        impl<A: InsideAddr> $t<A> {
-            #[inline]
-            fn int(&self) -> Endpoint<A> {
-                Endpoint {
-                    addr: self.int_addr,
+        impl $t {
+            /// Its inside endpoint, the address looked up if held as a host's number.
+            #[inline(always)]
+            fn int<A: InsideAddr>(&self, hosts: &HostAddrs<A>) -> Option<Endpoint<A>> {
+                Some(Endpoint {
+                    addr: hosts.addr(self.int_addr)?,
                     port: self.int_port,
-                }
+                })
             }
             #[inline]
             fn ext(&self) -> Endpoint {
@@ -223,12 +348,13 @@ flat_endpoints!(Session);
 
 /// A session carries its whole translation (inside, outside and remote endpoints), so the
 /// fast path is one index lookup and one session read. Fields are laid out flat (no padded
-/// `Endpoint`s) so a NAT44 session is 32 bytes, aligned to 32: two to a cache line, never
-/// split across two (a NAT64 one, with its 16-byte address, fills one line).
+/// `Endpoint`s) and an IPv6 inside address is held as its host's number ([`HostAddrs`]), so a
+/// session is 32 bytes, aligned to 32: two to a cache line, never split across two.
 #[derive(Clone, Copy)]
 #[repr(align(32))]
-struct Session<A> {
-    int_addr: A,
+struct Session {
+    /// The inside address as held ([`HostAddrs`]).
+    int_addr: u32,
     ext_addr: u32,
     remote_addr: u32,
     /// Its mapping's record, or [`NO_MAP`]: the mapping is folded into this session.
@@ -247,7 +373,7 @@ struct Session<A> {
     offloaded: bool,
 }
 
-impl<A: InsideAddr> Session<A> {
+impl Session {
     #[inline]
     fn proto(&self) -> Proto {
         match self.state {
@@ -265,24 +391,34 @@ impl<A: InsideAddr> Session<A> {
     }
     /// The tuple this session's packets carry going out (`inbound = false`) or coming in.
     #[inline]
-    fn key(&self, inbound: bool) -> FlowKey<A> {
-        if inbound {
+    fn key<A: InsideAddr>(&self, inbound: bool, hosts: &HostAddrs<A>) -> Option<FlowKey<A>> {
+        Some(if inbound {
             FlowKey::In(self.proto(), self.ext(), self.remote())
         } else {
-            FlowKey::Out(self.proto(), self.int(), self.remote())
-        }
+            FlowKey::Out(self.proto(), self.int(hosts)?, self.remote())
+        })
     }
     /// Does the packet tuple `key` belong to this session (in the direction `inbound`)?
-    #[inline]
-    fn matches(&self, key: &FlowKey<A>, inbound: bool) -> bool {
+    /// Without `hosts`, an inside address held as its host's number is not compared (the
+    /// caller does: [`Napt::find`]).
+    #[inline(always)]
+    fn matches<A: InsideAddr>(
+        &self,
+        key: &FlowKey<A>,
+        inbound: bool,
+        hosts: Option<&HostAddrs<A>>,
+    ) -> bool {
         match *key {
             FlowKey::Out(p, int, r) => {
                 !inbound
-                    && self.int_addr == int.addr
                     && self.int_port == int.port
                     && self.remote_addr == r.addr
                     && self.remote_port == r.port
                     && self.proto() == p
+                    && match A::from_held(self.int_addr) {
+                        Some(a) => a == int.addr,
+                        None => hosts.is_none_or(|h| h.addr(self.int_addr) == Some(int.addr)),
+                    }
             }
             FlowKey::In(p, ext, r) => {
                 inbound
@@ -399,9 +535,10 @@ impl<T> Slab<T> {
 }
 
 impl<T> Slab<T, Chunks<Slot<T>>> {
-    /// A slab of up to `cap` entries whose memory is allocated as it fills.
-    fn chunked(cap: usize) -> Self {
-        Slab::on(Chunks::with_capacity(cap))
+    /// A slab of up to `cap` entries whose memory is allocated as it fills, in chunks of up
+    /// to 2^`shift`.
+    fn chunked(cap: usize, shift: u32) -> Self {
+        Slab::on(Chunks::with_capacity(cap, shift))
     }
 }
 
@@ -504,14 +641,16 @@ pub struct Napt<A> {
     pool_index: HashMap<u32, u32>,
     pool_prefixes: PrefixSet4,
     hosts: HashMap<A, Host>,
+    /// Inside addresses by how sessions and mappings hold them.
+    host_addrs: HostAddrs<A>,
     /// Records of mappings that have had more than one session: allocated as they come
     /// (up to one per session), since most mappings never have one.
-    mappings: Slab<Mapping<A>, Chunks<Slot<Mapping<A>>>>,
+    mappings: Slab<Mapping, Chunks<Slot<Mapping>>>,
     /// Mappings folded into their one session (no record).
     folded: usize,
     /// The BIB's index: values are [`Owner::bib_val`]s.
     bib: FlowIndex,
-    sessions: Slab<Session<A>>,
+    sessions: Slab<Session>,
     /// Session index by packet tuple; values are `sid * 2 + direction` (0 out, 1 in).
     flows: FlowIndex,
     hasher: KeyHasher,
@@ -595,17 +734,39 @@ fn ends_bib_hash<A: InsideAddr>(
     }
 }
 
-impl<A: InsideAddr> Mapping<A> {
+impl Mapping {
     /// Its BIB key's hash by the inside (`outside = false`) or outside endpoint.
-    fn bib_hash(&self, hasher: &KeyHasher, outside: bool) -> u64 {
-        ends_bib_hash(hasher, self.proto, self.int(), self.ext(), outside)
+    fn bib_hash<A: InsideAddr>(
+        &self,
+        hasher: &KeyHasher,
+        outside: bool,
+        hosts: &HostAddrs<A>,
+    ) -> Option<u64> {
+        Some(ends_bib_hash(
+            hasher,
+            self.proto,
+            self.int(hosts)?,
+            self.ext(),
+            outside,
+        ))
     }
 }
 
-impl<A: InsideAddr> Session<A> {
+impl Session {
     /// The BIB key's hash of the mapping folded into it ([`Mapping::bib_hash`]).
-    fn bib_hash(&self, hasher: &KeyHasher, outside: bool) -> u64 {
-        ends_bib_hash(hasher, self.proto(), self.int(), self.ext(), outside)
+    fn bib_hash<A: InsideAddr>(
+        &self,
+        hasher: &KeyHasher,
+        outside: bool,
+        hosts: &HostAddrs<A>,
+    ) -> Option<u64> {
+        Some(ends_bib_hash(
+            hasher,
+            self.proto(),
+            self.int(hosts)?,
+            self.ext(),
+            outside,
+        ))
     }
 }
 
@@ -632,10 +793,11 @@ impl<A: InsideAddr> Napt<A> {
             pool_index,
             pool_prefixes: PrefixSet4::new(pool_prefixes),
             hosts: HashMap::new(),
+            host_addrs: HostAddrs::new(),
             // Sized ahead for the configured maximum (two index entries per session, and at
             // worst a mapping with two BIB entries each): no table grows, or moves, while
             // traffic runs. Mapping records come in chunks as they are needed.
-            mappings: Slab::chunked(max),
+            mappings: Slab::chunked(max, 16),
             folded: 0,
             bib: FlowIndex::with_capacity(max * 2, max * 4),
             sessions: Slab::with_capacity(max),
@@ -736,20 +898,20 @@ impl<A: InsideAddr> Napt<A> {
     fn index_remove(&mut self, bib: bool, hash: u64, val: u32) {
         let hasher = &self.hasher;
         let sessions = &self.sessions;
+        let hosts = &self.host_addrs;
         let removed = if bib {
             let maps = &self.mappings;
             self.bib.remove(hash, val, |v| {
                 let outside = v & 2 == 2;
                 match Owner::of_bib_val(v) {
-                    Owner::Mapping(mid) => maps.get(mid).map(|m| m.bib_hash(hasher, outside)),
-                    Owner::Session(sid) => sessions.get(sid).map(|s| s.bib_hash(hasher, outside)),
+                    Owner::Mapping(mid) => maps.get(mid)?.bib_hash(hasher, outside, hosts),
+                    Owner::Session(sid) => sessions.get(sid)?.bib_hash(hasher, outside, hosts),
                 }
             })
         } else {
             self.flows.remove(hash, val, |v| {
-                sessions
-                    .get(v >> 1)
-                    .map(|s| flow_hash(hasher, &s.key(v & 1 == 1)))
+                let key = sessions.get(v >> 1)?.key(v & 1 == 1, hosts)?;
+                Some(flow_hash(hasher, &key))
             })
         };
         if !removed {
@@ -789,16 +951,22 @@ impl<A: InsideAddr> Napt<A> {
     }
 
     fn offload_event(&mut self, kind: crate::offload::OffloadKind, sid: u32) {
-        if let Some(s) = self.sessions.get(sid) {
-            let ev = OffloadEvent {
+        if let Some(&s) = self.sessions.get(sid) {
+            self.push_offload(kind, sid, &s);
+        }
+    }
+
+    /// Queues a fast-path change for session `sid`, which is `s`.
+    fn push_offload(&mut self, kind: crate::offload::OffloadKind, sid: u32, s: &Session) {
+        if let Some(int) = s.int(&self.host_addrs) {
+            self.offload_events.push(OffloadEvent {
                 kind,
                 sid,
                 proto: s.proto(),
-                int: s.int(),
+                int,
                 ext: s.ext(),
                 remote: s.remote(),
-            };
-            self.offload_events.push(ev);
+            });
         }
     }
 
@@ -883,12 +1051,8 @@ impl<A: InsideAddr> Napt<A> {
     ) -> Result<Translation<A>, DropReason> {
         let hash = self.hash(&key);
         if let Some(sid) = self.live(&key, hash, now, c) {
-            let dir = match key {
-                FlowKey::Out(..) => Dir::Out,
-                FlowKey::In(..) => Dir::In,
-            };
             return self
-                .touch(sid, now, dir, tcp_flags)
+                .touch(sid, now, &key, tcp_flags)
                 .ok_or(DropReason::NoMapping);
         }
         self.renew(now, &key, hash, tcp_flags, None, c)
@@ -919,18 +1083,22 @@ impl<A: InsideAddr> Napt<A> {
         let h_bib = self.bib_hash(proto, int.addr.words(), int.port, false);
         let found = self.bib_by_inside(proto, int, h_bib);
         let new_maps = u32::from(found.is_none());
-        let (pool_ix, host_new) = self.host_for(int.addr, new_maps)?;
+        let host = self.host_for(int.addr, new_maps)?;
         let Some(owner) = found else {
             // A new mapping, folded into the session it is made for.
-            let ext = match self.take_port(proto, int, pool_ix, c) {
+            let ext = match self.take_port(proto, int, host.pool, c) {
                 Ok(ext) => ext,
                 Err(e) => {
-                    self.unhost(int.addr, host_new, new_maps);
+                    self.unhost(int.addr, host.new, new_maps);
                     return Err(e);
                 }
             };
-            let (sid, t) =
-                self.create_session(NO_MAP, int, ext, remote, proto, Dir::Out, now, hash, c);
+            let ends = Ends {
+                held: host.held,
+                int,
+                ext,
+            };
+            let (sid, t) = self.create_session(NO_MAP, ends, remote, proto, Dir::Out, now, hash, c);
             let placed = self.bib.insert(h_bib, Owner::Session(sid).bib_val(false));
             debug_assert!(placed, "index sized for limits.max_sessions");
             let h_ext = self.bib_hash(proto, (u64::from(ext.addr), 0), ext.port, true);
@@ -940,8 +1108,8 @@ impl<A: InsideAddr> Napt<A> {
             return Ok(t);
         };
         match self.promote(owner) {
-            Some((mid, int, ext)) => Ok(self
-                .create_session(mid, int, ext, remote, proto, Dir::Out, now, hash, c)
+            Some((mid, ends)) => Ok(self
+                .create_session(mid, ends, remote, proto, Dir::Out, now, hash, c)
                 .1),
             None => {
                 self.unhost(int.addr, false, 0);
@@ -952,14 +1120,25 @@ impl<A: InsideAddr> Napt<A> {
 
     /// The record of `owner`'s mapping, made now if the mapping is folded into its session
     /// (which keeps its place in the BIB no longer), and the mapping's endpoints.
-    fn promote(&mut self, owner: Owner) -> Option<(u32, Endpoint<A>, Endpoint)> {
+    fn promote(&mut self, owner: Owner) -> Option<(u32, Ends<A>)> {
         let sid = match owner {
             Owner::Mapping(mid) => {
-                return self.mappings.get(mid).map(|m| (mid, m.int(), m.ext()));
+                let m = self.mappings.get(mid)?;
+                let ends = Ends {
+                    held: m.int_addr,
+                    int: m.int(&self.host_addrs)?,
+                    ext: m.ext(),
+                };
+                return Some((mid, ends));
             }
             Owner::Session(sid) => sid,
         };
         let s = *self.sessions.get(sid)?;
+        let ends = Ends {
+            held: s.int_addr,
+            int: s.int(&self.host_addrs)?,
+            ext: s.ext(),
+        };
         // All it has been is this one session's: its expiry, and this remote address.
         let stamp = Stamp::of(s.expires);
         let mid = self.mappings.insert(Mapping {
@@ -977,7 +1156,7 @@ impl<A: InsideAddr> Napt<A> {
             proto: s.proto(),
         });
         for outside in [false, true] {
-            let h = s.bib_hash(&self.hasher, outside);
+            let h = ends_bib_hash(&self.hasher, s.proto(), ends.int, ends.ext, outside);
             self.bib_replace(
                 h,
                 owner.bib_val(outside),
@@ -988,7 +1167,7 @@ impl<A: InsideAddr> Napt<A> {
             s.map = mid;
         }
         self.folded = self.folded.saturating_sub(1);
-        Some((mid, s.int(), s.ext()))
+        Some((mid, ends))
     }
 
     /// An inbound packet from `remote` to the outside endpoint `ext`: finds its session or,
@@ -1031,7 +1210,7 @@ impl<A: InsideAddr> Napt<A> {
             .ok_or(DropReason::NoMapping)?;
         // The mapping's expiry, inside address and filter entry for `remote.addr`; its
         // sessions may have expired (and will take it with them).
-        let (expires, int_addr, filter) = match owner {
+        let (expires, held, filter) = match owner {
             Owner::Mapping(mid) => {
                 let m = self.mappings.get(mid).ok_or(DropReason::NoMapping)?;
                 let r = self.remote_ref(mid, remote.addr).map(|r| r.expires);
@@ -1046,6 +1225,7 @@ impl<A: InsideAddr> Napt<A> {
         if expires.passed(now) {
             return Err(DropReason::NoMapping);
         }
+        let int_addr = self.host_addrs.addr(held).ok_or(DropReason::NoMapping)?;
         let admitted = match self.cfg.filtering {
             Filtering::EndpointIndependent => true,
             Filtering::AddressDependent => filter.is_some_and(|e| !e.passed(now)),
@@ -1069,8 +1249,8 @@ impl<A: InsideAddr> Napt<A> {
             h.sessions += 1;
         }
         match self.promote(owner) {
-            Some((mid, int, ext)) => Ok(self
-                .create_session(mid, int, ext, remote, proto, Dir::In, now, hash, c)
+            Some((mid, ends)) => Ok(self
+                .create_session(mid, ends, remote, proto, Dir::In, now, hash, c)
                 .1),
             None => {
                 self.unhost(int_addr, false, 0);
@@ -1113,7 +1293,7 @@ impl<A: InsideAddr> Napt<A> {
         };
         let key = FlowKey::In(proto, ext, remote);
         let sid = self.live(&key, self.hash(&key), now, c)?;
-        self.sessions.get(sid).map(|s| s.int())
+        self.sessions.get(sid)?.int(&self.host_addrs)
     }
 
     /// The hash of a packet tuple ([`flow_hash`]).
@@ -1135,25 +1315,28 @@ impl<A: InsideAddr> Napt<A> {
             v & 2 == 0
                 && self
                     .owner_ends(Owner::of_bib_val(v), proto)
-                    .is_some_and(|e| e.0 == int)
+                    .is_some_and(|(held, port, _)| {
+                        port == int.port && self.host_addrs.addr(held) == Some(int.addr)
+                    })
         })
         .map(Owner::of_bib_val)
     }
 
-    /// The inside and outside endpoints of `owner`'s mapping if it is one for `proto`.
+    /// The inside address (as held), inside port and outside endpoint of `owner`'s mapping
+    /// if it is one for `proto`.
     #[inline]
-    fn owner_ends(&self, owner: Owner, proto: Proto) -> Option<(Endpoint<A>, Endpoint)> {
+    fn owner_ends(&self, owner: Owner, proto: Proto) -> Option<(u32, u16, Endpoint)> {
         match owner {
             Owner::Mapping(mid) => {
                 let m = self.mappings.get(mid).filter(|m| m.proto == proto)?;
-                Some((m.int(), m.ext()))
+                Some((m.int_addr, m.int_port, m.ext()))
             }
             Owner::Session(sid) => {
                 let s = self
                     .sessions
                     .get(sid)
                     .filter(|s| s.map == NO_MAP && s.proto() == proto)?;
-                Some((s.int(), s.ext()))
+                Some((s.int_addr, s.int_port, s.ext()))
             }
         }
     }
@@ -1165,7 +1348,7 @@ impl<A: InsideAddr> Napt<A> {
             v & 2 == 2
                 && self
                     .owner_ends(Owner::of_bib_val(v), proto)
-                    .is_some_and(|e| e.1 == ext)
+                    .is_some_and(|(_, _, e)| e == ext)
         })
         .map(Owner::of_bib_val)
     }
@@ -1241,6 +1424,10 @@ impl<A: InsideAddr> Napt<A> {
     /// session -- then the index is not probed a second time -- else an index lookup.
     /// Trying `cand` first is safe even if earlier packets of the batch changed the index
     /// since: a session whose tuple is `key` is the one the index holds under `key`.
+    ///
+    /// An IPv6 inside address ([`HostAddrs`]) is compared once, with the session found by
+    /// the rest of the tuple: in the probe's comparison it made that too large to inline (a
+    /// call per candidate, +33 instructions a NAT64 packet).
     #[inline(always)]
     fn find(&self, key: &FlowKey<A>, hash: u64, cand: u32) -> Option<u32> {
         let sessions = &self.sessions;
@@ -1248,12 +1435,47 @@ impl<A: InsideAddr> Napt<A> {
         let eq = |v: u32| {
             sessions
                 .get(v >> 1)
-                .is_some_and(|s| s.matches(key, v & 1 == 1))
+                .is_some_and(|s| s.matches(key, v & 1 == 1, None))
         };
-        if cand != NO_CAND && eq(cand) {
-            return Some(cand);
+        let v = if cand != NO_CAND && eq(cand) {
+            cand
+        } else {
+            self.index_get(false, inbound, hash, eq)?
+        };
+        if self.inside_addr_matches(v, key) {
+            Some(v)
+        } else {
+            self.find_exact(key, hash)
         }
-        self.index_get(false, inbound, hash, eq)
+    }
+
+    /// Is the inside address of session entry `v` the one of the outbound tuple `key`? True
+    /// when [`Session::matches`] compared it already (held as itself) or `key` is inbound.
+    #[inline(always)]
+    fn inside_addr_matches(&self, v: u32, key: &FlowKey<A>) -> bool {
+        match *key {
+            FlowKey::Out(_, int, _) => {
+                A::from_held(0).is_some()
+                    || self
+                        .sessions
+                        .get(v >> 1)
+                        .is_some_and(|s| self.host_addrs.addr(s.int_addr) == Some(int.addr))
+            }
+            FlowKey::In(..) => true,
+        }
+    }
+
+    /// The session entry of `key` (hash `h`), whole tuples compared: [`Napt::find`] when
+    /// another host's session matched all but the inside address. Out of line: rare.
+    #[inline(never)]
+    fn find_exact(&self, key: &FlowKey<A>, h: u64) -> Option<u32> {
+        let (sessions, hosts) = (&self.sessions, &self.host_addrs);
+        let inbound = matches!(key, FlowKey::In(..));
+        self.index_get(false, inbound, h, |v| {
+            sessions
+                .get(v >> 1)
+                .is_some_and(|s| s.matches(key, v & 1 == 1, Some(hosts)))
+        })
     }
 
     /// Batch stage 2 for a tuple the session index has no candidate for (most likely a new
@@ -1300,11 +1522,7 @@ impl<A: InsideAddr> Napt<A> {
         {
             return None;
         }
-        let dir = match key {
-            FlowKey::Out(..) => Dir::Out,
-            FlowKey::In(..) => Dir::In,
-        };
-        self.touch(sid, now, dir, tcp_flags)
+        self.touch(sid, now, key, tcp_flags)
     }
 
     /// What [`Napt::outbound`] / [`Napt::inbound`] do for the packet tuple `key` (whose
@@ -1323,7 +1541,6 @@ impl<A: InsideAddr> Napt<A> {
         tcp_flags: u8,
         c: &mut Counters,
     ) -> Result<Translation<A>, DropReason> {
-        let inbound = matches!(key, FlowKey::In(..));
         let found = self.find(key, hash, cand);
         if let Some(v) = found {
             let sid = v >> 1;
@@ -1333,9 +1550,8 @@ impl<A: InsideAddr> Napt<A> {
                 .get(sid)
                 .is_some_and(|s| s.expires > now || s.offloaded)
             {
-                let dir = if inbound { Dir::In } else { Dir::Out };
                 return self
-                    .touch(sid, now, dir, tcp_flags)
+                    .touch(sid, now, key, tcp_flags)
                     .ok_or(DropReason::NoMapping);
             }
         }
@@ -1388,14 +1604,7 @@ impl<A: InsideAddr> Napt<A> {
 
     /// The session of `key` (whose hash is `h`), live or not.
     fn lookup(&self, key: &FlowKey<A>, h: u64) -> Option<u32> {
-        let sessions = &self.sessions;
-        let inbound = matches!(key, FlowKey::In(..));
-        self.index_get(false, inbound, h, |v| {
-            sessions
-                .get(v >> 1)
-                .is_some_and(|s| s.matches(key, v & 1 == 1))
-        })
-        .map(|v| v >> 1)
+        self.find_exact(key, h).map(|v| v >> 1)
     }
 
     /// The session a packet tuple belongs to, if it is live; an expired one found here is
@@ -1422,7 +1631,7 @@ impl<A: InsideAddr> Napt<A> {
     /// A new host is paired with a pool address (RFC 4787 REQ-2 paired pooling: one inside
     /// address always uses the same outside address); in pool mode the address is the
     /// host's alone (RFC 3022 2.1 Basic NAT).
-    fn host_for(&mut self, int_addr: A, new_maps: u32) -> Result<(u32, bool), DropReason> {
+    fn host_for(&mut self, int_addr: A, new_maps: u32) -> Result<HostUse, DropReason> {
         let limit = self.cfg.limits.max_sessions_per_host;
         match self.hosts.entry(int_addr) {
             Entry::Occupied(o) => {
@@ -1432,7 +1641,11 @@ impl<A: InsideAddr> Napt<A> {
                 }
                 h.sessions += 1;
                 h.mappings += new_maps;
-                Ok((h.pool, false))
+                Ok(HostUse {
+                    pool: h.pool,
+                    held: h.held,
+                    new: false,
+                })
             }
             Entry::Vacant(v) => {
                 let pool = &mut self.pool;
@@ -1451,12 +1664,18 @@ impl<A: InsideAddr> Napt<A> {
                 if let Some(p) = pool.get_mut(pick as usize) {
                     p.hosts += 1;
                 }
+                let held = self.host_addrs.hold(*v.key());
                 v.insert(Host {
+                    held,
                     pool: pick,
                     mappings: new_maps,
                     sessions: 1,
                 });
-                Ok((pick, true))
+                Ok(HostUse {
+                    pool: pick,
+                    held,
+                    new: true,
+                })
             }
         }
     }
@@ -1475,6 +1694,7 @@ impl<A: InsideAddr> Napt<A> {
 
     fn release_host(&mut self, int_addr: A) {
         if let Some(h) = self.hosts.remove(&int_addr) {
+            self.host_addrs.release(h.held);
             if let Some(p) = self.pool.get_mut(h.pool as usize) {
                 p.hosts = p.hosts.saturating_sub(1);
             }
@@ -1522,7 +1742,8 @@ impl<A: InsideAddr> Napt<A> {
     }
 
     /// Makes a session of mapping `mid` (the record's; [`NO_MAP`]: a new mapping folded into
-    /// this session) between `int`, `ext` and `remote` (normalised, [`Proto::remote_port`]);
+    /// this session) between its endpoints `ends` and `remote` (normalised,
+    /// [`Proto::remote_port`]);
     /// `hash` is the hash of its tuple in the direction `dir` of the packet that opens it.
     /// Its host has counted it already ([`Napt::host_for`], `create_in`). Returns its id.
     #[allow(clippy::too_many_arguments)]
@@ -1530,8 +1751,7 @@ impl<A: InsideAddr> Napt<A> {
     fn create_session(
         &mut self,
         mid: u32,
-        int: Endpoint<A>,
-        ext: Endpoint,
+        ends: Ends<A>,
         remote: Endpoint,
         proto: Proto,
         dir: Dir,
@@ -1539,6 +1759,7 @@ impl<A: InsideAddr> Napt<A> {
         hash: u64,
         c: &mut Counters,
     ) -> (u32, Translation<A>) {
+        let Ends { held, int, ext } = ends;
         let t = &self.cfg.timeouts;
         let (state, life) = match proto {
             Proto::Udp => (SessState::Udp, t.udp),
@@ -1549,7 +1770,7 @@ impl<A: InsideAddr> Napt<A> {
         // UDP goes to the fast path at once; TCP when it is established (see `touch`).
         let offloaded = proto == Proto::Udp && self.offloadable(proto, remote);
         let sid = self.sessions.insert(Session {
-            int_addr: int.addr,
+            int_addr: held,
             ext_addr: ext.addr,
             remote_addr: remote.addr,
             map: mid,
@@ -1611,12 +1832,24 @@ impl<A: InsideAddr> Napt<A> {
 
     /// Updates state and lifetime for a packet of an existing session (RFC 4787 REQ-6:
     /// outbound refreshes; inbound does when `inbound_refresh`; RFC 6146 3.5.2.2 for TCP) and
-    /// returns it. The caller found `sid` live just before.
+    /// returns it. The caller found `sid` live just before, by the packet tuple `key`.
     #[inline(always)]
-    fn touch(&mut self, sid: u32, now: Time, dir: Dir, flags: u8) -> Option<Translation<A>> {
+    fn touch(
+        &mut self,
+        sid: u32,
+        now: Time,
+        key: &FlowKey<A>,
+        flags: u8,
+    ) -> Option<Translation<A>> {
         let t = self.cfg.timeouts;
         let inbound_refresh = self.cfg.inbound_refresh;
         let s = self.sessions.get_mut(sid)?;
+        // Going out, the inside endpoint is the packet's: an IPv6 address is looked up only
+        // coming in ([`HostAddrs`]).
+        let (dir, int) = match *key {
+            FlowKey::Out(_, int, _) => (Dir::Out, int),
+            FlowKey::In(..) => (Dir::In, s.int(&self.host_addrs)?),
+        };
         let mut established = None;
         let new_expiry = match s.state {
             SessState::Udp if dir == Dir::Out || inbound_refresh => Some(now.plus_secs(t.udp)),
@@ -1636,10 +1869,7 @@ impl<A: InsideAddr> Napt<A> {
                 }
             }
         };
-        let tr = Translation {
-            int: s.int(),
-            ext: s.ext(),
-        };
+        let tr = Translation { int, ext: s.ext() };
         if let Some(e) = new_expiry {
             let old = s.expires;
             s.expires = e;
@@ -1686,27 +1916,24 @@ impl<A: InsideAddr> Napt<A> {
             return;
         };
         if s.offloaded {
-            self.offload_events.push(OffloadEvent {
-                kind: crate::offload::OffloadKind::Remove,
-                sid,
-                proto: s.proto(),
-                int: s.int(),
-                ext: s.ext(),
-                remote: s.remote(),
-            });
+            self.push_offload(crate::offload::OffloadKind::Remove, sid, &s);
         }
-        let h_out = self.hash(&s.key(false));
-        let h_in = self.hash(&s.key(true));
-        self.index_remove(false, h_out, sid * 2);
-        self.index_remove(false, h_in, sid * 2 + 1);
-        if let Some(h) = self.hosts.get_mut(&s.int_addr) {
+        for inbound in [false, true] {
+            if let Some(key) = s.key(inbound, &self.host_addrs) {
+                let h = self.hash(&key);
+                self.index_remove(false, h, sid * 2 + u32::from(inbound));
+            }
+        }
+        let int = self.host_addrs.addr(s.int_addr);
+        if let Some(h) = int.and_then(|a| self.hosts.get_mut(&a)) {
             h.sessions = h.sessions.saturating_sub(1);
         }
         if s.map == NO_MAP {
             // Its mapping goes with it.
             for outside in [false, true] {
-                let h = s.bib_hash(&self.hasher, outside);
-                self.index_remove(true, h, Owner::Session(sid).bib_val(outside));
+                if let Some(h) = s.bib_hash(&self.hasher, outside, &self.host_addrs) {
+                    self.index_remove(true, h, Owner::Session(sid).bib_val(outside));
+                }
             }
             self.sessions.remove(sid);
             self.folded = self.folded.saturating_sub(1);
@@ -1737,8 +1964,9 @@ impl<A: InsideAddr> Napt<A> {
             return;
         };
         for outside in [false, true] {
-            let h = m.bib_hash(&self.hasher, outside);
-            self.index_remove(true, h, Owner::Mapping(mid).bib_val(outside));
+            if let Some(h) = m.bib_hash(&self.hasher, outside, &self.host_addrs) {
+                self.index_remove(true, h, Owner::Mapping(mid).bib_val(outside));
+            }
         }
         self.mappings.remove(mid);
         self.release_mapping(m.proto, m.int_addr, m.ext());
@@ -1746,7 +1974,7 @@ impl<A: InsideAddr> Napt<A> {
 
     /// What a mapping held beyond its records: its port, and its count at its host (the host
     /// itself with its last mapping).
-    fn release_mapping(&mut self, proto: Proto, int_addr: A, ext: Endpoint) {
+    fn release_mapping(&mut self, proto: Proto, int_held: u32, ext: Endpoint) {
         if let Some(&ix) = self.pool_index.get(&ext.addr) {
             if let Some(pm) = self
                 .pool
@@ -1756,6 +1984,9 @@ impl<A: InsideAddr> Napt<A> {
                 pm.free(ext.port);
             }
         }
+        let Some(int_addr) = self.host_addrs.addr(int_held) else {
+            return;
+        };
         let mut gone = false;
         if let Some(h) = self.hosts.get_mut(&int_addr) {
             h.mappings = h.mappings.saturating_sub(1);
@@ -1831,15 +2062,21 @@ impl<A: InsideAddr> Napt<A> {
     /// them, then removes them -- their cache misses overlap instead of queueing.
     fn remove_due(&mut self, sids: &[u32], c: &mut Counters) -> usize {
         for &sid in sids {
-            if let Some(s) = self.sessions.get(sid) {
-                self.flows.prefetch(self.hash(&s.key(false)));
-                self.flows.prefetch(self.hash(&s.key(true)));
-                if s.map == NO_MAP {
-                    self.bib.prefetch(s.bib_hash(&self.hasher, false));
-                    self.bib.prefetch(s.bib_hash(&self.hasher, true));
-                } else {
-                    self.mappings.prefetch(s.map);
+            let Some(s) = self.sessions.get(sid) else {
+                continue;
+            };
+            for side in [false, true] {
+                if let Some(key) = s.key(side, &self.host_addrs) {
+                    self.flows.prefetch(self.hash(&key));
                 }
+                if s.map == NO_MAP {
+                    if let Some(h) = s.bib_hash(&self.hasher, side, &self.host_addrs) {
+                        self.bib.prefetch(h);
+                    }
+                }
+            }
+            if s.map != NO_MAP {
+                self.mappings.prefetch(s.map);
             }
         }
         for &sid in sids {
@@ -1847,8 +2084,11 @@ impl<A: InsideAddr> Napt<A> {
                 continue;
             };
             if let Some(m) = self.mappings.get(s.map).filter(|m| m.sessions <= 1) {
-                self.bib.prefetch(m.bib_hash(&self.hasher, false));
-                self.bib.prefetch(m.bib_hash(&self.hasher, true));
+                for side in [false, true] {
+                    if let Some(h) = m.bib_hash(&self.hasher, side, &self.host_addrs) {
+                        self.bib.prefetch(h);
+                    }
+                }
             }
         }
         for &sid in sids {
@@ -1866,7 +2106,10 @@ impl<A: InsideAddr> Napt<A> {
             .filter(|(_, s)| s.expires > now || s.offloaded)
             .map(|(_, s)| SessionInfo {
                 proto: s.proto().name().into(),
-                inside: s.int().show(true),
+                inside: s
+                    .int(&self.host_addrs)
+                    .map(|e| e.show(true))
+                    .unwrap_or_default(),
                 outside: s.ext().show(true),
                 remote: s.remote().show(s.proto() != Proto::Icmp),
                 state: match s.state {
@@ -1946,6 +2189,11 @@ mod tests {
 
     /// A NAT44 NAPT on 198.19.0.0/31 with room for `max` sessions (per host too).
     fn napt(max: u32) -> Napt<u32> {
+        napt_of(max)
+    }
+
+    /// [`napt`] for inside addresses of type `A` (`u128`: NAT64's).
+    fn napt_of<A: InsideAddr>(max: u32) -> Napt<A> {
         Napt::new(
             NaptConfig {
                 mode: Nat44Mode::Napt,
@@ -1969,10 +2217,8 @@ mod tests {
         // The memory bench measures these; this names the layout a change must keep (a
         // field added to `Session` or `Mapping` is a per-session cost at 10M sessions).
         use std::mem::size_of;
-        assert_eq!(size_of::<Slot<Session<u32>>>(), 32);
-        assert_eq!(size_of::<Slot<Session<u128>>>(), 64);
-        assert_eq!(size_of::<Slot<Mapping<u32>>>(), 36);
-        assert_eq!(size_of::<Slot<Mapping<u128>>>(), 48);
+        assert_eq!(size_of::<Slot<Session>>(), 32);
+        assert_eq!(size_of::<Slot<Mapping>>(), 36);
         assert_eq!(Stamp::of(Time(0)), Stamp(0));
         assert!(
             !Stamp::of(Time(1)).passed(Time(1)),
@@ -1980,6 +2226,71 @@ mod tests {
         );
         assert!(Stamp::of(Time(1)).passed(Time(1 << PROPAGATE_SHIFT)));
         assert_eq!(Stamp::of(Time(u64::MAX)), Stamp(u32::MAX));
+    }
+
+    #[test]
+    fn ipv6_hosts_are_held_as_numbers_that_are_reused_but_never_confused() {
+        // NAT64 sessions and mappings hold a host's number, not its 16-byte address: a
+        // released host's number goes to the next new host, and each session keeps
+        // translating to its own host's address both ways.
+        let mut n: Napt<u128> = napt_of(1000);
+        let mut c = Counters::default();
+        let r = REMOTE;
+        let addr = |h: u128| 0x2001_0db8_0000_0000_0000_0000_0000_0000 | h;
+        let ep = |h: u128, port: u16| Endpoint {
+            addr: addr(h),
+            port,
+        };
+        let held = |n: &Napt<u128>, h: u128| n.hosts.get(&addr(h)).map(|x| x.held);
+        let t0 = Time::from_secs(1);
+        let t1 = t0.plus_secs(200);
+        let back = |n: &mut Napt<u128>, now: Time, ext: Endpoint, c: &mut Counters| {
+            n.inbound(now, Proto::Udp, ext, r, 0, c)
+        };
+        let mut out = Vec::new();
+        for (h, ports, now) in [(1, 1000..1003, t0), (2, 2000..2002, t1)] {
+            for port in ports {
+                let ext = n
+                    .outbound(now, Proto::Udp, ep(h, port), r, 0, &mut c)
+                    .unwrap();
+                assert_eq!(back(&mut n, now, ext, &mut c), Ok(ep(h, port)));
+                out.push((ep(h, port), ext));
+            }
+        }
+        let one = held(&n, 1).unwrap();
+        assert_ne!(Some(one), held(&n, 2), "one number per host");
+        // Host 1's sessions time out (host 2's were refreshed at t1): its number is free.
+        let t2 = t0.plus_secs(350);
+        while n.expire(t2, 1024, &mut c) > 0 {}
+        assert_eq!((held(&n, 1), n.sessions.len), (None, 2));
+        assert_eq!(n.host_addrs.len(), 1);
+        // A new host takes the number; host 1 coming back gets another one.
+        let e3 = n
+            .outbound(t2, Proto::Udp, ep(3, 3000), r, 0, &mut c)
+            .unwrap();
+        assert_eq!(held(&n, 3), Some(one), "the freed number is reused");
+        let e1 = n
+            .outbound(t2, Proto::Udp, ep(1, 1000), r, 0, &mut c)
+            .unwrap();
+        assert!(held(&n, 1).is_some_and(|h| h != one));
+        assert_eq!(back(&mut n, t2, e3, &mut c), Ok(ep(3, 3000)));
+        assert_eq!(back(&mut n, t2, e1, &mut c), Ok(ep(1, 1000)));
+        for &(int, ext) in &out[3..] {
+            assert_eq!(back(&mut n, t2, ext, &mut c), Ok(int));
+        }
+        // Outbound tuples find their own host's session, not the one holding the number.
+        assert_eq!(
+            n.find_by_inside(t2, Proto::Udp, ep(3, 3000), r, &mut c),
+            Some(e3)
+        );
+        assert_eq!(
+            n.find_by_inside(t2, Proto::Udp, ep(1, 3000), r, &mut c),
+            None
+        );
+        // All gone: no number left behind.
+        while n.expire(t2.plus_secs(1000), 1024, &mut c) > 0 {}
+        assert_eq!((n.hosts.len(), n.host_addrs.len()), (0, 0));
+        assert_eq!((n.flows.len(), n.bib.len()), (0, 0));
     }
 
     #[test]
@@ -2007,6 +2318,7 @@ mod tests {
             assert!(passes <= 300, "the sweep makes progress");
         }
         assert_eq!((n.mappings.len, n.hosts.len()), (0, 0));
+        assert_eq!(n.host_addrs.len(), 0);
         assert_eq!((n.flows.len(), n.bib.len()), (0, 0), "no entry left behind");
         assert!(n.pool.iter().all(|p| p.hosts == 0), "hosts unpaired");
     }
