@@ -170,32 +170,36 @@ fn main() {
             );
         }
     }
-    for &n in &sizes {
-        measure(
-            "nat64",
-            n,
-            || {
-                Engine::new(EngineConfig {
-                    nat64: Some(Nat64Config {
-                        prefix: "2001:db8:64::/96".parse().unwrap(),
-                        pool4: vec!["198.19.0.0/22".parse().unwrap()],
-                        limits: limits(n),
-                        ..Nat64Config::default()
-                    }),
-                    seed: 1,
-                    ..EngineConfig::default()
-                })
-                .unwrap()
-            },
-            |i| {
-                let mut src = [0u8; 16];
-                src[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
-                src[12..].copy_from_slice(&(i / 1000).to_be_bytes());
-                let mut dst = [0u8; 16];
-                dst[..6].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0x64]);
-                dst[12..].copy_from_slice(&[203, 0, 113, 1]);
-                udp6(src, 1024 + (i % 1000) as u16, dst, 53)
-            },
-        );
+    // "nat64": 1,000 sessions per IPv6 host (host i / 1000, port 1024 + i % 1000), one remote;
+    // "nat64¹": one session per host, the most the host table can cost per session.
+    for (name, per_host) in [("nat64", 1000), ("nat64¹", 1)] {
+        for &n in &sizes {
+            measure(
+                name,
+                n,
+                || {
+                    Engine::new(EngineConfig {
+                        nat64: Some(Nat64Config {
+                            prefix: "2001:db8:64::/96".parse().unwrap(),
+                            pool4: vec!["198.19.0.0/22".parse().unwrap()],
+                            limits: limits(n),
+                            ..Nat64Config::default()
+                        }),
+                        seed: 1,
+                        ..EngineConfig::default()
+                    })
+                    .unwrap()
+                },
+                |i| {
+                    let mut src = [0u8; 16];
+                    src[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
+                    src[12..].copy_from_slice(&(i / per_host).to_be_bytes());
+                    let mut dst = [0u8; 16];
+                    dst[..6].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0x64]);
+                    dst[12..].copy_from_slice(&[203, 0, 113, 1]);
+                    udp6(src, 1024 + (i % per_host) as u16, dst, 53)
+                },
+            );
+        }
     }
 }
