@@ -226,7 +226,7 @@ fn validate_timeouts_limits(t: &Timeouts, l: &Limits) -> Result<(), ConfigError>
     Ok(())
 }
 
-/// The most sessions one table holds: index slots keep values in 27 bits ([`crate::index`]),
+/// The most sessions one table holds: index slots keep values in 27 bits (`crate::index`),
 /// and the BIB's are `id * 4 + side * 2 + folded` with ids up to the session count.
 pub const MAX_SESSIONS: u32 = (1 << 25) - 1;
 
