@@ -362,9 +362,9 @@ pub struct Chunks<T> {
 }
 
 impl<T> Chunks<T> {
-    /// Chunks of up to 2^`max_shift` elements, fewer when `cap` is smaller.
-    pub fn with_capacity(cap: usize, max_shift: u32) -> Chunks<T> {
-        let shift = (usize::BITS - cap.max(1).leading_zeros()).min(max_shift);
+    /// Chunks of up to 2^16 elements, fewer when `cap` is smaller.
+    pub fn with_capacity(cap: usize) -> Chunks<T> {
+        let shift = (usize::BITS - cap.max(1).leading_zeros()).min(16);
         Chunks {
             chunks: Vec::new(),
             shift,
@@ -419,7 +419,7 @@ mod tests {
 
     #[test]
     fn chunks_index_across_chunk_boundaries_and_allocate_as_they_fill() {
-        let mut c: Chunks<u32> = Chunks::with_capacity(100, 16);
+        let mut c: Chunks<u32> = Chunks::with_capacity(100);
         assert_eq!(c.shift, 7);
         assert!(c.chunks.is_empty(), "nothing allocated ahead");
         for i in 0..300 {
@@ -430,7 +430,7 @@ mod tests {
         assert_eq!(c.at(300), None);
         *c.at_mut(128).unwrap() = 7;
         assert_eq!(c.at(128), Some(&7));
-        let big: Chunks<u8> = Chunks::with_capacity(10_000_000, 16);
+        let big: Chunks<u8> = Chunks::with_capacity(10_000_000);
         assert_eq!(big.shift, 16);
     }
 

@@ -537,10 +537,9 @@ impl<T> Slab<T> {
 }
 
 impl<T> Slab<T, Chunks<Slot<T>>> {
-    /// A slab of up to `cap` entries whose memory is allocated as it fills, in chunks of up
-    /// to 2^`shift`.
-    fn chunked(cap: usize, shift: u32) -> Self {
-        Slab::on(Chunks::with_capacity(cap, shift))
+    /// A slab of up to `cap` entries whose memory is allocated as it fills.
+    fn chunked(cap: usize) -> Self {
+        Slab::on(Chunks::with_capacity(cap))
     }
 }
 
@@ -799,7 +798,7 @@ impl<A: InsideAddr> Napt<A> {
             // Sized ahead for the configured maximum (two index entries per session, and at
             // worst a mapping with two BIB entries each): no table grows, or moves, while
             // traffic runs. Mapping records come in chunks as they are needed.
-            mappings: Slab::chunked(max, 16),
+            mappings: Slab::chunked(max),
             folded: 0,
             bib: FlowIndex::with_capacity(max * 2, max * 4),
             sessions: Slab::with_capacity(max),
