@@ -362,6 +362,124 @@ impl FlowIndex {
     }
 }
 
+/// Two [`FlowIndex`]es, one per side of an entry (a session's outbound and inbound tuples;
+/// a mapping's inside and outside endpoints), under one set of values: bit `BIT` of a value
+/// names its side and is not stored, so each slot keeps one more hash bit than one table of
+/// both sides would. At 10M sessions that is 4 hash bits for the session index (3 before) and
+/// 3 for the BIB (2): half the lookups that read another entry's record.
+///
+/// Lookups name the side they look in; insertions and removals take it from the value.
+pub struct SidedIndex<const BIT: u32> {
+    /// Entries whose side bit is 0 (outbound tuples, inside endpoints), then 1. An array, so
+    /// choosing a side is an address computation, not a branch.
+    sides: [FlowIndex; 2],
+}
+
+impl<const BIT: u32> SidedIndex<BIT> {
+    /// Up to `entries` entries a side, values below `values` (both sides').
+    pub fn with_capacity(entries: usize, values: usize) -> Self {
+        let per_side = Self::pack(values as u32) as usize + 1;
+        SidedIndex {
+            sides: [
+                FlowIndex::with_capacity(entries, per_side),
+                FlowIndex::with_capacity(entries, per_side),
+            ],
+        }
+    }
+
+    /// The value without its side bit.
+    #[inline(always)]
+    fn pack(v: u32) -> u32 {
+        (v >> (BIT + 1)) << BIT | v & ((1 << BIT) - 1)
+    }
+
+    /// The value `s` stored on side `side`, side bit restored.
+    #[inline(always)]
+    fn unpack(s: u32, side: bool) -> u32 {
+        (s >> BIT) << (BIT + 1) | u32::from(side) << BIT | s & ((1 << BIT) - 1)
+    }
+
+    #[inline(always)]
+    fn side_of(v: u32) -> bool {
+        v >> BIT & 1 == 1
+    }
+
+    /// The table of side `side` (always there: the index is 0 or 1).
+    #[inline(always)]
+    fn side(&self, side: bool) -> Option<&FlowIndex> {
+        self.sides.get(usize::from(side))
+    }
+
+    #[inline(always)]
+    fn side_mut(&mut self, side: bool) -> Option<&mut FlowIndex> {
+        self.sides.get_mut(usize::from(side))
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.sides.iter().map(FlowIndex::len).sum()
+    }
+
+    /// [`FlowIndex::prefetch`] on side `side`.
+    #[inline]
+    pub fn prefetch(&self, side: bool, hash: u64) {
+        if let Some(ix) = self.side(side) {
+            ix.prefetch(hash);
+        }
+    }
+
+    /// [`FlowIndex::prefetch_next_line`] on side `side`.
+    #[inline]
+    pub fn prefetch_next_line(&self, side: bool, hash: u64) {
+        if let Some(ix) = self.side(side) {
+            ix.prefetch_next_line(hash);
+        }
+    }
+
+    /// [`FlowIndex::peek`] on side `side`: the value as stored, without its side bit (for
+    /// a session index, `BIT` 0, the session id).
+    #[inline(always)]
+    pub fn peek(&self, side: bool, hash: u64) -> Option<u32> {
+        self.side(side)?.peek(hash)
+    }
+
+    /// [`SidedIndex::get`] of values as stored, without their side bit (as [`SidedIndex::peek`]).
+    #[inline(always)]
+    pub fn get_ids(&self, side: bool, hash: u64, eq: impl FnMut(u32) -> bool) -> Option<u32> {
+        self.side(side)?.get(hash, eq)
+    }
+
+    /// [`FlowIndex::get`] on side `side`.
+    #[inline]
+    pub fn get(&self, side: bool, hash: u64, mut eq: impl FnMut(u32) -> bool) -> Option<u32> {
+        self.side(side)?
+            .get(hash, |s| eq(Self::unpack(s, side)))
+            .map(|s| Self::unpack(s, side))
+    }
+
+    /// [`FlowIndex::insert`] on `val`'s side.
+    pub fn insert(&mut self, hash: u64, val: u32) -> bool {
+        self.side_mut(Self::side_of(val))
+            .is_some_and(|ix| ix.insert(hash, Self::pack(val)))
+    }
+
+    /// [`FlowIndex::replace`]; `old` and `new` must be of one side.
+    pub fn replace(&mut self, hash: u64, old: u32, new: u32) -> bool {
+        let side = Self::side_of(old);
+        side == Self::side_of(new)
+            && self
+                .side_mut(side)
+                .is_some_and(|ix| ix.replace(hash, Self::pack(old), Self::pack(new)))
+    }
+
+    /// [`FlowIndex::remove`] on `val`'s side; `home_of` is asked about values of that side.
+    pub fn remove(&mut self, hash: u64, val: u32, home_of: impl Fn(u32) -> Option<u64>) -> bool {
+        let side = Self::side_of(val);
+        self.side_mut(side)
+            .is_some_and(|ix| ix.remove(hash, Self::pack(val), |s| home_of(Self::unpack(s, side))))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -393,6 +511,62 @@ mod tests {
                 }
             }
         }
+    }
+
+    proptest! {
+        /// A sided index behaves as one index of all values (each side's own hashes), with
+        /// the side bit in bit 0 (session entries) or bit 1 (BIB entries): values come back
+        /// whole from lookups, `home_of` and removals, and the sides never see each other.
+        #[test]
+        fn sided_matches_model(ops in proptest::collection::vec((any::<bool>(), 0u32..128, 0u64..8, 0u64..4), 1..300)) {
+            let mut s0: SidedIndex<0> = SidedIndex::with_capacity(64, 128);
+            let mut s1: SidedIndex<1> = SidedIndex::with_capacity(64, 128);
+            let mut model: HashMap<u32, u64> = HashMap::new();
+            for (ins, val, h, t) in ops {
+                let hash = ((u64::MAX - h * 0x0100_0000) & !0xffff_ffff) | t << 4;
+                if ins {
+                    if let std::collections::hash_map::Entry::Vacant(e) = model.entry(val) {
+                        e.insert(hash);
+                        prop_assert!(s0.insert(hash, val));
+                        prop_assert!(s1.insert(hash, val));
+                    }
+                } else if let Some(hh) = model.remove(&val) {
+                    prop_assert!(s0.remove(hh, val, |v| model.get(&v).copied()));
+                    prop_assert!(s1.remove(hh, val, |v| model.get(&v).copied()));
+                }
+                prop_assert_eq!((s0.len(), s1.len()), (model.len(), model.len()));
+                for (&v, &hh) in &model {
+                    let (side0, side1) = (v & 1 == 1, v & 2 == 2);
+                    prop_assert_eq!(s0.get(side0, hh, |x| x == v), Some(v));
+                    prop_assert_eq!(s1.get(side1, hh, |x| x == v), Some(v));
+                    // The other side holds nothing of this value.
+                    prop_assert_eq!(s0.get(!side0, hh, |x| x == v), None);
+                    prop_assert_eq!(s1.get(!side1, hh, |x| x == v), None);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sided_values_keep_their_side_and_low_bits() {
+        for v in [0u32, 1, 2, 3, 6, 7, 1 << 20 | 5] {
+            let (p1, side1) = (SidedIndex::<1>::pack(v), SidedIndex::<1>::side_of(v));
+            assert_eq!(SidedIndex::<1>::unpack(p1, side1), v);
+            let (p0, side0) = (SidedIndex::<0>::pack(v), SidedIndex::<0>::side_of(v));
+            assert_eq!(SidedIndex::<0>::unpack(p0, side0), v);
+            assert_eq!(p0, v >> 1);
+        }
+        // One side's values need one bit fewer: a 10M-session BIB keeps 3 hash bits, not 2.
+        let s: SidedIndex<1> = SidedIndex::with_capacity(10_000_000, 40_000_000);
+        let one = FlowIndex::with_capacity(20_000_000, 40_000_000);
+        assert!(s.sides.iter().all(|x| x.val_shift == one.val_shift + 1));
+        let mut s: SidedIndex<1> = SidedIndex::with_capacity(10, 40);
+        assert!(s.insert(7, 6));
+        assert!(!s.replace(7, 6, 4), "a replacement may not change sides");
+        assert!(s.replace(7, 6, 7));
+        assert_eq!(s.peek(true, 7), Some(3), "7 without its side bit");
+        assert_eq!(s.get_ids(true, 7, |v| v == 3), Some(3));
+        assert_eq!(s.peek(false, 7), None);
     }
 
     /// Entries are handed to the caller only when their home and hash bits say they may be

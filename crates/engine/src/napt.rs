@@ -32,7 +32,7 @@ use xlat_wire::l4::{icmp, tcp, udp};
 
 use crate::config::{Filtering, Limits, Nat44Mode, Prefix4, PrefixSet4, Timeouts};
 use crate::counters::{Counters, DropReason, Event};
-use crate::index::{FlowIndex, KeyHasher};
+use crate::index::{KeyHasher, SidedIndex};
 use crate::mem::{Chunks, FixedVec, Store};
 use crate::ports::PortMap;
 use crate::rng::Rng;
@@ -649,11 +649,12 @@ pub struct Napt<A> {
     mappings: Slab<Mapping, Chunks<Slot<Mapping>>>,
     /// Mappings folded into their one session (no record).
     folded: usize,
-    /// The BIB's index: values are [`Owner::bib_val`]s.
-    bib: FlowIndex,
+    /// The BIB's index: values are [`Owner::bib_val`]s, a table for each side.
+    bib: SidedIndex<1>,
     sessions: Slab<Session>,
-    /// Session index by packet tuple; values are `sid * 2 + direction` (0 out, 1 in).
-    flows: FlowIndex,
+    /// Session index by packet tuple; values are `sid * 2 + direction` (0 out, 1 in), a
+    /// table for each direction.
+    flows: SidedIndex<0>,
     hasher: KeyHasher,
     /// Filter entries beyond the one each mapping holds, by (mapping, remote address).
     remotes: HashMap<(u32, u32), RemoteRef>,
@@ -800,9 +801,9 @@ impl<A: InsideAddr> Napt<A> {
             // traffic runs. Mapping records come in chunks as they are needed.
             mappings: Slab::chunked(max),
             folded: 0,
-            bib: FlowIndex::with_capacity(max * 2, max * 4),
+            bib: SidedIndex::with_capacity(max, max * 4),
             sessions: Slab::with_capacity(max),
-            flows: FlowIndex::with_capacity(max * 2, max * 2),
+            flows: SidedIndex::with_capacity(max, max * 2),
             hasher: KeyHasher::new(seed ^ 0x5bd1_e995_7f4a_7c15),
             remotes: HashMap::new(),
             rng: Rng::new(seed),
@@ -821,14 +822,19 @@ impl<A: InsideAddr> Napt<A> {
     /// entries (the session by its inbound tuple, the mapping by its outside endpoint) land in
     /// random slots of large tables, and a run of new sessions then waits for those cache
     /// misses one after the other. Lookups see waiting entries ([`Napt::index_get`]) and
-    /// removals take them back ([`Napt::index_remove`]), so nothing else can tell.
+    /// removals take them back ([`Napt::index_remove`]), so nothing else can tell. Only
+    /// outside entries wait.
     fn insert_later(&mut self, bib: bool, hash: u64, val: u32) {
         if self.pending.len() >= PENDING_MAX {
             self.flush();
         }
-        let ix = if bib { &self.bib } else { &self.flows };
-        ix.prefetch(hash);
-        ix.prefetch_next_line(hash);
+        if bib {
+            self.bib.prefetch(true, hash);
+            self.bib.prefetch_next_line(true, hash);
+        } else {
+            self.flows.prefetch(true, hash);
+            self.flows.prefetch_next_line(true, hash);
+        }
         self.pending.push(Pending { bib, hash, val });
         let b = (hash >> 16) as u8;
         if let Some(w) = self.pending_mask.get_mut(usize::from(b >> 6)) {
@@ -849,12 +855,11 @@ impl<A: InsideAddr> Napt<A> {
     pub fn flush(&mut self) {
         self.pending_mask = [0; 4];
         for p in self.pending.drain(..) {
-            let ix = if p.bib {
-                &mut self.bib
+            let placed = if p.bib {
+                self.bib.insert(p.hash, p.val)
             } else {
-                &mut self.flows
+                self.flows.insert(p.hash, p.val)
             };
-            let placed = ix.insert(p.hash, p.val);
             debug_assert!(placed, "index sized for limits.max_sessions");
         }
     }
@@ -871,8 +876,11 @@ impl<A: InsideAddr> Napt<A> {
         hash: u64,
         eq: impl Fn(u32) -> bool + Copy,
     ) -> Option<u32> {
-        let ix = if bib { &self.bib } else { &self.flows };
-        let found = ix.get(hash, eq);
+        let found = if bib {
+            self.bib.get(outside, hash, eq)
+        } else {
+            self.flows.get(outside, hash, eq)
+        };
         if found.is_some() || !outside {
             return found;
         }
@@ -1385,19 +1393,20 @@ impl<A: InsideAddr> Napt<A> {
     /// Batch stage 1: starts fetching the index slot of a tuple; returns its hash.
     pub fn prefetch_index(&self, key: &FlowKey<A>) -> u64 {
         let h = self.hash(key);
-        self.flows.prefetch(h);
+        self.flows.prefetch(matches!(key, FlowKey::In(..)), h);
         h
     }
 
     /// Batch stage 2: starts fetching the session the index (probably) points to and
-    /// returns that entry, the candidate stage 3 tries before probing the index again
-    /// ([`Napt::find`]); [`NO_CAND`] when the index has none for `hash`.
+    /// returns its id, the candidate stage 3 tries before probing the index again
+    /// ([`Napt::find`]); [`NO_CAND`] when the index has none for `hash`, the hash of `key`.
     #[inline]
-    pub fn prefetch_session(&self, hash: u64) -> u32 {
-        match self.flows.peek(hash) {
-            Some(v) => {
-                self.sessions.prefetch(v >> 1);
-                v
+    pub fn prefetch_session(&self, key: &FlowKey<A>, hash: u64) -> u32 {
+        // The side's table holds session ids (its values without the direction bit).
+        match self.flows.peek(matches!(key, FlowKey::In(..)), hash) {
+            Some(sid) => {
+                self.sessions.prefetch(sid);
+                sid
             }
             None => self.prefetch_waiting(hash),
         }
@@ -1414,15 +1423,15 @@ impl<A: InsideAddr> Napt<A> {
         match self.pending.iter().find(|p| p.hash == hash && !p.bib) {
             Some(p) => {
                 self.sessions.prefetch(p.val >> 1);
-                p.val
+                p.val >> 1
             }
             None => NO_CAND,
         }
     }
 
-    /// The session entry (`sid * 2 + direction`) of `key`, whose hash is `hash`: `cand`,
-    /// the entry batch stage 2 peeked at ([`Napt::prefetch_session`]), when it is that
-    /// session -- then the index is not probed a second time -- else an index lookup.
+    /// The session of `key`, whose hash is `hash`: `cand`, the session batch stage 2 peeked
+    /// at ([`Napt::prefetch_session`]), when it is that session -- then the index is not
+    /// probed a second time -- else an index lookup (of session ids: the side's table).
     /// Trying `cand` first is safe even if earlier packets of the batch changed the index
     /// since: a session whose tuple is `key` is the one the index holds under `key`.
     ///
@@ -1433,41 +1442,46 @@ impl<A: InsideAddr> Napt<A> {
     fn find(&self, key: &FlowKey<A>, hash: u64, cand: u32) -> Option<u32> {
         let sessions = &self.sessions;
         let inbound = matches!(key, FlowKey::In(..));
-        let eq = |v: u32| {
+        let eq = |sid: u32| {
             sessions
-                .get(v >> 1)
-                .is_some_and(|s| s.matches(key, v & 1 == 1, None))
+                .get(sid)
+                .is_some_and(|s| s.matches(key, inbound, None))
         };
-        let v = if cand != NO_CAND && eq(cand) {
+        let sid = if cand != NO_CAND && eq(cand) {
             cand
+        } else if let Some(sid) = self.flows.get_ids(inbound, hash, eq) {
+            sid
+        } else if inbound {
+            // Only inbound entries wait.
+            self.waiting(false, hash, |v| eq(v >> 1))? >> 1
         } else {
-            self.index_get(false, inbound, hash, eq)?
+            return None;
         };
-        if self.inside_addr_matches(v, key) {
-            Some(v)
+        if self.inside_addr_matches(sid, key) {
+            Some(sid)
         } else {
             self.find_exact(key, hash)
         }
     }
 
-    /// Is the inside address of session entry `v` the one of the outbound tuple `key`? True
+    /// Is the inside address of session `sid` the one of the outbound tuple `key`? True
     /// when [`Session::matches`] compared it already (held as itself) or `key` is inbound.
     #[inline(always)]
-    fn inside_addr_matches(&self, v: u32, key: &FlowKey<A>) -> bool {
+    fn inside_addr_matches(&self, sid: u32, key: &FlowKey<A>) -> bool {
         match *key {
             FlowKey::Out(_, int, _) => {
                 A::from_held(0).is_some()
                     || self
                         .sessions
-                        .get(v >> 1)
+                        .get(sid)
                         .is_some_and(|s| self.host_addrs.addr(s.int_addr) == Some(int.addr))
             }
             FlowKey::In(..) => true,
         }
     }
 
-    /// The session entry of `key` (hash `h`), whole tuples compared: [`Napt::find`] when
-    /// another host's session matched all but the inside address. Out of line: rare.
+    /// The session of `key` (hash `h`), whole tuples compared: [`Napt::find`] when another
+    /// host's session matched all but the inside address. Out of line: rare.
     #[inline(never)]
     fn find_exact(&self, key: &FlowKey<A>, h: u64) -> Option<u32> {
         let (sessions, hosts) = (&self.sessions, &self.host_addrs);
@@ -1477,6 +1491,7 @@ impl<A: InsideAddr> Napt<A> {
                 .get(v >> 1)
                 .is_some_and(|s| s.matches(key, v & 1 == 1, Some(hosts)))
         })
+        .map(|v| v >> 1)
     }
 
     /// Batch stage 2 for a tuple the session index has no candidate for (most likely a new
@@ -1489,15 +1504,16 @@ impl<A: InsideAddr> Napt<A> {
     /// up to an empty slot.
     #[inline(never)]
     pub fn prefetch_new(&self, key: &FlowKey<A>, hash: u64) {
-        self.flows.prefetch_next_line(hash);
+        let inbound = matches!(key, FlowKey::In(..));
+        self.flows.prefetch_next_line(inbound, hash);
         let h = match *key {
             FlowKey::Out(proto, int, _) => self.bib_hash(proto, int.addr.words(), int.port, false),
             FlowKey::In(proto, ext, _) => {
                 self.bib_hash(proto, (u64::from(ext.addr), 0), ext.port, true)
             }
         };
-        self.bib.prefetch(h);
-        self.bib.prefetch_next_line(h);
+        self.bib.prefetch(inbound, h);
+        self.bib.prefetch_next_line(inbound, h);
     }
 
     /// The established-flow lane's lookup: the session of `key` (whose hash the caller
@@ -1514,7 +1530,7 @@ impl<A: InsideAddr> Napt<A> {
         cand: u32,
         tcp_flags: u8,
     ) -> Option<Translation<A>> {
-        let sid = self.find(key, hash, cand)? >> 1;
+        let sid = self.find(key, hash, cand)?;
         // As in `live`: an offloaded session is live until the sweep asks the fast path.
         if !self
             .sessions
@@ -1543,8 +1559,7 @@ impl<A: InsideAddr> Napt<A> {
         c: &mut Counters,
     ) -> Result<Translation<A>, DropReason> {
         let found = self.find(key, hash, cand);
-        if let Some(v) = found {
-            let sid = v >> 1;
+        if let Some(sid) = found {
             // As in `live`: an offloaded session is live until the sweep asks the fast path.
             if self
                 .sessions
@@ -1556,7 +1571,7 @@ impl<A: InsideAddr> Napt<A> {
                     .ok_or(DropReason::NoMapping);
             }
         }
-        self.renew(now, key, hash, tcp_flags, found.map(|v| v >> 1), c)
+        self.renew(now, key, hash, tcp_flags, found, c)
     }
 
     /// [`Napt::lane_or_new`] with no live session: the expired one `stale` removed, then a
@@ -1605,7 +1620,7 @@ impl<A: InsideAddr> Napt<A> {
 
     /// The session of `key` (whose hash is `h`), live or not.
     fn lookup(&self, key: &FlowKey<A>, h: u64) -> Option<u32> {
-        self.find_exact(key, h).map(|v| v >> 1)
+        self.find_exact(key, h)
     }
 
     /// The session a packet tuple belongs to, if it is live; an expired one found here is
@@ -2068,11 +2083,11 @@ impl<A: InsideAddr> Napt<A> {
             };
             for side in [false, true] {
                 if let Some(key) = s.key(side, &self.host_addrs) {
-                    self.flows.prefetch(self.hash(&key));
+                    self.flows.prefetch(side, self.hash(&key));
                 }
                 if s.map == NO_MAP {
                     if let Some(h) = s.bib_hash(&self.hasher, side, &self.host_addrs) {
-                        self.bib.prefetch(h);
+                        self.bib.prefetch(side, h);
                     }
                 }
             }
@@ -2087,7 +2102,7 @@ impl<A: InsideAddr> Napt<A> {
             if let Some(m) = self.mappings.get(s.map).filter(|m| m.sessions <= 1) {
                 for side in [false, true] {
                     if let Some(h) = m.bib_hash(&self.hasher, side, &self.host_addrs) {
-                        self.bib.prefetch(h);
+                        self.bib.prefetch(side, h);
                     }
                 }
             }
@@ -2372,14 +2387,19 @@ mod tests {
         n.outbound(now, Proto::Udp, a, REMOTE, 0, &mut c).unwrap();
         let key_a = FlowKey::Out(Proto::Udp, a, REMOTE);
         let h_a = n.hash(&key_a);
-        let cand = n.prefetch_session(h_a);
+        let cand = n.prefetch_session(&key_a, h_a);
         assert_ne!(cand, NO_CAND, "stage 2 finds a's entry");
         let later = now.plus_secs(100_000);
         n.expire(later, 10_000, &mut c);
         assert_eq!(n.sessions.len, 0);
         let ext_b = n.outbound(later, Proto::Udp, b, REMOTE, 0, &mut c).unwrap();
         let h_b = n.hash(&FlowKey::Out(Proto::Udp, b, REMOTE));
-        assert_eq!(n.prefetch_session(h_b), cand, "b's entry is the one a had");
+        let key_b = FlowKey::Out(Proto::Udp, b, REMOTE);
+        assert_eq!(
+            n.prefetch_session(&key_b, h_b),
+            cand,
+            "b's entry is the one a had"
+        );
         // a's packet with the stale candidate: a new session for a, not b's translation.
         let tr = n.lane_or_new(later, &key_a, h_a, cand, 0, &mut c).unwrap();
         assert_eq!(tr.int, a);

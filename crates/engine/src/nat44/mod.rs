@@ -362,7 +362,7 @@ impl Nat44 {
     /// creation will probe ([`Napt::prefetch_new`]).
     #[inline(always)]
     pub fn prefetch_session(&self, l: &mut Lane44) {
-        l.cand = self.napt.prefetch_session(l.hash);
+        l.cand = self.napt.prefetch_session(&l.key, l.hash);
         if l.cand == NO_CAND {
             self.napt.prefetch_new(&l.key, l.hash);
         }

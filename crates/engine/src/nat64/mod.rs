@@ -339,16 +339,10 @@ impl Nat64 {
         })
     }
 
-    /// Batch stage 1 without a plan: starts fetching the index slot `pkt` will probe;
-    /// returns the tuple's hash for [`Nat64::prefetch_session`].
-    pub fn prefetch_index(&self, pkt: &[u8], v6: bool) -> Option<u64> {
-        self.plan(pkt, v6).map(|l| l.hash)
-    }
-
-    /// Batch stage 2: starts fetching the session behind a stage-1 hash; false when the
+    /// Batch stage 2: starts fetching the session behind a stage-1 plan; false when the
     /// index has no candidate for it.
-    pub fn prefetch_session(&self, hash: u64) -> bool {
-        self.napt.prefetch_session(hash) != NO_CAND
+    pub fn prefetch_session(&self, l: &Lane64) -> bool {
+        self.napt.prefetch_session(&l.key, l.hash) != NO_CAND
     }
 
     /// [`Nat64::prefetch_session`] for a stage-1 plan; when the index has no candidate (a
@@ -356,7 +350,7 @@ impl Nat64 {
     /// Notes the index entry found for stage 3.
     #[inline(always)]
     pub fn prefetch_lane(&self, l: &mut Lane64) -> bool {
-        l.cand = self.napt.prefetch_session(l.hash);
+        l.cand = self.napt.prefetch_session(&l.key, l.hash);
         let found = l.cand != NO_CAND;
         if !found {
             self.napt.prefetch_new(&l.key, l.hash);
@@ -1040,8 +1034,8 @@ mod tests {
             let mut b = PacketBuf::new(&mut room, HEADROOM, p.len()).unwrap();
             assert_eq!(n.process6(Time(1), &mut b, &mut c), Verdict::Forward);
             let out4 = b.data().to_vec();
-            let h = n.prefetch_index(p, true).unwrap();
-            assert!(n.prefetch_session(h), "6->4 key of {p:02x?}");
+            let l = n.plan(p, true).unwrap();
+            assert!(n.prefetch_session(&l), "6->4 key of {p:02x?}");
             // The reply: source and destination (ports, or the echo identifier) swapped.
             let ext = u32_at(&out4, 12).unwrap().to_be_bytes();
             let l4 = match out4[9] {
@@ -1050,16 +1044,14 @@ mod tests {
                 _ => echo(0, u16_at(&out4, 24).unwrap(), 1, &[2; 8]),
             };
             let back = ip4(r4, ext, out4[9], l4, 64, 0, 1);
-            let h = n.prefetch_index(&back, false).unwrap();
-            assert!(n.prefetch_session(h), "4->6 key of {back:02x?}");
+            let l = n.plan(&back, false).unwrap();
+            assert!(n.prefetch_session(&l), "4->6 key of {back:02x?}");
         }
         let none = ip6(h6, r6, 17, udp(4999, 53, &[1; 8]), 64);
-        let h = n.prefetch_index(&none, true).unwrap();
-        assert!(!n.prefetch_session(h));
+        let l = n.plan(&none, true).unwrap();
+        assert!(!n.prefetch_session(&l));
         // Not a flow: no key.
-        assert!(n
-            .prefetch_index(&ip6(h6, r6, 59, vec![0; 8], 64), true)
-            .is_none());
-        assert!(n.prefetch_index(&[0x45, 0], false).is_none());
+        assert!(n.plan(&ip6(h6, r6, 59, vec![0; 8], 64), true).is_none());
+        assert!(n.plan(&[0x45, 0], false).is_none());
     }
 }
