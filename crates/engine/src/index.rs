@@ -17,6 +17,11 @@
 //! hash from the record (`home_of`). Hashes must come from a per-table random seed: keys are
 //! chosen by whoever sends packets ([`KeyHasher`]).
 //!
+//! The session index and the BIB are each a [`SidedIndex`]: one such table per side of an
+//! entry (outbound and inbound tuple; inside and outside endpoint), so the side is not a
+//! value bit and each slot keeps one more hash bit -- at 10M sessions 4 instead of 3, which
+//! took established NAT44 at 10M from ~17 to ~19 Mpps.
+//!
 //! The table is sized once, for a configured maximum, and does not grow (its slots could not
 //! be rehashed without reading every record); the slot count need not be a power of two (the
 //! home slot is `(hash >> 32) * slots >> 32`), so it is 3/2 of the maximum rounded up to a
