@@ -491,6 +491,12 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::HashMap;
 
+    /// A hash for the model tests: home `h` of 8 near the end of the table (so runs wrap),
+    /// hash bits `t` of 4 (so candidates collide).
+    fn colliding(h: u64, t: u64) -> u64 {
+        ((u64::MAX - h * 0x0100_0000) & !0xffff_ffff) | t << 4
+    }
+
     proptest! {
         /// The index agrees with a HashMap model under inserts and removes with colliding
         /// hashes: few distinct homes force long runs, far entries (15+ slots from home, whose
@@ -500,8 +506,7 @@ mod tests {
             let mut idx = FlowIndex::with_capacity(64, 64);
             let mut model: HashMap<u32, u64> = HashMap::new();
             for (ins, val, h, t) in ops {
-                // Homes near the end of the table, so runs wrap.
-                let hash = ((u64::MAX - h * 0x0100_0000) & !0xffff_ffff) | t << 4;
+                let hash = colliding(h, t);
                 if ins {
                     if let std::collections::hash_map::Entry::Vacant(e) = model.entry(val) {
                         e.insert(hash);
@@ -528,7 +533,7 @@ mod tests {
             let mut s1: SidedIndex<1> = SidedIndex::with_capacity(64, 128);
             let mut model: HashMap<u32, u64> = HashMap::new();
             for (ins, val, h, t) in ops {
-                let hash = ((u64::MAX - h * 0x0100_0000) & !0xffff_ffff) | t << 4;
+                let hash = colliding(h, t);
                 if ins {
                     if let std::collections::hash_map::Entry::Vacant(e) = model.entry(val) {
                         e.insert(hash);

@@ -312,6 +312,22 @@ macro_rules! flat_endpoints {
                     port: self.ext_port,
                 }
             }
+            /// The BIB key's hash of its mapping (a session's: the one folded into it) by
+            /// the inside (`outside = false`) or outside endpoint.
+            fn bib_hash<A: InsideAddr>(
+                &self,
+                hasher: &KeyHasher,
+                outside: bool,
+                hosts: &HostAddrs<A>,
+            ) -> Option<u64> {
+                Some(ends_bib_hash(
+                    hasher,
+                    self.proto(),
+                    self.int(hosts)?,
+                    self.ext(),
+                    outside,
+                ))
+            }
         }
     };
 }
@@ -737,38 +753,9 @@ fn ends_bib_hash<A: InsideAddr>(
 }
 
 impl Mapping {
-    /// Its BIB key's hash by the inside (`outside = false`) or outside endpoint.
-    fn bib_hash<A: InsideAddr>(
-        &self,
-        hasher: &KeyHasher,
-        outside: bool,
-        hosts: &HostAddrs<A>,
-    ) -> Option<u64> {
-        Some(ends_bib_hash(
-            hasher,
-            self.proto,
-            self.int(hosts)?,
-            self.ext(),
-            outside,
-        ))
-    }
-}
-
-impl Session {
-    /// The BIB key's hash of the mapping folded into it ([`Mapping::bib_hash`]).
-    fn bib_hash<A: InsideAddr>(
-        &self,
-        hasher: &KeyHasher,
-        outside: bool,
-        hosts: &HostAddrs<A>,
-    ) -> Option<u64> {
-        Some(ends_bib_hash(
-            hasher,
-            self.proto(),
-            self.int(hosts)?,
-            self.ext(),
-            outside,
-        ))
+    #[inline]
+    fn proto(&self) -> Proto {
+        self.proto
     }
 }
 
