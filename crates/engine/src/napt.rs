@@ -2296,6 +2296,55 @@ mod tests {
         assert_eq!((n.flows.len(), n.bib.len()), (0, 0));
     }
 
+    proptest::proptest! {
+        /// NAT64 hosts come and go (sessions time out, hosts are released, their numbers are
+        /// reused): every answer in either direction is the one the flow's own host was
+        /// given, and when all is gone nothing is left behind.
+        #[test]
+        fn ipv6_host_numbers_never_mix_hosts_up(
+            ops in proptest::collection::vec((0u8..4, 0u128..6, 0u16..3, 0u64..200), 1..200)
+        ) {
+            use proptest::prelude::*;
+            let mut n: Napt<u128> = napt_of(1000);
+            let mut c = Counters::default();
+            let r = REMOTE;
+            let ep = |h: u128, port: u16| Endpoint {
+                addr: 0x2001_0db8_0000_0000_0000_0000_0000_0000 | h << 8,
+                port: 1000 + port,
+            };
+            // Outside endpoint -> the inside endpoint it was last given to.
+            let mut given: HashMap<Endpoint, Endpoint<u128>> = HashMap::new();
+            let mut now = Time::from_secs(1);
+            for (op, h, port, dt) in ops {
+                now = now.plus_secs(dt);
+                let int = ep(h, port);
+                match op {
+                    0 | 1 => {
+                        if let Ok(ext) = n.outbound(now, Proto::Udp, int, r, 0, &mut c) {
+                            given.insert(ext, int);
+                            prop_assert_eq!(n.find_by_inside(now, Proto::Udp, int, r, &mut c), Some(ext));
+                        }
+                    }
+                    2 => {
+                        for (&ext, &int) in &given {
+                            if let Ok(back) = n.inbound(now, Proto::Udp, ext, r, 0, &mut c) {
+                                prop_assert_eq!(back, int);
+                            }
+                        }
+                    }
+                    _ => {
+                        n.expire(now, 1024, &mut c);
+                    }
+                }
+                prop_assert!(n.host_addrs.len() == n.hosts.len(), "a number per host");
+            }
+            let end = now.plus_secs(100_000);
+            while n.expire(end, 1024, &mut c) > 0 {}
+            prop_assert_eq!((n.hosts.len(), n.host_addrs.len(), n.sessions.len), (0, 0, 0));
+            prop_assert_eq!((n.flows.len(), n.bib.len()), (0, 0));
+        }
+    }
+
     #[test]
     fn an_expiry_pass_is_bounded_however_many_sessions_are_due() {
         let mut n = napt(1000);
