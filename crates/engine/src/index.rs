@@ -126,6 +126,16 @@ impl Want {
 impl FlowIndex {
     /// An index for up to `entries` entries, with values below `values`.
     pub fn with_capacity(entries: usize, values: usize) -> Self {
+        FlowIndex::sized(entries, values, Zeroed::new)
+    }
+
+    /// [`FlowIndex::with_capacity`] for an index made while traffic runs (a table that
+    /// grows, [`crate::hosts`]): its memory is never made resident up front (`Zeroed::lazy`).
+    pub fn growing(entries: usize, values: usize) -> Self {
+        FlowIndex::sized(entries, values, Zeroed::lazy)
+    }
+
+    fn sized(entries: usize, values: usize, zeroed: fn(usize) -> Zeroed) -> Self {
         let entries = entries.max(1);
         // Bits for the largest value plus one (stored values are offset by one, 0 is empty).
         let val_bits = (usize::BITS - values.max(1).leading_zeros()).min(MAX_VAL_BITS);
@@ -133,7 +143,7 @@ impl FlowIndex {
         let want = (entries.saturating_mul(LOAD_DEN) / LOAD_NUM + 1).max(LINE);
         let cap = want.div_ceil(F).saturating_mul(F);
         FlowIndex {
-            slots: Zeroed::new(cap),
+            slots: zeroed(cap),
             len: 0,
             max_val: ((1u64 << val_bits) - 2) as u32,
             val_shift: rest,
@@ -144,6 +154,24 @@ impl FlowIndex {
     #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// The entries it holds at its maximum load (at least the `entries` it was made for).
+    pub fn room(&self) -> usize {
+        self.slots.len() * LOAD_NUM / LOAD_DEN
+    }
+
+    /// Slots, for walking them with [`FlowIndex::value_at`].
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The value in slot `i`, if it holds one.
+    pub fn value_at(&self, i: usize) -> Option<u32> {
+        self.slots
+            .get(i)
+            .filter(|&&s| s != EMPTY)
+            .map(|&s| self.val(s))
     }
 
     #[cfg(test)]

@@ -33,6 +33,7 @@
 pub mod config;
 pub mod counters;
 mod frag;
+mod hosts;
 mod index;
 #[cfg(test)]
 mod lane_tests;

@@ -3,7 +3,7 @@
 //!
 //! Generic over the inside address type (`u32` for NAT44, `u128` for NAT64); the outside and
 //! remote sides are always IPv4. Sessions and mapping records hold an IPv6 inside address as
-//! its host's number (`HostAddrs`), so both translators' sessions are 32 bytes. Rules
+//! its host's number (`Hosts`), so both translators' sessions are 32 bytes. Rules
 //! implemented here:
 //! - RFC 4787 REQ-1 / RFC 5382 REQ-1 / RFC 6146 3.5.1: endpoint-independent mapping (the BIB
 //!   is keyed by the inside endpoint alone);
@@ -25,13 +25,13 @@ use std::fmt::Debug;
 use std::hash::Hash;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use hashbrown::hash_map::Entry;
 use hashbrown::HashMap;
 use xlat_wire::ipv4::proto as ipproto;
 use xlat_wire::l4::{icmp, tcp, udp};
 
 use crate::config::{Filtering, Limits, Nat44Mode, Prefix4, PrefixSet4, Timeouts};
 use crate::counters::{Counters, DropReason, Event};
+use crate::hosts::Hosts;
 use crate::index::{KeyHasher, SidedIndex};
 use crate::mem::{Chunks, FixedVec, Store};
 use crate::ports::PortMap;
@@ -98,7 +98,7 @@ pub trait InsideAddr: Copy + Eq + Hash + Debug {
     /// Text form followed by a port.
     fn show_port(self, port: u16) -> String;
     /// The address as sessions and mappings hold it when it fits their 4 bytes (IPv4:
-    /// itself); `None`: they hold its host's number (`HostAddrs`).
+    /// itself); `None`: they hold its host's number (`Hosts`).
     fn as_held(self) -> Option<u32>;
     /// The address a held value is, if addresses are held as themselves.
     fn from_held(v: u32) -> Option<Self>;
@@ -163,108 +163,17 @@ impl<A: InsideAddr> Endpoint<A> {
     }
 }
 
-struct Host {
-    /// How its sessions and mappings hold its address ([`HostAddrs`]).
-    held: u32,
-    /// Pool index of the paired (NAPT) or bound (pool mode) outside address.
-    pool: u32,
-    mappings: u32,
-    sessions: u32,
-}
-
-/// Inside addresses as sessions and mappings hold them, in 4 bytes: an IPv4 address is
-/// itself; an IPv6 address (NAT64) is the number of its host, whose address is kept here
-/// once. A NAT64 session is then 32 bytes like a NAT44 one (64 with the address in it); a
-/// host's sessions share its entry, so the entries packets read stay few and cached.
-///
-/// Numbers index chunks of [`HOST_CHUNK`] addresses that never move; a released number is
-/// given to the next new host. Looking one up is two loads (the lookup is on every NAT64
-/// packet: a slab with a free-list tag and a run-time chunk size cost 20 instructions).
-struct HostAddrs<A> {
-    chunks: Vec<Box<[A; HOST_CHUNK]>>,
-    /// Numbers given out so far, released ones included.
-    issued: u32,
-    /// Released numbers, reused first. Its room grows as numbers are issued, so releasing
-    /// (in an expiry pass) never allocates.
-    free: Vec<u32>,
-}
-
-/// Host addresses per chunk (64 KiB of IPv6 addresses): a translator has far fewer hosts
-/// than sessions.
-const HOST_CHUNK: usize = 4096;
-
-impl<A: InsideAddr> HostAddrs<A> {
-    fn new() -> Self {
-        HostAddrs {
-            chunks: Vec::new(),
-            issued: 0,
-            free: Vec::new(),
-        }
-    }
-    /// The address `held` stands for (for a released number, the address it last held).
-    #[inline(always)]
-    fn addr(&self, held: u32) -> Option<A> {
-        match A::from_held(held) {
-            Some(a) => Some(a),
-            None => {
-                let c = self.chunks.get((held / HOST_CHUNK as u32) as usize)?;
-                c.get(held as usize % HOST_CHUNK).copied()
-            }
-        }
-    }
-    /// How the sessions of a new host with address `a` hold it.
-    fn hold(&mut self, a: A) -> u32 {
-        if let Some(v) = a.as_held() {
-            return v;
-        }
-        let n = match self.free.pop() {
-            Some(n) => n,
-            None => {
-                let n = self.issued;
-                self.issued += 1;
-                if (n as usize).is_multiple_of(HOST_CHUNK) {
-                    // Made on the heap: a 64 KiB array would pass through the stack.
-                    if let Ok(c) = vec![a; HOST_CHUNK].into_boxed_slice().try_into() {
-                        self.chunks.push(c);
-                    }
-                }
-                self.free.reserve(self.issued as usize - self.free.len());
-                n
-            }
-        };
-        if let Some(slot) = self
-            .chunks
-            .get_mut((n / HOST_CHUNK as u32) as usize)
-            .and_then(|c| c.get_mut(n as usize % HOST_CHUNK))
-        {
-            *slot = a;
-        }
-        n
-    }
-    /// Gives back a host's number (its last mapping has gone).
-    fn release(&mut self, held: u32) {
-        if A::from_held(held).is_none() && held < self.issued {
-            self.free.push(held);
-        }
-    }
-    /// Numbers held by hosts now.
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.issued as usize - self.free.len()
-    }
-}
-
 /// What [`Napt::host_for`] tells about the host of a new session.
 struct HostUse {
     /// Pool index of its outside address.
     pool: u32,
-    /// How sessions hold its address ([`HostAddrs`]).
+    /// How sessions hold its address ([`Hosts`]).
     held: u32,
     /// It was made for this session.
     new: bool,
 }
 
-/// A mapping's endpoints, the inside address also as held ([`HostAddrs`]).
+/// A mapping's endpoints, the inside address also as held ([`Hosts`]).
 #[derive(Clone, Copy)]
 struct Ends<A> {
     held: u32,
@@ -277,7 +186,7 @@ struct Ends<A> {
 /// was 48 with `Endpoint`s' padding and nanosecond times, NAT64's 80 with its IPv6 address).
 #[derive(Clone, Copy)]
 struct Mapping {
-    /// The inside address as held ([`HostAddrs`]).
+    /// The inside address as held ([`Hosts`]).
     int_addr: u32,
     ext_addr: u32,
     sessions: u32,
@@ -299,7 +208,7 @@ macro_rules! flat_endpoints {
         impl $t {
             /// Its inside endpoint, the address looked up if held as a host's number.
             #[inline(always)]
-            fn int<A: InsideAddr>(&self, hosts: &HostAddrs<A>) -> Option<Endpoint<A>> {
+            fn int<A: InsideAddr>(&self, hosts: &Hosts<A>) -> Option<Endpoint<A>> {
                 Some(Endpoint {
                     addr: hosts.addr(self.int_addr)?,
                     port: self.int_port,
@@ -318,7 +227,7 @@ macro_rules! flat_endpoints {
                 &self,
                 hasher: &KeyHasher,
                 outside: bool,
-                hosts: &HostAddrs<A>,
+                hosts: &Hosts<A>,
             ) -> Option<u64> {
                 Some(ends_bib_hash(
                     hasher,
@@ -366,12 +275,12 @@ flat_endpoints!(Session);
 
 /// A session carries its whole translation (inside, outside and remote endpoints), so the
 /// fast path is one index lookup and one session read. Fields are laid out flat (no padded
-/// `Endpoint`s) and an IPv6 inside address is held as its host's number ([`HostAddrs`]), so a
+/// `Endpoint`s) and an IPv6 inside address is held as its host's number ([`Hosts`]), so a
 /// session is 32 bytes, aligned to 32: two to a cache line, never split across two.
 #[derive(Clone, Copy)]
 #[repr(align(32))]
 struct Session {
-    /// The inside address as held ([`HostAddrs`]).
+    /// The inside address as held ([`Hosts`]).
     int_addr: u32,
     ext_addr: u32,
     remote_addr: u32,
@@ -409,7 +318,7 @@ impl Session {
     }
     /// The tuple this session's packets carry going out (`inbound = false`) or coming in.
     #[inline]
-    fn key<A: InsideAddr>(&self, inbound: bool, hosts: &HostAddrs<A>) -> Option<FlowKey<A>> {
+    fn key<A: InsideAddr>(&self, inbound: bool, hosts: &Hosts<A>) -> Option<FlowKey<A>> {
         Some(if inbound {
             FlowKey::In(self.proto(), self.ext(), self.remote())
         } else {
@@ -424,7 +333,7 @@ impl Session {
         &self,
         key: &FlowKey<A>,
         inbound: bool,
-        hosts: Option<&HostAddrs<A>>,
+        hosts: Option<&Hosts<A>>,
     ) -> bool {
         match *key {
             FlowKey::Out(p, int, r) => {
@@ -657,9 +566,8 @@ pub struct Napt<A> {
     pool: Vec<PoolAddr>,
     pool_index: HashMap<u32, u32>,
     pool_prefixes: PrefixSet4,
-    hosts: HashMap<A, Host>,
-    /// Inside addresses by how sessions and mappings hold them.
-    host_addrs: HostAddrs<A>,
+    /// Inside hosts, and inside addresses by how sessions and mappings hold them.
+    hosts: Hosts<A>,
     /// Records of mappings that have had more than one session: allocated as they come
     /// (up to one per session), since most mappings never have one.
     mappings: Slab<Mapping, Chunks<Slot<Mapping>>>,
@@ -781,8 +689,7 @@ impl<A: InsideAddr> Napt<A> {
             pool,
             pool_index,
             pool_prefixes: PrefixSet4::new(pool_prefixes),
-            hosts: HashMap::new(),
-            host_addrs: HostAddrs::new(),
+            hosts: Hosts::new(max, seed),
             // Sized ahead for the configured maximum (two index entries per session, and at
             // worst a mapping with two BIB entries each): no table grows, or moves, while
             // traffic runs. Mapping records come in chunks as they are needed.
@@ -894,7 +801,7 @@ impl<A: InsideAddr> Napt<A> {
     fn index_remove(&mut self, bib: bool, hash: u64, val: u32) {
         let hasher = &self.hasher;
         let sessions = &self.sessions;
-        let hosts = &self.host_addrs;
+        let hosts = &self.hosts;
         let removed = if bib {
             let maps = &self.mappings;
             self.bib.remove(hash, val, |v| {
@@ -954,7 +861,7 @@ impl<A: InsideAddr> Napt<A> {
 
     /// Queues a fast-path change for session `sid`, which is `s`.
     fn push_offload(&mut self, kind: crate::offload::OffloadKind, sid: u32, s: &Session) {
-        if let Some(int) = s.int(&self.host_addrs) {
+        if let Some(int) = s.int(&self.hosts) {
             self.offload_events.push(OffloadEvent {
                 kind,
                 sid,
@@ -1122,7 +1029,7 @@ impl<A: InsideAddr> Napt<A> {
                 let m = self.mappings.get(mid)?;
                 let ends = Ends {
                     held: m.int_addr,
-                    int: m.int(&self.host_addrs)?,
+                    int: m.int(&self.hosts)?,
                     ext: m.ext(),
                 };
                 return Some((mid, ends));
@@ -1132,7 +1039,7 @@ impl<A: InsideAddr> Napt<A> {
         let s = *self.sessions.get(sid)?;
         let ends = Ends {
             held: s.int_addr,
-            int: s.int(&self.host_addrs)?,
+            int: s.int(&self.hosts)?,
             ext: s.ext(),
         };
         // All it has been is this one session's: its expiry, and this remote address.
@@ -1221,7 +1128,7 @@ impl<A: InsideAddr> Napt<A> {
         if expires.passed(now) {
             return Err(DropReason::NoMapping);
         }
-        let int_addr = self.host_addrs.addr(held).ok_or(DropReason::NoMapping)?;
+        let int_addr = self.hosts.addr(held).ok_or(DropReason::NoMapping)?;
         let admitted = match self.cfg.filtering {
             Filtering::EndpointIndependent => true,
             Filtering::AddressDependent => filter.is_some_and(|e| !e.passed(now)),
@@ -1238,7 +1145,8 @@ impl<A: InsideAddr> Napt<A> {
         }
         // The host's session limit checked and its count taken in one lookup.
         let limit = self.cfg.limits.max_sessions_per_host;
-        if let Some(h) = self.hosts.get_mut(&int_addr) {
+        let num = self.hosts.number_of_held(held);
+        if let Some(h) = num.and_then(|num| self.hosts.get_mut(num)) {
             if h.sessions >= limit {
                 return Err(DropReason::HostSessionLimit);
             }
@@ -1289,7 +1197,7 @@ impl<A: InsideAddr> Napt<A> {
         };
         let key = FlowKey::In(proto, ext, remote);
         let sid = self.live(&key, self.hash(&key), now, c)?;
-        self.sessions.get(sid)?.int(&self.host_addrs)
+        self.sessions.get(sid)?.int(&self.hosts)
     }
 
     /// The hash of a packet tuple ([`flow_hash`]).
@@ -1312,7 +1220,7 @@ impl<A: InsideAddr> Napt<A> {
                 && self
                     .owner_ends(Owner::of_bib_val(v), proto)
                     .is_some_and(|(held, port, _)| {
-                        port == int.port && self.host_addrs.addr(held) == Some(int.addr)
+                        port == int.port && self.hosts.addr(held) == Some(int.addr)
                     })
         })
         .map(Owner::of_bib_val)
@@ -1422,7 +1330,7 @@ impl<A: InsideAddr> Napt<A> {
     /// Trying `cand` first is safe even if earlier packets of the batch changed the index
     /// since: a session whose tuple is `key` is the one the index holds under `key`.
     ///
-    /// An IPv6 inside address ([`HostAddrs`]) is compared once, with the session found by
+    /// An IPv6 inside address ([`Hosts`]) is compared once, with the session found by
     /// the rest of the tuple: in the probe's comparison it made that too large to inline (a
     /// call per candidate, 14-22 instructions a NAT64 packet).
     #[inline(always)]
@@ -1461,7 +1369,7 @@ impl<A: InsideAddr> Napt<A> {
                     || self
                         .sessions
                         .get(sid)
-                        .is_some_and(|s| self.host_addrs.addr(s.int_addr) == Some(int.addr))
+                        .is_some_and(|s| self.hosts.addr(s.int_addr) == Some(int.addr))
             }
             FlowKey::In(..) => true,
         }
@@ -1471,7 +1379,7 @@ impl<A: InsideAddr> Napt<A> {
     /// host's session matched all but the inside address. Out of line: rare.
     #[inline(never)]
     fn find_exact(&self, key: &FlowKey<A>, h: u64) -> Option<u32> {
-        let (sessions, hosts) = (&self.sessions, &self.host_addrs);
+        let (sessions, hosts) = (&self.sessions, &self.hosts);
         let inbound = matches!(key, FlowKey::In(..));
         self.index_get(false, inbound, h, |v| {
             sessions
@@ -1636,69 +1544,68 @@ impl<A: InsideAddr> Napt<A> {
     /// host's alone (RFC 3022 2.1 Basic NAT).
     fn host_for(&mut self, int_addr: A, new_maps: u32) -> Result<HostUse, DropReason> {
         let limit = self.cfg.limits.max_sessions_per_host;
-        match self.hosts.entry(int_addr) {
-            Entry::Occupied(o) => {
-                let h = o.into_mut();
-                if h.sessions >= limit {
-                    return Err(DropReason::HostSessionLimit);
-                }
-                h.sessions += 1;
-                h.mappings += new_maps;
-                Ok(HostUse {
-                    pool: h.pool,
-                    held: h.held,
-                    new: false,
-                })
+        if let Some(num) = self.hosts.number(int_addr) {
+            let held = int_addr.as_held().unwrap_or(num);
+            let h = self.hosts.get_mut(num).ok_or(DropReason::NoMapping)?;
+            if h.sessions >= limit {
+                return Err(DropReason::HostSessionLimit);
             }
-            Entry::Vacant(v) => {
-                let pool = &mut self.pool;
-                let n = pool.len() as u64;
-                if n == 0 {
-                    return Err(DropReason::PoolExhausted);
-                }
-                let start = self.rng.below(n);
-                let pick = match self.cfg.mode {
-                    Nat44Mode::Pool => (0..n)
-                        .map(|i| ((start + i) % n) as u32)
-                        .find(|&i| pool.get(i as usize).is_some_and(|p| p.hosts == 0))
-                        .ok_or(DropReason::PoolExhausted)?,
-                    _ => start as u32,
-                };
-                if let Some(p) = pool.get_mut(pick as usize) {
-                    p.hosts += 1;
-                }
-                let held = self.host_addrs.hold(*v.key());
-                v.insert(Host {
-                    held,
-                    pool: pick,
-                    mappings: new_maps,
-                    sessions: 1,
-                });
-                Ok(HostUse {
-                    pool: pick,
-                    held,
-                    new: true,
-                })
-            }
+            h.sessions += 1;
+            h.mappings += new_maps;
+            return Ok(HostUse {
+                pool: h.pool,
+                held,
+                new: false,
+            });
         }
+        let pool = &mut self.pool;
+        let n = pool.len() as u64;
+        if n == 0 {
+            return Err(DropReason::PoolExhausted);
+        }
+        let start = self.rng.below(n);
+        let pick = match self.cfg.mode {
+            Nat44Mode::Pool => (0..n)
+                .map(|i| ((start + i) % n) as u32)
+                .find(|&i| pool.get(i as usize).is_some_and(|p| p.hosts == 0))
+                .ok_or(DropReason::PoolExhausted)?,
+            _ => start as u32,
+        };
+        // No more hosts than sessions: `limits.max_sessions` was checked before.
+        let num = self
+            .hosts
+            .insert(int_addr, pick, new_maps, 1)
+            .ok_or(DropReason::SessionLimit)?;
+        if let Some(p) = self.pool.get_mut(pick as usize) {
+            p.hosts += 1;
+        }
+        Ok(HostUse {
+            pool: pick,
+            held: int_addr.as_held().unwrap_or(num),
+            new: true,
+        })
     }
 
     /// Takes back what [`Napt::host_for`] (or `create_in`) counted for a session that was
     /// not made: the host itself when it was new.
     #[cold]
     fn unhost(&mut self, int_addr: A, host_new: bool, new_maps: u32) {
+        let Some(num) = self.hosts.number(int_addr) else {
+            return;
+        };
         if host_new {
-            self.release_host(int_addr);
-        } else if let Some(h) = self.hosts.get_mut(&int_addr) {
+            self.release_host(num);
+        } else if let Some(h) = self.hosts.get_mut(num) {
             h.sessions = h.sessions.saturating_sub(1);
             h.mappings = h.mappings.saturating_sub(new_maps);
         }
     }
 
-    fn release_host(&mut self, int_addr: A) {
-        if let Some(h) = self.hosts.remove(&int_addr) {
-            self.host_addrs.release(h.held);
-            if let Some(p) = self.pool.get_mut(h.pool as usize) {
+    /// Releases host `num` and its pool address pairing.
+    fn release_host(&mut self, num: u32) {
+        if let Some(pool) = self.hosts.get(num).map(|h| h.pool) {
+            self.hosts.remove(num);
+            if let Some(p) = self.pool.get_mut(pool as usize) {
                 p.hosts = p.hosts.saturating_sub(1);
             }
         }
@@ -1848,10 +1755,10 @@ impl<A: InsideAddr> Napt<A> {
         let inbound_refresh = self.cfg.inbound_refresh;
         let s = self.sessions.get_mut(sid)?;
         // Going out, the inside endpoint is the packet's: an IPv6 address is looked up only
-        // coming in ([`HostAddrs`]).
+        // coming in ([`Hosts`]).
         let (dir, int) = match *key {
             FlowKey::Out(_, int, _) => (Dir::Out, int),
-            FlowKey::In(..) => (Dir::In, s.int(&self.host_addrs)?),
+            FlowKey::In(..) => (Dir::In, s.int(&self.hosts)?),
         };
         let mut established = None;
         let new_expiry = match s.state {
@@ -1922,19 +1829,19 @@ impl<A: InsideAddr> Napt<A> {
             self.push_offload(crate::offload::OffloadKind::Remove, sid, &s);
         }
         for inbound in [false, true] {
-            if let Some(key) = s.key(inbound, &self.host_addrs) {
+            if let Some(key) = s.key(inbound, &self.hosts) {
                 let h = self.hash(&key);
                 self.index_remove(false, h, sid * 2 + u32::from(inbound));
             }
         }
-        let int = self.host_addrs.addr(s.int_addr);
-        if let Some(h) = int.and_then(|a| self.hosts.get_mut(&a)) {
+        let num = self.hosts.number_of_held(s.int_addr);
+        if let Some(h) = num.and_then(|num| self.hosts.get_mut(num)) {
             h.sessions = h.sessions.saturating_sub(1);
         }
         if s.map == NO_MAP {
             // Its mapping goes with it.
             for outside in [false, true] {
-                if let Some(h) = s.bib_hash(&self.hasher, outside, &self.host_addrs) {
+                if let Some(h) = s.bib_hash(&self.hasher, outside, &self.hosts) {
                     self.index_remove(true, h, Owner::Session(sid).bib_val(outside));
                 }
             }
@@ -1967,7 +1874,7 @@ impl<A: InsideAddr> Napt<A> {
             return;
         };
         for outside in [false, true] {
-            if let Some(h) = m.bib_hash(&self.hasher, outside, &self.host_addrs) {
+            if let Some(h) = m.bib_hash(&self.hasher, outside, &self.hosts) {
                 self.index_remove(true, h, Owner::Mapping(mid).bib_val(outside));
             }
         }
@@ -1987,16 +1894,16 @@ impl<A: InsideAddr> Napt<A> {
                 pm.free(ext.port);
             }
         }
-        let Some(int_addr) = self.host_addrs.addr(int_held) else {
+        let Some(num) = self.hosts.number_of_held(int_held) else {
             return;
         };
         let mut gone = false;
-        if let Some(h) = self.hosts.get_mut(&int_addr) {
+        if let Some(h) = self.hosts.get_mut(num) {
             h.mappings = h.mappings.saturating_sub(1);
             gone = h.mappings == 0;
         }
         if gone {
-            self.release_host(int_addr);
+            self.release_host(num);
         }
     }
 
@@ -2069,11 +1976,11 @@ impl<A: InsideAddr> Napt<A> {
                 continue;
             };
             for side in [false, true] {
-                if let Some(key) = s.key(side, &self.host_addrs) {
+                if let Some(key) = s.key(side, &self.hosts) {
                     self.flows.prefetch(side, self.hash(&key));
                 }
                 if s.map == NO_MAP {
-                    if let Some(h) = s.bib_hash(&self.hasher, side, &self.host_addrs) {
+                    if let Some(h) = s.bib_hash(&self.hasher, side, &self.hosts) {
                         self.bib.prefetch(side, h);
                     }
                 }
@@ -2088,7 +1995,7 @@ impl<A: InsideAddr> Napt<A> {
             };
             if let Some(m) = self.mappings.get(s.map).filter(|m| m.sessions <= 1) {
                 for side in [false, true] {
-                    if let Some(h) = m.bib_hash(&self.hasher, side, &self.host_addrs) {
+                    if let Some(h) = m.bib_hash(&self.hasher, side, &self.hosts) {
                         self.bib.prefetch(side, h);
                     }
                 }
@@ -2109,10 +2016,7 @@ impl<A: InsideAddr> Napt<A> {
             .filter(|(_, s)| s.expires > now || s.offloaded)
             .map(|(_, s)| SessionInfo {
                 proto: s.proto().name().into(),
-                inside: s
-                    .int(&self.host_addrs)
-                    .map(|e| e.show(true))
-                    .unwrap_or_default(),
+                inside: s.int(&self.hosts).map(|e| e.show(true)).unwrap_or_default(),
                 outside: s.ext().show(true),
                 remote: s.remote().show(s.proto() != Proto::Icmp),
                 state: match s.state {
@@ -2244,7 +2148,7 @@ mod tests {
             addr: addr(h),
             port,
         };
-        let held = |n: &Napt<u128>, h: u128| n.hosts.get(&addr(h)).map(|x| x.held);
+        let held = |n: &Napt<u128>, h: u128| n.hosts.number(addr(h)).and_then(|x| n.hosts.held(x));
         let t0 = Time::from_secs(1);
         let t1 = t0.plus_secs(200);
         let back = |n: &mut Napt<u128>, now: Time, ext: Endpoint, c: &mut Counters| {
@@ -2266,7 +2170,7 @@ mod tests {
         let t2 = t0.plus_secs(350);
         while n.expire(t2, 1024, &mut c) > 0 {}
         assert_eq!((held(&n, 1), n.sessions.len), (None, 2));
-        assert_eq!(n.host_addrs.len(), 1);
+        assert_eq!(n.hosts.len(), 1);
         // A new host takes the number; host 1 coming back gets another one.
         let e3 = n
             .outbound(t2, Proto::Udp, ep(3, 3000), r, 0, &mut c)
@@ -2292,7 +2196,7 @@ mod tests {
         );
         // All gone: no number left behind.
         while n.expire(t2.plus_secs(1000), 1024, &mut c) > 0 {}
-        assert_eq!((n.hosts.len(), n.host_addrs.len()), (0, 0));
+        assert_eq!(n.hosts.len(), 0);
         assert_eq!((n.flows.len(), n.bib.len()), (0, 0));
     }
 
@@ -2336,11 +2240,10 @@ mod tests {
                         n.expire(now, 1024, &mut c);
                     }
                 }
-                prop_assert!(n.host_addrs.len() == n.hosts.len(), "a number per host");
             }
             let end = now.plus_secs(100_000);
             while n.expire(end, 1024, &mut c) > 0 {}
-            prop_assert_eq!((n.hosts.len(), n.host_addrs.len(), n.sessions.len), (0, 0, 0));
+            prop_assert_eq!((n.hosts.len(), n.sessions.len), (0, 0));
             prop_assert_eq!((n.flows.len(), n.bib.len()), (0, 0));
         }
     }
@@ -2370,7 +2273,6 @@ mod tests {
             assert!(passes <= 300, "the sweep makes progress");
         }
         assert_eq!((n.mappings.len, n.hosts.len()), (0, 0));
-        assert_eq!(n.host_addrs.len(), 0);
         assert_eq!((n.flows.len(), n.bib.len()), (0, 0), "no entry left behind");
         assert!(n.pool.iter().all(|p| p.hosts == 0), "hosts unpaired");
     }
