@@ -117,11 +117,15 @@ impl<A: InsideAddr> Hosts<A> {
     #[inline]
     pub fn number(&self, a: A) -> Option<u32> {
         let h = self.hash(a);
-        // Entries of `index` are all live hosts'; `old` may hold stale ones.
-        let found = self
-            .index
-            .get(h, |num| self.rec(num).is_some_and(|r| r.addr == a));
-        found.or_else(|| self.in_old(a, h))
+        // Entries of `index` are all live hosts'; `old` may hold stale ones. The first
+        // candidate is nearly always the host: tried with one compare a slot before the
+        // full probe.
+        let is = |num: u32| self.rec(num).is_some_and(|r| r.addr == a);
+        match self.index.peek(h) {
+            Some(num) if is(num) => Some(num),
+            // `peek` looks at one line's near entries: no candidate there is not absence.
+            _ => self.index.get(h, is).or_else(|| self.in_old(a, h)),
+        }
     }
 
     /// [`Hosts::number`] in the index being copied from. Out of line: rare.
