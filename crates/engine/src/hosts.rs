@@ -78,8 +78,7 @@ impl<A: InsideAddr> Hosts<A> {
 
     #[inline]
     fn hash(&self, a: A) -> u64 {
-        let (w0, w1) = a.words();
-        self.hasher.hash([w0, w1, 0, 4 << 40])
+        Self::hash_with(&self.hasher, a)
     }
 
     #[inline(always)]
@@ -214,6 +213,8 @@ impl<A: InsideAddr> Hosts<A> {
         self.migrate(MIGRATE_STEP);
     }
 
+    /// The index's hash of address `a` (the fourth word marks a host key).
+    #[inline]
     fn hash_with(hasher: &KeyHasher, a: A) -> u64 {
         let (w0, w1) = a.words();
         hasher.hash([w0, w1, 0, 4 << 40])
