@@ -525,6 +525,28 @@ mod tests {
         ((u64::MAX - h * 0x0100_0000) & !0xffff_ffff) | t << 4
     }
 
+    /// What one model-test operation does to the index under test.
+    enum Step {
+        Insert(u64),
+        Remove(u64),
+    }
+
+    /// Applies an insert (`ins`) or remove of `val` (hash `hash` when inserted) to the model;
+    /// says what the index must do (nothing for a value already in, or not there to remove).
+    fn step(model: &mut HashMap<u32, u64>, ins: bool, val: u32, hash: u64) -> Option<Step> {
+        if ins {
+            match model.entry(val) {
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(hash);
+                    Some(Step::Insert(hash))
+                }
+                std::collections::hash_map::Entry::Occupied(_) => None,
+            }
+        } else {
+            model.remove(&val).map(Step::Remove)
+        }
+    }
+
     proptest! {
         /// The index agrees with a HashMap model under inserts and removes with colliding
         /// hashes: few distinct homes force long runs, far entries (15+ slots from home, whose
@@ -534,14 +556,12 @@ mod tests {
             let mut idx = FlowIndex::with_capacity(64, 64);
             let mut model: HashMap<u32, u64> = HashMap::new();
             for (ins, val, h, t) in ops {
-                let hash = colliding(h, t);
-                if ins {
-                    if let std::collections::hash_map::Entry::Vacant(e) = model.entry(val) {
-                        e.insert(hash);
-                        prop_assert!(idx.insert(hash, val));
+                match step(&mut model, ins, val, colliding(h, t)) {
+                    Some(Step::Insert(hh)) => prop_assert!(idx.insert(hh, val)),
+                    Some(Step::Remove(hh)) => {
+                        prop_assert!(idx.remove(hh, val, |v| model.get(&v).copied()))
                     }
-                } else if let Some(hh) = model.remove(&val) {
-                    prop_assert!(idx.remove(hh, val, |v| model.get(&v).copied()));
+                    None => {}
                 }
                 prop_assert_eq!(idx.len(), model.len());
                 for (&v, &hh) in &model {
@@ -561,16 +581,16 @@ mod tests {
             let mut s1: SidedIndex<1> = SidedIndex::with_capacity(64, 128);
             let mut model: HashMap<u32, u64> = HashMap::new();
             for (ins, val, h, t) in ops {
-                let hash = colliding(h, t);
-                if ins {
-                    if let std::collections::hash_map::Entry::Vacant(e) = model.entry(val) {
-                        e.insert(hash);
-                        prop_assert!(s0.insert(hash, val));
-                        prop_assert!(s1.insert(hash, val));
+                match step(&mut model, ins, val, colliding(h, t)) {
+                    Some(Step::Insert(hh)) => {
+                        prop_assert!(s0.insert(hh, val));
+                        prop_assert!(s1.insert(hh, val));
                     }
-                } else if let Some(hh) = model.remove(&val) {
-                    prop_assert!(s0.remove(hh, val, |v| model.get(&v).copied()));
-                    prop_assert!(s1.remove(hh, val, |v| model.get(&v).copied()));
+                    Some(Step::Remove(hh)) => {
+                        prop_assert!(s0.remove(hh, val, |v| model.get(&v).copied()));
+                        prop_assert!(s1.remove(hh, val, |v| model.get(&v).copied()));
+                    }
+                    None => {}
                 }
                 prop_assert_eq!((s0.len(), s1.len()), (model.len(), model.len()));
                 for (&v, &hh) in &model {
