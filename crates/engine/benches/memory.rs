@@ -137,6 +137,21 @@ fn nat44(n: u32) -> Engine {
     .unwrap()
 }
 
+/// A NAT64 engine for `n` sessions.
+fn nat64(n: u32) -> Engine {
+    Engine::new(EngineConfig {
+        nat64: Some(Nat64Config {
+            prefix: "2001:db8:64::/96".parse().unwrap(),
+            pool4: vec!["198.19.0.0/22".parse().unwrap()],
+            limits: limits(n),
+            ..Nat64Config::default()
+        }),
+        seed: 1,
+        ..EngineConfig::default()
+    })
+    .unwrap()
+}
+
 fn main() {
     // `XLAT_BENCH_SIZES=1000,1000000` picks the sizes.
     let sizes: Vec<u32> = std::env::var("XLAT_BENCH_SIZES")
@@ -177,19 +192,7 @@ fn main() {
             measure(
                 name,
                 n,
-                || {
-                    Engine::new(EngineConfig {
-                        nat64: Some(Nat64Config {
-                            prefix: "2001:db8:64::/96".parse().unwrap(),
-                            pool4: vec!["198.19.0.0/22".parse().unwrap()],
-                            limits: limits(n),
-                            ..Nat64Config::default()
-                        }),
-                        seed: 1,
-                        ..EngineConfig::default()
-                    })
-                    .unwrap()
-                },
+                || nat64(n),
                 |i| {
                     let mut src = [0u8; 16];
                     src[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
