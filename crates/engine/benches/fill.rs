@@ -1,7 +1,12 @@
 //! New-session rate while the table fills to 10,000,000 sessions (NAT44 and NAT64, port
 //! allocation included; one mapping per session, the worst case). Prints sessions per second
-//! for each tenth of the fill, so a rate that falls as the table grows shows. Packets are built
-//! ahead in chunks and only the engine calls are timed.
+//! for each tenth of the fill, so a rate that falls as the table grows shows, and the longest
+//! batch of the fill: a table that grows all at once (a rehash) holds up the batch that makes
+//! it grow. Packets are built ahead in chunks and only the engine calls are timed.
+//! Workloads (`XLAT_BENCH_FILL_WORKLOADS=nat44,nat64,...`, default all): `nat44` and `nat64`,
+//! 1,000 sessions per inside host; `nat64¹`, one session per IPv6 host (the host table grows
+//! with the sessions); `nat44²`, two sessions per mapping to two remote addresses (every
+//! mapping's second address goes to the filter's table of extra remote addresses).
 //! Packets go through `Engine::process_batch` in batches of 64, as the daemon passes each TUN
 //! read batch; `XLAT_BENCH_FILL_BATCH=1` calls `Engine::process` per packet instead (what
 //! this bench did before).
@@ -75,19 +80,39 @@ fn pkt44(i: u32) -> Vec<u8> {
 
 /// Flow i of NAT64: 2001:db8::(i / 1000) port 1024 + i % 1000, to 2001:db8:64::203.0.113.1.
 fn pkt64(i: u32) -> Vec<u8> {
+    pkt64_from(i / 1000, 1024 + (i % 1000) as u16)
+}
+
+/// NAT64 flow from host 2001:db8::`host` port `port` to 2001:db8:64::203.0.113.1 port 53.
+fn pkt64_from(host: u32, port: u16) -> Vec<u8> {
     let mut src = [0u8; 16];
     src[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
-    src[12..].copy_from_slice(&(i / 1000).to_be_bytes());
+    src[12..].copy_from_slice(&host.to_be_bytes());
     let mut dst = [0u8; 16];
     dst[..6].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0x64]);
     dst[12..].copy_from_slice(&[203, 0, 113, 1]);
-    common::ip6(
-        src,
-        dst,
+    common::ip6(src, dst, 17, common::udp(port, 53, &[0xab; 16]), 64)
+}
+
+/// Flow i of `nat44²`: mapping i / 2 (host 198.18.x.y = i / 2000, port 1024 + i / 2 % 1000)
+/// to 203.0.113.1 or .2 (i % 2), port 53.
+fn pkt44_two(i: u32) -> Vec<u8> {
+    let m = i / 2;
+    let h = ((m / 1000) as u16).to_be_bytes();
+    common::ip4(
+        [198, 18, h[0], h[1]],
+        [203, 0, 113, 1 + (i % 2) as u8],
         17,
-        common::udp(1024 + (i % 1000) as u16, 53, &[0xab; 16]),
+        common::udp(1024 + (m % 1000) as u16, 53, &[0xab; 36]),
         64,
+        0,
+        1,
     )
+}
+
+/// Flow i of `nat64¹`: host 2001:db8::1:0:0 + i, port 1024, to 2001:db8:64::203.0.113.1.
+fn pkt64_one(i: u32) -> Vec<u8> {
+    pkt64_from(i | 1 << 31, 1024)
 }
 
 fn fill(name: &str, n: u32, mut e: Engine, pkt: fn(u32) -> Vec<u8>) {
@@ -101,6 +126,8 @@ fn fill(name: &str, n: u32, mut e: Engine, pkt: fn(u32) -> Vec<u8>) {
     let tenth = (n / 10).max(1);
     let mut spent = Duration::ZERO;
     let mut total = Duration::ZERO;
+    // The longest batch (or packet, batch 1) and how many sessions the table held before it.
+    let mut longest = (Duration::ZERO, 0u32);
     let mut done = 0u32;
     let mut since = 0u32;
     print!("{name:>6} M sessions/s per tenth:");
@@ -115,12 +142,15 @@ fn fill(name: &str, n: u32, mut e: Engine, pkt: fn(u32) -> Vec<u8>) {
         if batch <= 1 {
             for j in 0..k as usize {
                 let mut b = PacketBuf::new(&mut bufs[j], HEADROOM, lens[j]).unwrap();
+                let t = Instant::now();
                 e.process(Time(0), &mut b);
+                longest = longest.max((t.elapsed(), done + j as u32));
             }
         } else {
-            for (bs, ls) in bufs[..k as usize]
+            for (i, (bs, ls)) in bufs[..k as usize]
                 .chunks_mut(batch)
                 .zip(lens[..k as usize].chunks(batch))
+                .enumerate()
             {
                 let mut pkts: Vec<PacketBuf> = bs
                     .iter_mut()
@@ -128,7 +158,9 @@ fn fill(name: &str, n: u32, mut e: Engine, pkt: fn(u32) -> Vec<u8>) {
                     .map(|(b, &l)| PacketBuf::new(b, HEADROOM, l).unwrap())
                     .collect();
                 let n = pkts.len();
+                let t = Instant::now();
                 e.process_batch(Time(0), &mut pkts, &mut verdicts[..n]);
+                longest = longest.max((t.elapsed(), done + (i * batch) as u32));
             }
         }
         let d = t.elapsed();
@@ -144,9 +176,11 @@ fn fill(name: &str, n: u32, mut e: Engine, pkt: fn(u32) -> Vec<u8>) {
     }
     let st = e.stats();
     println!(
-        " | overall {:.2} M/s, {} sessions",
+        " | overall {:.2} M/s, {} sessions; longest batch {:.2} ms (at {} sessions)",
         f64::from(n) / total.as_secs_f64() / 1e6,
-        st.sessions
+        st.sessions,
+        longest.0.as_secs_f64() * 1e3,
+        longest.1
     );
     assert_eq!(st.sessions, u64::from(n), "every flow opened a session");
     drain(name, e, n, pkt);
@@ -247,6 +281,9 @@ fn batch_times(e: &mut Engine, n: u32, pkt: fn(u32) -> Vec<u8>) -> Vec<Duration>
     times
 }
 
+/// A fill's name, its engine for n sessions and its flow i's packet.
+type Workload = (&'static str, fn(u32) -> Engine, fn(u32) -> Vec<u8>);
+
 fn main() {
     let n: u32 = std::env::var("XLAT_BENCH_FILL")
         .ok()
@@ -261,10 +298,21 @@ fn main() {
         Ok("0") => &[false],
         _ => &[true, false],
     };
+    let workloads: [Workload; 4] = [
+        ("nat44", nat44, pkt44),
+        ("nat64", nat64, pkt64),
+        ("nat64¹", nat64, pkt64_one),
+        ("nat44²", nat44, pkt44_two),
+    ];
+    let chosen = std::env::var("XLAT_BENCH_FILL_WORKLOADS").unwrap_or_default();
+    let chosen: Vec<&str> = chosen.split(',').filter(|w| !w.is_empty()).collect();
     for &pf in modes {
         set_prefault(pf);
         println!("prefault = {pf}");
-        fill("nat44", n, nat44(n), pkt44);
-        fill("nat64", n, nat64(n), pkt64);
+        for &(name, engine, pkt) in &workloads {
+            if chosen.is_empty() || chosen.contains(&name) {
+                fill(name, n, engine(n), pkt);
+            }
+        }
     }
 }
