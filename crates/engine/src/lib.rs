@@ -43,6 +43,7 @@ pub mod nat44;
 pub mod nat64;
 pub mod offload;
 mod ports;
+mod records;
 pub mod rfc6052;
 mod rng;
 pub mod shard;
