@@ -35,6 +35,7 @@ use crate::hosts::Hosts;
 use crate::index::{KeyHasher, SidedIndex};
 use crate::mem::{Chunks, FixedVec, Store};
 use crate::ports::PortMap;
+use crate::records::{Record, Records};
 use crate::rng::Rng;
 use crate::snapshot::{PoolUse, SessionInfo, Stats};
 use crate::tcp::{self as tcpsm, Dir, Lifetime, TcpState};
@@ -390,6 +391,34 @@ struct RemoteRef {
     expires: Stamp,
 }
 
+/// A filter entry of a mapping for a remote address other than the one the mapping holds
+/// ([`Napt::remotes`]): live while it has sessions.
+#[derive(Clone, Copy)]
+struct SpilledRemote {
+    map: u32,
+    r: RemoteRef,
+}
+
+impl Record for SpilledRemote {
+    type Key = (u32, u32);
+    #[inline(always)]
+    fn key(&self) -> (u32, u32) {
+        (self.map, self.r.addr)
+    }
+    #[inline(always)]
+    fn live(&self) -> bool {
+        self.r.sessions > 0
+    }
+    fn release(&mut self) {
+        self.r.sessions = 0;
+    }
+    /// The fourth word marks a (mapping, remote address) key.
+    #[inline]
+    fn words((map, addr): (u32, u32)) -> [u64; 4] {
+        [u64::from(map), u64::from(addr), 0, 5 << 40]
+    }
+}
+
 struct PoolAddr {
     addr: u32,
     hosts: u32,
@@ -580,8 +609,10 @@ pub struct Napt<A> {
     /// table for each direction.
     flows: SidedIndex<0>,
     hasher: KeyHasher,
-    /// Filter entries beyond the one each mapping holds, by (mapping, remote address).
-    remotes: HashMap<(u32, u32), RemoteRef>,
+    /// Filter entries beyond the one each mapping holds, by (mapping, remote address): as
+    /// many as the remote addresses outside senders get mappings to talk to, so they grow
+    /// without a rehash stall ([`Records`]).
+    remotes: Records<SpilledRemote>,
     rng: Rng,
     sweep_cursor: usize,
     /// Sessions may be handed to a fast path ([`Napt::set_offload`]).
@@ -699,7 +730,7 @@ impl<A: InsideAddr> Napt<A> {
             sessions: Slab::with_capacity(max),
             flows: SidedIndex::with_capacity(max, max * 2),
             hasher: KeyHasher::new(seed ^ 0x5bd1_e995_7f4a_7c15),
-            remotes: HashMap::new(),
+            remotes: Records::new(max, seed ^ 0x9e37_79b9_7f4a_7c15),
             rng: Rng::new(seed),
             sweep_cursor: 0,
             offload: false,
@@ -1263,7 +1294,8 @@ impl<A: InsideAddr> Napt<A> {
         if m.remote.sessions > 0 && m.remote.addr == raddr {
             return Some(&m.remote);
         }
-        self.remotes.get(&(mid, raddr))
+        let num = self.remotes.number((mid, raddr))?;
+        self.remotes.get(num).map(|s| &s.r)
     }
 
     /// Copies a session's new expiry `e` to its mapping and filter entry.
@@ -1280,8 +1312,8 @@ impl<A: InsideAddr> Napt<A> {
                 return;
             }
         }
-        if let Some(r) = self.remotes.get_mut(&(mid, raddr)) {
-            r.expires = r.expires.max(e);
+        if let Some(s) = self.remotes.find_mut((mid, raddr)) {
+            s.r.expires = s.r.expires.max(e);
         }
     }
 
@@ -1709,30 +1741,35 @@ impl<A: InsideAddr> Napt<A> {
             // or if it is free and the address has no entry elsewhere; other addresses spill
             // over.
             let r = &mut m.remote;
-            let inline = if r.sessions == 0 {
-                let free = !remotes.contains_key(&(mid, remote.addr));
-                if free {
-                    *r = RemoteRef {
-                        addr: remote.addr,
-                        sessions: 0,
-                        expires: stamp,
-                    };
-                }
-                free
-            } else {
-                r.addr == remote.addr
-            };
-            let r = if inline {
-                r
-            } else {
-                remotes.entry((mid, remote.addr)).or_insert(RemoteRef {
+            let r = if r.sessions > 0 && r.addr == remote.addr {
+                Some(r)
+            } else if let Some(num) = remotes.number((mid, remote.addr)) {
+                remotes.get_mut(num).map(|s| &mut s.r)
+            } else if r.sessions == 0 {
+                *r = RemoteRef {
                     addr: remote.addr,
                     sessions: 0,
                     expires: stamp,
-                })
+                };
+                Some(r)
+            } else {
+                // A new entry, born with this session; not made only past `max_sessions`
+                // live entries, which as many sessions would take first.
+                let made = remotes.insert(SpilledRemote {
+                    map: mid,
+                    r: RemoteRef {
+                        addr: remote.addr,
+                        sessions: 1,
+                        expires: stamp,
+                    },
+                });
+                debug_assert!(made.is_some(), "an entry per session at most");
+                None
             };
-            r.sessions += 1;
-            r.expires = r.expires.max(stamp);
+            if let Some(r) = r {
+                r.sessions += 1;
+                r.expires = r.expires.max(stamp);
+            }
             m.sessions += 1;
             m.expires = m.expires.max(stamp);
         }
@@ -1856,10 +1893,13 @@ impl<A: InsideAddr> Napt<A> {
         };
         if m.remote.sessions > 0 && m.remote.addr == s.remote_addr {
             m.remote.sessions -= 1;
-        } else if let Some(r) = self.remotes.get_mut(&(s.map, s.remote_addr)) {
-            r.sessions = r.sessions.saturating_sub(1);
-            if r.sessions == 0 {
-                self.remotes.remove(&(s.map, s.remote_addr));
+        } else if let Some(num) = self.remotes.number((s.map, s.remote_addr)) {
+            if let Some(r) = self.remotes.get_mut(num).map(|x| &mut x.r) {
+                if r.sessions > 1 {
+                    r.sessions -= 1;
+                } else {
+                    self.remotes.remove(num);
+                }
             }
         }
         m.sessions = m.sessions.saturating_sub(1);
@@ -2198,6 +2238,82 @@ mod tests {
         while n.expire(t2.plus_secs(1000), 1024, &mut c) > 0 {}
         assert_eq!(n.hosts.len(), 0);
         assert_eq!((n.flows.len(), n.bib.len()), (0, 0));
+    }
+
+    proptest::proptest! {
+        /// RFC 4787 REQ-8 address-dependent filtering while mappings talk to several remote
+        /// addresses (all but one per mapping in [`Napt::remotes`]; with 80 addresses, through
+        /// its growths): an inbound packet from a new port of remote address R is admitted
+        /// exactly when the mapping has a session with R that has not timed out, and nothing
+        /// is left once all have gone.
+        #[test]
+        fn address_dependent_filter_admits_exactly_the_live_remote_addresses(
+            addrs in proptest::prop_oneof![proptest::strategy::Just(5u32), proptest::strategy::Just(80)],
+            ops in proptest::collection::vec((0u8..3, 0u16..3, 0u32..80, 0u8..4), 1..300)
+        ) {
+            use proptest::prelude::*;
+            let mut n: Napt<u32> = Napt::new(
+                NaptConfig {
+                    mode: Nat44Mode::Napt,
+                    filtering: Filtering::AddressDependent,
+                    ports: (1024, 65535),
+                    timeouts: Timeouts::default(),
+                    limits: Limits::default(),
+                    inbound_refresh: true,
+                },
+                &["198.19.0.0/31".parse().unwrap()],
+                1,
+            );
+            let mut c = Counters::default();
+            let udp = Timeouts::default().udp;
+            let int = |p: u16| Endpoint { addr: 0xc612_0001, port: 1000 + p };
+            let remote = |r: u32, port: u16| Endpoint { addr: 0xcb00_7100 + r, port };
+            // (inside port, remote address, remote port) -> when its session times out.
+            let mut model: HashMap<(u16, u32, u16), u64> = HashMap::new();
+            // Inside port -> the outside endpoint its mapping was last given.
+            let mut ext: HashMap<u16, Endpoint> = HashMap::new();
+            let mut now = 1u64;
+            for (op, p, r, dt) in ops {
+                let r = r % addrs;
+                now += [0, 10, 120, 400][usize::from(dt)];
+                let t = Time::from_secs(now);
+                match op {
+                    0 => {
+                        let e = n.outbound(t, Proto::Udp, int(p), remote(r, 53), 0, &mut c).unwrap();
+                        ext.insert(p, e);
+                        model.insert((p, r, 53), now + udp);
+                    }
+                    1 => {
+                        let Some(&e) = ext.get(&p) else { continue };
+                        let live = |m: &HashMap<(u16, u32, u16), u64>| {
+                            m.iter().filter(|((q, a, _), _)| *q == p && *a == r).map(|(_, &x)| x).max()
+                        };
+                        let until = live(&model);
+                        // Skip the instants a timeout falls on (the mapping's coarse stamp).
+                        if until.is_some_and(|u| u.abs_diff(now) < 2) {
+                            continue;
+                        }
+                        // A port of R no session of this mapping uses.
+                        let got = n.inbound(t, Proto::Udp, e, remote(r, 9000 + p), 0, &mut c);
+                        let admitted = until.is_some_and(|u| now < u);
+                        prop_assert_eq!(got.is_ok(), admitted, "inside port {}, remote {} at {}", p, r, now);
+                        if admitted {
+                            prop_assert_eq!(got.unwrap(), int(p));
+                            model.insert((p, r, 9000 + p), now + udp);
+                        }
+                    }
+                    _ => {
+                        n.expire(t, 1024, &mut c);
+                    }
+                }
+                // Timed out sessions leave the model (the engine removes them lazily), not
+                // before the instants skipped above have passed.
+                model.retain(|_, &mut u| u + 2 > now);
+            }
+            let end = Time::from_secs(now + 100_000);
+            while n.expire(end, 1024, &mut c) > 0 {}
+            prop_assert_eq!((n.sessions.len, n.mappings.len, n.remotes.len()), (0, 0, 0));
+        }
     }
 
     proptest::proptest! {
