@@ -2,7 +2,8 @@
 //! IPv4 and IPv4 -> IPv6 for established NAT64 sessions, and both directions of SIIT (which
 //! keeps no per-flow state; the flows are there to make the packets differ). 64-byte packets
 //! on the input side, batches of 64 through `Engine::process_batch`. `XLAT_BENCH_FLOWS` sets
-//! the flow count.
+//! the flow count. NAT64 runs twice: 1,000 sessions per IPv6 host, and one per host (a
+//! host's record, which the session names by number, is then a line of its own).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -31,10 +32,15 @@ fn flows() -> u32 {
 
 /// IPv6 host 2001:db8::(i / 1000), port 1024 + i % 1000.
 fn host6(i: u32) -> ([u8; 16], u16) {
+    host6_of(i, 1000)
+}
+
+/// IPv6 host 2001:db8::(i / per_host), port 1024 + i % per_host.
+fn host6_of(i: u32, per_host: u32) -> ([u8; 16], u16) {
     let mut a = [0u8; 16];
     a[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
-    a[12..].copy_from_slice(&(i / 1000).to_be_bytes());
-    (a, 1024 + (i % 1000) as u16)
+    a[12..].copy_from_slice(&(i / per_host).to_be_bytes());
+    (a, 1024 + (i % per_host) as u16)
 }
 
 /// 203.0.113.1 in the pref64 2001:db8:64::/96.
@@ -93,6 +99,12 @@ fn scattered(n: u32, i: usize) -> u32 {
 }
 
 fn nat64(c: &mut Criterion) {
+    nat64_with(c, 1000, "sessions");
+    nat64_with(c, 1, "sessions_one_per_host");
+}
+
+/// NAT64 both ways at `per_host` sessions per IPv6 host; `label` names the runs.
+fn nat64_with(c: &mut Criterion, per_host: u32, label: &str) {
     let n = flows();
     let mut g = c.benchmark_group("nat64_established_udp64");
     g.throughput(Throughput::Elements(BATCH as u64));
@@ -119,7 +131,7 @@ fn nat64(c: &mut Criterion) {
     // Open every session from the IPv6 side; its outside endpoint gives the return packet.
     let mut ext = vec![([0u8; 4], 0u16); n as usize];
     for i in 0..n {
-        let (a, p) = host6(i);
+        let (a, p) = host6_of(i, per_host);
         let mut b = pkt6(a, p);
         assert_eq!(e.process_vec(Time(0), &mut b), Verdict::Forward);
         ext[i as usize] = (
@@ -128,7 +140,7 @@ fn nat64(c: &mut Criterion) {
         );
     }
     let out = Arrivals::new(n as usize, |i| {
-        let (a, p) = host6(scattered(n, i));
+        let (a, p) = host6_of(scattered(n, i), per_host);
         pkt6(a, p)
     });
     let back = Arrivals::new(n as usize, |i| {
@@ -137,9 +149,9 @@ fn nat64(c: &mut Criterion) {
     });
     drop(ext);
     let mut r = Run::new(e, out);
-    g.bench_function(format!("{n}_sessions_6to4_batch"), |b| b.iter(|| r.batch()));
+    g.bench_function(format!("{n}_{label}_6to4_batch"), |b| b.iter(|| r.batch()));
     r.pkts = back;
-    g.bench_function(format!("{n}_sessions_4to6_batch"), |b| b.iter(|| r.batch()));
+    g.bench_function(format!("{n}_{label}_4to6_batch"), |b| b.iter(|| r.batch()));
     assert_eq!(r.e.counters().total_drops(), 0);
     g.finish();
 }

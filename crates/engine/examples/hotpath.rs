@@ -13,7 +13,8 @@
 //! other work shares the cores) and wall time.
 //!
 //! Usage: hotpath SESSIONS PACKETS [batch|single|nat64out|nat64in|fill44|fill64]
-//! (`XLAT_PREFAULT=1`: tables made resident before the timed loop).
+//! (`XLAT_PREFAULT=1`: tables made resident before the timed loop; `XLAT_PER_HOST=N`: NAT64
+//! flows per IPv6 host, default 60,000).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -33,16 +34,30 @@ fn udp64(src: [u8; 4], sport: u16) -> [u8; 64] {
     p
 }
 
-/// 64-byte UDP/IPv6 from host `i` (2001:db8::(i / 60000), port 1024 + i % 60000) to
+/// Flows per IPv6 host in the NAT64 modes: `XLAT_PER_HOST` (default 60,000; 1 makes every
+/// flow its own host, the host table's worst case).
+fn per_host() -> u32 {
+    static K: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *K.get_or_init(|| {
+        std::env::var("XLAT_PER_HOST")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(60_000u32)
+            .clamp(1, 60_000)
+    })
+}
+
+/// 64-byte UDP/IPv6 from host `i` (2001:db8::(i / per_host), port 1024 + i % per_host) to
 /// 203.0.113.1 in the pref64 2001:db8:64::/96.
 fn udp6(i: u32) -> [u8; 64] {
+    let k = per_host();
     let mut p = [0u8; 64];
     p[..8].copy_from_slice(&[0x60, 0, 0, 0, 0, 24, 17, 64]);
     p[8..12].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
-    p[20..24].copy_from_slice(&(i / 60000).to_be_bytes());
+    p[20..24].copy_from_slice(&(i / k).to_be_bytes());
     p[24..30].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0x64]);
     p[36..40].copy_from_slice(&[203, 0, 113, 1]);
-    p[40..42].copy_from_slice(&(1024 + (i % 60000) as u16).to_be_bytes());
+    p[40..42].copy_from_slice(&(1024 + (i % k) as u16).to_be_bytes());
     p[42..44].copy_from_slice(&53u16.to_be_bytes());
     p[44..46].copy_from_slice(&24u16.to_be_bytes());
     let mut ph = [0u8; 40];

@@ -64,6 +64,14 @@ impl<A: InsideAddr> Hosts<A> {
         }
     }
 
+    /// Starts fetching the record a `held` value names, if it names one (an IPv6 host).
+    #[inline(always)]
+    pub fn prefetch(&self, held: u32) {
+        if A::from_held(held).is_none() {
+            self.recs.prefetch(held);
+        }
+    }
+
     /// How sessions and mappings hold the address of host `num`.
     #[cfg(test)]
     pub fn held(&self, num: u32) -> Option<u32> {

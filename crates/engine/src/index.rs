@@ -239,17 +239,9 @@ impl FlowIndex {
 
     #[inline]
     fn prefetch_slot(&self, i: usize) {
-        #[cfg(target_arch = "x86_64")]
         if let Some(p) = self.slots.get(i) {
-            // SAFETY: prefetch has no architectural effect; the pointer is valid anyway.
-            unsafe {
-                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                    (p as *const u32).cast::<i8>(),
-                )
-            };
+            crate::mem::prefetch(p);
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = i;
     }
 
     /// The value in the first slot that may hold `hash`'s entry, without comparing keys: a

@@ -407,6 +407,15 @@ impl Engine {
                         _ => {}
                     }
                 }
+                // Stage 2b: NAT64 sessions hold an IPv6 host's number, and with many hosts
+                // its record is a third line to fetch ([`nat64::Nat64::prefetch_host`]).
+                if let Some(n) = self.nat64.as_ref().filter(|n| n.hosts_beyond_cache()) {
+                    for pl in &plans {
+                        if let Plan::Nat64(l) = pl {
+                            n.prefetch_host(l);
+                        }
+                    }
+                }
             }
             let chunk = pkts.get_mut(start..end).unwrap_or(&mut []);
             let vs = verdicts.get_mut(start..end).unwrap_or(&mut []);

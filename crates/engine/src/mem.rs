@@ -42,6 +42,21 @@ pub fn set_prefault(on: bool) {
     PREFAULT.store(on, Ordering::Relaxed);
 }
 
+/// Starts fetching the cache line holding `p` (a hint: no architectural effect), for batch
+/// stages that look a record up before the packet that needs it is translated.
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch has no architectural effect; the pointer is valid anyway.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+            (p as *const T).cast::<i8>(),
+        )
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Bytes mapped (reserved; resident only where written) by the engine's large tables.
 pub fn mapped_bytes() -> usize {
     MAPPED.load(Ordering::Relaxed)

@@ -546,17 +546,9 @@ impl<T, S: Store<Slot<T>>> Slab<T, S> {
         }
     }
     fn prefetch(&self, i: u32) {
-        #[cfg(target_arch = "x86_64")]
         if let Some(p) = self.slots.at(i as usize) {
-            // SAFETY: prefetch has no architectural effect; the pointer is valid anyway.
-            unsafe {
-                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                    (p as *const Slot<T>).cast::<i8>(),
-                )
-            };
+            crate::mem::prefetch(p);
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = i;
     }
     fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
         (0..self.slots.count()).filter_map(|i| match self.slots.at(i)? {
@@ -1336,6 +1328,23 @@ impl<A: InsideAddr> Napt<A> {
                 sid
             }
             None => self.prefetch_waiting(hash),
+        }
+    }
+
+    /// Live inside hosts.
+    #[inline]
+    pub fn hosts(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// Batch stage 2b: starts fetching the host record of session `sid`, the candidate
+    /// stage 2 returned, when it holds its inside address as a host's number (NAT64:
+    /// stage 3 reads the address to check or write it). Reads the session, whose line stage
+    /// 2 started fetching.
+    #[inline]
+    pub fn prefetch_host(&self, sid: u32) {
+        if let Some(s) = self.sessions.get(sid) {
+            self.hosts.prefetch(s.int_addr);
         }
     }
 

@@ -83,6 +83,14 @@ impl<R: Record> Records<R> {
             .get(num as usize % CHUNK)
     }
 
+    /// Starts fetching record `num` ([`crate::mem::prefetch`]).
+    #[inline(always)]
+    pub fn prefetch(&self, num: u32) {
+        if let Some(r) = self.slot(num) {
+            crate::mem::prefetch(r);
+        }
+    }
+
     #[inline(always)]
     fn slot_mut(&mut self, num: u32) -> Option<&mut R> {
         self.chunks
