@@ -156,6 +156,17 @@ impl FlowIndex {
         self.len
     }
 
+    /// Makes slots `from..to` resident ([`Zeroed::populate`]): for an index being prepared.
+    pub fn populate(&mut self, from: usize, to: usize) {
+        self.slots.populate(from, to);
+    }
+
+    /// Gives the memory of slots `from..to` back ([`Zeroed::release`]): for an index no
+    /// lookup will read again, on its way out.
+    pub fn release(&mut self, from: usize, to: usize) {
+        self.slots.release(from, to);
+    }
+
     /// The entries it holds at its maximum load (at least the `entries` it was made for).
     pub fn room(&self) -> usize {
         self.slots.len() * LOAD_NUM / LOAD_DEN
