@@ -30,8 +30,13 @@ impl<A: InsideAddr> Record for HostRec<A> {
     fn live(&self) -> bool {
         self.live
     }
-    fn release(&mut self) {
+    /// A released host keeps its address ([`Hosts::addr`]); its mapping count is the link.
+    fn release(&mut self, next: u32) {
         self.live = false;
+        self.mappings = next;
+    }
+    fn next_free(&self) -> u32 {
+        self.mappings
     }
     /// The fourth word marks a host key.
     #[inline]

@@ -409,8 +409,13 @@ impl Record for SpilledRemote {
     fn live(&self) -> bool {
         self.r.sessions > 0
     }
-    fn release(&mut self) {
+    /// Its expiry is the link.
+    fn release(&mut self, next: u32) {
         self.r.sessions = 0;
+        self.r.expires = Stamp(next);
+    }
+    fn next_free(&self) -> u32 {
+        self.r.expires.0
     }
     /// The fourth word marks a (mapping, remote address) key.
     #[inline]
