@@ -1461,7 +1461,11 @@ impl<A: InsideAddr> Napt<A> {
         let inbound = matches!(key, FlowKey::In(..));
         self.flows.prefetch_next_line(inbound, hash);
         let h = match *key {
-            FlowKey::Out(proto, int, _) => self.bib_hash(proto, int.addr.words(), int.port, false),
+            FlowKey::Out(proto, int, _) => {
+                // A new mapping looks its host up by address.
+                self.hosts.prefetch_addr(int.addr);
+                self.bib_hash(proto, int.addr.words(), int.port, false)
+            }
             FlowKey::In(proto, ext, _) => {
                 self.bib_hash(proto, (u64::from(ext.addr), 0), ext.port, true)
             }

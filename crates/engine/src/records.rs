@@ -103,6 +103,17 @@ impl<R: Record> Records<R> {
             .get(num as usize % CHUNK)
     }
 
+    /// Starts fetching the index slots [`Records::number`] of `key` reads: the index's, and
+    /// the old index's while it is being copied (a key not found is looked for there too).
+    #[inline]
+    pub fn prefetch_key(&self, key: R::Key) {
+        let h = self.hash(key);
+        self.index.prefetch(h);
+        if let Some((old, _)) = &self.old {
+            old.prefetch(h);
+        }
+    }
+
     /// Starts fetching record `num` ([`crate::mem::prefetch`]).
     #[inline(always)]
     pub fn prefetch(&self, num: u32) {

@@ -41,15 +41,6 @@ use crate::snapshot::{SessionInfo, Stats};
 use crate::{Time, Verdict};
 use xlat_wire::field::{u16_at, u32_at, u8_at};
 
-/// IPv6 hosts whose records (32 bytes each) a core's cache keeps beside the sessions: beyond
-/// this, batch stage 2b fetches them ([`Nat64::hosts_beyond_cache`]). Measured at 1M
-/// sessions (ns/packet out, stage 2b off / on): 17 hosts 60 / 65, 62,500 hosts 78 / 69,
-/// 1M hosts 173 / 77. Tests run stage 2b always (it reads sessions batch stage 2 named).
-#[cfg(not(test))]
-const HOSTS_CACHED: usize = 4096;
-#[cfg(test)]
-const HOSTS_CACHED: usize = 0;
-
 /// What batch stage 1 learned about a NAT64 packet: its session-index key and hash, and
 /// whether it may take the established-flow lane ([`Nat64::lane`]).
 #[derive(Clone, Copy, Debug)]
@@ -359,7 +350,7 @@ impl Nat64 {
     /// read its host's number costs more than it saves.
     #[inline]
     pub fn hosts_beyond_cache(&self) -> bool {
-        self.napt.hosts() > HOSTS_CACHED
+        self.napt.hosts() > crate::hosts::CACHED
     }
 
     /// Batch stage 2b: starts fetching the IPv6 host's record of the session stage 2 found
