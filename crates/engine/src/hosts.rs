@@ -91,9 +91,15 @@ impl<A: InsideAddr> Hosts<A> {
     /// more hosts than stay in cache ([`CACHED`]).
     #[inline]
     pub fn prefetch_addr(&self, a: A) {
-        if self.recs.len() > CACHED {
+        if self.beyond_cache() {
             self.recs.prefetch_key(a);
         }
+    }
+
+    /// More hosts than stay in cache ([`CACHED`])?
+    #[inline]
+    pub fn beyond_cache(&self) -> bool {
+        self.recs.len() > CACHED
     }
 
     /// How sessions and mappings hold the address of host `num`.

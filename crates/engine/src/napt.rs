@@ -1349,10 +1349,10 @@ impl<A: InsideAddr> Napt<A> {
         }
     }
 
-    /// Live inside hosts.
+    /// More inside hosts than stay in cache ([`crate::hosts::CACHED`])?
     #[inline]
-    pub fn hosts(&self) -> usize {
-        self.hosts.len()
+    pub fn hosts_beyond_cache(&self) -> bool {
+        self.hosts.beyond_cache()
     }
 
     /// Batch stage 2b: starts fetching the host record of session `sid`, the candidate

@@ -350,7 +350,7 @@ impl Nat64 {
     /// read its host's number costs more than it saves.
     #[inline]
     pub fn hosts_beyond_cache(&self) -> bool {
-        self.napt.hosts() > crate::hosts::CACHED
+        self.napt.hosts_beyond_cache()
     }
 
     /// Batch stage 2b: starts fetching the IPv6 host's record of the session stage 2 found
