@@ -17,7 +17,9 @@
 //! (`Engine::expire_step`) and prints how long a pass takes (nothing due, then everything
 //! due) next to how long a batch of 64 established packets takes at that table size.
 //! Run: `cargo bench -p xlat-engine --bench fill` (`XLAT_BENCH_FILL=1000000` for a smaller fill;
-//! `XLAT_BENCH_PREFAULT=1` / `=0` for only prefaulted / only first-touch tables).
+//! `XLAT_BENCH_PREFAULT=1` / `=0` for only prefaulted / only first-touch tables;
+//! `XLAT_BENCH_FILL_BATCH_CPU=1` also times each batch in CPU time, to tell a long batch the
+//! engine took from one the VM took).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -145,8 +147,21 @@ fn fill(name: &str, n: u32, mut e: Engine, pkt: fn(u32) -> Vec<u8>) {
     // The same in thread CPU time, printed after the wall-clock rates.
     let (mut cpu_spent, mut cpu_total) = (Duration::ZERO, Duration::ZERO);
     let mut cpu_tenths = Vec::new();
-    // The longest batch (or packet, batch 1) and how many sessions the table held before it.
+    // The longest batch (or packet, batch 1) and how many sessions the table held before it,
+    // by wall clock and, with `XLAT_BENCH_FILL_BATCH_CPU=1`, by the thread's CPU time: a
+    // batch long by wall clock only was preempted or its vCPU descheduled, one long in CPU
+    // time too was the engine's. Off by default: reading the thread's CPU clock is a system
+    // call (~0.5 us on this VM), two per batch would lower the rates by ~8 %.
+    let batch_cpu = std::env::var_os("XLAT_BENCH_FILL_BATCH_CPU").is_some_and(|v| v == "1");
+    let cpu_now = || {
+        if batch_cpu {
+            thread_cpu()
+        } else {
+            Duration::ZERO
+        }
+    };
     let mut longest = (Duration::ZERO, 0u32);
+    let mut longest_cpu = (Duration::ZERO, 0u32);
     // Batches (packets, batch 1) over half a millisecond: 25 times a batch's usual time.
     let mut slow = 0u32;
     const SLOW: Duration = Duration::from_micros(500);
@@ -165,10 +180,11 @@ fn fill(name: &str, n: u32, mut e: Engine, pkt: fn(u32) -> Vec<u8>) {
         if batch <= 1 {
             for j in 0..k as usize {
                 let mut b = PacketBuf::new(&mut bufs[j], HEADROOM, lens[j]).unwrap();
-                let t = Instant::now();
+                let (c, t) = (cpu_now(), Instant::now());
                 e.process(Time(0), &mut b);
-                let d = t.elapsed();
+                let (d, dc) = (t.elapsed(), cpu_now().saturating_sub(c));
                 longest = longest.max((d, done + j as u32));
+                longest_cpu = longest_cpu.max((dc, done + j as u32));
                 slow += u32::from(d > SLOW);
             }
         } else {
@@ -183,10 +199,11 @@ fn fill(name: &str, n: u32, mut e: Engine, pkt: fn(u32) -> Vec<u8>) {
                     .map(|(b, &l)| PacketBuf::new(b, HEADROOM, l).unwrap())
                     .collect();
                 let n = pkts.len();
-                let t = Instant::now();
+                let (c, t) = (cpu_now(), Instant::now());
                 e.process_batch(Time(0), &mut pkts, &mut verdicts[..n]);
-                let d = t.elapsed();
+                let (d, dc) = (t.elapsed(), cpu_now().saturating_sub(c));
                 longest = longest.max((d, done + (i * batch) as u32));
+                longest_cpu = longest_cpu.max((dc, done + (i * batch) as u32));
                 slow += u32::from(d > SLOW);
             }
         }
@@ -215,11 +232,19 @@ fn fill(name: &str, n: u32, mut e: Engine, pkt: fn(u32) -> Vec<u8>) {
         longest.1
     );
     let tenths: Vec<String> = cpu_tenths.iter().map(|r| format!("{r:.2}")).collect();
-    println!(
+    print!(
         "{name:>6} per CPU second, by tenth: {} | overall {:.2} M/s",
         tenths.join(" "),
-        f64::from(n) / cpu_total.as_secs_f64() / 1e6
+        f64::from(n) / cpu_total.as_secs_f64() / 1e6,
     );
+    if batch_cpu {
+        print!(
+            "; longest batch {:.2} ms of CPU time (at {} sessions)",
+            longest_cpu.0.as_secs_f64() * 1e3,
+            longest_cpu.1
+        );
+    }
+    println!();
     assert_eq!(st.sessions, u64::from(n), "every flow opened a session");
     drain(name, e, n, pkt);
 }
