@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{a4, a6, echo, ip4, ip6, tcp, udp};
+use common::{a4, a6, echo, frags4, frags6, ip4, ip6, raw4, tcp, udp};
 use xlat_engine::shard::{owner, slice, Shards};
 use xlat_engine::*;
 
@@ -217,4 +217,409 @@ fn packets_without_a_port_have_no_owner() {
     );
     t.truncate(21);
     assert_eq!(shards.of_inbound(&t), None);
+}
+
+use xlat_engine::shard::{FragId, Owner};
+use xlat_engine::tunnel::{IsatapConfig, IsatapRole, SixToFourConfig, TunnelConfig};
+
+/// Every translator at once: NAPT with a static entry, NAT64, SIIT (its own pref64 and an
+/// EAM entry) and a 6to4 endpoint.
+fn all_config() -> EngineConfig {
+    let mut c = config();
+    if let Some(n) = c.nat44.as_mut() {
+        n.statics = vec![StaticEntry {
+            inside: "10.9.9.9".parse().unwrap(),
+            outside: "203.0.113.200".parse().unwrap(),
+        }];
+    }
+    c.siit = Some(SiitConfig {
+        prefix: Some("2001:db8:64::/96".parse().unwrap()),
+        eam: vec![Eam {
+            ipv4: "198.18.5.0/24".parse().unwrap(),
+            ipv6: "2001:db8:5::/120".parse().unwrap(),
+        }],
+        ..SiitConfig::default()
+    });
+    c.tunnel = Some(TunnelConfig {
+        sixtofour: Some(SixToFourConfig {
+            ipv4: "203.0.113.1".parse().unwrap(),
+            relay: None,
+            relay_router: false,
+            params: Default::default(),
+        }),
+        isatap: None,
+    });
+    c
+}
+
+/// The id of an IPv4 fragment as the owner function names it.
+fn frag_id(p: &[u8]) -> FragId {
+    FragId {
+        src: u32::from_be_bytes(a4_of(&p[12..16])),
+        dst: u32::from_be_bytes(a4_of(&p[16..20])),
+        proto: p[9],
+        ident: u16::from_be_bytes([p[4], p[5]]),
+    }
+}
+
+/// `Shards::owner` for every kind of packet: outbound by source (fragments too), inbound by
+/// port / identifier / the quoted packet, inbound fragments by their first fragment,
+/// stateless translators anywhere except their fragments, which meet by source.
+#[test]
+fn owner_places_every_packet_kind() {
+    let cfg = all_config();
+    for workers in [1usize, 2, 3, 8] {
+        let s = Shards::new(&cfg, workers).unwrap();
+        let by_src = |p: &[u8]| Owner::Worker(s.of_outbound(p).unwrap());
+        for i in 0..64u16 {
+            let h4 = [10, 1, 0, i as u8];
+            let mut h6 = a6("2001:db8:1::");
+            h6[14..].copy_from_slice(&i.to_be_bytes());
+            let port = 1024 + i * 977;
+            // Outbound IPv4 (NAT44) and IPv6 (NAT64): by source, fragments included.
+            for p in [
+                ip4(h4, a4("8.8.8.8"), 17, udp(port, 53, &[1; 8]), 64, 0, 1),
+                ip4(h4, a4("8.8.8.8"), 6, tcp(port, 80, 0x10), 64, 0, 1),
+                ip4(h4, a4("8.8.8.8"), 1, echo(8, port, 1, &[1; 8]), 64, 0, 1),
+                ip6(h6, a6("64:ff9b::808:808"), 17, udp(port, 53, &[1; 8]), 64),
+                ip6(
+                    h6,
+                    a6("64:ff9b::808:808"),
+                    58,
+                    echo(128, port, 1, &[1; 8]),
+                    64,
+                ),
+            ] {
+                assert_eq!(s.owner(&p), by_src(&p));
+            }
+            for f in frags4(
+                h4,
+                a4("8.8.8.8"),
+                17,
+                udp(port, 53, &[2; 40]),
+                i,
+                &[16, 16, 16],
+            ) {
+                assert_eq!(s.owner(&f), by_src(&f));
+            }
+            for f in frags6(
+                h6,
+                a6("64:ff9b::808:808"),
+                17,
+                udp(port, 53, &[2; 40]),
+                7,
+                &[16, 32],
+            ) {
+                assert_eq!(s.owner(&f), by_src(&f));
+            }
+            // Inbound to the NAT44 pool and NAT64's pool4: by port, identifier, quote.
+            for pool in [a4("198.51.100.1"), a4("192.0.2.2")] {
+                let ports = if pool[0] == 192 {
+                    20000 + i * 150
+                } else {
+                    port
+                };
+                let u = ip4(a4("8.8.8.8"), pool, 17, udp(53, ports, &[1; 8]), 64, 0, 1);
+                let t = ip4(a4("8.8.8.8"), pool, 6, tcp(80, ports, 0x12), 64, 0, 1);
+                let e = ip4(a4("8.8.8.8"), pool, 1, echo(0, port, 1, &[1; 8]), 64, 0, 1);
+                for p in [&u, &t, &e] {
+                    let k = s.of_inbound(p).unwrap();
+                    assert!(k < workers);
+                    assert_eq!(s.owner(p), Owner::Worker(k));
+                }
+                // An ICMP error about a packet that left from the mapping.
+                let out = ip4(pool, a4("8.8.8.8"), 17, udp(ports, 53, &[1; 8]), 64, 0, 1);
+                let err = ip4(
+                    a4("8.8.4.4"),
+                    pool,
+                    1,
+                    [vec![3, 3, 0, 0, 0, 0, 0, 0], out[..28].to_vec()].concat(),
+                    64,
+                    0,
+                    1,
+                );
+                assert_eq!(s.owner(&err), Owner::Worker(s.of_inbound(&u).unwrap()));
+                // A fragmented reply: the first fragment names the worker and the datagram,
+                // the later ones only the datagram.
+                let fr = frags4(
+                    a4("8.8.8.8"),
+                    pool,
+                    17,
+                    udp(53, ports, &[3; 40]),
+                    900 + i,
+                    &[16, 16, 16],
+                );
+                let id = frag_id(&fr[0]);
+                assert_eq!(
+                    s.owner(&fr[0]),
+                    Owner::FirstFragment {
+                        worker: s.of_inbound(&u).unwrap(),
+                        id
+                    }
+                );
+                for f in &fr[1..] {
+                    assert_eq!(s.owner(f), Owner::LaterFragment(id));
+                }
+                let fe = frags4(
+                    a4("8.8.8.8"),
+                    pool,
+                    1,
+                    echo(0, port, 1, &[4; 40]),
+                    77,
+                    &[24, 24],
+                );
+                assert!(
+                    matches!(s.owner(&fe[0]), Owner::FirstFragment { worker, .. } if worker == s.of_inbound(&e).unwrap())
+                );
+                assert_eq!(s.owner(&fe[1]), Owner::LaterFragment(frag_id(&fe[1])));
+            }
+            // Static NAT44: from the static host by source (it is inside), to its outside
+            // address anywhere (no state), fragments too.
+            let st = ip4(
+                a4("8.8.8.8"),
+                a4("203.0.113.200"),
+                17,
+                udp(53, port, &[1; 8]),
+                64,
+                0,
+                1,
+            );
+            assert_eq!(s.owner(&st), Owner::Any);
+            for f in frags4(
+                a4("8.8.8.8"),
+                a4("203.0.113.200"),
+                17,
+                udp(53, port, &[1; 40]),
+                5,
+                &[16, 32],
+            ) {
+                assert_eq!(s.owner(&f), Owner::Any);
+            }
+            let from_static = ip4(a4("10.9.9.9"), a4("8.8.8.8"), 47, vec![0; 8], 64, 0, 1);
+            assert_eq!(s.owner(&from_static), by_src(&from_static));
+            // SIIT: unfragmented anywhere; fragments (IPv4 and IPv6, also after another
+            // extension header) by source, so an ICMP message's fragments meet.
+            let eam4 = [198, 18, 5, i as u8];
+            let v4 = ip4(eam4, a4("8.8.8.8"), 17, udp(port, 53, &[1; 8]), 64, 0, 1);
+            let to_eam = ip4(a4("8.8.8.8"), eam4, 17, udp(53, port, &[1; 8]), 64, 0, 1);
+            assert_eq!(s.owner(&to_eam), Owner::Any);
+            let _ = v4;
+            let fr = frags4(
+                a4("8.8.8.8"),
+                eam4,
+                1,
+                echo(8, port, 1, &[5; 40]),
+                3,
+                &[16, 32],
+            );
+            for f in &fr {
+                assert_eq!(s.owner(f), by_src(f));
+            }
+            let mut eam6 = a6("2001:db8:5::");
+            eam6[15] = i as u8;
+            let to6 = ip6(h6, eam6, 17, udp(port, 53, &[1; 8]), 64);
+            assert_eq!(s.owner(&to6), Owner::Any);
+            let to_pref = ip6(
+                h6,
+                a6("2001:db8:64::808:808"),
+                58,
+                echo(128, port, 1, &[1; 8]),
+                64,
+            );
+            assert_eq!(s.owner(&to_pref), Owner::Any);
+            for f in frags6(h6, eam6, 58, echo(128, port, 1, &[6; 40]), 9, &[16, 32]) {
+                assert_eq!(s.owner(&f), by_src(&f));
+                // The same fragment behind a Destination Options header.
+                let mut d = f[..40].to_vec();
+                d[6] = 60;
+                d.extend_from_slice(&[44, 0, 1, 4, 0, 0, 0, 0]);
+                d.extend_from_slice(&f[40..]);
+                let plen = (d.len() - 40) as u16;
+                d[4..6].copy_from_slice(&plen.to_be_bytes());
+                assert_eq!(s.owner(&d), by_src(&d));
+            }
+            // 6to4: protocol 41 to the endpoint anywhere; its fragments by source (the
+            // endpoint reassembles them); IPv6 into the tunnel anywhere.
+            let inner = ip6(
+                a6("2002:c000:201::1"),
+                a6("2002:cb00:7101::1"),
+                17,
+                udp(1, 2, &[0; 8]),
+                64,
+            );
+            let p41 = raw4(a4("192.0.2.99"), a4("203.0.113.1"), 41, &inner, 64, 0, i, 0);
+            assert_eq!(s.owner(&p41), Owner::Any);
+            let f41 = raw4(
+                a4("192.0.2.99"),
+                a4("203.0.113.1"),
+                41,
+                &inner[..24],
+                64,
+                0x2000,
+                i,
+                0,
+            );
+            assert_eq!(s.owner(&f41), by_src(&f41));
+            let l41 = raw4(
+                a4("192.0.2.99"),
+                a4("203.0.113.1"),
+                41,
+                &inner[24..],
+                64,
+                3,
+                i,
+                0,
+            );
+            assert_eq!(s.owner(&l41), by_src(&l41));
+            let encap = ip6(
+                a6("2002:cb00:7101::5"),
+                a6("2002:c000:201::1"),
+                17,
+                udp(1, 2, &[0; 8]),
+                64,
+            );
+            assert_eq!(s.owner(&encap), Owner::Any);
+            // Nobody's: dropped by whichever engine reads it.
+            let stray4 = ip4(
+                a4("8.8.8.8"),
+                a4("9.9.9.9"),
+                17,
+                udp(1, 2, &[0; 8]),
+                64,
+                0,
+                1,
+            );
+            let stray6 = ip6(
+                a6("2001:db8:9::1"),
+                a6("2001:db8:9::2"),
+                17,
+                udp(1, 2, &[0; 8]),
+                64,
+            );
+            assert_eq!(s.owner(&stray4), Owner::Any);
+            assert_eq!(s.owner(&stray6), Owner::Any);
+        }
+    }
+}
+
+/// Truncated and hostile input: `owner` never panics and never names a worker that does
+/// not exist; a packet cut before its addresses or port is anyone's.
+#[test]
+fn owner_of_garbage_and_truncated_packets() {
+    let s = Shards::new(&all_config(), 3).unwrap();
+    let samples = [
+        ip4(
+            a4("10.1.0.1"),
+            a4("8.8.8.8"),
+            17,
+            udp(1, 53, &[1; 8]),
+            64,
+            0,
+            1,
+        ),
+        ip4(
+            a4("8.8.8.8"),
+            a4("198.51.100.1"),
+            17,
+            udp(53, 2000, &[1; 8]),
+            64,
+            0,
+            1,
+        ),
+        ip4(
+            a4("8.8.8.8"),
+            a4("198.51.100.1"),
+            1,
+            [vec![3, 3, 0, 0, 0, 0, 0, 0], vec![0x45; 28]].concat(),
+            64,
+            0,
+            1,
+        ),
+        ip4(
+            a4("8.8.8.8"),
+            a4("192.0.2.1"),
+            17,
+            udp(53, 20000, &[1; 8]),
+            64,
+            0x2000,
+            1,
+        ),
+        ip6(
+            a6("2001:db8::1"),
+            a6("64:ff9b::808:808"),
+            17,
+            udp(1, 53, &[1; 8]),
+            64,
+        ),
+        frags6(
+            a6("2001:db8::1"),
+            a6("2001:db8:5::1"),
+            17,
+            udp(1, 53, &[1; 16]),
+            1,
+            &[8, 16],
+        )
+        .remove(0),
+    ];
+    for p in &samples {
+        for n in 0..=p.len() {
+            match s.owner(&p[..n]) {
+                Owner::Worker(k) | Owner::FirstFragment { worker: k, .. } => assert!(k < 3),
+                Owner::LaterFragment(_) | Owner::Any => {}
+            }
+        }
+    }
+    assert_eq!(s.owner(&[]), Owner::Any);
+    assert_eq!(s.owner(&[0x45; 19]), Owner::Any);
+    assert_eq!(s.owner(&[0x60; 39]), Owner::Any);
+    assert_eq!(s.owner(&[0x10; 64]), Owner::Any);
+    // An IHL of 0 or 15 with a short packet, an ICMP error quoting nothing: no panic.
+    let mut p = samples[2].clone();
+    p[0] = 0x4f;
+    let _ = s.owner(&p);
+    p[0] = 0x40;
+    let _ = s.owner(&p);
+    // Random bytes behind each version nibble.
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..20_000 {
+        let mut b = vec![0u8; (x % 120) as usize];
+        for v in b.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *v = x as u8;
+        }
+        if let Some(f) = b.first_mut() {
+            *f = if x & 1 == 0 { 0x45 } else { 0x60 | (*f & 0x0f) };
+        }
+        match s.owner(&b) {
+            Owner::Worker(k) | Owner::FirstFragment { worker: k, .. } => assert!(k < 3),
+            _ => {}
+        }
+    }
+}
+
+/// What cannot be split by port is refused with more than one worker, naming the key.
+#[test]
+fn pool_mode_and_isatap_run_on_one_worker_only() {
+    let mut pool = config();
+    if let Some(n) = pool.nat44.as_mut() {
+        n.mode = Nat44Mode::Pool;
+    }
+    assert!(Shards::new(&pool, 1).is_ok());
+    assert_eq!(Shards::new(&pool, 2).unwrap_err().key, "nat44.mode");
+    let mut isatap = config();
+    isatap.tunnel = Some(TunnelConfig {
+        sixtofour: None,
+        isatap: Some(IsatapConfig {
+            ipv4: "203.0.113.2".parse().unwrap(),
+            role: IsatapRole::Host {
+                routers: vec!["203.0.113.3".parse().unwrap()],
+            },
+            params: Default::default(),
+        }),
+    });
+    assert!(Shards::new(&isatap, 1).is_ok());
+    assert_eq!(Shards::new(&isatap, 4).unwrap_err().key, "tunnel.isatap");
+    assert_eq!(Shards::new(&config(), 65).unwrap_err().key, "workers");
 }
