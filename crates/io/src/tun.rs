@@ -6,6 +6,12 @@
 //! so the kernel deletes it when the descriptor closes (on drop, on exit, on a crash); an existing
 //! persistent interface (`ip tuntap add ...`) is attached to and left in place.
 //!
+//! [`Tun::open_queues`] opens `n` queues of one interface for `n` packet workers: with
+//! `n > 1` each descriptor is attached with `IFF_MULTI_QUEUE`, and the kernel spreads
+//! received packets over the queues by flow (and sends a flow's packets to the queue that
+//! last wrote packets of that flow: tun's automatic flow steering); `n = 1` is [`Tun::open`].
+//! The interface lives while any queue is open.
+//!
 //! [`Tun::set_mtu`] and [`Tun::set_up`] use `SIOCSIFMTU` / `SIOCGIFFLAGS` / `SIOCSIFFLAGS` on an
 //! `AF_INET` datagram socket, as `ip link set` does. [`RecvBatch`] reads packets until the
 //! device has none left (`EAGAIN`) or the batch is full, into buffers allocated once.
@@ -78,8 +84,45 @@ fn ifreq_for(name: &str) -> Result<libc::ifreq, TunError> {
 impl Tun {
     /// Opens (creating if needed) the TUN interface `name`, non-blocking.
     pub fn open(name: &str) -> Result<Tun, TunError> {
-        let mut req = ifreq_for(name)?;
         let existed = Path::new("/sys/class/net").join(name).exists();
+        Tun::attach(name, libc::IFF_TUN | libc::IFF_NO_PI, !existed)
+    }
+
+    /// Opens `n` queues of the TUN interface `name` (creating it if needed), non-blocking:
+    /// one per packet worker. `n = 1` is [`Tun::open`]; more attach each descriptor with
+    /// `IFF_MULTI_QUEUE`, which an existing interface must have been created with
+    /// (`ip tuntap add ... multi_queue`). The first queue says whether the interface was
+    /// created; it disappears when the last queue closes.
+    pub fn open_queues(name: &str, n: usize) -> Result<Vec<Tun>, TunError> {
+        if n <= 1 {
+            return Ok(vec![Tun::open(name)?]);
+        }
+        let existed = Path::new("/sys/class/net").join(name).exists();
+        let flags = libc::IFF_TUN | libc::IFF_NO_PI | libc::IFF_MULTI_QUEUE;
+        (0..n)
+            .map(|i| {
+                Tun::attach(name, flags, !existed && i == 0).map_err(|e| match e {
+                    TunError::Ioctl { op, name, error }
+                        if existed && error.raw_os_error() == Some(libc::EINVAL) =>
+                    {
+                        TunError::Ioctl {
+                            op,
+                            error: io::Error::new(
+                                error.kind(),
+                                format!("{error} (an existing interface needs the multi_queue flag for several workers: delete it, or create it with `ip tuntap add dev {name} mode tun multi_queue`)"),
+                            ),
+                            name,
+                        }
+                    }
+                    e => e,
+                })
+            })
+            .collect()
+    }
+
+    /// Opens /dev/net/tun and attaches it to `name` with `flags` (`TUNSETIFF`).
+    fn attach(name: &str, flags: libc::c_int, created: bool) -> Result<Tun, TunError> {
+        let mut req = ifreq_for(name)?;
         // SAFETY: the path is a NUL-terminated literal; `open` has no other preconditions.
         let raw = unsafe {
             libc::open(
@@ -92,7 +135,7 @@ impl Tun {
         }
         // SAFETY: `raw` is a descriptor we just opened and own exclusively.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        req.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short;
+        req.ifr_ifru.ifru_flags = flags as libc::c_short;
         // SAFETY: TUNSETIFF reads and writes one `struct ifreq`; `req` is a valid, initialised
         // ifreq that lives across the call, and `fd` is an open /dev/net/tun descriptor.
         let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &mut req) };
@@ -106,7 +149,7 @@ impl Tun {
         Ok(Tun {
             fd,
             name: name.to_string(),
-            created: !existed,
+            created,
         })
     }
 
@@ -326,6 +369,44 @@ mod tests {
         assert!(matches!(tun.recv(&mut buf), Ok(None) | Ok(Some(_))));
         drop(tun);
         assert!(!sys.exists());
+        Ok(())
+    }
+
+    /// Several queues of one new interface (root only; skipped otherwise): each reads and
+    /// writes, the kernel spreads flows over them, and the interface goes with the last one.
+    #[test]
+    fn multi_queue_open_and_delete() -> Result<(), Box<dyn std::error::Error>> {
+        let name = format!("xlq{}", std::process::id() % 1_000_000);
+        let queues = match Tun::open_queues(&name, 3) {
+            Ok(q) => q,
+            Err(TunError::OpenDevice(e)) | Err(TunError::Ioctl { error: e, .. }) => {
+                eprintln!("skipped: cannot create a tun device here: {e}");
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        assert_eq!(queues.len(), 3);
+        assert!(queues[0].created());
+        assert!(!queues[1].created());
+        let sys = Path::new("/sys/class/net").join(&name);
+        let flags = std::fs::read_to_string(sys.join("tun_flags"))?;
+        let flags = u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16)?;
+        assert_ne!(flags & libc::IFF_MULTI_QUEUE as u32, 0, "IFF_MULTI_QUEUE");
+        queues[0].set_up()?;
+        let mut buf = [0u8; 64];
+        for q in &queues {
+            assert!(matches!(q.recv(&mut buf), Ok(None) | Ok(Some(_))));
+        }
+        // One queue open: n = 1 is the plain single-queue open (which cannot attach to a
+        // multi-queue interface, so it is refused while the others are open).
+        assert!(Tun::open(&name).is_err());
+        drop(queues);
+        assert!(!sys.exists());
+        let one = Tun::open_queues(&name, 1)?;
+        assert_eq!(one.len(), 1);
+        let flags = std::fs::read_to_string(sys.join("tun_flags"))?;
+        let flags = u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16)?;
+        assert_eq!(flags & libc::IFF_MULTI_QUEUE as u32, 0);
         Ok(())
     }
 
