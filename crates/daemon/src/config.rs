@@ -30,6 +30,8 @@ pub const DEFAULT_TUN: &str = "xlat0";
 pub const DEFAULT_ROUTE_TABLE: u32 = 4400;
 /// Default preference of the `ip rule`s that send inside traffic to that table.
 pub const DEFAULT_RULE_PREF: u32 = 4400;
+/// The most `[dataplane] workers`.
+pub const MAX_WORKERS: usize = xlat_engine::shard::MAX_WORKERS;
 
 #[path = "config_tunnel.rs"]
 mod tunnel;
@@ -107,6 +109,8 @@ pub struct DataplaneConfig {
     /// Packets a second per CPU the XDP program lets through to the slow path (new flows,
     /// TCP SYN/FIN/RST); 0 = no limit.
     pub slow_path_pps: u32,
+    /// Packet workers: threads that each own one engine shard and one TUN queue.
+    pub workers: usize,
 }
 
 /// Default `[dataplane].table_size`: recipes for 512k sessions (32 bytes each + hash
@@ -120,6 +124,7 @@ impl Default for DataplaneConfig {
             interfaces: Vec::new(),
             table_size: DEFAULT_FAST_PATH_TABLE,
             slow_path_pps: 0,
+            workers: 1,
         }
     }
 }
@@ -181,6 +186,7 @@ struct RawDataplane {
     interfaces: Option<Vec<String>>,
     table_size: Option<u32>,
     slow_path_pps: Option<u32>,
+    workers: Option<i64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -724,11 +730,22 @@ impl Config {
                 ),
             ));
         }
+        let workers = match raw.dataplane.workers {
+            None => dd.workers,
+            Some(w) if (1..=MAX_WORKERS as i64).contains(&w) => w as usize,
+            Some(w) => {
+                return Err(cx.invalid(
+                    "dataplane.workers",
+                    format!("{w} is out of range; expected 1 to {MAX_WORKERS} (one per core that should carry packets; 1 is the default)"),
+                ))
+            }
+        };
         let dataplane = DataplaneConfig {
             fast_path,
             interfaces,
             table_size,
             slow_path_pps,
+            workers,
         };
 
         let cfg = Config {
@@ -748,7 +765,43 @@ impl Config {
         cfg.engine_config(0)
             .validate()
             .map_err(|e| cx.invalid(e.key, e.problem))?;
+        cfg.check_workers(&cx)?;
         Ok(cfg)
+    }
+
+    /// `[dataplane] workers`: what can run on several workers does, the rest is refused
+    /// here with the fix (xlat_engine::shard says why each translator can or cannot).
+    fn check_workers(&self, cx: &Ctx<'_>) -> Result<(), ConfigFileError> {
+        let w = self.dataplane.workers;
+        if w == 1 {
+            return Ok(());
+        }
+        let key = "dataplane.workers";
+        if self
+            .nat44
+            .as_ref()
+            .is_some_and(|n| n.mode == Nat44Mode::Pool)
+        {
+            return Err(cx.invalid(key, format!("{w} workers cannot share nat44.mode = \"pool\": Basic NAT binds whole outside addresses to inside hosts, which cannot be split by port; set workers = 1 or nat44.mode = \"napt\"")));
+        }
+        if self.tunnel.as_ref().is_some_and(|t| t.isatap.is_some()) {
+            return Err(cx.invalid(key, format!("{w} workers cannot share [tunnel.isatap]: its router and host state and timers live in one engine; set workers = 1")));
+        }
+        for (section, ports) in [
+            ("nat44.ports", self.nat44.as_ref().map(|n| n.ports)),
+            ("nat64.ports", self.nat64.as_ref().map(|n| n.ports)),
+        ] {
+            if let Some((lo, hi)) = ports {
+                let span = u64::from(hi.saturating_sub(lo)) + 1;
+                if span < w as u64 {
+                    return Err(cx.invalid(key, format!("{w} workers need at least {w} ports in {section}, which has {span} ({lo}-{hi}): each worker takes its own slice; set fewer workers or a wider {section}")));
+                }
+            }
+        }
+        // Anything else the engine's shard layout refuses.
+        xlat_engine::shard::Shards::new(&self.engine_config(0), w)
+            .map(|_| ())
+            .map_err(|e| cx.invalid(key, format!("{}: {}", e.key, e.problem)))
     }
 
     /// Settings that work but go below an RFC's recommendation, one line each.
@@ -1290,6 +1343,66 @@ rfc6791 = "192.0.2.1"
             e.contains("dataplane.fast_path: the XDP fast path carries NAT44"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn dataplane_workers() {
+        const NAT: &str = "[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100\"]\n";
+        assert_eq!(ok(NAT).dataplane.workers, 1);
+        assert_eq!(
+            ok(&format!("{NAT}[dataplane]\nworkers = 2\n"))
+                .dataplane
+                .workers,
+            2
+        );
+        assert_eq!(
+            ok(&format!("{NAT}[dataplane]\nworkers = 64\n"))
+                .dataplane
+                .workers,
+            64
+        );
+        for bad in ["0", "-1", "65", "1000000000000"] {
+            let e = err(&format!("{NAT}[dataplane]\nworkers = {bad}\n"));
+            assert_eq!(
+                e,
+                format!("xlat.toml: dataplane.workers: {bad} is out of range; expected 1 to 64 (one per core that should carry packets; 1 is the default)")
+            );
+        }
+        let e = err(&format!("{NAT}[dataplane]\nworkers = \"2\"\n"));
+        assert!(
+            e.contains("workers = \"2\"") && e.contains("expected i64"),
+            "{e}"
+        );
+        // More workers than ports: each worker needs a slice.
+        let e = err(&format!(
+            "{NAT}ports = \"2000-2002\"\n[dataplane]\nworkers = 4\n"
+        ));
+        assert_eq!(e, "xlat.toml: dataplane.workers: 4 workers need at least 4 ports in nat44.ports, which has 3 (2000-2002): each worker takes its own slice; set fewer workers or a wider nat44.ports");
+        assert_eq!(
+            ok(&format!(
+                "{NAT}ports = \"2000-2002\"\n[dataplane]\nworkers = 3\n"
+            ))
+            .dataplane
+            .workers,
+            3
+        );
+        // Pool mode and ISATAP stay on one worker.
+        let e = err("[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.96/28\"]\nmode = \"pool\"\n[dataplane]\nworkers = 2\n");
+        assert!(
+            e.starts_with(
+                "xlat.toml: dataplane.workers: 2 workers cannot share nat44.mode = \"pool\""
+            ) && e.ends_with("set workers = 1 or nat44.mode = \"napt\""),
+            "{e}"
+        );
+        let e = err("[tunnel.isatap]\nipv4 = \"192.0.2.1\"\nrole = \"router\"\nprefix = \"2001:db8:1::/64\"\n[dataplane]\nworkers = 2\n");
+        assert!(
+            e.starts_with("xlat.toml: dataplane.workers: 2 workers cannot share [tunnel.isatap]"),
+            "{e}"
+        );
+        // Static NAT44, NAT64, SIIT and 6to4 shard.
+        ok("[nat44]\ninside = [\"198.18.0.0/24\"]\nmode = \"static\"\nstatic = [{ inside = \"198.18.0.10\", outside = \"198.19.0.10\" }]\n[dataplane]\nworkers = 4\n");
+        ok("[siit]\nprefix = \"2001:2:0:64::/96\"\n[dataplane]\nworkers = 4\n");
+        ok("[nat64]\nprefix = \"2001:2:0:64::/96\"\npool4 = [\"198.19.0.101\"]\n[dataplane]\nworkers = 4\n");
     }
 
     #[test]

@@ -13,10 +13,12 @@
 //! <- {"error":"bad request: ..."}  (on any failure)
 //! ```
 //!
-//! The packet worker owns the engine, so the packet path takes no locks: the control thread
+//! Each packet worker owns its engine, so the packet path takes no locks: the control thread
 //! ([`ControlServer`]) passes each request with a reply channel through a std mpsc channel
-//! ([`ControlMsg`]) and wakes the worker through an eventfd ([`xlat_io::sys::Waker`]); the
-//! worker answers between batches.
+//! per worker ([`ControlMsg`]) and wakes the workers through their eventfds
+//! ([`xlat_io::sys::Waker`]); each answers between batches, and the control thread merges
+//! the answers ([`merge`]: counters and tables added up, sessions listed together, one row
+//! per worker under `"workers"`).
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -31,6 +33,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tracing::{debug, info, warn};
 use xlat_dns64::Dns64Counters;
+use xlat_engine::counters::NamedCount;
 use xlat_engine::{SessionInfo, Stats};
 use xlat_io::sys::{wait_readable, Waker};
 
@@ -66,8 +69,34 @@ pub struct IoCounters {
     pub uptime_secs: u64,
 }
 
-/// The daemon's answer to `{"cmd":"stats"}`: the engine's [`Stats`] fields, plus `io`, plus
-/// `dns64` when `[dns64]` runs.
+/// One packet worker's part of `{"cmd":"stats"}` (`"workers"`, one row per worker).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerStats {
+    /// The worker's number (0 to `[dataplane] workers` - 1).
+    pub worker: u64,
+    /// Packets read from this worker's TUN queue.
+    pub tun_rx_packets: u64,
+    /// Packets its engine took in (its own from the queue, and those handed to it).
+    pub packets_in: u64,
+    /// Sessions in its engine.
+    pub sessions: u64,
+    /// Handoff and fragment-wait counters (`handoffs_out`, `handoff_ring_full`, ...), each
+    /// with its explanation.
+    pub counters: Vec<NamedCount>,
+}
+
+impl WorkerStats {
+    /// Value of a named counter (0 if unknown).
+    pub fn get(&self, name: &str) -> u64 {
+        self.counters
+            .iter()
+            .find(|c| c.name == name)
+            .map_or(0, |c| c.value)
+    }
+}
+
+/// The daemon's answer to `{"cmd":"stats"}`: the engine's [`Stats`] fields (summed over the
+/// workers), plus `io`, plus `dns64` when `[dns64]` runs, plus one row per worker.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DaemonStats {
     #[serde(flatten)]
@@ -79,6 +108,10 @@ pub struct DaemonStats {
     /// The XDP fast path's state and counters, when `[dataplane] fast_path = "xdp"` runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fast_path: Option<FastPathStats>,
+    /// The packet workers (`[dataplane] workers`), in order; empty from a daemon older than
+    /// this field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workers: Vec<WorkerStats>,
 }
 
 /// `[dataplane]` fast path in `{"cmd":"stats"}`.
@@ -93,7 +126,7 @@ pub struct FastPathStats {
     /// Recipes the kernel refused (table full: `[dataplane].table_size`).
     pub install_errors: u64,
     /// The program's counters (redirected, and why packets were passed on).
-    pub counters: Vec<xlat_engine::counters::NamedCount>,
+    pub counters: Vec<NamedCount>,
 }
 
 /// `{"cmd":"ping"}` answer.
@@ -118,6 +151,87 @@ pub enum Response {
 pub struct ControlMsg {
     pub request: Request,
     pub reply: Sender<Response>,
+}
+
+/// How the control thread reaches one packet worker.
+#[derive(Clone)]
+pub struct WorkerLink {
+    pub tx: Sender<ControlMsg>,
+    pub waker: Arc<Waker>,
+}
+
+/// The workers' answers to one request as one answer: an error if any worker failed;
+/// sessions listed worker after worker (at most `limit` in all); stats added up -- table
+/// sizes, pool ports and counters summed (each worker has its own sessions and port
+/// slice), pool addresses as the largest count any worker reports (each sees every pool
+/// address), `io` summed (uptime the longest), the worker rows in order, `dns64` and
+/// `fast_path` from the worker that reports them.
+pub fn merge(request: &Request, answers: Vec<Response>) -> Response {
+    if let Some(e) = answers.iter().find(|r| matches!(r, Response::Error(_))) {
+        return e.clone();
+    }
+    let mut it = answers.into_iter();
+    let Some(mut first) = it.next() else {
+        return Response::Error("no packet worker answered".to_string());
+    };
+    for r in it {
+        match (&mut first, r) {
+            (Response::Sessions(all), Response::Sessions(more)) => all.extend(more),
+            (Response::Stats(all), Response::Stats(more)) => add_stats(all, *more),
+            (Response::Pong(_), Response::Pong(_)) => {}
+            _ => return Response::Error("the packet workers answered differently".to_string()),
+        }
+    }
+    if let (Response::Sessions(all), Request::Sessions { limit: Some(l) }) = (&mut first, request) {
+        all.truncate(*l);
+    }
+    first
+}
+
+/// Adds one worker's stats to the running total (see [`merge`]).
+fn add_stats(a: &mut DaemonStats, b: DaemonStats) {
+    let (e, f) = (&mut a.engine, b.engine);
+    e.sessions += f.sessions;
+    e.mappings += f.mappings;
+    e.hosts += f.hosts;
+    e.fragment_flows += f.fragment_flows;
+    e.fragments_held += f.fragments_held;
+    e.pool_addresses = e.pool_addresses.max(f.pool_addresses);
+    e.pool_addresses_used = e.pool_addresses_used.max(f.pool_addresses_used);
+    for row in f.pool {
+        match e.pool.iter_mut().find(|r| r.proto == row.proto) {
+            Some(r) => {
+                r.ports_used += row.ports_used;
+                r.ports_total += row.ports_total;
+            }
+            None => e.pool.push(row),
+        }
+    }
+    add_counts(&mut e.events, f.events);
+    add_counts(&mut e.drops, f.drops);
+    let (x, y) = (&mut a.io, b.io);
+    x.tun_rx_packets += y.tun_rx_packets;
+    x.tun_tx_packets += y.tun_tx_packets;
+    x.tun_write_errors += y.tun_write_errors;
+    x.uptime_secs = x.uptime_secs.max(y.uptime_secs);
+    a.workers.extend(b.workers);
+    a.workers.sort_by_key(|w| w.worker);
+    if a.dns64.is_none() {
+        a.dns64 = b.dns64;
+    }
+    if a.fast_path.is_none() {
+        a.fast_path = b.fast_path;
+    }
+}
+
+/// Adds counters by name (a name only `b` has is appended).
+fn add_counts(a: &mut Vec<NamedCount>, b: Vec<NamedCount>) {
+    for c in b {
+        match a.iter_mut().find(|x| x.name == c.name) {
+            Some(x) => x.value += c.value,
+            None => a.push(c),
+        }
+    }
 }
 
 /// Encodes a request as one line (with the newline).
@@ -178,6 +292,15 @@ impl ControlServer {
         tx: Sender<ControlMsg>,
         waker: Arc<Waker>,
     ) -> Result<ControlServer, ControlError> {
+        ControlServer::start_workers(path, vec![WorkerLink { tx, waker }])
+    }
+
+    /// [`ControlServer::start`] for several packet workers: every request goes to each of
+    /// them, and their answers are merged ([`merge`]).
+    pub fn start_workers(
+        path: &Path,
+        workers: Vec<WorkerLink>,
+    ) -> Result<ControlServer, ControlError> {
         let name = path.display().to_string();
         let io_err = |source| ControlError::Io {
             path: name.clone(),
@@ -208,7 +331,7 @@ impl ControlServer {
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name("xlat-control".to_string())
-            .spawn(move || serve(listener, tx, waker, stop2))
+            .spawn(move || serve(listener, workers, stop2))
             .map_err(io_err)?;
         info!(path = %name, "control socket listening");
         Ok(ControlServer {
@@ -231,7 +354,7 @@ impl Drop for ControlServer {
     }
 }
 
-fn serve(listener: UnixListener, tx: Sender<ControlMsg>, waker: Arc<Waker>, stop: Arc<AtomicBool>) {
+fn serve(listener: UnixListener, workers: Vec<WorkerLink>, stop: Arc<AtomicBool>) {
     use std::os::fd::AsFd;
     while !stop.load(Ordering::SeqCst) {
         match wait_readable([listener.as_fd()], Duration::from_millis(200)) {
@@ -245,7 +368,7 @@ fn serve(listener: UnixListener, tx: Sender<ControlMsg>, waker: Arc<Waker>, stop
         }
         match listener.accept() {
             Ok((stream, _)) => {
-                if let Err(e) = handle(stream, &tx, &waker, &stop) {
+                if let Err(e) = handle(stream, &workers, &stop) {
                     debug!(error = %e, "control connection");
                 }
             }
@@ -259,12 +382,7 @@ fn serve(listener: UnixListener, tx: Sender<ControlMsg>, waker: Arc<Waker>, stop
 }
 
 /// Serves one connection: request lines in, response lines out, until EOF.
-fn handle(
-    stream: UnixStream,
-    tx: &Sender<ControlMsg>,
-    waker: &Waker,
-    stop: &AtomicBool,
-) -> std::io::Result<()> {
+fn handle(stream: UnixStream, workers: &[WorkerLink], stop: &AtomicBool) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(IO_TIMEOUT))?;
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
@@ -282,7 +400,7 @@ fn handle(
             continue;
         } else {
             match decode_request(&line) {
-                Ok(request) => ask_worker(request, tx, waker),
+                Ok(request) => ask_workers(request, workers),
                 Err(e) => Response::Error(e),
             }
         };
@@ -293,18 +411,52 @@ fn handle(
     }
 }
 
-fn ask_worker(request: Request, tx: &Sender<ControlMsg>, waker: &Waker) -> Response {
-    let (reply, rx) = mpsc::channel();
-    if tx.send(ControlMsg { request, reply }).is_err() {
-        return Response::Error("the packet worker has stopped".to_string());
+/// Sends `request` to every worker, wakes them, and merges their answers; a worker that
+/// stopped or does not answer within [`WORKER_TIMEOUT`] makes the answer an error.
+fn ask_workers(request: Request, workers: &[WorkerLink]) -> Response {
+    let mut pending = Vec::with_capacity(workers.len());
+    for (k, w) in workers.iter().enumerate() {
+        let (reply, rx) = mpsc::channel();
+        let msg = ControlMsg {
+            request: request.clone(),
+            reply,
+        };
+        if w.tx.send(msg).is_err() {
+            return Response::Error(stopped(k, workers.len()));
+        }
+        w.waker.wake();
+        pending.push(rx);
     }
-    waker.wake();
-    match rx.recv_timeout(WORKER_TIMEOUT) {
-        Ok(r) => r,
-        Err(_) => Response::Error(format!(
-            "the packet worker did not answer within {} s",
-            WORKER_TIMEOUT.as_secs()
-        )),
+    let deadline = std::time::Instant::now() + WORKER_TIMEOUT;
+    let mut answers = Vec::with_capacity(pending.len());
+    for (k, rx) in pending.into_iter().enumerate() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(r) => answers.push(r),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Response::Error(stopped(k, workers.len()))
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let who = if workers.len() == 1 {
+                    "the packet worker".to_string()
+                } else {
+                    format!("packet worker {k}")
+                };
+                return Response::Error(format!(
+                    "{who} did not answer within {} s",
+                    WORKER_TIMEOUT.as_secs()
+                ));
+            }
+        }
+    }
+    merge(&request, answers)
+}
+
+fn stopped(k: usize, n: usize) -> String {
+    if n == 1 {
+        "the packet worker has stopped".to_string()
+    } else {
+        format!("packet worker {k} has stopped")
     }
 }
 
@@ -460,6 +612,91 @@ mod tests {
         let e = encode_response(&Response::Error("x".into()));
         assert_eq!(e, "{\"error\":\"x\"}\n");
         Ok(())
+    }
+
+    #[test]
+    fn answers_of_several_workers_merge() {
+        let nc = |name: &str, value| NamedCount {
+            name: name.into(),
+            value,
+            explain: String::new(),
+        };
+        let worker = |k: u64, sessions, drops| {
+            let mut s = DaemonStats::default();
+            s.engine.sessions = sessions;
+            s.engine.hosts = 1;
+            s.engine.pool_addresses = 2;
+            s.engine.pool_addresses_used = k + 1;
+            s.engine.pool = vec![xlat_engine::snapshot::PoolUse {
+                proto: "udp".into(),
+                ports_used: sessions,
+                ports_total: 100,
+            }];
+            s.engine.events = vec![nc("packets_in", 10 * (k + 1))];
+            s.engine.drops = vec![nc("no_mapping", drops)];
+            s.io.tun_rx_packets = 7;
+            s.io.uptime_secs = 5 + k;
+            s.workers = vec![WorkerStats {
+                worker: k,
+                sessions,
+                counters: vec![nc("handoffs_out", k)],
+                ..WorkerStats::default()
+            }];
+            if k == 0 {
+                s.fast_path = Some(FastPathStats::default());
+            }
+            Response::Stats(Box::new(s))
+        };
+        let r = merge(&Request::Stats {}, vec![worker(0, 3, 1), worker(1, 4, 2)]);
+        let Response::Stats(s) = r else {
+            panic!("{r:?}")
+        };
+        assert_eq!(s.engine.sessions, 7);
+        assert_eq!(s.engine.hosts, 2);
+        assert_eq!(
+            (s.engine.pool_addresses, s.engine.pool_addresses_used),
+            (2, 2)
+        );
+        assert_eq!(s.engine.pool[0].ports_used, 7);
+        assert_eq!(s.engine.pool[0].ports_total, 200);
+        assert_eq!(s.engine.get("packets_in"), 30);
+        assert_eq!(s.engine.get("no_mapping"), 3);
+        assert_eq!((s.io.tun_rx_packets, s.io.uptime_secs), (14, 6));
+        assert_eq!(s.workers.len(), 2);
+        assert_eq!(s.workers[1].get("handoffs_out"), 1);
+        assert!(s.fast_path.is_some());
+        // The JSON keeps the old fields and adds "workers".
+        let v: serde_json::Value =
+            serde_json::from_str(&encode_response(&Response::Stats(s))).unwrap_or_default();
+        assert_eq!(v["stats"]["sessions"], 7);
+        assert_eq!(v["stats"]["workers"][1]["worker"], 1);
+        assert_eq!(
+            v["stats"]["workers"][0]["counters"][0]["name"],
+            "handoffs_out"
+        );
+
+        let row = |i: &str| SessionInfo {
+            inside: i.into(),
+            ..SessionInfo::default()
+        };
+        let a = Response::Sessions(vec![row("a"), row("b")]);
+        let b = Response::Sessions(vec![row("c")]);
+        let r = merge(
+            &Request::Sessions { limit: None },
+            vec![a.clone(), b.clone()],
+        );
+        assert!(matches!(&r, Response::Sessions(v) if v.len() == 3 && v[2].inside == "c"));
+        let r = merge(&Request::Sessions { limit: Some(2) }, vec![a, b]);
+        assert!(matches!(&r, Response::Sessions(v) if v.len() == 2));
+        let e = Response::Error("worker 1 stopped".into());
+        assert_eq!(
+            merge(&Request::Stats {}, vec![worker(0, 1, 0), e.clone()]),
+            e
+        );
+        assert!(matches!(
+            merge(&Request::Ping {}, vec![]),
+            Response::Error(_)
+        ));
     }
 
     #[test]

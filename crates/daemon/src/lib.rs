@@ -2,11 +2,13 @@
 //!
 //! - [`config`]: the TOML file, checked into an engine configuration with errors that name the
 //!   file and key.
-//! - [`run`]: the gateway runtime (TUN device, packet loop, expiry, clean stop).
+//! - [`run`]: the gateway runtime (TUN device, routes, workers, clean stop).
 //! - [`routes`]: forwarding, policy routes and proxy ARP around the TUN device (iproute2).
 //! - [`control`]: the control socket protocol, its server thread and the `xlat show` client.
 //! - [`translate`]: offline translation of pcap files.
 //! - [`tunnel_routes`]: policy rules, addresses and routes for the 6to4 / ISATAP endpoints.
+//! - [`worker`]: the packet workers (one engine shard and one TUN queue each), their handoff
+//!   rings and the fragment-owner table.
 
 pub mod config;
 pub mod control;
@@ -14,5 +16,6 @@ pub mod routes;
 pub mod run;
 pub mod translate;
 pub mod tunnel_routes;
+pub mod worker;
 
 pub use config::{Config, ConfigFileError};

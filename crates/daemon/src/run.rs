@@ -1,49 +1,37 @@
-//! The gateway runtime behind `xlat run`: TUN device, routes, control socket, packet loop.
+//! The gateway runtime behind `xlat run`: TUN device, routes, control socket, packet workers.
 //!
-//! One packet worker (this thread) owns the engine. Each turn it waits (poll, 100 ms at most)
-//! on the TUN descriptor and the control waker; reads a batch of up to 64 packets; translates
-//! each with one `now` per batch from a monotonic clock; writes `Forward` packets and then
-//! whatever [`Engine::pop_ready`] releases back to the TUN device; answers pending control
-//! requests. Idle sessions are expired a little after every batch ([`Engine::expire_step`]:
-//! less than a batch's work while reads come back full) and, when no traffic came in, in
-//! longer passes every 100 ms ([`Engine::expire`], bounded work each).
+//! `[dataplane] workers = N` packet workers each own one engine shard and one queue of the
+//! TUN device (`IFF_MULTI_QUEUE` when N > 1); [`crate::worker`] has the packet loop: batch
+//! reads, placement of each packet on its owner with lock-free handoff rings, translation
+//! with one `now` per batch from a monotonic clock, expiry, control requests between
+//! batches. Worker 0 runs on this thread, the others on threads `xlat-worker-K`. With one
+//! worker the engine gets every packet as read, as before workers existed.
 //! With `[dataplane] fast_path = "xdp"` the XDP program ([`xlat_xdp`]) is attached to the
-//! listed interfaces and the engine's offload ops are carried to it after every batch and
-//! every expiry pass (`sync_fast_path`); a failed attach is logged and the loop runs without.
-//! SIGINT or SIGTERM end the loop; routes and the socket file are removed on the way out, on
-//! error paths too (drop guards). Logs never go per packet: failed TUN writes are counted and
-//! reported at most every 10 s.
+//! listed interfaces and each worker carries its engine's offload ops to it after every batch
+//! and every expiry pass (`sync_fast_path`, under a mutex the workers share, taken only when
+//! there are ops); a failed attach is logged and the workers run without.
+//! SIGINT or SIGTERM stop every worker; so does a worker's fatal error, which `run` returns
+//! naming the worker. Routes and the socket file are removed on the way out, on error paths
+//! too (drop guards).
 
-use std::os::fd::AsFd;
-use std::sync::atomic::Ordering;
-use std::sync::{mpsc, Arc};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use tracing::{info, warn};
-use xlat_engine::{Engine, Time};
-use xlat_io::sys::{install_stop_handler, stop_signal, wait_readable, Waker};
-use xlat_io::tun::{RecvBatch, Tun, DEFAULT_BATCH};
+use xlat_engine::shard::Shards;
+use xlat_engine::{Engine, EngineConfig};
+use xlat_io::ring::{ring, Doorbell};
+use xlat_io::sys::{install_stop_handler, stop_signal, Waker};
+use xlat_io::tun::Tun;
 
 use crate::config::{Config, FastPath};
-use crate::control::{
-    serve_pending, ControlServer, DaemonStats, FastPathStats, IoCounters, Pong, Request, Response,
-};
+use crate::control::{ControlServer, WorkerLink};
 use crate::routes::{RoutePlan, Routes};
+use crate::worker::{ring_slots, FragOwners, HaltOnExit, Shared, Worker};
 
-/// Expiry work per pcap tick offline, and at least this much per idle tick (in the engine's
-/// units: a session slot looked at costs 1, a removal 65 -- `Engine::expire`).
-pub const EXPIRE_BUDGET: usize = 65536;
-/// Expiry work per pass on an idle tick: at most 16 removals, ~3 us. (While traffic flows,
-/// each batch is followed by [`Engine::expire_step`], whose budget follows the batch and
-/// the backlog.)
-pub const EXPIRE_BUDGET_PER_BATCH: usize = 1024;
-/// Idle ticks expire in passes of [`EXPIRE_BUDGET_PER_BATCH`] for as long as passes find
-/// sessions to remove, up to this many (~16,000 removals, ~5-10 ms) -- and stop as soon as a
-/// packet waits, so it waits no longer than one pass.
-const IDLE_PASSES_MAX: usize = 1024;
-/// How often idle sessions are expired, and the longest poll wait.
-pub const TICK: Duration = Duration::from_millis(100);
+pub use crate::worker::{EXPIRE_BUDGET, EXPIRE_BUDGET_PER_BATCH, TICK};
 
 /// Reads a 64-bit seed from /dev/urandom.
 pub fn random_seed() -> Result<u64> {
@@ -55,6 +43,39 @@ pub fn random_seed() -> Result<u64> {
     Ok(u64::from_le_bytes(b))
 }
 
+/// Worker `k`'s engine configuration of `n`: with several workers, each its own stream of
+/// the seed (worker 0 keeps it: port choice, and a tunnel's IPv4 identifications, RFC 4213
+/// 3.5, differ per worker) and its share of `[limits] max_sessions` (so the workers
+/// together map what one would).
+pub fn worker_engine_config(cfg: &Config, seed: u64, k: usize, n: usize) -> EngineConfig {
+    let mut e = cfg.engine_config(seed);
+    if n > 1 {
+        e.seed ^= (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let share = |m: u32| m.div_ceil(n as u32).max(1);
+        if let Some(x) = e.nat44.as_mut() {
+            x.limits.max_sessions = share(x.limits.max_sessions);
+        }
+        if let Some(x) = e.nat64.as_mut() {
+            x.limits.max_sessions = share(x.limits.max_sessions);
+        }
+    }
+    e
+}
+
+/// The engine's fragment timeout (seconds): how long a later fragment waits for its owner.
+fn fragment_timeout(cfg: &Config) -> u64 {
+    cfg.nat44
+        .as_ref()
+        .map(|n| n.timeouts.fragment)
+        .into_iter()
+        .chain(cfg.nat64.as_ref().map(|n| n.timeouts.fragment))
+        .max()
+        .unwrap_or(xlat_engine::Timeouts::default().fragment)
+}
+
+/// How a worker ended: its number, its result, its totals (`Worker::totals`).
+type WorkerEnd = (usize, Result<()>, (u64, u64, u64));
+
 /// Runs the gateway until SIGINT or SIGTERM.
 pub fn run(cfg: &Config) -> Result<()> {
     let stop = install_stop_handler().context("installing SIGINT/SIGTERM handlers")?;
@@ -62,11 +83,26 @@ pub fn run(cfg: &Config) -> Result<()> {
         Some(s) => s,
         None => random_seed()?,
     };
-    // Before the engine maps its tables: with prefault they are written in full now, so no
-    // packet later waits for the kernel to find and zero a huge page.
+    let n = cfg.dataplane.workers.max(1);
+    // Before the engines map their tables: with prefault they are written in full now, so
+    // no packet later waits for the kernel to find and zero a huge page.
     xlat_engine::set_prefault(cfg.prefault);
-    let mut engine =
-        Engine::new(cfg.engine_config(seed)).map_err(|e| anyhow::anyhow!("{}: {e}", cfg.file))?;
+    let shards = if n > 1 {
+        Some(Shards::new(&cfg.engine_config(seed), n).map_err(|e| {
+            anyhow::anyhow!("{}: dataplane.workers: {}: {}", cfg.file, e.key, e.problem)
+        })?)
+    } else {
+        None
+    };
+    let mut engines = Vec::with_capacity(n);
+    for k in 0..n {
+        let ec = worker_engine_config(cfg, seed, k, n);
+        let e = match &shards {
+            Some(s) => Engine::new_shard(ec, s, k),
+            None => Engine::new(ec),
+        };
+        engines.push(e.map_err(|e| anyhow::anyhow!("{}: {e}", cfg.file))?);
+    }
     if cfg.prefault {
         info!(
             mib = xlat_engine::mapped_bytes() >> 20,
@@ -78,12 +114,24 @@ pub fn run(cfg: &Config) -> Result<()> {
     }
 
     // The control socket first: a second daemon on the same socket fails before touching
-    // the TUN device or routes. Requests wait in the channel until the loop starts.
-    let waker = Arc::new(Waker::new().context("creating the control eventfd")?);
-    let (tx, rx) = mpsc::channel();
-    let _control = ControlServer::start(&cfg.socket, tx, waker.clone())?;
+    // the TUN device or routes. Requests wait in the channels until the workers start.
+    let mut bells = Vec::with_capacity(n);
+    let mut links = Vec::with_capacity(n);
+    let mut controls = Vec::with_capacity(n);
+    for _ in 0..n {
+        let waker = Arc::new(Waker::new().context("creating a worker's eventfd")?);
+        let (tx, rx) = mpsc::channel();
+        links.push(WorkerLink {
+            tx,
+            waker: waker.clone(),
+        });
+        bells.push(Arc::new(Doorbell::new(waker)));
+        controls.push(rx);
+    }
+    let _control = ControlServer::start_workers(&cfg.socket, links)?;
 
-    let tun = Tun::open(&cfg.tun.name).context("opening the TUN device")?;
+    let tuns = Tun::open_queues(&cfg.tun.name, n).context("opening the TUN device")?;
+    let tun = tuns.first().context("no TUN queue")?;
     if tun.created() && cfg.nat64.is_none() && cfg.siit.is_none() && cfg.tunnel.is_none() {
         // NAT44 alone translates IPv4 only: keep the kernel's own IPv6 (router solicitations,
         // MLD) out of a tun we created, before it comes up. Best effort: the file is missing
@@ -95,7 +143,7 @@ pub fn run(cfg: &Config) -> Result<()> {
     }
     tun.set_mtu(cfg.tun.mtu).context("setting the TUN MTU")?;
     tun.set_up().context("bringing the TUN device up")?;
-    info!(tun = %tun.name(), created = tun.created(), mtu = cfg.tun.mtu, "tun ready");
+    info!(tun = %tun.name(), created = tun.created(), mtu = cfg.tun.mtu, queues = n, "tun ready");
 
     let _routes = if cfg.tun.auto_routes {
         let plan = RoutePlan::new(
@@ -113,7 +161,8 @@ pub fn run(cfg: &Config) -> Result<()> {
     };
 
     // [tunnel.*]: steer protocol 41 to the endpoint addresses into the TUN, give the TUN its
-    // IPv6 addresses; an ISATAP host's learned address follows the engine (below).
+    // IPv6 addresses; an ISATAP host's learned address follows the engine (worker 0; ISATAP
+    // runs on one worker only).
     let _tunnel_routes = match (&cfg.tunnel, cfg.tun.auto_routes) {
         (Some(t), true) => Some(
             crate::tunnel_routes::setup(t, &cfg.tun.name, cfg.tun.route_table)
@@ -141,9 +190,10 @@ pub fn run(cfg: &Config) -> Result<()> {
     let dns64_stats = dns64_service.as_ref().map(|s| s.stats().clone());
 
     // [dataplane] fast_path = "xdp": established NAT44 flows are rewritten in the kernel by
-    // the engine's recipes; without it (or where XDP cannot attach) every packet crosses the
-    // TUN device, which is slower but complete.
-    let mut fast = match cfg.dataplane.fast_path {
+    // the engines' recipes; without it (or where XDP cannot attach) every packet crosses the
+    // TUN device, which is slower but complete. One program and one recipe table for all
+    // workers: their sessions, and so their recipes' keys, are disjoint.
+    let fast = match cfg.dataplane.fast_path {
         FastPath::None => None,
         FastPath::Xdp => {
             match xlat_xdp::FastPath::attach(
@@ -152,14 +202,16 @@ pub fn run(cfg: &Config) -> Result<()> {
                 cfg.dataplane.slow_path_pps,
             ) {
                 Ok(f) => {
-                    engine.set_offload(true);
+                    for e in engines.iter_mut() {
+                        e.set_offload(true);
+                    }
                     info!(
                         interfaces = ?f.interfaces(),
                         table_size = cfg.dataplane.table_size,
                         slow_path_pps = cfg.dataplane.slow_path_pps,
                         "XDP fast path attached"
                     );
-                    Some(f)
+                    Some(Mutex::new(f))
                 }
                 Err(e) => {
                     warn!(
@@ -171,158 +223,128 @@ pub fn run(cfg: &Config) -> Result<()> {
             }
         }
     };
-    let mut ops = Vec::new();
+
+    // The handoff rings: one per ordered pair of workers, slots sized for the TUN's MTU.
+    let mut to: Vec<Vec<Option<xlat_io::ring::Producer>>> =
+        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+    let mut from: Vec<Vec<xlat_io::ring::Consumer>> = (0..n).map(|_| Vec::new()).collect();
+    if n > 1 {
+        for (i, row) in to.iter_mut().enumerate() {
+            for (k, slot) in row.iter_mut().enumerate() {
+                if i != k {
+                    let (p, c) = ring(ring_slots(n), cfg.tun.mtu as usize);
+                    *slot = Some(p);
+                    if let Some(f) = from.get_mut(k) {
+                        f.push(c);
+                    }
+                }
+            }
+        }
+    }
+    let mut workers: Vec<Worker> = Vec::with_capacity(n);
+    for (k, ((((engine, tun), control), to), from)) in engines
+        .into_iter()
+        .zip(tuns)
+        .zip(controls)
+        .zip(to)
+        .zip(from)
+        .enumerate()
+    {
+        let host = if k == 0 { isatap_host.take() } else { None };
+        workers.push(Worker::new(k, engine, tun, control, to, from, host));
+    }
 
     info!(
         nat44 = ?cfg.nat44.as_ref().map(|n| n.mode),
         nat64 = ?cfg.nat64.as_ref().map(|n| n.prefix.to_string()),
         siit = ?cfg.siit.as_ref().map(|s| s.prefix.map(|p| p.to_string())),
+        workers = n,
         "xlat running"
     );
-    let start = Instant::now();
-    // The XDP program stamps recipes with CLOCK_MONOTONIC, the clock Instant reads.
-    let mono_start = xlat_xdp::monotonic_ns();
-    let clock = || Time::from_nanos(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX));
-    let mut batch = RecvBatch::new(DEFAULT_BATCH);
-    let mut verdicts = vec![xlat_engine::Verdict::Held; DEFAULT_BATCH];
-    let mut io = IoCounters::default();
-    let mut last_expire = Time(0);
-    let mut busy = false;
-    let mut reported_errors = 0u64;
-    let mut last_report = Instant::now();
-
-    while !stop.load(Ordering::SeqCst) {
-        let [tun_ready, wake_ready] = wait_readable([tun.as_fd(), waker.as_fd()], TICK)
-            .context("waiting on the TUN device")?;
-        if tun_ready {
-            let n = batch
-                .fill(&tun)
-                .with_context(|| format!("reading from {}", tun.name()))?;
-            let now = clock();
-            io.tun_rx_packets += n as u64;
-            let mut pkts = batch.packets_mut();
-            engine.process_batch(now, &mut pkts, &mut verdicts);
-            for (pkt, v) in pkts.iter().zip(verdicts.iter()) {
-                if v.transmit() {
-                    match tun.send(pkt.data()) {
-                        Ok(()) => io.tun_tx_packets += 1,
-                        Err(_) => io.tun_write_errors += 1,
-                    }
+    let halt = AtomicBool::new(false);
+    let owners = FragOwners::new(seed.rotate_left(17) ^ 0x5bd1_e995, fragment_timeout(cfg));
+    let shared = Shared {
+        shards: shards.as_ref(),
+        bells: &bells,
+        owners: &owners,
+        frag_timeout: Duration::from_secs(fragment_timeout(cfg)),
+        fast: fast.as_ref(),
+        stop,
+        halt: &halt,
+        start: Instant::now(),
+        // The XDP program stamps recipes with CLOCK_MONOTONIC, the clock Instant reads.
+        mono_start: xlat_xdp::monotonic_ns(),
+        dns64: dns64_stats.as_deref(),
+    };
+    let mut iter = workers.into_iter();
+    let mut first = iter.next().context("no packet worker")?;
+    let results: Vec<WorkerEnd> = std::thread::scope(|s| {
+        let shared = &shared;
+        let mut handles = Vec::new();
+        for mut w in iter {
+            let k = w.id;
+            let h = std::thread::Builder::new()
+                .name(format!("xlat-worker-{k}"))
+                .spawn_scoped(s, move || {
+                    let _halt = HaltOnExit(shared);
+                    let r = w.run(shared);
+                    (k, r, w.totals())
+                });
+            match h {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    halt.store(true, Ordering::SeqCst);
+                    handles.clear();
+                    return vec![(
+                        k,
+                        Err(anyhow::anyhow!("starting packet worker {k}: {e}")),
+                        (0, 0, 0),
+                    )];
                 }
-            }
-            while let Some(p) = engine.pop_ready() {
-                match tun.send(&p) {
-                    Ok(()) => io.tun_tx_packets += 1,
-                    Err(_) => io.tun_write_errors += 1,
-                }
-            }
-            // A full read means more packets wait: keep the pass short (less than a batch).
-            engine.expire_step(now, n == batch.capacity());
-            if let Some(f) = fast.as_mut() {
-                sync_fast_path(&mut engine, f, &mut ops, now, mono_start);
-            }
-            busy = true;
-        }
-        let now = clock();
-        if wake_ready {
-            waker.drain();
-        }
-        serve_pending(&rx, |req| {
-            answer(
-                req,
-                &engine,
-                now,
-                &io,
-                start,
-                dns64_stats.as_deref(),
-                fast.as_ref(),
-            )
-        });
-        if now.0.saturating_sub(last_expire.0) >= TICK.as_nanos() as u64 {
-            // Under traffic the per-batch passes sweep; a long pass only when idle.
-            if !busy {
-                let mut spent = 0;
-                for _ in 0..IDLE_PASSES_MAX {
-                    let removed = engine.expire(now, EXPIRE_BUDGET_PER_BATCH);
-                    spent += EXPIRE_BUDGET_PER_BATCH;
-                    if removed == 0 && spent >= EXPIRE_BUDGET {
-                        break;
-                    }
-                    let [tun, wake] = wait_readable([tun.as_fd(), waker.as_fd()], Duration::ZERO)
-                        .context("waiting on the TUN device")?;
-                    if tun || wake {
-                        break;
-                    }
-                }
-                if let Some(f) = fast.as_mut() {
-                    sync_fast_path(&mut engine, f, &mut ops, now, mono_start);
-                }
-            }
-            busy = false;
-            last_expire = now;
-            // Packets the engine originates on its timers (ISATAP Router Solicitations).
-            while let Some(p) = engine.pop_ready() {
-                match tun.send(&p) {
-                    Ok(()) => io.tun_tx_packets += 1,
-                    Err(_) => io.tun_write_errors += 1,
-                }
-            }
-            if let (Some(h), Some(st)) = (isatap_host.as_mut(), engine.tunnel_status()) {
-                h.apply(&st);
             }
         }
-        if io.tun_write_errors != reported_errors
-            && last_report.elapsed() >= Duration::from_secs(10)
-        {
-            warn!(
-                total = io.tun_write_errors,
-                new = io.tun_write_errors - reported_errors,
-                "writes to the TUN device failed (packets lost)"
-            );
-            reported_errors = io.tun_write_errors;
-            last_report = Instant::now();
+        let r0 = {
+            let _halt = HaltOnExit(shared);
+            first.run(shared)
+        };
+        let mut out = vec![(0, r0, first.totals())];
+        for (k, h) in handles.into_iter().enumerate() {
+            out.push(h.join().unwrap_or_else(|_| {
+                (
+                    k + 1,
+                    Err(anyhow::anyhow!("packet worker {} panicked", k + 1)),
+                    (0, 0, 0),
+                )
+            }));
         }
+        out
+    });
+    let (mut packets_in, mut packets_out, mut write_errors) = (0, 0, 0);
+    for (_, _, (i, o, e)) in &results {
+        packets_in += i;
+        packets_out += o;
+        write_errors += e;
     }
     let sig = stop_signal();
-    let st = engine.stats();
     info!(
         signal = sig,
-        packets_in = st.get("packets_in"),
-        packets_out = st.get("packets_out"),
-        tun_write_errors = io.tun_write_errors,
+        workers = n,
+        packets_in,
+        packets_out,
+        tun_write_errors = write_errors,
         "stopping"
     );
-    Ok(())
-}
-
-/// Carries the engine's offload ops to the XDP fast path: installs and removals as they are,
-/// queries answered with the recipes' last-seen stamps (converted to the engine's clock),
-/// which may expire sessions and so produce removals: a few rounds, bounded.
-fn sync_fast_path(
-    engine: &mut Engine,
-    fast: &mut xlat_xdp::FastPath,
-    ops: &mut Vec<xlat_engine::offload::OffloadOp>,
-    now: Time,
-    mono_start: u64,
-) {
-    use xlat_engine::offload::OffloadKind;
-    for _ in 0..4 {
-        ops.clear();
-        engine.offload_ops(ops);
-        if ops.is_empty() {
-            return;
-        }
-        let stamp = xlat_xdp::monotonic_ns();
-        for op in ops.iter() {
-            if op.kind == OffloadKind::Query {
-                let t = |ns: u64| Time::from_nanos(ns.saturating_sub(mono_start));
-                let (o, i) = fast.last_seen(op);
-                engine.offload_seen(now, op.token, o.map(t), i.map(t));
+    // The first worker that failed names the error; the others stopped because of it.
+    for (k, r, _) in results {
+        if let Err(e) = r {
+            return Err(if n > 1 {
+                e.context(format!("packet worker {k} failed"))
             } else {
-                fast.apply(op, stamp);
-            }
+                e
+            });
         }
     }
+    Ok(())
 }
 
 /// Starts the DNS64 service; a bind error names the file and the `dns64.listen[i]` key.
@@ -353,52 +375,4 @@ pub fn run_dns64(file: &str, d: &xlat_dns64::Dns64Config) -> Result<()> {
         "dns64 stopped"
     );
     Ok(())
-}
-
-fn answer(
-    req: &Request,
-    engine: &Engine,
-    now: Time,
-    io: &IoCounters,
-    start: Instant,
-    dns64: Option<&xlat_dns64::Stats>,
-    fast: Option<&xlat_xdp::FastPath>,
-) -> Response {
-    let uptime_secs = start.elapsed().as_secs();
-    match req {
-        Request::Sessions { limit } => {
-            let mut s = engine.sessions(now);
-            if let Some(l) = limit {
-                s.truncate(*l);
-            }
-            Response::Sessions(s)
-        }
-        Request::Stats {} => Response::Stats(Box::new(DaemonStats {
-            engine: engine.stats(),
-            io: IoCounters {
-                uptime_secs,
-                ..io.clone()
-            },
-            dns64: dns64.map(|s| s.snapshot()),
-            fast_path: fast.map(|f| FastPathStats {
-                kind: "xdp".into(),
-                interfaces: f.interfaces().to_vec(),
-                recipes: f.recipes(),
-                install_errors: f.install_errors(),
-                counters: f
-                    .counters()
-                    .into_iter()
-                    .map(|c| xlat_engine::counters::NamedCount {
-                        name: c.name.into(),
-                        value: c.value,
-                        explain: c.explain.into(),
-                    })
-                    .collect(),
-            }),
-        })),
-        Request::Ping {} => Response::Pong(Pong {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            uptime_secs,
-        }),
-    }
 }

@@ -223,20 +223,22 @@ impl Drop for ReadBatch<'_> {
 /// packets; a worker that is busy is not woken (no system call).
 #[derive(Debug)]
 pub struct Doorbell {
-    waker: Waker,
+    waker: Arc<Waker>,
     asleep: AtomicBool,
 }
 
 impl Doorbell {
-    pub fn new() -> std::io::Result<Doorbell> {
-        Ok(Doorbell {
-            waker: Waker::new()?,
+    /// A doorbell on `waker`, the eventfd the worker polls (others, like the control
+    /// thread, may wake it directly).
+    pub fn new(waker: Arc<Waker>) -> Doorbell {
+        Doorbell {
+            waker,
             asleep: AtomicBool::new(false),
-        })
+        }
     }
 
-    /// The eventfd the sleeping worker polls (also woken for control requests).
-    pub fn waker(&self) -> &Waker {
+    /// The eventfd the sleeping worker polls.
+    pub fn waker(&self) -> &Arc<Waker> {
         &self.waker
     }
 
@@ -361,7 +363,7 @@ mod tests {
     /// The doorbell wakes a sleeping consumer's poll, and costs nothing when it is awake.
     #[test]
     fn doorbell_wakes_only_a_sleeper() -> std::io::Result<()> {
-        let bell = Arc::new(Doorbell::new()?);
+        let bell = Arc::new(Doorbell::new(Arc::new(Waker::new()?)));
         assert!(!bell.ring(), "an awake consumer is not woken");
         let [r] = wait_readable([bell.waker().as_fd()], Duration::ZERO)?;
         assert!(!r);

@@ -245,6 +245,9 @@ fn show(what: ShowCmd) -> Result<()> {
                 if let Some(f) = &stats.fast_path {
                     text.push_str(&show::fast_path_text(f, explain, all));
                 }
+                if !stats.workers.is_empty() {
+                    text.push_str(&show::workers_text(&stats.workers, explain, all));
+                }
                 print(&text)
             }
         }

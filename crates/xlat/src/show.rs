@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use xlat_daemon::control::{FastPathStats, IoCounters};
+use xlat_daemon::control::{FastPathStats, IoCounters, WorkerStats};
 use xlat_daemon::translate::PcapCounters;
 use xlat_engine::{SessionInfo, Stats};
 
@@ -177,6 +177,45 @@ pub fn fast_path_text(f: &FastPathStats, explain: bool, all: bool) -> String {
     out
 }
 
+/// The packet workers (`[dataplane] workers`): one row each (packets read from its TUN
+/// queue, taken in by its engine, sessions, packets handed to other workers and from them),
+/// then their handoff and fragment-wait counters added up -- the nonzero ones, or every one
+/// with `all`, each followed by its explanation with `explain`.
+pub fn workers_text(w: &[WorkerStats], explain: bool, all: bool) -> String {
+    let mut out = format!("Workers ({})\n", w.len());
+    let _ = writeln!(
+        out,
+        "  {:<7} {:>12} {:>12} {:>10} {:>12} {:>12}",
+        "worker", "rx packets", "packets in", "sessions", "handoffs out", "handoffs in"
+    );
+    for r in w {
+        let _ = writeln!(
+            out,
+            "  {:<7} {:>12} {:>12} {:>10} {:>12} {:>12}",
+            r.worker,
+            r.tun_rx_packets,
+            r.packets_in,
+            r.sessions,
+            r.get("handoffs_out"),
+            r.get("handoffs_in")
+        );
+    }
+    let mut totals: Vec<(&str, u64, &str)> = Vec::new();
+    for c in w.iter().flat_map(|r| r.counters.iter()) {
+        match totals.iter_mut().find(|t| t.0 == c.name) {
+            Some(t) => t.1 += c.value,
+            None => totals.push((&c.name, c.value, &c.explain)),
+        }
+    }
+    for (name, value, text) in totals.into_iter().filter(|t| all || t.1 != 0) {
+        let _ = writeln!(out, "  {name:<26} {value}");
+        if explain {
+            out.push_str(&wrap(text, 6, 92));
+        }
+    }
+    out
+}
+
 /// One-paragraph summary of an offline translation.
 pub fn translate_summary(input: &str, output: &str, s: &Stats, p: &PcapCounters) -> String {
     let mut out = String::new();
@@ -309,6 +348,38 @@ mod tests {
         let t = stats_text(&Stats::default(), Some(&io), false, false);
         assert!(t.contains("(none)"), "{t}");
         assert!(t.contains("write errors"), "{t}");
+    }
+
+    #[test]
+    fn workers_rows_and_totals() {
+        let row = |k: u64, out: u64, full: u64| WorkerStats {
+            worker: k,
+            tun_rx_packets: 10 + k,
+            packets_in: 20 + k,
+            sessions: 3,
+            counters: vec![
+                nc("handoffs_out", out, "Passed to their owner."),
+                nc("handoff_ring_full", full, "Dropped: ring full."),
+            ],
+        };
+        let t = workers_text(&[row(0, 5, 0), row(1, 7, 0)], false, false);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "Workers (2)");
+        assert!(lines[1].contains("handoffs out"), "{t}");
+        assert!(
+            lines[2].starts_with("  0 ") && lines[2].ends_with(" 5            0"),
+            "{t}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("  handoffs_out ") && l.ends_with(" 12")),
+            "{t}"
+        );
+        assert!(!t.contains("handoff_ring_full"), "{t}");
+        let t = workers_text(&[row(0, 5, 1)], true, true);
+        assert!(t.contains("handoff_ring_full"), "{t}");
+        assert!(t.contains("      Dropped: ring full."), "{t}");
     }
 
     #[test]

@@ -1,0 +1,755 @@
+//! The packet workers of `xlat run`: each owns one engine shard and one TUN queue, and
+//! hands the packets it reads but does not own to their owner (VPP nat44-ed's layout).
+//!
+//! One turn of a worker: wait (poll, [`TICK`] at most) on its TUN queue and its eventfd;
+//! translate what other workers handed it (its rings, in place); read a batch of up to 64
+//! packets from its queue; with several workers, place each ([`Shards::owner`]): its own
+//! and stateless packets stay, the others are copied into the bounded lock-free ring to
+//! their owner (a full ring is a drop, `handoff_ring_full`), whose [`Doorbell`] rings only
+//! if it sleeps; translate the batch with one `now`, write it back to its queue, then what
+//! [`Engine::pop_ready`] releases; expire a little ([`Engine::expire_step`]); carry offload
+//! ops to the XDP fast path; answer pending control requests. Idle ticks expire longer
+//! ([`Engine::expire`]). With one worker nothing is placed: the batch goes straight to the
+//! engine, as before workers existed.
+//!
+//! Fragments (RFC 4787 REQ-14, RFC 6146 3.4 / 3.5): outbound fragments follow their
+//! source address, so they stay together. Inbound, only the first fragment of a datagram
+//! has the port that names its owner: the worker that reads it notes (datagram -> owner) in
+//! [`FragOwners`], a small shared table of atomics, and a later fragment, read by any
+//! worker, goes where the table says. A later fragment that arrives before its first one
+//! waits in a bounded per-worker queue ([`MAX_WAITING`]) and is looked up again every turn
+//! (every [`FRAG_RETRY`] while it waits) until the engine's fragment timeout, then dropped
+//! and counted (`fragment_wait_expired`).
+//!
+//! Logs never go per packet: failed TUN writes are counted and reported at most every 10 s.
+
+use std::collections::VecDeque;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use tracing::warn;
+use xlat_engine::counters::NamedCount;
+use xlat_engine::shard::{FragId, Owner, Shards};
+use xlat_engine::{Engine, PacketBuf, Time, Verdict, HEADROOM};
+use xlat_io::ring::{Consumer, Doorbell, Producer};
+use xlat_io::sys::wait_readable;
+use xlat_io::tun::{RecvBatch, Tun, DEFAULT_BATCH};
+
+use crate::control::{
+    serve_pending, ControlMsg, DaemonStats, FastPathStats, IoCounters, Pong, Request, Response,
+    WorkerStats,
+};
+
+/// Expiry work per pcap tick offline, and at least this much per idle tick (in the engine's
+/// units: a session slot looked at costs 1, a removal 65 -- `Engine::expire`).
+pub const EXPIRE_BUDGET: usize = 65536;
+/// Expiry work per pass on an idle tick: at most 16 removals, ~3 us. (While traffic flows,
+/// each batch is followed by [`Engine::expire_step`], whose budget follows the batch and
+/// the backlog.)
+pub const EXPIRE_BUDGET_PER_BATCH: usize = 1024;
+/// Idle ticks expire in passes of [`EXPIRE_BUDGET_PER_BATCH`] for as long as passes find
+/// sessions to remove, up to this many (~16,000 removals, ~5-10 ms) -- and stop as soon as a
+/// packet waits, so it waits no longer than one pass.
+const IDLE_PASSES_MAX: usize = 1024;
+/// How often idle sessions are expired, and the longest poll wait.
+pub const TICK: Duration = Duration::from_millis(100);
+/// How often a worker with fragments waiting for their owner looks again.
+pub const FRAG_RETRY: Duration = Duration::from_millis(5);
+/// Later fragments a worker holds while their owner is unknown.
+pub const MAX_WAITING: usize = 64;
+/// Slots of the ring to each other worker: 1,024 with two workers, fewer with more (about
+/// 2,048 packets may wait for one worker in all), at least 64.
+pub fn ring_slots(workers: usize) -> usize {
+    (2048 / workers.saturating_sub(1).max(1))
+        .clamp(64, 1024)
+        .next_power_of_two()
+        .min(1024)
+}
+
+/// One list of the workers' own counters: name, explanation (what `xlat show stats
+/// --explain` prints).
+macro_rules! worker_counters {
+    ($($variant:ident = $name:literal: $explain:literal,)*) => {
+        /// A worker's counter (not the engine's): handoffs between workers and fragments
+        /// waiting for their owner.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum WorkerCounter { $($variant,)* }
+
+        impl WorkerCounter {
+            pub const ALL: &'static [WorkerCounter] = &[$(WorkerCounter::$variant,)*];
+            /// Stable name (JSON, text output).
+            pub fn name(self) -> &'static str {
+                match self { $(WorkerCounter::$variant => $name,)* }
+            }
+            /// What it means and what to do about it.
+            pub fn explain(self) -> &'static str {
+                match self { $(WorkerCounter::$variant => $explain,)* }
+            }
+        }
+    };
+}
+
+worker_counters! {
+    HandoffsOut = "handoffs_out": "Packets this worker read from its TUN queue that another worker owns (the host's sessions, the mapping's port slice, the datagram's first fragment) and passed to it through their ring. The kernel spreads packets over the queues by flow and sends a flow's packets to the queue that last wrote that flow's translated packets, so mostly the first packets of a flow are handed off.",
+    HandoffsIn = "handoffs_in": "Packets other workers read and passed to this one, which owns them, and which it translated.",
+    HandoffRingFull = "handoff_ring_full": "Packets dropped because the ring to their owner was full: that worker is busier than the one that read them. Sustained growth means a worker is saturated; fewer flows per inside host, more workers or more cores help.",
+    FragmentsWaited = "fragments_waited": "Non-first fragments of an inbound datagram (they carry no port) that arrived before their first fragment had named the worker that owns the datagram, and waited for it.",
+    FragmentWaitExpired = "fragment_wait_expired": "Waiting non-first fragments dropped because their first fragment did not arrive within the fragment timeout ([timeouts] fragment).",
+    FragmentWaitFull = "fragment_wait_full": "Non-first fragments dropped because this worker already held as many fragments waiting for their first fragment as it may (64).",
+}
+
+/// Who owns the datagram of a first fragment, for its later fragments: a fixed table of
+/// atomics any worker writes and reads without a lock. Each slot packs a 40-bit tag of the
+/// datagram's keyed hash, the worker, and the second it was written; a newer datagram
+/// hashing to the same slot takes it over (the older one's later fragments then wait and
+/// expire, counted). The hash is keyed with a random seed: keys are attacker-chosen.
+pub struct FragOwners {
+    slots: Box<[AtomicU64]>,
+    seed: u64,
+    /// Seconds an entry stays valid (the engine's fragment timeout).
+    timeout_secs: u64,
+}
+
+/// Slots of [`FragOwners`] (32 KiB).
+const FRAG_OWNER_SLOTS: usize = 4096;
+
+impl FragOwners {
+    pub fn new(seed: u64, timeout_secs: u64) -> FragOwners {
+        FragOwners {
+            slots: (0..FRAG_OWNER_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            seed,
+            timeout_secs: timeout_secs.clamp(1, 0xfff0),
+        }
+    }
+
+    fn hash(&self, id: &FragId) -> u64 {
+        let mut h = (u64::from(id.src) << 32 | u64::from(id.dst)) ^ self.seed;
+        h = mix(h ^ (u64::from(id.proto) << 16 | u64::from(id.ident)).wrapping_mul(0x9e37_79b9));
+        mix(h ^ self.seed.rotate_left(29))
+    }
+
+    /// Notes that `worker` owns datagram `id` (its first fragment was just placed).
+    pub fn record(&self, id: &FragId, worker: usize, now: Time) {
+        let h = self.hash(id);
+        let tag = (h >> 24) | 1;
+        let v = tag << 24 | (worker as u64 & 0xff) << 16 | (secs(now) & 0xffff);
+        if let Some(s) = self.slots.get(h as usize % FRAG_OWNER_SLOTS) {
+            s.store(v, Ordering::Relaxed);
+        }
+    }
+
+    /// The worker that owns datagram `id`, if its first fragment was placed within the
+    /// fragment timeout.
+    pub fn lookup(&self, id: &FragId, now: Time) -> Option<usize> {
+        let h = self.hash(id);
+        let v = self
+            .slots
+            .get(h as usize % FRAG_OWNER_SLOTS)?
+            .load(Ordering::Relaxed);
+        let tag = (h >> 24) | 1;
+        if v == 0 || v >> 24 != tag & 0xff_ffff_ffff {
+            return None;
+        }
+        let age = secs(now).wrapping_sub(v & 0xffff) & 0xffff;
+        (age <= self.timeout_secs).then_some(((v >> 16) & 0xff) as usize)
+    }
+}
+
+fn secs(t: Time) -> u64 {
+    t.0 / 1_000_000_000
+}
+
+/// splitmix64's finaliser.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A later fragment waiting for its first fragment to name the owner.
+struct Waiting {
+    id: FragId,
+    since: Time,
+    data: Vec<u8>,
+}
+
+/// What every worker shares (read-only, or atomics and the fast path's mutex).
+pub struct Shared<'a> {
+    pub shards: Option<&'a Shards>,
+    pub bells: &'a [Arc<Doorbell>],
+    pub owners: &'a FragOwners,
+    /// The engine's fragment timeout: how long a later fragment waits for its owner.
+    pub frag_timeout: Duration,
+    pub fast: Option<&'a Mutex<xlat_xdp::FastPath>>,
+    /// SIGINT / SIGTERM.
+    pub stop: &'a AtomicBool,
+    /// Set when a worker ends (an error): every worker stops.
+    pub halt: &'a AtomicBool,
+    pub start: Instant,
+    /// CLOCK_MONOTONIC at `start` (the XDP program's stamps).
+    pub mono_start: u64,
+    pub dns64: Option<&'a xlat_dns64::Stats>,
+}
+
+impl Shared<'_> {
+    fn clock(&self) -> Time {
+        Time::from_nanos(u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::SeqCst) || self.halt.load(Ordering::SeqCst)
+    }
+}
+
+/// One packet worker: its engine, its TUN queue, its control channel, its rings.
+pub struct Worker {
+    pub id: usize,
+    engine: Engine,
+    tun: Tun,
+    control: Receiver<ControlMsg>,
+    /// Ring to worker k at `to[k]` (`None` for itself).
+    to: Vec<Option<Producer>>,
+    /// Rings from the other workers.
+    from: Vec<Consumer>,
+    waiting: VecDeque<Waiting>,
+    io: IoCounters,
+    counts: [u64; WorkerCounter::ALL.len()],
+    /// An ISATAP host's routes follow its engine (one worker only: `[dataplane] workers`).
+    isatap_host: Option<crate::tunnel_routes::IsatapHostRoutes>,
+    /// Workers handed packets since their doorbell was last rung (a bit each).
+    rung: u64,
+}
+
+/// Stops every worker when one ends, also by a panic: dropped at the end of its thread.
+pub struct HaltOnExit<'a, 'b>(pub &'a Shared<'b>);
+
+impl Drop for HaltOnExit<'_, '_> {
+    fn drop(&mut self) {
+        self.0.halt.store(true, Ordering::SeqCst);
+        for b in self.0.bells {
+            b.waker().wake();
+        }
+    }
+}
+
+impl Worker {
+    pub fn new(
+        id: usize,
+        engine: Engine,
+        tun: Tun,
+        control: Receiver<ControlMsg>,
+        to: Vec<Option<Producer>>,
+        from: Vec<Consumer>,
+        isatap_host: Option<crate::tunnel_routes::IsatapHostRoutes>,
+    ) -> Worker {
+        Worker {
+            id,
+            engine,
+            tun,
+            control,
+            to,
+            from,
+            waiting: VecDeque::new(),
+            io: IoCounters::default(),
+            counts: [0; WorkerCounter::ALL.len()],
+            isatap_host,
+            rung: 0,
+        }
+    }
+
+    fn count(&mut self, c: WorkerCounter, n: u64) {
+        if let Some(v) = self.counts.get_mut(c as usize) {
+            *v += n;
+        }
+    }
+
+    fn send(tun: &Tun, io: &mut IoCounters, pkt: &[u8]) {
+        match tun.send(pkt) {
+            Ok(()) => io.tun_tx_packets += 1,
+            Err(_) => io.tun_write_errors += 1,
+        }
+    }
+
+    /// Runs until SIGINT/SIGTERM or another worker's end; an error ends this worker (and,
+    /// through [`HaltOnExit`], all of them).
+    pub fn run(&mut self, sh: &Shared<'_>) -> Result<()> {
+        let bell = sh
+            .bells
+            .get(self.id)
+            .context("no doorbell for this worker")?
+            .clone();
+        let mut batch = RecvBatch::new(DEFAULT_BATCH);
+        let mut verdicts = vec![Verdict::Held; DEFAULT_BATCH];
+        let mut ops = Vec::new();
+        let mut last_expire = Time(0);
+        let mut busy = false;
+        let mut reported_errors = 0u64;
+        let mut last_report = Instant::now();
+        let name = self.tun.name().to_string();
+
+        while !sh.stopping() {
+            // Sleep only when nothing was handed to us; the doorbell then wakes us.
+            let timeout = if !self.waiting.is_empty() {
+                FRAG_RETRY
+            } else {
+                TICK
+            };
+            let [tun_ready, wake_ready] = if self.rings_waiting() {
+                wait_readable([self.tun.as_fd(), bell.waker().as_fd()], Duration::ZERO)
+            } else {
+                bell.sleep();
+                let t = if self.rings_waiting() {
+                    Duration::ZERO
+                } else {
+                    timeout
+                };
+                let r = wait_readable([self.tun.as_fd(), bell.waker().as_fd()], t);
+                bell.awake();
+                r
+            }
+            .with_context(|| format!("waiting on {name}"))?;
+            if wake_ready {
+                bell.waker().drain();
+            }
+            if sh.shards.is_some() {
+                self.translate_handed(sh, &mut verdicts);
+            }
+            if tun_ready {
+                let n = batch
+                    .fill(&self.tun)
+                    .with_context(|| format!("reading from {name}"))?;
+                let now = sh.clock();
+                self.io.tun_rx_packets += n as u64;
+                let mut pkts = batch.packets_mut();
+                if let Some(shards) = sh.shards {
+                    self.place(sh, shards, now, &mut pkts);
+                }
+                self.engine.process_batch(now, &mut pkts, &mut verdicts);
+                for (pkt, v) in pkts.iter().zip(verdicts.iter()) {
+                    if v.transmit() {
+                        Self::send(&self.tun, &mut self.io, pkt.data());
+                    }
+                }
+                drop(pkts);
+                self.send_ready();
+                // A full read means more packets wait: keep the pass short (less than a batch).
+                self.engine.expire_step(now, n == batch.capacity());
+                if let Some(f) = sh.fast {
+                    sync_fast_path(&mut self.engine, f, &mut ops, now, sh.mono_start);
+                }
+                busy = true;
+            }
+            if self.rung != 0 {
+                self.ring_owners(sh);
+            }
+            if !self.waiting.is_empty() {
+                self.retry_waiting(sh);
+            }
+            let now = sh.clock();
+            serve_pending(&self.control, |req| self.answer(req, now, sh));
+            if now.0.saturating_sub(last_expire.0) >= TICK.as_nanos() as u64 {
+                // Under traffic the per-batch passes sweep; a long pass only when idle.
+                if !busy {
+                    self.idle_expiry(now, &bell)?;
+                    if let Some(f) = sh.fast {
+                        sync_fast_path(&mut self.engine, f, &mut ops, now, sh.mono_start);
+                    }
+                }
+                busy = false;
+                last_expire = now;
+                // Packets the engine originates on its timers (ISATAP Router Solicitations).
+                self.send_ready();
+                if let (Some(h), Some(st)) =
+                    (self.isatap_host.as_mut(), self.engine.tunnel_status())
+                {
+                    h.apply(&st);
+                }
+            }
+            if self.io.tun_write_errors != reported_errors
+                && last_report.elapsed() >= Duration::from_secs(10)
+            {
+                warn!(
+                    worker = self.id,
+                    total = self.io.tun_write_errors,
+                    new = self.io.tun_write_errors - reported_errors,
+                    "writes to the TUN device failed (packets lost)"
+                );
+                reported_errors = self.io.tun_write_errors;
+                last_report = Instant::now();
+            }
+        }
+        Ok(())
+    }
+
+    /// Idle tick: passes of [`EXPIRE_BUDGET_PER_BATCH`] while they find sessions to remove
+    /// (at least [`EXPIRE_BUDGET`] units), stopping as soon as a packet or a wake waits.
+    fn idle_expiry(&mut self, now: Time, bell: &Doorbell) -> Result<()> {
+        let mut spent = 0;
+        for _ in 0..IDLE_PASSES_MAX {
+            let removed = self.engine.expire(now, EXPIRE_BUDGET_PER_BATCH);
+            spent += EXPIRE_BUDGET_PER_BATCH;
+            if removed == 0 && spent >= EXPIRE_BUDGET {
+                break;
+            }
+            let [tun, wake] =
+                wait_readable([self.tun.as_fd(), bell.waker().as_fd()], Duration::ZERO)
+                    .context("waiting on the TUN device")?;
+            if tun || wake || self.rings_waiting() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes what the engine released outside a batch's verdicts.
+    fn send_ready(&mut self) {
+        while let Some(p) = self.engine.pop_ready() {
+            Self::send(&self.tun, &mut self.io, &p);
+        }
+    }
+
+    fn rings_waiting(&self) -> bool {
+        self.from.iter().any(|c| !c.is_empty())
+    }
+
+    /// Translates, in place in the rings, the packets other workers handed to this one.
+    fn translate_handed(&mut self, sh: &Shared<'_>, verdicts: &mut [Verdict]) {
+        let mut now = None;
+        for ring in self.from.iter_mut() {
+            if ring.is_empty() {
+                continue;
+            }
+            let now = *now.get_or_insert_with(|| sh.clock());
+            let mut b = ring.batch(DEFAULT_BATCH);
+            let mut pkts = b.packets_mut();
+            self.engine.process_batch(now, &mut pkts, verdicts);
+            for (pkt, v) in pkts.iter().zip(verdicts.iter()) {
+                if v.transmit() {
+                    Self::send(&self.tun, &mut self.io, pkt.data());
+                }
+            }
+            if let Some(c) = self.counts.get_mut(WorkerCounter::HandoffsIn as usize) {
+                *c += pkts.len() as u64;
+            }
+        }
+        if now.is_some() {
+            self.send_ready();
+        }
+    }
+
+    /// Keeps this worker's packets (and stateless ones) in `pkts`, in order, and hands the
+    /// others to their owners or, later fragments whose owner is not known yet, to the wait
+    /// queue.
+    fn place(&mut self, sh: &Shared<'_>, shards: &Shards, now: Time, pkts: &mut Vec<PacketBuf>) {
+        let me = self.id;
+        let (to, waiting, counts, rung) = (
+            &mut self.to,
+            &mut self.waiting,
+            &mut self.counts,
+            &mut self.rung,
+        );
+        let mut bump = |c: WorkerCounter| {
+            if let Some(v) = counts.get_mut(c as usize) {
+                *v += 1;
+            }
+        };
+        pkts.retain(|p| {
+            let k = match shards.owner(p.data()) {
+                Owner::Any => return true,
+                Owner::Worker(k) => k,
+                Owner::FirstFragment { worker, id } => {
+                    sh.owners.record(&id, worker, now);
+                    worker
+                }
+                Owner::LaterFragment(id) => match sh.owners.lookup(&id, now) {
+                    Some(k) => k,
+                    None => {
+                        // RFC 4787 REQ-14: wait (bounded) for the first fragment.
+                        if waiting.len() >= MAX_WAITING {
+                            bump(WorkerCounter::FragmentWaitFull);
+                        } else {
+                            waiting.push_back(Waiting {
+                                id,
+                                since: now,
+                                data: p.data().to_vec(),
+                            });
+                            bump(WorkerCounter::FragmentsWaited);
+                        }
+                        return false;
+                    }
+                },
+            };
+            if k == me {
+                return true;
+            }
+            match to.get_mut(k).and_then(Option::as_mut) {
+                Some(ring) => {
+                    if ring.push(p.data()) {
+                        bump(WorkerCounter::HandoffsOut);
+                        *rung |= 1 << k;
+                    } else {
+                        bump(WorkerCounter::HandoffRingFull);
+                    }
+                    false
+                }
+                // Not a worker we know (cannot happen): translate here.
+                None => true,
+            }
+        });
+    }
+
+    /// Wakes the workers handed packets this turn, if they sleep.
+    fn ring_owners(&mut self, sh: &Shared<'_>) {
+        for (k, b) in sh.bells.iter().enumerate() {
+            if self.rung & (1 << k) != 0 {
+                b.ring();
+            }
+        }
+        self.rung = 0;
+    }
+
+    /// Looks up the owners of the waiting fragments again: found -> translated here or
+    /// handed on; past the fragment timeout -> dropped and counted.
+    fn retry_waiting(&mut self, sh: &Shared<'_>) {
+        let now = sh.clock();
+        let timeout = u64::try_from(sh.frag_timeout.as_nanos()).unwrap_or(u64::MAX);
+        let mut local = Vec::new();
+        let mut expired = 0;
+        let mut full = 0;
+        let me = self.id;
+        let to = &mut self.to;
+        let rung = &mut self.rung;
+        let mut handed = 0;
+        self.waiting.retain_mut(|w| {
+            match sh.owners.lookup(&w.id, now) {
+                Some(k) if k == me => local.push(std::mem::take(&mut w.data)),
+                Some(k) => match to.get_mut(k).and_then(Option::as_mut) {
+                    Some(ring) => {
+                        if ring.push(&w.data) {
+                            handed += 1;
+                            *rung |= 1 << k;
+                        } else {
+                            full += 1;
+                        }
+                    }
+                    None => local.push(std::mem::take(&mut w.data)),
+                },
+                None if now.0.saturating_sub(w.since.0) > timeout => expired += 1,
+                None => return true,
+            }
+            false
+        });
+        self.count(WorkerCounter::HandoffsOut, handed);
+        self.count(WorkerCounter::HandoffRingFull, full);
+        self.count(WorkerCounter::FragmentWaitExpired, expired);
+        for data in local {
+            let mut buf = vec![0u8; HEADROOM + data.len() + HEADROOM];
+            if let Some(dst) = buf.get_mut(HEADROOM..HEADROOM + data.len()) {
+                dst.copy_from_slice(&data);
+            }
+            if let Some(mut p) = PacketBuf::new(&mut buf, HEADROOM, data.len()) {
+                if self.engine.process(now, &mut p).transmit() {
+                    Self::send(&self.tun, &mut self.io, p.data());
+                }
+            }
+        }
+        self.send_ready();
+        if self.rung != 0 {
+            self.ring_owners(sh);
+        }
+    }
+
+    /// This worker's row of `{"cmd":"stats"}`.
+    fn stats_row(&self) -> WorkerStats {
+        WorkerStats {
+            worker: self.id as u64,
+            tun_rx_packets: self.io.tun_rx_packets,
+            packets_in: self.engine.counters().count(xlat_engine::Event::PacketsIn),
+            sessions: 0,
+            counters: WorkerCounter::ALL
+                .iter()
+                .map(|&c| NamedCount {
+                    name: c.name().into(),
+                    value: self.counts.get(c as usize).copied().unwrap_or(0),
+                    explain: c.explain().into(),
+                })
+                .collect(),
+        }
+    }
+
+    /// This worker's answer to a control request (the control thread merges the workers'
+    /// answers: `crate::control::merge`). Worker 0 also reports DNS64 and the fast path.
+    fn answer(&self, req: &Request, now: Time, sh: &Shared<'_>) -> Response {
+        let uptime_secs = sh.start.elapsed().as_secs();
+        match req {
+            Request::Sessions { limit } => {
+                let mut s = self.engine.sessions(now);
+                if let Some(l) = limit {
+                    s.truncate(*l);
+                }
+                Response::Sessions(s)
+            }
+            Request::Stats {} => {
+                let engine = self.engine.stats();
+                let mut row = self.stats_row();
+                row.sessions = engine.sessions;
+                let first = self.id == 0;
+                Response::Stats(Box::new(DaemonStats {
+                    engine,
+                    io: IoCounters {
+                        uptime_secs,
+                        ..self.io.clone()
+                    },
+                    dns64: sh.dns64.filter(|_| first).map(|s| s.snapshot()),
+                    fast_path: sh.fast.filter(|_| first).map(fast_path_stats),
+                    workers: vec![row],
+                }))
+            }
+            Request::Ping {} => Response::Pong(Pong {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                uptime_secs,
+            }),
+        }
+    }
+
+    /// Totals for the log line at exit: packets in and out of the engine, failed writes.
+    pub fn totals(&self) -> (u64, u64, u64) {
+        let st = self.engine.stats();
+        (
+            st.get("packets_in"),
+            st.get("packets_out"),
+            self.io.tun_write_errors,
+        )
+    }
+}
+
+fn fast_path_stats(f: &Mutex<xlat_xdp::FastPath>) -> FastPathStats {
+    let f = match f.lock() {
+        Ok(f) => f,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    FastPathStats {
+        kind: "xdp".into(),
+        interfaces: f.interfaces().to_vec(),
+        recipes: f.recipes(),
+        install_errors: f.install_errors(),
+        counters: f
+            .counters()
+            .into_iter()
+            .map(|c| NamedCount {
+                name: c.name.into(),
+                value: c.value,
+                explain: c.explain.into(),
+            })
+            .collect(),
+    }
+}
+
+/// Carries the engine's offload ops to the XDP fast path: installs and removals as they are,
+/// queries answered with the recipes' last-seen stamps (converted to the engine's clock),
+/// which may expire sessions and so produce removals: a few rounds, bounded. The fast path
+/// is shared by the workers (their sessions' recipes are disjoint); its lock is taken only
+/// when there are ops, once per round.
+pub fn sync_fast_path(
+    engine: &mut Engine,
+    fast: &Mutex<xlat_xdp::FastPath>,
+    ops: &mut Vec<xlat_engine::offload::OffloadOp>,
+    now: Time,
+    mono_start: u64,
+) {
+    use xlat_engine::offload::OffloadKind;
+    for _ in 0..4 {
+        ops.clear();
+        engine.offload_ops(ops);
+        if ops.is_empty() {
+            return;
+        }
+        let mut fast = match fast.lock() {
+            Ok(f) => f,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let stamp = xlat_xdp::monotonic_ns();
+        for op in ops.iter() {
+            if op.kind == OffloadKind::Query {
+                let t = |ns: u64| Time::from_nanos(ns.saturating_sub(mono_start));
+                let (o, i) = fast.last_seen(op);
+                engine.offload_seen(now, op.token, o.map(t), i.map(t));
+            } else {
+                fast.apply(op, stamp);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(ident: u16) -> FragId {
+        FragId {
+            src: 0xcb00_7105,
+            dst: 0xc613_0064,
+            proto: 17,
+            ident,
+        }
+    }
+
+    #[test]
+    fn frag_owners_remember_within_the_timeout() {
+        let t = FragOwners::new(7, 2);
+        assert_eq!(t.lookup(&id(1), Time::from_secs(10)), None);
+        t.record(&id(1), 3, Time::from_secs(10));
+        assert_eq!(t.lookup(&id(1), Time::from_secs(10)), Some(3));
+        assert_eq!(t.lookup(&id(1), Time::from_secs(12)), Some(3));
+        assert_eq!(
+            t.lookup(&id(1), Time::from_secs(13)),
+            None,
+            "past the timeout"
+        );
+        assert_eq!(
+            t.lookup(&id(2), Time::from_secs(10)),
+            None,
+            "another datagram"
+        );
+        // Many datagrams at once: each finds its owner unless a newer one took its slot.
+        let n = 1000u16;
+        for i in 0..n {
+            t.record(&id(i), usize::from(i % 64), Time::from_secs(20));
+        }
+        let found = (0..n)
+            .filter(|&i| t.lookup(&id(i), Time::from_secs(20)) == Some(usize::from(i % 64)))
+            .count();
+        assert!(found > 850, "{found} of {n}");
+        let wrong = (0..n)
+            .filter(|&i| {
+                t.lookup(&id(i), Time::from_secs(20))
+                    .is_some_and(|k| k != usize::from(i % 64))
+            })
+            .count();
+        assert_eq!(wrong, 0);
+        // Another seed, another layout (keys are attacker-chosen).
+        let u = FragOwners::new(8, 2);
+        assert_ne!(t.hash(&id(1)), u.hash(&id(1)));
+    }
+
+    #[test]
+    fn ring_slots_shrink_with_workers() {
+        assert_eq!(ring_slots(2), 1024);
+        assert_eq!(ring_slots(3), 1024);
+        assert_eq!(ring_slots(5), 512);
+        assert_eq!(ring_slots(64), 64);
+        assert!(ring_slots(1) >= 64);
+    }
+
+    #[test]
+    fn counters_have_names_and_explanations() {
+        for c in WorkerCounter::ALL {
+            assert!(!c.name().is_empty() && c.explain().len() > 20);
+        }
+        assert_eq!(WorkerCounter::HandoffsOut.name(), "handoffs_out");
+    }
+}
