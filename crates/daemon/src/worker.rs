@@ -588,6 +588,10 @@ impl Worker {
         match req {
             Request::Sessions { limit } => {
                 let mut s = self.engine.sessions(now);
+                if self.id != 0 {
+                    // Every engine lists the static entries: worker 0 speaks for them.
+                    s.retain(|r| r.state != "static");
+                }
                 if let Some(l) = limit {
                     s.truncate(*l);
                 }

@@ -210,9 +210,10 @@ fn xdp_that_cannot_attach_leaves_a_working_tun_gateway() {
     }
     let mut t = Topo::new(Opts::default());
     let cfg = format!(
-        "{}\n[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"{}nx\"]\n",
+        "{}\n[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"{}nx\"]\n{}",
         t.default_config().split("\n[dataplane]").next().unwrap(),
-        t.id
+        t.id,
+        workers_line()
     );
     let p = t.start_xlat(&cfg);
     let inn = t.ns_in.clone();

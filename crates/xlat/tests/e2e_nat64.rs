@@ -34,8 +34,8 @@ use std::time::Duration;
 
 use common::topo64::{GW4, GW6, SRV};
 use common::{
-    assert_same_file, can_run_dns, counter, http_clients, poll, show, xdp, Pkt, Topo64, ICMP_PROBE,
-    UDP4_SEND,
+    assert_same_file, can_run_dns, counter, http_clients, poll, show, workers_line, workers_wanted,
+    xdp, Pkt, Topo64, ICMP_PROBE, UDP4_SEND,
 };
 
 /// The IPv6-only client (NAT64 tests).
@@ -129,13 +129,16 @@ socket = "{sock}"
             "\n[dns64]\nlisten = [\"[{GW6}]:53\"]\nupstream = [\"{SRV}:53\"]\nprefix = \"{PREF64}\"\n"
         ));
     }
+    if fast_path() || workers_wanted().is_some() {
+        c.push_str("\n[dataplane]\n");
+    }
     if fast_path() {
         c.push_str(&format!(
-            "\n[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"{}\", \"{}\"]\n",
+            "fast_path = \"xdp\"\ninterfaces = [\"{}\", \"{}\"]\n",
             lab.gw_cli_dev, lab.gw_srv_dev
         ));
     }
-    c
+    c + &workers_line()
 }
 
 /// The SIIT configuration: the client's /124 as EAM, and `extra_eam` entries.
@@ -153,9 +156,14 @@ eam = [{{ ipv4 = "198.19.1.0/28", ipv6 = "2001:2:0:1::/124" }}{extra_eam}]
 
 [control]
 socket = "{sock}"
-"#,
+{dataplane}"#,
         tun = lab.tun,
-        sock = lab.socket.display()
+        sock = lab.socket.display(),
+        // XLAT_E2E_WORKERS: SIIT on several workers too.
+        dataplane = match workers_wanted() {
+            Some(_) => format!("\n[dataplane]\n{}", workers_line()),
+            None => String::new(),
+        },
     )
 }
 

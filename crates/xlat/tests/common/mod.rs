@@ -199,6 +199,24 @@ pub struct Opts {
     pub fast_path: bool,
 }
 
+/// Packet workers asked for by `XLAT_E2E_WORKERS` (scripts/test.sh runs the NAT44 and NAT64
+/// suites once more with 2), so a whole suite can run on several workers; `None`: the
+/// default, one.
+pub fn workers_wanted() -> Option<usize> {
+    std::env::var("XLAT_E2E_WORKERS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&n: &usize| n >= 1)
+}
+
+/// `workers = N` (a `[dataplane]` line) when `XLAT_E2E_WORKERS` asks for workers, else
+/// nothing.
+pub fn workers_line() -> String {
+    workers_wanted()
+        .map(|n| format!("workers = {n}\n"))
+        .unwrap_or_default()
+}
+
 /// Is the XDP fast path asked for, by `opts` or by `XLAT_E2E_FAST_PATH`?
 pub fn fast_path_wanted(opts: &Opts) -> bool {
     opts.fast_path || std::env::var_os("XLAT_E2E_FAST_PATH").is_some()
@@ -425,15 +443,21 @@ socket = "{sock}"
         srv
     }
 
-    /// `[dataplane]` for the XDP fast path on GW's inside and outside devices, or nothing.
+    /// `[dataplane]` for the XDP fast path on GW's inside and outside devices and for the
+    /// workers `XLAT_E2E_WORKERS` asks for, or nothing.
     pub fn dataplane_section(&self) -> String {
-        if !self.fast_path {
+        let workers = workers_line();
+        if !self.fast_path && workers.is_empty() {
             return String::new();
         }
-        format!(
-            "\n[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"{}\", \"{}\"]\n",
-            self.gw_in_dev, self.gw_out_dev
-        )
+        let mut s = String::from("\n[dataplane]\n");
+        if self.fast_path {
+            s += &format!(
+                "fast_path = \"xdp\"\ninterfaces = [\"{}\", \"{}\"]\n",
+                self.gw_in_dev, self.gw_out_dev
+            );
+        }
+        s + &workers
     }
 
     /// Writes `config`, starts `xlat run -c` in GW and waits until it is ready: the TUN device
