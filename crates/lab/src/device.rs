@@ -45,6 +45,10 @@ pub const DEVICES: &[(&str, &str)] = &[
     ),
     ("xlat-nat44", "xlat run (NAPT, TUN driver)"),
     (
+        "xlat-nat44-2w",
+        "xlat-nat44 on two packet workers ([dataplane] workers = 2: a two-queue TUN device, packets handed between workers), both on the DUT CPU",
+    ),
+    (
         "xlat-nat44-xdp",
         "xlat run (NAPT) with the XDP fast path on the DUT's ports (established flows in XDP)",
     ),
@@ -146,6 +150,10 @@ pub fn make(name: &str) -> Result<Box<dyn Device>> {
         "kernel-nat44" => Box::new(KernelNat44 { heavy: false }),
         "kernel-nat44-heavy" => Box::new(KernelNat44 { heavy: true }),
         "xlat-nat44" => Box::new(Daemon::xlat()),
+        "xlat-nat44-2w" => Box::new(Daemon {
+            kind: DaemonKind::Xlat2w,
+            ..Daemon::xlat()
+        }),
         "xlat-nat44-xdp" => Box::new(Daemon {
             kind: DaemonKind::XlatXdp,
             ..Daemon::xlat()
@@ -436,6 +444,8 @@ struct Daemon {
 #[derive(Clone, Copy, PartialEq)]
 enum DaemonKind {
     Xlat,
+    /// NAT44 on two packet workers.
+    Xlat2w,
     /// NAT44 with `[dataplane] fast_path = "xdp"` on the DUT's two ports.
     XlatXdp,
     /// NAT64 with the same fast path.
@@ -750,6 +760,7 @@ impl Device for Daemon {
     fn name(&self) -> &'static str {
         match self.kind {
             DaemonKind::Xlat => "xlat-nat44",
+            DaemonKind::Xlat2w => "xlat-nat44-2w",
             DaemonKind::XlatXdp => "xlat-nat44-xdp",
             DaemonKind::Xlat64Xdp => "xlat-nat64-xdp",
             DaemonKind::Xlat64 => "xlat-nat64",
@@ -760,11 +771,14 @@ impl Device for Daemon {
         }
     }
     fn v6_in(&self) -> bool {
-        !matches!(self.kind, DaemonKind::Xlat | DaemonKind::XlatXdp)
+        !matches!(
+            self.kind,
+            DaemonKind::Xlat | DaemonKind::Xlat2w | DaemonKind::XlatXdp
+        )
     }
     fn flows_at(&self, first: u32, n: u32, seed: u32) -> Vec<Flow> {
         match self.kind {
-            DaemonKind::Xlat | DaemonKind::XlatXdp => {
+            DaemonKind::Xlat | DaemonKind::Xlat2w | DaemonKind::XlatXdp => {
                 crate::packet::flows_v4_at(first, n, seed, D_ADDR)
             }
             DaemonKind::Xlat6to4 | DaemonKind::XlatIsatap => {
@@ -801,6 +815,9 @@ impl Device for Daemon {
                     }
                     DaemonKind::Xlat64Xdp => {
                         format!("{}{}", xlat64_config(&tun, &sock), dataplane_xdp(topo))
+                    }
+                    DaemonKind::Xlat2w => {
+                        format!("{}\n[dataplane]\nworkers = 2\n", xlat_config(&tun, &sock))
                     }
                     _ => xlat_config(&tun, &sock),
                 };
