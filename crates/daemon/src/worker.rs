@@ -211,17 +211,180 @@ pub struct Worker {
     engine: Engine,
     tun: Tun,
     control: Receiver<ControlMsg>,
-    /// Ring to worker k at `to[k]` (`None` for itself).
-    to: Vec<Option<Producer>>,
+    /// Placement, the rings to the other workers, the fragment wait queue, the counters.
+    handoff: Handoff,
     /// Rings from the other workers.
     from: Vec<Consumer>,
-    waiting: VecDeque<Waiting>,
     io: IoCounters,
-    counts: [u64; WorkerCounter::ALL.len()],
     /// An ISATAP host's routes follow its engine (one worker only: `[dataplane] workers`).
     isatap_host: Option<crate::tunnel_routes::IsatapHostRoutes>,
+}
+
+/// A worker's side of the handoff: which packets of a batch it keeps, the rings it hands
+/// the others to, the later fragments waiting for their owner, and its counters. No I/O
+/// (the rings are memory), so it is tested on its own.
+pub struct Handoff {
+    me: usize,
+    /// Ring to worker k at `to[k]` (`None` for itself).
+    to: Vec<Option<Producer>>,
+    waiting: VecDeque<Waiting>,
+    counts: [u64; WorkerCounter::ALL.len()],
     /// Workers handed packets since their doorbell was last rung (a bit each).
     rung: u64,
+}
+
+impl Handoff {
+    /// Worker `me`'s handoff, with `to[k]` its ring to worker k.
+    pub fn new(me: usize, to: Vec<Option<Producer>>) -> Handoff {
+        Handoff {
+            me,
+            to,
+            waiting: VecDeque::new(),
+            counts: [0; WorkerCounter::ALL.len()],
+            rung: 0,
+        }
+    }
+
+    /// Value of a counter.
+    pub fn get(&self, c: WorkerCounter) -> u64 {
+        self.counts.get(c as usize).copied().unwrap_or(0)
+    }
+
+    fn count(&mut self, c: WorkerCounter, n: u64) {
+        if let Some(v) = self.counts.get_mut(c as usize) {
+            *v += n;
+        }
+    }
+
+    /// Later fragments waiting for their owner.
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Keeps this worker's packets (and stateless ones) in `pkts`, in order, and hands the
+    /// others to their owners or, later fragments whose owner is not known yet, to the wait
+    /// queue (RFC 4787 REQ-14: a later fragment follows its first fragment).
+    pub fn place(
+        &mut self,
+        shards: &Shards,
+        owners: &FragOwners,
+        now: Time,
+        pkts: &mut Vec<PacketBuf>,
+    ) {
+        let me = self.me;
+        let (to, waiting, counts, rung) = (
+            &mut self.to,
+            &mut self.waiting,
+            &mut self.counts,
+            &mut self.rung,
+        );
+        let mut bump = |c: WorkerCounter| {
+            if let Some(v) = counts.get_mut(c as usize) {
+                *v += 1;
+            }
+        };
+        pkts.retain(|p| {
+            let k = match shards.owner(p.data()) {
+                Owner::Any => return true,
+                Owner::Worker(k) => k,
+                Owner::FirstFragment { worker, id } => {
+                    owners.record(&id, worker, now);
+                    worker
+                }
+                Owner::LaterFragment(id) => match owners.lookup(&id, now) {
+                    Some(k) => k,
+                    None => {
+                        if waiting.len() >= MAX_WAITING {
+                            bump(WorkerCounter::FragmentWaitFull);
+                        } else {
+                            waiting.push_back(Waiting {
+                                id,
+                                since: now,
+                                data: p.data().to_vec(),
+                            });
+                            bump(WorkerCounter::FragmentsWaited);
+                        }
+                        return false;
+                    }
+                },
+            };
+            if k == me {
+                return true;
+            }
+            match to.get_mut(k).and_then(Option::as_mut) {
+                Some(ring) => {
+                    if ring.push(p.data()) {
+                        bump(WorkerCounter::HandoffsOut);
+                        *rung |= 1 << k;
+                    } else {
+                        bump(WorkerCounter::HandoffRingFull);
+                    }
+                    false
+                }
+                // Not a worker we know (cannot happen): translate here.
+                None => true,
+            }
+        });
+    }
+
+    /// Looks up the owners of the waiting fragments again: those of other workers are handed
+    /// on, those past `timeout` dropped and counted; returns those this worker owns, to
+    /// translate.
+    pub fn retry(&mut self, owners: &FragOwners, now: Time, timeout: Duration) -> Vec<Vec<u8>> {
+        let timeout = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        let mut local = Vec::new();
+        let (mut expired, mut full, mut handed) = (0, 0, 0);
+        let me = self.me;
+        let (to, rung) = (&mut self.to, &mut self.rung);
+        self.waiting.retain_mut(|w| {
+            match owners.lookup(&w.id, now) {
+                Some(k) if k == me => local.push(std::mem::take(&mut w.data)),
+                Some(k) => match to.get_mut(k).and_then(Option::as_mut) {
+                    Some(ring) => {
+                        if ring.push(&w.data) {
+                            handed += 1;
+                            *rung |= 1 << k;
+                        } else {
+                            full += 1;
+                        }
+                    }
+                    None => local.push(std::mem::take(&mut w.data)),
+                },
+                None if now.0.saturating_sub(w.since.0) > timeout => expired += 1,
+                None => return true,
+            }
+            false
+        });
+        self.count(WorkerCounter::HandoffsOut, handed);
+        self.count(WorkerCounter::HandoffRingFull, full);
+        self.count(WorkerCounter::FragmentWaitExpired, expired);
+        local
+    }
+
+    /// Wakes the workers handed packets since the last call, if they sleep.
+    pub fn ring_owners(&mut self, bells: &[Arc<Doorbell>]) {
+        if self.rung == 0 {
+            return;
+        }
+        for (k, b) in bells.iter().enumerate() {
+            if self.rung & (1 << k) != 0 {
+                b.ring();
+            }
+        }
+        self.rung = 0;
+    }
+
+    /// The counters with their names and explanations.
+    fn named(&self) -> Vec<NamedCount> {
+        WorkerCounter::ALL
+            .iter()
+            .map(|&c| NamedCount {
+                name: c.name().into(),
+                value: self.get(c),
+                explain: c.explain().into(),
+            })
+            .collect()
+    }
 }
 
 /// Stops every worker when one ends, also by a panic: dropped at the end of its thread.
@@ -251,19 +414,10 @@ impl Worker {
             engine,
             tun,
             control,
-            to,
+            handoff: Handoff::new(id, to),
             from,
-            waiting: VecDeque::new(),
             io: IoCounters::default(),
-            counts: [0; WorkerCounter::ALL.len()],
             isatap_host,
-            rung: 0,
-        }
-    }
-
-    fn count(&mut self, c: WorkerCounter, n: u64) {
-        if let Some(v) = self.counts.get_mut(c as usize) {
-            *v += n;
         }
     }
 
@@ -293,7 +447,7 @@ impl Worker {
 
         while !sh.stopping() {
             // Sleep only when nothing was handed to us; the doorbell then wakes us.
-            let timeout = if !self.waiting.is_empty() {
+            let timeout = if self.handoff.waiting() > 0 {
                 FRAG_RETRY
             } else {
                 TICK
@@ -326,7 +480,7 @@ impl Worker {
                 self.io.tun_rx_packets += n as u64;
                 let mut pkts = batch.packets_mut();
                 if let Some(shards) = sh.shards {
-                    self.place(sh, shards, now, &mut pkts);
+                    self.handoff.place(shards, sh.owners, now, &mut pkts);
                 }
                 self.engine.process_batch(now, &mut pkts, &mut verdicts);
                 for (pkt, v) in pkts.iter().zip(verdicts.iter()) {
@@ -343,10 +497,8 @@ impl Worker {
                 }
                 busy = true;
             }
-            if self.rung != 0 {
-                self.ring_owners(sh);
-            }
-            if !self.waiting.is_empty() {
+            self.handoff.ring_owners(sh.bells);
+            if self.handoff.waiting() > 0 {
                 self.retry_waiting(sh);
             }
             let now = sh.clock();
@@ -432,121 +584,19 @@ impl Worker {
                     Self::send(&self.tun, &mut self.io, pkt.data());
                 }
             }
-            if let Some(c) = self.counts.get_mut(WorkerCounter::HandoffsIn as usize) {
-                *c += pkts.len() as u64;
-            }
+            self.handoff
+                .count(WorkerCounter::HandoffsIn, pkts.len() as u64);
         }
         if now.is_some() {
             self.send_ready();
         }
     }
 
-    /// Keeps this worker's packets (and stateless ones) in `pkts`, in order, and hands the
-    /// others to their owners or, later fragments whose owner is not known yet, to the wait
-    /// queue.
-    fn place(&mut self, sh: &Shared<'_>, shards: &Shards, now: Time, pkts: &mut Vec<PacketBuf>) {
-        let me = self.id;
-        let (to, waiting, counts, rung) = (
-            &mut self.to,
-            &mut self.waiting,
-            &mut self.counts,
-            &mut self.rung,
-        );
-        let mut bump = |c: WorkerCounter| {
-            if let Some(v) = counts.get_mut(c as usize) {
-                *v += 1;
-            }
-        };
-        pkts.retain(|p| {
-            let k = match shards.owner(p.data()) {
-                Owner::Any => return true,
-                Owner::Worker(k) => k,
-                Owner::FirstFragment { worker, id } => {
-                    sh.owners.record(&id, worker, now);
-                    worker
-                }
-                Owner::LaterFragment(id) => match sh.owners.lookup(&id, now) {
-                    Some(k) => k,
-                    None => {
-                        // RFC 4787 REQ-14: wait (bounded) for the first fragment.
-                        if waiting.len() >= MAX_WAITING {
-                            bump(WorkerCounter::FragmentWaitFull);
-                        } else {
-                            waiting.push_back(Waiting {
-                                id,
-                                since: now,
-                                data: p.data().to_vec(),
-                            });
-                            bump(WorkerCounter::FragmentsWaited);
-                        }
-                        return false;
-                    }
-                },
-            };
-            if k == me {
-                return true;
-            }
-            match to.get_mut(k).and_then(Option::as_mut) {
-                Some(ring) => {
-                    if ring.push(p.data()) {
-                        bump(WorkerCounter::HandoffsOut);
-                        *rung |= 1 << k;
-                    } else {
-                        bump(WorkerCounter::HandoffRingFull);
-                    }
-                    false
-                }
-                // Not a worker we know (cannot happen): translate here.
-                None => true,
-            }
-        });
-    }
-
-    /// Wakes the workers handed packets this turn, if they sleep.
-    fn ring_owners(&mut self, sh: &Shared<'_>) {
-        for (k, b) in sh.bells.iter().enumerate() {
-            if self.rung & (1 << k) != 0 {
-                b.ring();
-            }
-        }
-        self.rung = 0;
-    }
-
-    /// Looks up the owners of the waiting fragments again: found -> translated here or
-    /// handed on; past the fragment timeout -> dropped and counted.
+    /// Translates the waiting fragments this worker turned out to own, hands on the others
+    /// ([`Handoff::retry`]).
     fn retry_waiting(&mut self, sh: &Shared<'_>) {
         let now = sh.clock();
-        let timeout = u64::try_from(sh.frag_timeout.as_nanos()).unwrap_or(u64::MAX);
-        let mut local = Vec::new();
-        let mut expired = 0;
-        let mut full = 0;
-        let me = self.id;
-        let to = &mut self.to;
-        let rung = &mut self.rung;
-        let mut handed = 0;
-        self.waiting.retain_mut(|w| {
-            match sh.owners.lookup(&w.id, now) {
-                Some(k) if k == me => local.push(std::mem::take(&mut w.data)),
-                Some(k) => match to.get_mut(k).and_then(Option::as_mut) {
-                    Some(ring) => {
-                        if ring.push(&w.data) {
-                            handed += 1;
-                            *rung |= 1 << k;
-                        } else {
-                            full += 1;
-                        }
-                    }
-                    None => local.push(std::mem::take(&mut w.data)),
-                },
-                None if now.0.saturating_sub(w.since.0) > timeout => expired += 1,
-                None => return true,
-            }
-            false
-        });
-        self.count(WorkerCounter::HandoffsOut, handed);
-        self.count(WorkerCounter::HandoffRingFull, full);
-        self.count(WorkerCounter::FragmentWaitExpired, expired);
-        for data in local {
+        for data in self.handoff.retry(sh.owners, now, sh.frag_timeout) {
             let mut buf = vec![0u8; HEADROOM + data.len() + HEADROOM];
             if let Some(dst) = buf.get_mut(HEADROOM..HEADROOM + data.len()) {
                 dst.copy_from_slice(&data);
@@ -558,9 +608,7 @@ impl Worker {
             }
         }
         self.send_ready();
-        if self.rung != 0 {
-            self.ring_owners(sh);
-        }
+        self.handoff.ring_owners(sh.bells);
     }
 
     /// This worker's row of `{"cmd":"stats"}`.
@@ -570,14 +618,7 @@ impl Worker {
             tun_rx_packets: self.io.tun_rx_packets,
             packets_in: self.engine.counters().count(xlat_engine::Event::PacketsIn),
             sessions: 0,
-            counters: WorkerCounter::ALL
-                .iter()
-                .map(|&c| NamedCount {
-                    name: c.name().into(),
-                    value: self.counts.get(c as usize).copied().unwrap_or(0),
-                    explain: c.explain().into(),
-                })
-                .collect(),
+            counters: self.handoff.named(),
         }
     }
 
@@ -690,6 +731,7 @@ pub fn sync_fast_path(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -738,6 +780,211 @@ mod tests {
         // Another seed, another layout (keys are attacker-chosen).
         let u = FragOwners::new(8, 2);
         assert_ne!(t.hash(&id(1)), u.hash(&id(1)));
+    }
+
+    /// An IPv4 packet (no checksums: placement reads only addresses, fragment fields and
+    /// ports): protocol 17, flags/offset `ff`, identification `ident`, `l4` after the header.
+    fn v4(src: [u8; 4], dst: [u8; 4], ff: u16, ident: u16, l4: &[u8]) -> Vec<u8> {
+        let len = (20 + l4.len()) as u16;
+        let mut p = vec![0x45, 0];
+        p.extend_from_slice(&len.to_be_bytes());
+        p.extend_from_slice(&ident.to_be_bytes());
+        p.extend_from_slice(&ff.to_be_bytes());
+        p.extend_from_slice(&[64, 17, 0, 0]);
+        p.extend_from_slice(&src);
+        p.extend_from_slice(&dst);
+        p.extend_from_slice(l4);
+        p
+    }
+
+    fn udp(sport: u16, dport: u16) -> Vec<u8> {
+        let mut u = sport.to_be_bytes().to_vec();
+        u.extend_from_slice(&dport.to_be_bytes());
+        u.extend_from_slice(&[0, 16, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]);
+        u
+    }
+
+    const POOL: [u8; 4] = [198, 19, 0, 100];
+    const REMOTE: [u8; 4] = [203, 0, 113, 5];
+
+    fn shards() -> Shards {
+        let cfg = xlat_engine::EngineConfig {
+            nat44: Some(xlat_engine::Nat44Config {
+                inside: vec!["198.18.0.0/24".parse().unwrap()],
+                pool: vec!["198.19.0.100/32".parse().unwrap()],
+                ..xlat_engine::Nat44Config::default()
+            }),
+            ..xlat_engine::EngineConfig::default()
+        };
+        match Shards::new(&cfg, 2) {
+            Ok(s) => s,
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+
+    /// Two workers' handoffs wired with rings of `slots`: (handoff 0, handoff 1, ring 0->1's
+    /// consumer, ring 1->0's consumer).
+    fn pair(slots: usize) -> (Handoff, Handoff, Consumer, Consumer) {
+        let (p01, c01) = xlat_io::ring::ring(slots, 1500);
+        let (p10, c10) = xlat_io::ring::ring(slots, 1500);
+        (
+            Handoff::new(0, vec![None, Some(p01)]),
+            Handoff::new(1, vec![Some(p10), None]),
+            c01,
+            c10,
+        )
+    }
+
+    /// Places `pkts` as worker `h` reads them; returns the ones it keeps.
+    fn place(
+        h: &mut Handoff,
+        s: &Shards,
+        o: &FragOwners,
+        now: Time,
+        pkts: &[Vec<u8>],
+    ) -> Vec<Vec<u8>> {
+        let mut bufs: Vec<Vec<u8>> = pkts
+            .iter()
+            .map(|p| [vec![0u8; HEADROOM], p.clone()].concat())
+            .collect();
+        let mut views: Vec<PacketBuf> = bufs
+            .iter_mut()
+            .zip(pkts)
+            .filter_map(|(b, p)| PacketBuf::new(b, HEADROOM, p.len()))
+            .collect();
+        h.place(s, o, now, &mut views);
+        views.iter().map(|v| v.data().to_vec()).collect()
+    }
+
+    fn drain(c: &mut Consumer) -> Vec<Vec<u8>> {
+        let mut b = c.batch(64);
+        b.packets_mut().iter().map(|p| p.data().to_vec()).collect()
+    }
+
+    /// A port of worker `k`'s NAT44 slice.
+    fn port_of(s: &Shards, k: usize) -> u16 {
+        s.nat44_slice(k).map_or(0, |r| r.0 + 7)
+    }
+
+    /// Each packet stays with the worker that owns it or is handed over, in order; inbound
+    /// and outbound alike.
+    #[test]
+    fn place_keeps_own_packets_and_hands_the_others_over() {
+        let s = shards();
+        let o = FragOwners::new(1, 2);
+        let (mut h0, mut h1, mut c01, mut c10) = pair(64);
+        let now = Time::from_secs(1);
+        let to0 = v4(REMOTE, POOL, 0, 1, &udp(53, port_of(&s, 0)));
+        let to1 = v4(REMOTE, POOL, 0, 2, &udp(53, port_of(&s, 1)));
+        // Outbound: from two inside hosts that hash to different workers.
+        let (mut out0, mut out1) = (None, None);
+        for i in 1..=254u8 {
+            let p = v4([198, 18, 0, i], REMOTE, 0, 3, &udp(4000, 53));
+            match s.of_outbound(&p) {
+                Some(0) => out0 = out0.or(Some(p)),
+                Some(_) => out1 = out1.or(Some(p)),
+                None => {}
+            }
+        }
+        let (out0, out1) = (out0.unwrap_or_default(), out1.unwrap_or_default());
+        let stray = v4(REMOTE, [192, 0, 2, 1], 0, 4, &udp(1, 2));
+        let read = [
+            to0.clone(),
+            to1.clone(),
+            out1.clone(),
+            out0.clone(),
+            stray.clone(),
+        ];
+        let kept = place(&mut h0, &s, &o, now, &read);
+        assert_eq!(kept, [to0.clone(), out0.clone(), stray.clone()]);
+        assert_eq!(drain(&mut c01), [to1.clone(), out1.clone()]);
+        assert_eq!(h0.get(WorkerCounter::HandoffsOut), 2);
+        let kept = place(&mut h1, &s, &o, now, &read);
+        assert_eq!(kept, [to1, out1, stray]);
+        assert_eq!(drain(&mut c10), [to0, out0]);
+        assert_eq!(h1.rung, 1, "worker 0 is to be woken");
+        h1.ring_owners(&[]);
+        assert_eq!(h1.rung, 0);
+    }
+
+    /// A later fragment read before its first fragment waits; once the first fragment (read
+    /// by the other worker) names the owner, it is handed there; a later fragment read after
+    /// its first goes straight to the owner.
+    #[test]
+    fn later_fragments_follow_their_first_fragment() {
+        let s = shards();
+        let o = FragOwners::new(2, 2);
+        let (mut h0, mut h1, mut c01, _c10) = pair(64);
+        let t = Time::from_secs(5);
+        let ident = 777;
+        let first = v4(REMOTE, POOL, 0x2000, ident, &udp(53, port_of(&s, 1)));
+        let middle = v4(REMOTE, POOL, 0x2000 | 2, ident, &[9; 16]);
+        let last = v4(REMOTE, POOL, 4, ident, &[9; 8]);
+        // Worker 0 reads the middle fragment first: nobody knows the owner yet.
+        assert!(place(&mut h0, &s, &o, t, std::slice::from_ref(&middle)).is_empty());
+        assert_eq!(h0.waiting(), 1);
+        assert_eq!(h0.get(WorkerCounter::FragmentsWaited), 1);
+        assert!(h0.retry(&o, t, Duration::from_secs(2)).is_empty());
+        assert_eq!(h0.waiting(), 1);
+        // Worker 1 reads the first fragment: its port is worker 1's; it keeps it.
+        assert_eq!(
+            place(&mut h1, &s, &o, t, std::slice::from_ref(&first)),
+            std::slice::from_ref(&first)
+        );
+        // Worker 0's retry now hands the waiting fragment to worker 1.
+        assert!(h0.retry(&o, t, Duration::from_secs(2)).is_empty());
+        assert_eq!(h0.waiting(), 0);
+        assert_eq!(drain(&mut c01), [middle]);
+        // The last fragment, read by worker 0 after the first: handed over at once.
+        assert!(place(&mut h0, &s, &o, t, std::slice::from_ref(&last)).is_empty());
+        assert_eq!(drain(&mut c01), std::slice::from_ref(&last));
+        assert_eq!(h0.get(WorkerCounter::HandoffsOut), 2);
+        // Worker 1 reading it keeps it.
+        assert_eq!(
+            place(&mut h1, &s, &o, t, std::slice::from_ref(&last)),
+            [last]
+        );
+        // A waiting fragment the owner itself holds comes back to be translated there.
+        let other = v4(REMOTE, POOL, 3, 778, &[1; 8]);
+        assert!(place(&mut h1, &s, &o, t, std::slice::from_ref(&other)).is_empty());
+        let first2 = v4(REMOTE, POOL, 0x2000, 778, &udp(53, port_of(&s, 1)));
+        place(&mut h0, &s, &o, t, &[first2]);
+        drain(&mut c01);
+        assert_eq!(h1.retry(&o, t, Duration::from_secs(2)), [other]);
+    }
+
+    /// Waiting is bounded in time and in count, and a full ring drops: each counted.
+    #[test]
+    fn waits_expire_and_full_queues_drop_with_counters() {
+        let s = shards();
+        let o = FragOwners::new(3, 2);
+        let (mut h0, _h1, _c01, _c10) = pair(2);
+        let t = Time::from_secs(10);
+        let later = |id: u16| v4(REMOTE, POOL, 5, id, &[0; 8]);
+        let burst: Vec<Vec<u8>> = (0..MAX_WAITING as u16 + 3).map(later).collect();
+        assert!(place(&mut h0, &s, &o, t, &burst).is_empty());
+        assert_eq!(h0.waiting(), MAX_WAITING);
+        assert_eq!(h0.get(WorkerCounter::FragmentWaitFull), 3);
+        // Within the timeout they stay; after it they go, counted.
+        assert!(h0
+            .retry(&o, Time::from_secs(11), Duration::from_secs(2))
+            .is_empty());
+        assert_eq!(h0.waiting(), MAX_WAITING);
+        assert!(h0
+            .retry(&o, Time::from_secs(13), Duration::from_secs(2))
+            .is_empty());
+        assert_eq!(h0.waiting(), 0);
+        assert_eq!(
+            h0.get(WorkerCounter::FragmentWaitExpired),
+            MAX_WAITING as u64
+        );
+        // A ring of two slots takes two packets for worker 1, then drops.
+        let to1: Vec<Vec<u8>> = (0..5)
+            .map(|i| v4(REMOTE, POOL, 0, i, &udp(53, port_of(&s, 1))))
+            .collect();
+        assert!(place(&mut h0, &s, &o, t, &to1).is_empty());
+        assert_eq!(h0.get(WorkerCounter::HandoffsOut), 2);
+        assert_eq!(h0.get(WorkerCounter::HandoffRingFull), 3);
     }
 
     #[test]
