@@ -452,7 +452,10 @@ impl Worker {
             } else {
                 TICK
             };
-            let [tun_ready, wake_ready] = if self.rings_waiting() {
+            let [tun_ready, wake_ready] = if sh.shards.is_none() {
+                // One worker: nobody hands it packets, no doorbell.
+                wait_readable([self.tun.as_fd(), bell.waker().as_fd()], timeout)
+            } else if self.rings_waiting() {
                 wait_readable([self.tun.as_fd(), bell.waker().as_fd()], Duration::ZERO)
             } else {
                 bell.sleep();
@@ -469,18 +472,25 @@ impl Worker {
             if wake_ready {
                 bell.waker().drain();
             }
-            if sh.shards.is_some() {
-                self.translate_handed(sh, &mut verdicts);
-            }
+            let handed = if sh.shards.is_some() {
+                self.translate_handed(sh, &mut verdicts)
+            } else {
+                0
+            };
+            let mut now = if handed > 0 { sh.clock() } else { Time(0) };
+            let mut backlog = handed >= DEFAULT_BATCH;
             if tun_ready {
                 let n = batch
                     .fill(&self.tun)
                     .with_context(|| format!("reading from {name}"))?;
-                let now = sh.clock();
+                now = sh.clock();
+                backlog |= n == batch.capacity();
                 self.io.tun_rx_packets += n as u64;
                 let mut pkts = batch.packets_mut();
                 if let Some(shards) = sh.shards {
                     self.handoff.place(shards, sh.owners, now, &mut pkts);
+                    // The owners start on what we handed them while we translate ours.
+                    self.handoff.ring_owners(sh.bells);
                 }
                 self.engine.process_batch(now, &mut pkts, &mut verdicts);
                 for (pkt, v) in pkts.iter().zip(verdicts.iter()) {
@@ -488,16 +498,16 @@ impl Worker {
                         Self::send(&self.tun, &mut self.io, pkt.data());
                     }
                 }
-                drop(pkts);
+            }
+            if tun_ready || handed > 0 {
                 self.send_ready();
                 // A full read means more packets wait: keep the pass short (less than a batch).
-                self.engine.expire_step(now, n == batch.capacity());
+                self.engine.expire_step(now, backlog);
                 if let Some(f) = sh.fast {
                     sync_fast_path(&mut self.engine, f, &mut ops, now, sh.mono_start);
                 }
                 busy = true;
             }
-            self.handoff.ring_owners(sh.bells);
             if self.handoff.waiting() > 0 {
                 self.retry_waiting(sh);
             }
@@ -568,8 +578,10 @@ impl Worker {
         self.from.iter().any(|c| !c.is_empty())
     }
 
-    /// Translates, in place in the rings, the packets other workers handed to this one.
-    fn translate_handed(&mut self, sh: &Shared<'_>, verdicts: &mut [Verdict]) {
+    /// Translates, in place in the rings, the packets other workers handed to this one (a
+    /// batch from each ring at most); returns how many.
+    fn translate_handed(&mut self, sh: &Shared<'_>, verdicts: &mut [Verdict]) -> usize {
+        let mut total = 0;
         let mut now = None;
         for ring in self.from.iter_mut() {
             if ring.is_empty() {
@@ -586,10 +598,9 @@ impl Worker {
             }
             self.handoff
                 .count(WorkerCounter::HandoffsIn, pkts.len() as u64);
+            total += pkts.len();
         }
-        if now.is_some() {
-            self.send_ready();
-        }
+        total
     }
 
     /// Translates the waiting fragments this worker turned out to own, hands on the others
