@@ -315,7 +315,7 @@ impl Handoff {
                 Some(ring) => {
                     if ring.push(p.data()) {
                         bump(WorkerCounter::HandoffsOut);
-                        *rung |= 1 << k;
+                        *rung |= 1u64.checked_shl(k as u32).unwrap_or(0);
                     } else {
                         bump(WorkerCounter::HandoffRingFull);
                     }
@@ -343,7 +343,7 @@ impl Handoff {
                     Some(ring) => {
                         if ring.push(&w.data) {
                             handed += 1;
-                            *rung |= 1 << k;
+                            *rung |= 1u64.checked_shl(k as u32).unwrap_or(0);
                         } else {
                             full += 1;
                         }
@@ -367,7 +367,7 @@ impl Handoff {
             return;
         }
         for (k, b) in bells.iter().enumerate() {
-            if self.rung & (1 << k) != 0 {
+            if self.rung & 1u64.checked_shl(k as u32).unwrap_or(0) != 0 {
                 b.ring();
             }
         }
