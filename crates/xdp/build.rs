@@ -14,6 +14,11 @@ fn main() {
         return;
     };
     let clang = std::env::var("XLAT_CLANG").unwrap_or_else(|_| "clang-14".into());
+    // Rebuild when the compiler or the libbpf headers appear or change: a build made before
+    // `apt-get install clang-14 libbpf-dev` must not keep its empty objects for good. A path
+    // that does not exist makes cargo run this script on every build (it is cheap).
+    println!("cargo:rerun-if-changed={}", on_path(&clang).display());
+    println!("cargo:rerun-if-changed=/usr/include/bpf/bpf_helpers.h");
     let arch = match std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() {
         Ok("aarch64") => "aarch64",
         _ => "x86_64",
@@ -44,4 +49,18 @@ fn main() {
             }
         }
     }
+}
+
+/// Where `cmd` is found on PATH (or `cmd` itself when it names a path); where Debian would
+/// install it when it is nowhere.
+fn on_path(cmd: &str) -> PathBuf {
+    if cmd.contains('/') {
+        return PathBuf::from(cmd);
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(cmd))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("/usr/bin").join(cmd))
 }
