@@ -292,24 +292,10 @@ fn owner_places_every_packet_kind() {
             ] {
                 assert_eq!(s.owner(&p), by_src(&p));
             }
-            for f in frags4(
-                h4,
-                a4("8.8.8.8"),
-                17,
-                udp(port, 53, &[2; 40]),
-                i,
-                &[16, 16, 16],
-            ) {
-                assert_eq!(s.owner(&f), by_src(&f));
-            }
-            for f in frags6(
-                h6,
-                a6("64:ff9b::808:808"),
-                17,
-                udp(port, 53, &[2; 40]),
-                7,
-                &[16, 32],
-            ) {
+            let payload = udp(port, 53, &[2; 40]);
+            let v4 = frags4(h4, a4("8.8.8.8"), 17, payload.clone(), i, &[16, 16, 16]);
+            let v6 = frags6(h6, a6("64:ff9b::808:808"), 17, payload, 7, &[16, 32]);
+            for f in v4.into_iter().chain(v6) {
                 assert_eq!(s.owner(&f), by_src(&f));
             }
             // Inbound to the NAT44 pool and NAT64's pool4: by port, identifier, quote.
@@ -440,62 +426,39 @@ fn owner_places_every_packet_kind() {
             }
             // 6to4: protocol 41 to the endpoint anywhere; its fragments by source (the
             // endpoint reassembles them); IPv6 into the tunnel anywhere.
-            let inner = ip6(
-                a6("2002:c000:201::1"),
-                a6("2002:cb00:7101::1"),
-                17,
-                udp(1, 2, &[0; 8]),
-                64,
-            );
-            let p41 = raw4(a4("192.0.2.99"), a4("203.0.113.1"), 41, &inner, 64, 0, i, 0);
-            assert_eq!(s.owner(&p41), Owner::Any);
-            let f41 = raw4(
-                a4("192.0.2.99"),
-                a4("203.0.113.1"),
-                41,
-                &inner[..24],
-                64,
-                0x2000,
-                i,
-                0,
-            );
-            assert_eq!(s.owner(&f41), by_src(&f41));
-            let l41 = raw4(
-                a4("192.0.2.99"),
-                a4("203.0.113.1"),
-                41,
-                &inner[24..],
-                64,
-                3,
-                i,
-                0,
-            );
-            assert_eq!(s.owner(&l41), by_src(&l41));
-            let encap = ip6(
-                a6("2002:cb00:7101::5"),
-                a6("2002:c000:201::1"),
-                17,
-                udp(1, 2, &[0; 8]),
-                64,
-            );
+            let udp6 = |src: &str, dst: &str| ip6(a6(src), a6(dst), 17, udp(1, 2, &[0; 8]), 64);
+            let inner = udp6("2002:c000:201::1", "2002:cb00:7101::1");
+            // Protocol 41 to the endpoint with this flags/offset word.
+            let p41 = |payload: &[u8], ff: u16| {
+                raw4(
+                    a4("192.0.2.99"),
+                    a4("203.0.113.1"),
+                    41,
+                    payload,
+                    64,
+                    ff,
+                    i,
+                    0,
+                )
+            };
+            assert_eq!(s.owner(&p41(&inner, 0)), Owner::Any);
+            let first41 = p41(&inner[..24], 0x2000);
+            assert_eq!(s.owner(&first41), by_src(&first41));
+            let later41 = p41(&inner[24..], 3);
+            assert_eq!(s.owner(&later41), by_src(&later41));
+            let encap = udp6("2002:cb00:7101::5", "2002:c000:201::1");
             assert_eq!(s.owner(&encap), Owner::Any);
             // Nobody's: dropped by whichever engine reads it.
             let stray4 = ip4(
-                a4("8.8.8.8"),
-                a4("9.9.9.9"),
+                a4("198.51.100.77"),
+                a4("198.51.100.78"),
                 17,
                 udp(1, 2, &[0; 8]),
                 64,
                 0,
                 1,
             );
-            let stray6 = ip6(
-                a6("2001:db8:9::1"),
-                a6("2001:db8:9::2"),
-                17,
-                udp(1, 2, &[0; 8]),
-                64,
-            );
+            let stray6 = udp6("2001:db8:9::1", "2001:db8:9::2");
             assert_eq!(s.owner(&stray4), Owner::Any);
             assert_eq!(s.owner(&stray6), Owner::Any);
         }
