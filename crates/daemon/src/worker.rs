@@ -34,7 +34,7 @@ use anyhow::{Context, Result};
 use tracing::warn;
 use xlat_engine::counters::NamedCount;
 use xlat_engine::shard::{FragId, Owner, Shards};
-use xlat_engine::{Engine, PacketBuf, Time, Verdict, HEADROOM};
+use xlat_engine::{Engine, PacketBuf, Time, Verdict};
 use xlat_io::ring::{Consumer, Doorbell, Producer};
 use xlat_io::sys::wait_readable;
 use xlat_io::tun::{RecvBatch, Tun, DEFAULT_BATCH};
@@ -205,6 +205,21 @@ impl Shared<'_> {
     }
 }
 
+/// Adds `n` to counter `c` of `counts`.
+fn add(counts: &mut [u64], c: WorkerCounter, n: u64) {
+    if let Some(v) = counts.get_mut(c as usize) {
+        *v = v.saturating_add(n);
+    }
+}
+
+/// Worker `k`'s bit in a set of workers (none past 63: [`xlat_engine::shard::MAX_WORKERS`]).
+fn bit(k: usize) -> u64 {
+    u32::try_from(k)
+        .ok()
+        .and_then(|k| 1u64.checked_shl(k))
+        .unwrap_or(0)
+}
+
 /// One packet worker: its engine, its TUN queue, its control channel, its rings.
 pub struct Worker {
     pub id: usize,
@@ -251,14 +266,29 @@ impl Handoff {
     }
 
     fn count(&mut self, c: WorkerCounter, n: u64) {
-        if let Some(v) = self.counts.get_mut(c as usize) {
-            *v += n;
-        }
+        add(&mut self.counts, c, n);
     }
 
     /// Later fragments waiting for their owner.
     pub fn waiting(&self) -> usize {
         self.waiting.len()
+    }
+
+    /// Copies `pkt` into the ring to worker `k` and marks `k` for its doorbell: `Some(true)`
+    /// handed, `Some(false)` the ring was full, `None` no ring to `k` (itself, or no such
+    /// worker).
+    fn hand_over(
+        to: &mut [Option<Producer>],
+        rung: &mut u64,
+        k: usize,
+        pkt: &[u8],
+    ) -> Option<bool> {
+        let ring = to.get_mut(k)?.as_mut()?;
+        let pushed = ring.push(pkt);
+        if pushed {
+            *rung |= bit(k);
+        }
+        Some(pushed)
     }
 
     /// Keeps this worker's packets (and stateless ones) in `pkts`, in order, and hands the
@@ -278,11 +308,7 @@ impl Handoff {
             &mut self.counts,
             &mut self.rung,
         );
-        let mut bump = |c: WorkerCounter| {
-            if let Some(v) = counts.get_mut(c as usize) {
-                *v += 1;
-            }
-        };
+        let mut bump = |c: WorkerCounter| add(counts, c, 1);
         pkts.retain(|p| {
             let k = match shards.owner(p.data()) {
                 Owner::Any => return true,
@@ -311,19 +337,13 @@ impl Handoff {
             if k == me {
                 return true;
             }
-            match to.get_mut(k).and_then(Option::as_mut) {
-                Some(ring) => {
-                    if ring.push(p.data()) {
-                        bump(WorkerCounter::HandoffsOut);
-                        *rung |= 1u64.checked_shl(k as u32).unwrap_or(0);
-                    } else {
-                        bump(WorkerCounter::HandoffRingFull);
-                    }
-                    false
-                }
+            match Self::hand_over(to, rung, k, p.data()) {
+                Some(true) => bump(WorkerCounter::HandoffsOut),
+                Some(false) => bump(WorkerCounter::HandoffRingFull),
                 // Not a worker we know (cannot happen): translate here.
-                None => true,
+                None => return true,
             }
+            false
         });
     }
 
@@ -339,15 +359,9 @@ impl Handoff {
         self.waiting.retain_mut(|w| {
             match owners.lookup(&w.id, now) {
                 Some(k) if k == me => local.push(std::mem::take(&mut w.data)),
-                Some(k) => match to.get_mut(k).and_then(Option::as_mut) {
-                    Some(ring) => {
-                        if ring.push(&w.data) {
-                            handed += 1;
-                            *rung |= 1u64.checked_shl(k as u32).unwrap_or(0);
-                        } else {
-                            full += 1;
-                        }
-                    }
+                Some(k) => match Self::hand_over(to, rung, k, &w.data) {
+                    Some(true) => handed += 1,
+                    Some(false) => full += 1,
                     None => local.push(std::mem::take(&mut w.data)),
                 },
                 None if now.0.saturating_sub(w.since.0) > timeout => expired += 1,
@@ -367,7 +381,7 @@ impl Handoff {
             return;
         }
         for (k, b) in bells.iter().enumerate() {
-            if self.rung & 1u64.checked_shl(k as u32).unwrap_or(0) != 0 {
+            if self.rung & bit(k) != 0 {
                 b.ring();
             }
         }
@@ -607,15 +621,10 @@ impl Worker {
     /// ([`Handoff::retry`]).
     fn retry_waiting(&mut self, sh: &Shared<'_>) {
         let now = sh.clock();
-        for data in self.handoff.retry(sh.owners, now, sh.frag_timeout) {
-            let mut buf = vec![0u8; HEADROOM + data.len() + HEADROOM];
-            if let Some(dst) = buf.get_mut(HEADROOM..HEADROOM + data.len()) {
-                dst.copy_from_slice(&data);
-            }
-            if let Some(mut p) = PacketBuf::new(&mut buf, HEADROOM, data.len()) {
-                if self.engine.process(now, &mut p).transmit() {
-                    Self::send(&self.tun, &mut self.io, p.data());
-                }
+        for mut pkt in self.handoff.retry(sh.owners, now, sh.frag_timeout) {
+            // Rare (a fragment that arrived before its first one): the allocating entry point.
+            if self.engine.process_vec(now, &mut pkt).transmit() {
+                Self::send(&self.tun, &mut self.io, &pkt);
             }
         }
         self.send_ready();
@@ -745,6 +754,7 @@ pub fn sync_fast_path(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use xlat_engine::HEADROOM;
 
     fn id(ident: u16) -> FragId {
         FragId {

@@ -334,7 +334,7 @@ impl Shards {
         if ff & 0x1fff != 0 {
             return Owner::LaterFragment(id(pkt));
         }
-        match self.of_inbound(pkt) {
+        match self.mapping_owner(pkt, proto, dst) {
             Some(worker) if ff & 0x2000 != 0 => Owner::FirstFragment {
                 worker,
                 id: id(pkt),
@@ -355,18 +355,23 @@ impl Shards {
         if b0 >> 4 != 4 {
             return None;
         }
-        let ihl = usize::from(b0 & 0x0f) * 4;
         if u16_at(pkt, 6)? & 0x1fff != 0 {
             return None;
         }
-        let dst = u32_at(pkt, 16)?;
+        self.mapping_owner(pkt, u8_at(pkt, 9)?, u32_at(pkt, 16)?)
+    }
+
+    /// [`Shards::of_inbound`] for an IPv4 packet (not a later fragment) whose protocol and
+    /// destination the caller has read.
+    fn mapping_owner(&self, pkt: &[u8], proto: u8, dst: u32) -> Option<usize> {
+        let ihl = usize::from(u8_at(pkt, 0)? & 0x0f) * 4;
         let ports = if self.nat64_pool4.iter().any(|p| p.contains(dst)) {
             self.nat64_ports
         } else {
             self.nat44_ports
         }?;
         let icmp = (0, u16::MAX);
-        match u8_at(pkt, 9)? {
+        match proto {
             6 | 17 => owner(ports, self.workers, u16_at(pkt, ihl + 2)?),
             1 => match u8_at(pkt, ihl)? {
                 0 | 8 => owner(icmp, self.workers, u16_at(pkt, ihl + 4)?),
