@@ -6,7 +6,7 @@
 //! address as itself, an IPv6 address as its host's number, so reading a NAT64 session's
 //! address is two loads here ([`Hosts::addr`]).
 
-use crate::napt::InsideAddr;
+use crate::flow::InsideAddr;
 use crate::records::{Record, Records};
 
 /// Hosts whose records (32 bytes for IPv6) and index entries a core's cache keeps beside the

@@ -32,6 +32,7 @@
 
 pub mod config;
 pub mod counters;
+pub mod flow;
 mod frag;
 mod hosts;
 mod index;

@@ -27,7 +27,7 @@ use xlat_wire::ipv6::addr4_sum;
 use xlat_wire::l4::{tcp, udp};
 use xlat_wire::{Delta, PacketBuf};
 
-use crate::napt::{Endpoint, Proto};
+use crate::flow::{Endpoint, Proto};
 
 /// An IPv4 transport tuple as a packet carries it (host byte order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -29,8 +29,9 @@ use xlat_wire::Delta;
 
 use crate::config::{Nat44Config, Nat44Mode, PrefixSet4};
 use crate::counters::{Counters, DropReason, Event};
+use crate::flow::{Endpoint, FlowKey, Proto};
 use crate::frag::{FragKey, FragRewrite, Frags};
-use crate::napt::{Endpoint, FlowKey, Napt, NaptConfig, Proto, NO_CAND};
+use crate::napt::{Napt, NaptConfig, NO_CAND};
 use crate::offload::{self, OffloadKind, OffloadOp};
 use crate::snapshot::{SessionInfo, Stats};
 use crate::tcp::Dir;

@@ -27,7 +27,8 @@ use xlat_wire::{PacketBuf, HEADROOM};
 
 use crate::config::{Nat44Mode, Nat64Config, XlatParams};
 use crate::counters::{Counters, DropReason, Event};
-use crate::napt::{Endpoint, FlowKey, Napt, NaptConfig, Proto, NO_CAND};
+use crate::flow::{Endpoint, FlowKey, Proto};
+use crate::napt::{Napt, NaptConfig, NO_CAND};
 use crate::offload::{self, OffloadKind, OffloadOp};
 use crate::rfc6052::Pref64;
 use crate::siit::frag::{FragTable, Rewrite};

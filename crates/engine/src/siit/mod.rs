@@ -34,7 +34,7 @@ use xlat_wire::PacketBuf;
 
 use crate::config::{Prefix4, SiitConfig, XlatParams};
 use crate::counters::{Counters, DropReason, Event};
-use crate::napt::Proto;
+use crate::flow::Proto;
 use crate::rfc6052::{is_global_ipv4, Pref64};
 use crate::{Time, Verdict};
 

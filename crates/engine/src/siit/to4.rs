@@ -23,7 +23,7 @@ use xlat_wire::{Delta, PacketBuf};
 
 use super::{icmp as map, resize_front, Map, Ports};
 use crate::config::XlatParams;
-use crate::napt::Proto;
+use crate::flow::Proto;
 use crate::DropReason;
 
 /// An IPv6 packet, examined.

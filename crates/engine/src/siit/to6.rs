@@ -25,7 +25,7 @@ use xlat_wire::{Delta, PacketBuf};
 
 use super::{icmp as map, resize_front, Map, Ports};
 use crate::config::{UdpZeroChecksum, XlatParams};
-use crate::napt::Proto;
+use crate::flow::Proto;
 use crate::DropReason;
 
 /// An IPv4 packet, examined.
