@@ -1,0 +1,136 @@
+//! Expiry: a sweep over the session slab with a budget of work units ([`Napt::expire`]),
+//! removing due sessions a batch at a time with their cache misses overlapped, and the
+//! pass a new session runs when the table is full ([`Napt::reclaim`]). Lazy expiry (a lookup
+//! that finds an expired session) is in `lookup.rs`.
+
+use crate::counters::{Counters, Event};
+use crate::flow::InsideAddr;
+use crate::mem::Store;
+use crate::Time;
+
+use super::mapping::NO_MAP;
+use super::Napt;
+
+/// Work units of removing a session in an expiry pass ([`Napt::expire`]), against 1 for a
+/// slot looked at: a removal touches about six random cache lines (four index slots, the
+/// mapping, the port map) where looking at a slot reads 32 bytes in sequence -- ~300 ns
+/// against ~2 ns at 1M sessions (`--bench fill`'s drain). A pass of 1,024 units removes at
+/// most 16 sessions.
+pub(super) const REMOVE_COST: usize = 64;
+
+/// A removal's share of an expiry budget, in the units [`Napt::expire`] counts: the
+/// removal and the slot looked at to find it.
+pub const REMOVE_UNITS: usize = REMOVE_COST + 1;
+
+/// Due sessions an expiry pass removes together, their cache misses overlapped.
+const REMOVE_BATCH: usize = 16;
+
+/// The expiry pass a new session runs when the table is full ([`Napt::reclaim`]): up to 64
+/// sessions removed, or 4,096 slots looked at.
+const RECLAIM_BUDGET: usize = 64 * REMOVE_UNITS;
+
+/// After a reclaiming pass that found nothing due, none for this long (10 ms).
+const RECLAIM_BACKOFF_NS: u64 = 10_000_000;
+
+impl<A: InsideAddr> Napt<A> {
+    /// Removes expired sessions, from where the last call stopped, for at most `budget` units
+    /// of work: a slot looked at costs 1, a removal [`REMOVE_COST`] -- so a pass's time is
+    /// bounded whether nothing or everything is due (a pass that removed every due session it
+    /// looked at would hold a mass expiry's batch up for hundreds of batches' time). Due
+    /// sessions are removed [`REMOVE_BATCH`] at a time with their index slots and mappings
+    /// prefetched. Returns how many were removed.
+    pub fn expire(&mut self, now: Time, budget: usize, c: &mut Counters) -> usize {
+        let n = self.sessions.slots.count();
+        let mut removed = 0;
+        let mut work = 0;
+        let mut due = [0u32; REMOVE_BATCH];
+        let mut k = 0;
+        for _ in 0..n {
+            if work >= budget {
+                break;
+            }
+            work += 1;
+            if self.sweep_cursor >= n {
+                self.sweep_cursor = 0;
+            }
+            let sid = self.sweep_cursor as u32;
+            self.sweep_cursor += 1;
+            match self.sessions.get(sid) {
+                Some(s) if s.expires <= now && s.offloaded => {
+                    self.offload_event(crate::offload::OffloadKind::Query, sid);
+                }
+                Some(s) if s.expires <= now => {
+                    work += REMOVE_COST;
+                    if let Some(d) = due.get_mut(k) {
+                        *d = sid;
+                        k += 1;
+                    }
+                    if k == REMOVE_BATCH {
+                        removed += self.remove_due(&due, c);
+                        k = 0;
+                    }
+                }
+                _ => {}
+            }
+        }
+        removed + self.remove_due(due.get(..k).unwrap_or(&[]), c)
+    }
+
+    /// Makes room in a full table: sessions past their time that the sweep has not reached
+    /// yet would otherwise keep new flows out (expiry passes are small, [`REMOVE_COST`]), so
+    /// the packet that finds the table full runs one pass of [`RECLAIM_BUDGET`] -- at most
+    /// once per [`RECLAIM_BACKOFF_NS`] while passes find nothing, so a flood against a table
+    /// of live sessions costs one pass per interval, not one per packet. True if there is room
+    /// now.
+    #[cold]
+    pub(super) fn reclaim(&mut self, now: Time, c: &mut Counters) -> bool {
+        if now < self.reclaim_after {
+            return false;
+        }
+        if self.expire(now, RECLAIM_BUDGET, c) == 0 {
+            self.reclaim_after = Time(now.0.saturating_add(RECLAIM_BACKOFF_NS));
+        }
+        self.sessions.len < self.cfg.limits.max_sessions as usize
+    }
+
+    /// Removes the due sessions `sids` (all distinct, none offloaded): first starts fetching
+    /// their session index slots and mappings, then the BIB slots of mappings that go with
+    /// them, then removes them -- their cache misses overlap instead of queueing.
+    fn remove_due(&mut self, sids: &[u32], c: &mut Counters) -> usize {
+        for &sid in sids {
+            let Some(s) = self.sessions.get(sid) else {
+                continue;
+            };
+            for side in [false, true] {
+                if let Some(key) = s.key(side, &self.hosts) {
+                    self.flows.prefetch(side, self.hash(&key));
+                }
+                if s.map == NO_MAP {
+                    if let Some(h) = s.bib_hash(&self.hasher, side, &self.hosts) {
+                        self.bib.prefetch(side, h);
+                    }
+                }
+            }
+            if s.map != NO_MAP {
+                self.mappings.prefetch(s.map);
+            }
+        }
+        for &sid in sids {
+            let Some(s) = self.sessions.get(sid) else {
+                continue;
+            };
+            if let Some(m) = self.mappings.get(s.map).filter(|m| m.sessions <= 1) {
+                for side in [false, true] {
+                    if let Some(h) = m.bib_hash(&self.hasher, side, &self.hosts) {
+                        self.bib.prefetch(side, h);
+                    }
+                }
+            }
+        }
+        for &sid in sids {
+            self.remove_session(sid);
+            c.event(Event::SessionsExpired);
+        }
+        sids.len()
+    }
+}

@@ -1,0 +1,205 @@
+//! The address-dependent filter (RFC 4787 5, REQ-8): which remote addresses a mapping has
+//! sessions with, so an inbound packet from a new remote endpoint is admitted or filtered as
+//! the policy says ([`Napt::create_in`]). A mapping holds the entry of one remote address
+//! ([`RemoteRef`]); others spill over into [`Napt::remotes`] ([`SpilledRemote`]).
+
+use crate::config::Filtering;
+use crate::counters::{Counters, DropReason};
+use crate::flow::{Endpoint, InsideAddr, Proto};
+use crate::records::{Record, Records};
+use crate::tcp::{self as tcpsm, Dir};
+use crate::Time;
+
+use super::mapping::Owner;
+use super::session::Stamp;
+use super::{Napt, Translation};
+
+/// Remote addresses a mapping has sessions with: the address-dependent filter (RFC 4787 5).
+#[derive(Clone, Copy)]
+pub(super) struct RemoteRef {
+    pub(super) addr: u32,
+    pub(super) sessions: u32,
+    pub(super) expires: Stamp,
+}
+
+/// A filter entry of a mapping for a remote address other than the one the mapping holds
+/// ([`Napt::remotes`]): live while it has sessions.
+#[derive(Clone, Copy)]
+pub(super) struct SpilledRemote {
+    pub(super) map: u32,
+    pub(super) r: RemoteRef,
+}
+
+impl Record for SpilledRemote {
+    type Key = (u32, u32);
+    #[inline(always)]
+    fn key(&self) -> (u32, u32) {
+        (self.map, self.r.addr)
+    }
+    #[inline(always)]
+    fn live(&self) -> bool {
+        self.r.sessions > 0
+    }
+    /// Its expiry is the link.
+    fn release(&mut self, next: u32) {
+        self.r.sessions = 0;
+        self.r.expires = Stamp(next);
+    }
+    fn next_free(&self) -> u32 {
+        self.r.expires.0
+    }
+    /// The fourth word marks a (mapping, remote address) key.
+    #[inline]
+    fn words((map, addr): (u32, u32)) -> [u64; 4] {
+        [u64::from(map), u64::from(addr), 0, 5 << 40]
+    }
+}
+
+impl<A: InsideAddr> Napt<A> {
+    /// What [`Napt::inbound`] does for a flow with no live session: makes one where the
+    /// mapping of `ext` is live and the filtering policy admits `remote` (RFC 4787 5,
+    /// REQ-8), or says why not. `remote` is normalised ([`Proto::remote_port`]); `hash` is
+    /// the hash of the inbound tuple.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn create_in(
+        &mut self,
+        now: Time,
+        proto: Proto,
+        ext: Endpoint,
+        remote: Endpoint,
+        tcp_flags: u8,
+        hash: u64,
+        c: &mut Counters,
+    ) -> Result<Translation<A>, DropReason> {
+        let owner = self
+            .bib_by_outside(proto, ext)
+            .ok_or(DropReason::NoMapping)?;
+        // The mapping's expiry, inside address and filter entry for `remote.addr`; its
+        // sessions may have expired (and will take it with them).
+        let (expires, held, filter) = match owner {
+            Owner::Mapping(mid) => {
+                let m = self.mappings.get(mid).ok_or(DropReason::NoMapping)?;
+                let r = self.remote_ref(mid, remote.addr).map(|r| r.expires);
+                (m.expires, m.int_addr, r)
+            }
+            Owner::Session(sid) => {
+                let s = self.sessions.get(sid).ok_or(DropReason::NoMapping)?;
+                let e = Stamp::of(s.expires);
+                (e, s.int_addr, (s.remote_addr == remote.addr).then_some(e))
+            }
+        };
+        if expires.passed(now) {
+            return Err(DropReason::NoMapping);
+        }
+        let int_addr = self.hosts.addr(held).ok_or(DropReason::NoMapping)?;
+        let admitted = match self.cfg.filtering {
+            Filtering::EndpointIndependent => true,
+            Filtering::AddressDependent => filter.is_some_and(|e| !e.passed(now)),
+            Filtering::AddressAndPortDependent => false,
+        };
+        if !admitted {
+            return Err(DropReason::Filtered);
+        }
+        if proto == Proto::Tcp && tcp_flags & tcpsm::SYN == 0 {
+            return Err(DropReason::TcpNoSession);
+        }
+        if self.sessions.len >= self.cfg.limits.max_sessions as usize && !self.reclaim(now, c) {
+            return Err(DropReason::SessionLimit);
+        }
+        // The host's session limit checked and its count taken in one lookup.
+        let limit = self.cfg.limits.max_sessions_per_host;
+        let num = self.hosts.number_of_held(held);
+        if let Some(h) = num.and_then(|num| self.hosts.get_mut(num)) {
+            if h.sessions >= limit {
+                return Err(DropReason::HostSessionLimit);
+            }
+            h.sessions += 1;
+        }
+        match self.promote(owner) {
+            Some((mid, ends)) => Ok(self
+                .create_session(mid, ends, remote, proto, Dir::In, now, hash, c)
+                .1),
+            None => {
+                self.unhost(int_addr, false, 0);
+                Err(DropReason::NoMapping)
+            }
+        }
+    }
+
+    /// The filter entry of mapping `mid` for a remote address, if it has sessions with it.
+    fn remote_ref(&self, mid: u32, raddr: u32) -> Option<&RemoteRef> {
+        let m = self.mappings.get(mid)?;
+        if m.remote.sessions > 0 && m.remote.addr == raddr {
+            return Some(&m.remote);
+        }
+        self.spilled_ref(mid, raddr)
+    }
+
+    /// [`Napt::remote_ref`] in [`Napt::remotes`]. Out of line: rare.
+    #[inline(never)]
+    fn spilled_ref(&self, mid: u32, raddr: u32) -> Option<&RemoteRef> {
+        let num = self.remotes.number((mid, raddr))?;
+        self.remotes.get(num).map(|s| &s.r)
+    }
+
+    /// Counts a new session on mapping `mid` with remote address `raddr` in the mapping's
+    /// filter entry, or one in [`Napt::remotes`] (RFC 4787 REQ-8). Out of line: a folded
+    /// mapping (most) has none, and inlined it weighs on the established path's code.
+    #[inline(never)]
+    pub(super) fn count_session(&mut self, mid: u32, raddr: u32, stamp: Stamp) {
+        let remotes = &mut self.remotes;
+        if let Some(m) = self.mappings.get_mut(mid) {
+            // The mapping's own filter entry serves this remote address if it already does,
+            // or if it is free and the address has no entry elsewhere; other addresses spill
+            // over.
+            let r = &mut m.remote;
+            let r = if r.sessions > 0 && r.addr == raddr {
+                Some(r)
+            } else if let Some(num) = remotes.number((mid, raddr)) {
+                remotes.get_mut(num).map(|s| &mut s.r)
+            } else if r.sessions == 0 {
+                *r = RemoteRef {
+                    addr: raddr,
+                    sessions: 0,
+                    expires: stamp,
+                };
+                Some(r)
+            } else {
+                // A new entry, born with this session; not made only past `max_sessions`
+                // live entries, which as many sessions would take first.
+                let made = remotes.insert(SpilledRemote {
+                    map: mid,
+                    r: RemoteRef {
+                        addr: raddr,
+                        sessions: 1,
+                        expires: stamp,
+                    },
+                });
+                debug_assert!(made.is_some(), "an entry per session at most");
+                None
+            };
+            if let Some(r) = r {
+                r.sessions += 1;
+                r.expires = r.expires.max(stamp);
+            }
+            m.sessions += 1;
+            m.expires = m.expires.max(stamp);
+        }
+    }
+
+    /// A session of mapping `mid` with remote address `raddr` has gone: one fewer on its
+    /// entry in `remotes`, which goes with the last. Out of line: rare.
+    #[inline(never)]
+    pub(super) fn uncount_spilled(remotes: &mut Records<SpilledRemote>, mid: u32, raddr: u32) {
+        let Some(num) = remotes.number((mid, raddr)) else {
+            return;
+        };
+        if let Some(r) = remotes.get_mut(num).map(|x| &mut x.r) {
+            if r.sessions > 1 {
+                r.sessions -= 1;
+            } else {
+                remotes.remove(num);
+            }
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! Sessions handed to a fast path ([`crate::offload`]): the events that install, withdraw or
+//! query a session's recipes, and the fast path's answer ([`Napt::offload_seen`]). Kept in
+//! one place: it is the outbox the engine's state-event stream replaces.
+
+use crate::counters::{Counters, Event};
+use crate::flow::{Endpoint, InsideAddr, Proto};
+use crate::tcp::TcpState;
+use crate::Time;
+
+use super::session::{SessState, Session};
+use super::Napt;
+
+/// A session's change that a fast path must follow ([`crate::offload`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OffloadEvent<A> {
+    pub kind: crate::offload::OffloadKind,
+    pub sid: u32,
+    pub proto: Proto,
+    pub int: Endpoint<A>,
+    pub ext: Endpoint,
+    pub remote: Endpoint,
+}
+
+impl<A: InsideAddr> Napt<A> {
+    /// Lets sessions be handed to a fast path from now on ([`crate::offload`]).
+    pub fn set_offload(&mut self, on: bool) {
+        self.offload = on;
+    }
+
+    /// Takes the fast-path changes accumulated since the last call.
+    pub fn drain_offload(&mut self) -> std::vec::Drain<'_, OffloadEvent<A>> {
+        self.offload_events.drain(..)
+    }
+
+    /// Can a session's packets be rewritten by a fast path? UDP and TCP (established only;
+    /// the caller checks the state), not hairpinned (a remote in the pool needs the second
+    /// translation only the engine does, RFC 4787 REQ-9).
+    pub(super) fn offloadable(&self, proto: Proto, remote: Endpoint) -> bool {
+        self.offload && proto != Proto::Icmp && !self.is_pool(remote.addr)
+    }
+
+    pub(super) fn offload_event(&mut self, kind: crate::offload::OffloadKind, sid: u32) {
+        if let Some(&s) = self.sessions.get(sid) {
+            self.push_offload(kind, sid, &s);
+        }
+    }
+
+    /// Queues a fast-path change for session `sid`, which is `s`.
+    pub(super) fn push_offload(
+        &mut self,
+        kind: crate::offload::OffloadKind,
+        sid: u32,
+        s: &Session,
+    ) {
+        if let Some(int) = s.int(&self.hosts) {
+            self.offload_events.push(OffloadEvent {
+                kind,
+                sid,
+                proto: s.proto(),
+                int,
+                ext: s.ext(),
+                remote: s.remote(),
+            });
+        }
+    }
+
+    /// The fast path's answer to [`OffloadKind::Query`](crate::offload::OffloadKind::Query):
+    /// when it last saw the session's packets going out and coming in. Refreshes the session
+    /// as those packets would have (RFC 4787 REQ-6: outbound refreshes, inbound only with
+    /// `inbound_refresh`; RFC 6146 3.5.2.2: an established TCP session by either direction),
+    /// then removes it if it is still past its time. Returns true if it was removed.
+    pub fn offload_seen(
+        &mut self,
+        now: Time,
+        sid: u32,
+        out_seen: Option<Time>,
+        in_seen: Option<Time>,
+        c: &mut Counters,
+    ) -> bool {
+        let t = self.cfg.timeouts;
+        let inbound_refresh = self.cfg.inbound_refresh;
+        let Some(s) = self.sessions.get_mut(sid) else {
+            return false;
+        };
+        if !s.offloaded {
+            return false;
+        }
+        let (life, both) = match s.state {
+            SessState::Udp => (t.udp, inbound_refresh),
+            SessState::Icmp => (t.icmp, inbound_refresh),
+            SessState::Tcp(TcpState::Established) => (t.tcp_established, true),
+            SessState::Tcp(_) => (t.tcp_transitory, true),
+        };
+        let last = match (out_seen, in_seen.filter(|_| both)) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(e) = last.map(|l| l.plus_secs(life)).filter(|&e| e > s.expires) {
+            s.expires = e;
+            let (mid, raddr) = (s.map, s.remote_addr);
+            self.propagate(mid, raddr, e);
+            c.event(Event::OffloadRefreshed);
+        }
+        if self.sessions.get(sid).is_some_and(|s| s.expires <= now) {
+            self.remove_session(sid);
+            c.event(Event::SessionsExpired);
+            return true;
+        }
+        false
+    }
+
+    /// A TCP session entered (`established`) or left the established state: its recipes go
+    /// to the fast path, or come back so FIN/RST handling and the transitory timeout stay
+    /// the engine's (RFC 6146 3.5.2.2).
+    pub(super) fn tcp_offload(&mut self, sid: u32, established: bool) {
+        use crate::offload::OffloadKind;
+        let Some((offloaded, proto, remote)) = self
+            .sessions
+            .get(sid)
+            .map(|s| (s.offloaded, s.proto(), s.remote()))
+        else {
+            return;
+        };
+        let kind = if established && !offloaded && self.offloadable(proto, remote) {
+            OffloadKind::Install
+        } else if !established && offloaded {
+            OffloadKind::Remove
+        } else {
+            return;
+        };
+        if let Some(s) = self.sessions.get_mut(sid) {
+            s.offloaded = kind == OffloadKind::Install;
+        }
+        self.offload_event(kind, sid);
+    }
+}

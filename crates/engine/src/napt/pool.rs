@@ -1,0 +1,144 @@
+//! The pool: inside hosts paired with pool addresses (RFC 4787 REQ-2 paired pooling; RFC
+//! 3022 2.1 Basic NAT gives each host an address of its own) and the ports of new mappings
+//! taken from them (RFC 4787 REQ-3 / RFC 6056 3.3: the inside port if free, else from a
+//! random start in the range).
+
+use crate::config::Nat44Mode;
+use crate::counters::{Counters, DropReason, Event};
+use crate::flow::{Endpoint, InsideAddr, Proto};
+use crate::ports::PortMap;
+
+use super::Napt;
+
+pub(super) struct PoolAddr {
+    pub(super) addr: u32,
+    pub(super) hosts: u32,
+    pub(super) ports: [PortMap; 3],
+}
+
+/// What [`Napt::host_for`] tells about the host of a new session.
+pub(super) struct HostUse {
+    /// Pool index of its outside address.
+    pub(super) pool: u32,
+    /// How sessions hold its address ([`Hosts`]).
+    pub(super) held: u32,
+    /// It was made for this session.
+    pub(super) new: bool,
+}
+
+impl<A: InsideAddr> Napt<A> {
+    /// The pool address of an inside host, with one more session and `new_maps` more
+    /// mappings counted for it, and whether the host is new: one table lookup for the
+    /// host's session limit, its address and its counts ([`Napt::unhost`] takes them back).
+    /// A new host is paired with a pool address (RFC 4787 REQ-2 paired pooling: one inside
+    /// address always uses the same outside address); in pool mode the address is the
+    /// host's alone (RFC 3022 2.1 Basic NAT).
+    pub(super) fn host_for(&mut self, int_addr: A, new_maps: u32) -> Result<HostUse, DropReason> {
+        let limit = self.cfg.limits.max_sessions_per_host;
+        if let Some(num) = self.hosts.number(int_addr) {
+            let held = int_addr.as_held().unwrap_or(num);
+            let h = self.hosts.get_mut(num).ok_or(DropReason::NoMapping)?;
+            if h.sessions >= limit {
+                return Err(DropReason::HostSessionLimit);
+            }
+            h.sessions += 1;
+            h.mappings += new_maps;
+            return Ok(HostUse {
+                pool: h.pool,
+                held,
+                new: false,
+            });
+        }
+        let pool = &mut self.pool;
+        let n = pool.len() as u64;
+        if n == 0 {
+            return Err(DropReason::PoolExhausted);
+        }
+        let start = self.rng.below(n);
+        let pick = match self.cfg.mode {
+            Nat44Mode::Pool => (0..n)
+                .map(|i| ((start + i) % n) as u32)
+                .find(|&i| pool.get(i as usize).is_some_and(|p| p.hosts == 0))
+                .ok_or(DropReason::PoolExhausted)?,
+            _ => start as u32,
+        };
+        // No more hosts than sessions: `limits.max_sessions` was checked before.
+        let num = self
+            .hosts
+            .insert(int_addr, pick, new_maps, 1)
+            .ok_or(DropReason::SessionLimit)?;
+        if let Some(p) = self.pool.get_mut(pick as usize) {
+            p.hosts += 1;
+        }
+        Ok(HostUse {
+            pool: pick,
+            held: int_addr.as_held().unwrap_or(num),
+            new: true,
+        })
+    }
+
+    /// Takes back what [`Napt::host_for`] (or `create_in`) counted for a session that was
+    /// not made: the host itself when it was new.
+    #[cold]
+    pub(super) fn unhost(&mut self, int_addr: A, host_new: bool, new_maps: u32) {
+        let Some(num) = self.hosts.number(int_addr) else {
+            return;
+        };
+        if host_new {
+            self.release_host(num);
+        } else if let Some(h) = self.hosts.get_mut(num) {
+            h.sessions = h.sessions.saturating_sub(1);
+            h.mappings = h.mappings.saturating_sub(new_maps);
+        }
+    }
+
+    /// Releases host `num` and its pool address pairing.
+    pub(super) fn release_host(&mut self, num: u32) {
+        if let Some(pool) = self.hosts.get(num).map(|h| h.pool) {
+            self.hosts.remove(num);
+            if let Some(p) = self.pool.get_mut(pool as usize) {
+                p.hosts = p.hosts.saturating_sub(1);
+            }
+        }
+    }
+
+    /// The outside endpoint of a new mapping of `int`, its port taken from the pool address
+    /// `pool_ix` per RFC 4787 REQ-3 / RFC 6056: the inside port if free and in range, else
+    /// from a random point in the range. The host has counted the mapping already
+    /// ([`Napt::host_for`]).
+    pub(super) fn take_port(
+        &mut self,
+        proto: Proto,
+        int: Endpoint<A>,
+        pool_ix: u32,
+        c: &mut Counters,
+    ) -> Result<Endpoint, DropReason> {
+        // ICMP identifiers are not ports: any value may be kept or chosen (RFC 5508 3.1).
+        let (lo, hi) = match proto {
+            Proto::Icmp => self.icmp_ids,
+            _ => self.cfg.ports,
+        };
+        let span = u64::from(hi - lo) + 1;
+        let start = lo.wrapping_add(self.rng.below(span) as u16);
+        let mode = self.cfg.mode;
+        let p = self
+            .pool
+            .get_mut(pool_ix as usize)
+            .ok_or(DropReason::PoolExhausted)?;
+        let ports = p
+            .ports
+            .get_mut(proto as usize)
+            .ok_or(DropReason::PoolExhausted)?;
+        let port = match mode {
+            // Basic NAT keeps every port: the address is this host's alone.
+            Nat44Mode::Pool if ports.take_exact(int.port) => int.port,
+            _ => ports
+                .take(int.port, lo, hi, start)
+                .ok_or(DropReason::PoolExhausted)?,
+        };
+        if port == int.port {
+            c.event(Event::PortsPreserved);
+        }
+        Ok(Endpoint { addr: p.addr, port })
+    }
+}
