@@ -714,11 +714,12 @@ fn fast_path_stats(f: &Mutex<xlat_xdp::FastPath>) -> FastPathStats {
     }
 }
 
-/// Carries the engine's offload ops to the XDP fast path: installs and removals as they are,
-/// queries answered with the recipes' last-seen stamps (converted to the engine's clock),
-/// which may expire sessions and so produce removals: a few rounds, bounded. The fast path
-/// is shared by the workers (their sessions' recipes are disjoint); its lock is taken only
-/// when there are ops, once per round.
+/// Carries the engine's offload ops to the XDP fast path: installs and removals staged and
+/// written with one batched bpf(2) call per map (issue 25: not one per session), queries
+/// answered with the recipes' last-seen stamps (converted to the engine's clock), which may
+/// expire sessions and so produce removals: a few rounds, bounded. The fast path is shared by
+/// the workers (their sessions' recipes are disjoint); its lock is taken only when there are
+/// ops, once per round. This is the one consumer of the engine's offload ops.
 pub fn sync_fast_path(
     engine: &mut Engine,
     fast: &Mutex<xlat_xdp::FastPath>,
@@ -740,13 +741,16 @@ pub fn sync_fast_path(
         let stamp = xlat_xdp::monotonic_ns();
         for op in ops.iter() {
             if op.kind == OffloadKind::Query {
+                // A query reads what was staged before it.
+                fast.flush();
                 let t = |ns: u64| Time::from_nanos(ns.saturating_sub(mono_start));
                 let (o, i) = fast.last_seen(op);
                 engine.offload_seen(now, op.token, o.map(t), i.map(t));
             } else {
-                fast.apply(op, stamp);
+                fast.stage(op, stamp);
             }
         }
+        fast.flush();
     }
 }
 

@@ -13,17 +13,27 @@
 //! running, which needs an XDP program or GRO on the peer (`ethtool -K <peer> gro on`).
 //! Physical NICs need nothing.
 //!
+//! Batches (issue 25): [`FastPath::stage`] queues an op's map writes and
+//! [`FastPath::flush`] applies everything queued with one `BPF_MAP_UPDATE_BATCH` or
+//! `BPF_MAP_DELETE_BATCH` per map ([`batch`]), so the recipes of a whole batch of new
+//! sessions cost one or two system calls, not two per session. Ops are applied in the order
+//! staged (a removal and a later install of the same key stay in that order).
+//!
 //! [`lab_rx`] is the second program here: the lab tester's receive counter.
 
+pub mod batch;
 pub mod lab_rx;
 
 use std::ffi::CString;
 use std::mem::size_of;
 
 use anyhow::{bail, Context, Result};
-use aya::maps::{Array, DevMapHash, HashMap as BpfHashMap, MapData, PerCpuArray};
+use std::os::fd::AsFd;
+
+use aya::maps::{Array, DevMapHash, HashMap as BpfHashMap, IterableMap, MapData, PerCpuArray};
 use aya::programs::{Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader, Pod};
+use batch::{Batch, Flushed};
 use xlat_engine::offload::{
     OffloadKind, OffloadOp, Recipe, Recipe46, Recipe64, Recipes, Tuple4, Tuple6,
 };
@@ -243,6 +253,41 @@ pub struct Count {
     pub explain: &'static str,
 }
 
+/// The daemon's own counters of its map writes, listed after the program's.
+pub const WRITE_COUNTERS: &[(&str, &str)] = &[
+    ("xdp_recipe_writes", "Recipes written to or removed from the XDP maps (two per offloaded session, each way)."),
+    ("xdp_recipe_syscalls", "bpf(2) calls that carried them: batched per map (BPF_MAP_UPDATE_BATCH / DELETE_BATCH), so far fewer than the writes while sessions are created in bursts."),
+];
+
+/// Map writes waiting for [`FastPath::flush`]: updates and deletions per map.
+struct Pending {
+    up44: Batch<Key, Value>,
+    del44: Batch<Key, ()>,
+    up64: Batch<Key6, Value64>,
+    del64: Batch<Key6, ()>,
+    up46: Batch<Key, Value46>,
+    del46: Batch<Key, ()>,
+}
+
+impl Pending {
+    fn new() -> Pending {
+        Pending {
+            up44: Batch::new(false),
+            del44: Batch::new(true),
+            up64: Batch::new(false),
+            del64: Batch::new(true),
+            up46: Batch::new(false),
+            del46: Batch::new(true),
+        }
+    }
+    fn updates(&self) -> usize {
+        self.up44.len() + self.up64.len() + self.up46.len()
+    }
+    fn deletes(&self) -> usize {
+        self.del44.len() + self.del64.len() + self.del46.len()
+    }
+}
+
 /// The loaded, attached program and its maps. Dropping it detaches the program.
 pub struct FastPath {
     recipes: BpfHashMap<MapData, Key, Value>,
@@ -253,6 +298,10 @@ pub struct FastPath {
     interfaces: Vec<String>,
     installed: u64,
     install_errors: u64,
+    pending: Pending,
+    /// Recipes written or removed, and the bpf(2) calls that did it.
+    writes: u64,
+    syscalls: u64,
     // Owns the program and its links: declared last so the maps go first.
     _bpf: Ebpf,
 }
@@ -363,6 +412,9 @@ impl FastPath {
             interfaces: interfaces.to_vec(),
             installed: 0,
             install_errors: 0,
+            pending: Pending::new(),
+            writes: 0,
+            syscalls: 0,
             _bpf: bpf,
         })
     }
@@ -372,56 +424,86 @@ impl FastPath {
         &self.interfaces
     }
 
-    /// Carries out an `Install` or `Remove`; `Query` is the caller's (see
-    /// [`FastPath::last_seen`]). A full table leaves the session with the engine: its
-    /// packets keep crossing the TUN device, which is slower but correct.
+    /// Carries out an `Install` or `Remove` at once (one system call per map touched);
+    /// `Query` is the caller's (see [`FastPath::last_seen`]). [`FastPath::stage`] and
+    /// [`FastPath::flush`] do the same for many ops in a few calls.
     pub fn apply(&mut self, op: &OffloadOp, now_ns: u64) {
+        self.stage(op, now_ns);
+        self.flush();
+    }
+
+    /// Queues an `Install` or `Remove` for the next [`FastPath::flush`] (`Query` is the
+    /// caller's: flush first, so that it reads what was staged before it). Installing after
+    /// queued removals, or removing after queued installs, flushes those first, so the maps
+    /// see the ops in their order.
+    pub fn stage(&mut self, op: &OffloadOp, now_ns: u64) {
         let install = match op.kind {
             OffloadKind::Install => true,
             OffloadKind::Remove => false,
             OffloadKind::Query => return,
         };
-        let mut done = 0u64;
-        let mut failed = 0u64;
-        let mut tally = |r: Result<(), aya::maps::MapError>| match r {
-            Ok(()) => done += 1,
-            Err(_) => failed += 1,
-        };
+        let p = &self.pending;
+        if (install && p.deletes() > 0) || (!install && p.updates() > 0) {
+            self.flush();
+        }
+        let p = &mut self.pending;
         match (&op.recipes, install) {
             (Recipes::Nat44 { out, inb }, true) => {
                 for r in [out, inb] {
-                    tally(
-                        self.recipes
-                            .insert(Key::of(&r.key), Value::of(r, now_ns), 0),
-                    );
+                    p.up44.update(Key::of(&r.key), Value::of(r, now_ns));
                 }
             }
             (Recipes::Nat44 { out, inb }, false) => {
                 for r in [out, inb] {
-                    tally(self.recipes.remove(&Key::of(&r.key)));
+                    p.del44.delete(Key::of(&r.key));
                 }
             }
             (Recipes::Nat64 { out, inb }, true) => {
-                tally(
-                    self.recipes64
-                        .insert(Key6::of(&out.key), Value64::of(out, now_ns), 0),
-                );
-                tally(
-                    self.recipes46
-                        .insert(Key::of(&inb.key), Value46::of(inb, now_ns), 0),
-                );
+                p.up64.update(Key6::of(&out.key), Value64::of(out, now_ns));
+                p.up46.update(Key::of(&inb.key), Value46::of(inb, now_ns));
             }
             (Recipes::Nat64 { out, inb }, false) => {
-                tally(self.recipes64.remove(&Key6::of(&out.key)));
-                tally(self.recipes46.remove(&Key::of(&inb.key)));
+                p.del64.delete(Key6::of(&out.key));
+                p.del46.delete(Key::of(&inb.key));
             }
         }
-        if install {
-            self.installed += done;
-            self.install_errors += failed;
-        } else {
-            self.installed = self.installed.saturating_sub(done);
+    }
+
+    /// Applies the staged writes: one bpf(2) call per map that has any (more only where
+    /// the kernel refuses an element). A full table leaves a session with the engine: its
+    /// packets keep crossing the TUN device, which is slower but correct.
+    pub fn flush(&mut self) {
+        let p = &mut self.pending;
+        let mut ins = Flushed::default();
+        let mut del = Flushed::default();
+        let add = |acc: &mut Flushed, f: Flushed| {
+            acc.done += f.done;
+            acc.failed += f.failed;
+            acc.calls += f.calls;
+        };
+        if !p.del44.is_empty() {
+            add(&mut del, p.del44.flush(self.recipes.map().fd().as_fd()));
         }
+        if !p.del64.is_empty() {
+            add(&mut del, p.del64.flush(self.recipes64.map().fd().as_fd()));
+        }
+        if !p.del46.is_empty() {
+            add(&mut del, p.del46.flush(self.recipes46.map().fd().as_fd()));
+        }
+        if !p.up44.is_empty() {
+            add(&mut ins, p.up44.flush(self.recipes.map().fd().as_fd()));
+        }
+        if !p.up64.is_empty() {
+            add(&mut ins, p.up64.flush(self.recipes64.map().fd().as_fd()));
+        }
+        if !p.up46.is_empty() {
+            add(&mut ins, p.up46.flush(self.recipes46.map().fd().as_fd()));
+        }
+        self.installed = self.installed.saturating_add(ins.done);
+        self.install_errors = self.install_errors.saturating_add(ins.failed);
+        self.installed = self.installed.saturating_sub(del.done);
+        self.writes = self.writes.saturating_add(ins.done + del.done);
+        self.syscalls = self.syscalls.saturating_add(ins.calls + del.calls);
     }
 
     /// When the program last matched the session's outbound and inbound recipes
@@ -458,9 +540,10 @@ impl FastPath {
         self.install_errors
     }
 
-    /// The program's counters summed over CPUs.
+    /// The program's counters summed over CPUs, then the daemon's map writes
+    /// ([`WRITE_COUNTERS`]).
     pub fn counters(&self) -> Vec<Count> {
-        COUNTERS
+        let mut all: Vec<Count> = COUNTERS
             .iter()
             .enumerate()
             .map(|(i, &(name, explain))| Count {
@@ -472,6 +555,14 @@ impl FastPath {
                     .unwrap_or(0),
                 explain,
             })
-            .collect()
+            .collect();
+        for (&(name, explain), value) in WRITE_COUNTERS.iter().zip([self.writes, self.syscalls]) {
+            all.push(Count {
+                name,
+                value,
+                explain,
+            });
+        }
+        all
     }
 }
