@@ -1260,9 +1260,16 @@ impl Lab {
                 for i in 0..lab.opts.repeats {
                     sys::check_stop()?;
                     let before = sys::cpu_times();
+                    let xdp0 = dev.fast_path_redirected();
                     let (c, peer) =
                         crate::sockets::iperf_tcp(&lab.topo, &ep, secs, 5201 + i as u16)?;
                     let after = sys::cpu_times();
+                    // XDP devices: the packets (both ways) their XDP program carried.
+                    if let (Some(a), Some(b)) = (xdp0, dev.fast_path_redirected()) {
+                        m.entry("xdp_redirected")
+                            .or_default()
+                            .push(b.saturating_sub(a) as f64);
+                    }
                     let (busy, busy_ns) =
                         crate::sockets::cpu_busy(&before, &after, lab.topo.dut_cpu);
                     lab.progress(&format!(

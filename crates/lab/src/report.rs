@@ -97,6 +97,7 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("retransmits", "retransmits"),
             ("dut_busy_pct", "device CPU %"),
             ("dut_ns_per_byte", "DUT ns/byte"),
+            ("xdp_redirected", "packets in XDP"),
         ],
         "owd" => vec![("owd_us", "one-way delay (us)"), ("lost_runs", "lost runs")],
         "http" => vec![

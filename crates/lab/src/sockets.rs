@@ -49,19 +49,18 @@ pub fn endpoints(device: &str) -> Result<Endpoints> {
     let a6: IpAddr = A6_ADDR.parse()?;
     let d6: IpAddr = D6_ADDR.parse()?;
     Ok(match device {
-        "forward4" | "kernel-nat44" | "kernel-nat44-heavy" | "xlat-nat44" | "xlat-nat44-2w" => {
-            Endpoints {
-                client: a4,
-                server: d4,
-                target: d4,
-            }
-        }
+        "forward4" | "kernel-nat44" | "kernel-nat44-heavy" | "xlat-nat44" | "xlat-nat44-2w"
+        | "xlat-nat44-xdp" => Endpoints {
+            client: a4,
+            server: d4,
+            target: d4,
+        },
         "forward6" => Endpoints {
             client: a6,
             server: d6,
             target: d6,
         },
-        "xlat-nat64" | "tayga-nat64" => Endpoints {
+        "xlat-nat64" | "tayga-nat64" | "xlat-nat64-xdp" => Endpoints {
             client: a6,
             server: d4,
             target: pref64(D_ADDR),
