@@ -9,11 +9,11 @@
 //! Implemented:
 //! - NAT44 -- static 1:1, dynamic pool (Basic NAT) and NAPT -- after RFC 3022, RFC 4787
 //!   (UDP), RFC 5382 (TCP), RFC 5508 (ICMP), with the TCP state machine of RFC 6146 3.5.2.2
-//!   and incremental checksums (RFC 1624). See [`nat44`].
+//!   and incremental checksums (RFC 1624). See `nat44/`, and `napt/` for the state.
 //! - SIIT, stateless IPv4/IPv6 translation (RFC 7915) with RFC 6052 and RFC 7757 (EAM)
-//!   addressing. See [`siit`].
+//!   addressing. See `siit/`.
 //! - Stateful NAT64 (RFC 6146), on the same NAPT state as NAT44 and the same header
-//!   translation as SIIT. See [`nat64`].
+//!   translation as SIIT. See `nat64/`.
 //!
 //! - 6in4 tunnel endpoints: 6to4 (RFC 3056, RFC 3964) and ISATAP (RFC 5214) over RFC 4213.
 //!   See [`tunnel`].
@@ -39,18 +39,18 @@ mod index;
 #[cfg(test)]
 mod lane_tests;
 mod mem;
-pub mod napt;
-pub mod nat44;
-pub mod nat64;
+mod napt;
+mod nat44;
+mod nat64;
 pub mod offload;
 mod ports;
 mod records;
 pub mod rfc6052;
 mod rng;
 pub mod shard;
-pub mod siit;
+mod siit;
 pub mod snapshot;
-pub mod tcp;
+mod tcp;
 pub mod tunnel;
 
 pub use config::{
@@ -248,7 +248,7 @@ enum Plan {
     Full,
     Nat44(nat44::Lane44),
     Nat64(nat64::Lane64),
-    /// A packet SIIT translates: its plain-packet lane ([`siit::Siit::lane`]) is tried.
+    /// A packet SIIT translates: its plain-packet lane (`Siit::lane`) is tried.
     Siit,
 }
 
@@ -385,7 +385,7 @@ impl Engine {
     /// lane (one lookup with the stage-1 hash, the session refreshed -- or, for a new flow,
     /// made as the full path makes it -- and the rewrite applied by the full path's own
     /// code), and a plain SIIT TCP/UDP packet SIIT's lane (header and checksum written from
-    /// the fixed header, [`siit::Siit::lane`]); everything else (TCP SYN/FIN/RST,
+    /// the fixed header, `Siit::lane`); everything else (TCP SYN/FIN/RST,
     /// fragments, options, ICMP, hairpins, static entries) goes through [`Engine::process`].
     /// Verdicts, output bytes, counters and session state are those `process` gives packet
     /// by packet. `verdicts[i]` is packet i's.

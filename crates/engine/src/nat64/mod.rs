@@ -341,7 +341,9 @@ impl Nat64 {
     }
 
     /// Batch stage 2: starts fetching the session behind a stage-1 plan; false when the
-    /// index has no candidate for it.
+    /// index has no candidate for it. The batch path uses [`Nat64::prefetch_lane`]; the
+    /// tests ask this one.
+    #[cfg(test)]
     pub fn prefetch_session(&self, l: &Lane64) -> bool {
         self.napt.prefetch_session(&l.key, l.hash) != NO_CAND
     }
@@ -363,7 +365,7 @@ impl Nat64 {
         }
     }
 
-    /// [`Nat64::prefetch_session`] for a stage-1 plan; when the index has no candidate (a
+    /// Batch stage 2 for a stage-1 plan: the session's line; when the index has no candidate (a
     /// new flow), the BIB slot its creation will probe instead ([`Napt::prefetch_new`]).
     /// Notes the index entry found for stage 3.
     #[inline(always)]
