@@ -45,6 +45,7 @@ mod nat64;
 pub mod offload;
 mod ports;
 mod records;
+mod rewrite;
 pub mod rfc6052;
 mod rng;
 pub mod shard;

@@ -30,6 +30,7 @@ use crate::counters::{Counters, DropReason, Event};
 use crate::flow::{Endpoint, FlowKey, Proto};
 use crate::napt::{Napt, NaptConfig, NO_CAND};
 use crate::offload::{self, OffloadKind, OffloadOp};
+use crate::rewrite;
 use crate::rfc6052::Pref64;
 use crate::siit::frag::{FragTable, Rewrite};
 use crate::siit::reply::RateLimit;
@@ -438,7 +439,7 @@ impl Nat64 {
     /// full path's [`Napt::outbound`] gives ([`Napt::lane_or_new`]: refreshed, or made for a
     /// new flow, RFC 6146 3.5.1, 3.5.2). The header comes from the session's tuple as
     /// [`offload::Recipe64`]'s does, with the same checksum adjustment
-    /// ([`offload::delta64`]) and header writer; output and counters are the full path's.
+    /// ([`rewrite::delta64`]) and header writer; output and counters are the full path's.
     #[inline]
     fn rewrite64(&mut self, now: Time, buf: &mut PacketBuf, l: &Lane64, c: &mut Counters) -> Plain {
         use xlat_wire::ipv6::{addr_at, off, HEADER};
@@ -484,22 +485,22 @@ impl Nat64 {
                 return Plain::Done(Verdict::Drop(e));
             }
         };
-        let p = offload::ip_proto(proto);
-        let key = offload::Tuple6 {
+        let p = rewrite::ip_proto(proto);
+        let key = rewrite::Tuple6 {
             proto: p,
             src: int.addr,
             dst: dst6,
             sport: int.port,
             dport: remote.port,
         };
-        let new = offload::Tuple4 {
+        let new = rewrite::Tuple4 {
             proto: p,
             src: t.ext.addr,
             dst: remote.addr,
             sport: t.ext.port,
             dport: remote.port,
         };
-        offload::lane_6to4(buf, plen, tc, hop - 1, &key, &new);
+        rewrite::lane_6to4(buf, plen, tc, hop - 1, &key, &new);
         c.event(Event::Ipv6ToIpv4);
         c.event(Event::Outbound);
         Plain::Done(Verdict::Forward)
@@ -565,22 +566,22 @@ impl Nat64 {
                 return Plain::Done(Verdict::Drop(e));
             }
         };
-        let p = offload::ip_proto(proto);
-        let key = offload::Tuple4 {
+        let p = rewrite::ip_proto(proto);
+        let key = rewrite::Tuple4 {
             proto: p,
             src: remote.addr,
             dst: ext.addr,
             sport: remote.port,
             dport: ext.port,
         };
-        let new = offload::Tuple6 {
+        let new = rewrite::Tuple6 {
             proto: p,
             src: src6,
             dst: t.int.addr,
             sport: remote.port,
             dport: t.int.port,
         };
-        offload::lane_4to6(buf, total, tos, ttl - 1, &key, &new);
+        rewrite::lane_4to6(buf, total, tos, ttl - 1, &key, &new);
         c.event(Event::Ipv4ToIpv6);
         c.event(Event::Inbound);
         Plain::Done(Verdict::Forward)

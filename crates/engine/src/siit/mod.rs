@@ -415,7 +415,7 @@ impl Siit {
     /// mapped (EAM, then pref64: RFC 7757 3.2, RFC 6052 2.3) and not a hairpin (RFC 7757 4).
     #[inline]
     fn lane6(&mut self, buf: &mut PacketBuf, c: &mut Counters) -> Option<Verdict> {
-        use crate::offload::{self, Tuple4, Tuple6};
+        use crate::rewrite::{self, Tuple4, Tuple6};
         use xlat_wire::ipv6::{addr_at, off, HEADER};
         let d = buf.data();
         let (Some(first), Some(plen), Some(next), Some(hop), Some(src6), Some(dst6)) = (
@@ -467,7 +467,7 @@ impl Siit {
             sport,
             dport,
         };
-        offload::lane_6to4(buf, plen, tc, hop - 1, &key, &new);
+        rewrite::lane_6to4(buf, plen, tc, hop - 1, &key, &new);
         c.event(Event::Ipv6ToIpv4);
         Some(Verdict::Forward)
     }
@@ -480,7 +480,7 @@ impl Siit {
     /// RFC 7757 3.2, RFC 6052 2.2) and 20 bytes of headroom for the longer header.
     #[inline]
     fn lane4(&mut self, buf: &mut PacketBuf, c: &mut Counters) -> Option<Verdict> {
-        use crate::offload::{self, Tuple4, Tuple6};
+        use crate::rewrite::{self, Tuple4, Tuple6};
         use xlat_wire::ipv4::MIN_HEADER;
         let d = buf.data();
         let h: &[u8; MIN_HEADER] = d.first_chunk()?;
@@ -529,7 +529,7 @@ impl Siit {
             sport,
             dport,
         };
-        offload::lane_4to6(buf, total, tos, ttl - 1, &key, &new);
+        rewrite::lane_4to6(buf, total, tos, ttl - 1, &key, &new);
         c.event(Event::Ipv4ToIpv6);
         Some(Verdict::Forward)
     }
