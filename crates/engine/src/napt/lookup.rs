@@ -98,7 +98,7 @@ impl<A: InsideAddr> Napt<A> {
     /// Trying `cand` first is safe even if earlier packets of the batch changed the index
     /// since: a session whose tuple is `key` is the one the index holds under `key`.
     ///
-    /// An IPv6 inside address ([`Hosts`]) is compared once, with the session found by
+    /// An IPv6 inside address ([`Hosts`](crate::hosts::Hosts)) is compared once, with the session found by
     /// the rest of the tuple: in the probe's comparison it made that too large to inline (a
     /// call per candidate).
     #[inline(always)]
@@ -128,7 +128,7 @@ impl<A: InsideAddr> Napt<A> {
     }
 
     /// Is the inside address of session `sid` the one of the outbound tuple `key`? True
-    /// when [`Session::matches`] compared it already (held as itself) or `key` is inbound.
+    /// when [`Session::matches`](super::session::Session::matches) compared it already (held as itself) or `key` is inbound.
     #[inline(always)]
     fn inside_addr_matches(&self, sid: u32, key: &FlowKey<A>) -> bool {
         match *key {

@@ -14,7 +14,7 @@ use super::filter::RemoteRef;
 use super::session::Stamp;
 use super::{Napt, Translation};
 
-/// A mapping's endpoints, the inside address also as held ([`Hosts`]).
+/// A mapping's endpoints, the inside address also as held ([`Hosts`](crate::hosts::Hosts)).
 #[derive(Clone, Copy)]
 pub(super) struct Ends<A> {
     pub(super) held: u32,
@@ -27,7 +27,7 @@ pub(super) struct Ends<A> {
 /// inside address as held, so a mapping is 36 bytes for NAT44 and NAT64 alike.
 #[derive(Clone, Copy)]
 pub(super) struct Mapping {
-    /// The inside address as held ([`Hosts`]).
+    /// The inside address as held ([`Hosts`](crate::hosts::Hosts)).
     pub(super) int_addr: u32,
     pub(super) ext_addr: u32,
     pub(super) sessions: u32,

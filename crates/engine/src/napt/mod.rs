@@ -164,7 +164,7 @@ pub struct Napt<A> {
     mappings: Slab<Mapping, Chunks<Slot<Mapping>>>,
     /// Mappings folded into their one session (no record).
     folded: usize,
-    /// The BIB's index: values are [`Owner::bib_val`]s, a table for each side.
+    /// The BIB's index: values are [`Owner::bib_val`](mapping::Owner::bib_val)s, a table for each side.
     bib: SidedIndex<1>,
     sessions: Slab<Session>,
     /// Session index by packet tuple; values are `sid * 2 + direction` (0 out, 1 in), a

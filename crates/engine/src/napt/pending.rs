@@ -108,7 +108,7 @@ impl<A: InsideAddr> Napt<A> {
     /// `FlowIndex::remove`, or takes the entry back if it is still waiting.
     ///
     /// The index needs the hash of an entry it cannot place from its slot alone (see
-    /// [`FlowIndex::remove`]): the records of all entries must still be in their slabs.
+    /// [`FlowIndex::remove`](crate::index::FlowIndex::remove)): the records of all entries must still be in their slabs.
     pub(super) fn index_remove(&mut self, bib: bool, hash: u64, val: u32) {
         let hasher = &self.hasher;
         let sessions = &self.sessions;

@@ -20,7 +20,7 @@ pub(super) struct PoolAddr {
 pub(super) struct HostUse {
     /// Pool index of its outside address.
     pub(super) pool: u32,
-    /// How sessions hold its address ([`Hosts`]).
+    /// How sessions hold its address ([`Hosts`](crate::hosts::Hosts)).
     pub(super) held: u32,
     /// It was made for this session.
     pub(super) new: bool,
