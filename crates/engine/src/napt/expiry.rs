@@ -134,3 +134,69 @@ impl<A: InsideAddr> Napt<A> {
         sids.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::counters::DropReason;
+    use crate::flow::{Endpoint, Proto};
+    use crate::napt::tests::{napt, REMOTE};
+
+    #[test]
+    fn an_expiry_pass_is_bounded_however_many_sessions_are_due() {
+        let mut n = napt(1000);
+        let mut c = Counters::default();
+        let r = REMOTE;
+        let now = Time::from_secs(1);
+        for i in 0..300u16 {
+            let int = Endpoint {
+                addr: 0xc612_0001 + u32::from(i % 7),
+                port: 2000 + i,
+            };
+            n.outbound(now, Proto::Udp, int, r, 0, &mut c).unwrap();
+        }
+        // Nothing due: a pass looks at `budget` slots and removes nothing.
+        assert_eq!(n.expire(now, 1024, &mut c), 0);
+        let later = now.plus_secs(100_000);
+        let most = 1024 / (REMOVE_COST + 1) + 1;
+        let mut passes = 0;
+        while n.sessions.len > 0 {
+            let r = n.expire(later, 1024, &mut c);
+            assert!((1..=most).contains(&r), "pass removed {r}, at most {most}");
+            passes += 1;
+            assert!(passes <= 300, "the sweep makes progress");
+        }
+        assert_eq!((n.mappings.len, n.hosts.len()), (0, 0));
+        assert_eq!((n.flows.len(), n.bib.len()), (0, 0), "no entry left behind");
+        assert!(n.pool.iter().all(|p| p.hosts == 0), "hosts unpaired");
+    }
+
+    #[test]
+    fn a_full_table_makes_room_from_sessions_past_their_time() {
+        let mut n = napt(100);
+        let mut c = Counters::default();
+        let r = REMOTE;
+        let flow = |i: u16| Endpoint {
+            addr: 0xc612_0001,
+            port: 2000 + i,
+        };
+        let now = Time::from_secs(1);
+        for i in 0..100 {
+            n.outbound(now, Proto::Udp, flow(i), r, 0, &mut c).unwrap();
+        }
+        // Full of live sessions: refused, and the pass that found nothing due is not run
+        // again for a while (the sweep cursor stays put).
+        let full = n.outbound(now, Proto::Udp, flow(100), r, 0, &mut c);
+        assert_eq!(full, Err(DropReason::SessionLimit));
+        let cursor = n.sweep_cursor;
+        let again = n.outbound(now, Proto::Udp, flow(101), r, 0, &mut c);
+        assert_eq!(again, Err(DropReason::SessionLimit));
+        assert_eq!(n.sweep_cursor, cursor, "no second pass within the backoff");
+        // Past every session's time, with no sweep in between: a new flow gets in.
+        let later = now.plus_secs(100_000);
+        assert!(n
+            .outbound(later, Proto::Udp, flow(102), r, 0, &mut c)
+            .is_ok());
+        assert!(n.sessions.len <= 100);
+    }
+}

@@ -203,3 +203,88 @@ impl<A: InsideAddr> Napt<A> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hashbrown::HashMap;
+
+    use crate::config::{Limits, Nat44Mode, Timeouts};
+    use crate::napt::NaptConfig;
+
+    proptest::proptest! {
+        /// RFC 4787 REQ-8 address-dependent filtering while mappings talk to several remote
+        /// addresses (all but one per mapping in [`Napt::remotes`]; with 80 addresses, through
+        /// its growths): an inbound packet from a new port of remote address R is admitted
+        /// exactly when the mapping has a session with R that has not timed out, and nothing
+        /// is left once all have gone.
+        #[test]
+        fn address_dependent_filter_admits_exactly_the_live_remote_addresses(
+            addrs in proptest::prop_oneof![proptest::strategy::Just(5u32), proptest::strategy::Just(80)],
+            ops in proptest::collection::vec((0u8..3, 0u16..3, 0u32..80, 0u8..4), 1..300)
+        ) {
+            use proptest::prelude::*;
+            let mut n: Napt<u32> = Napt::new(
+                NaptConfig {
+                    mode: Nat44Mode::Napt,
+                    filtering: Filtering::AddressDependent,
+                    ports: (1024, 65535),
+                    timeouts: Timeouts::default(),
+                    limits: Limits::default(),
+                    inbound_refresh: true,
+                },
+                &["198.19.0.0/31".parse().unwrap()],
+                1,
+            );
+            let mut c = Counters::default();
+            let udp = Timeouts::default().udp;
+            let int = |p: u16| Endpoint { addr: 0xc612_0001, port: 1000 + p };
+            let remote = |r: u32, port: u16| Endpoint { addr: 0xcb00_7100 + r, port };
+            // (inside port, remote address, remote port) -> when its session times out.
+            let mut model: HashMap<(u16, u32, u16), u64> = HashMap::new();
+            // Inside port -> the outside endpoint its mapping was last given.
+            let mut ext: HashMap<u16, Endpoint> = HashMap::new();
+            let mut now = 1u64;
+            for (op, p, r, dt) in ops {
+                let r = r % addrs;
+                now += [0, 10, 120, 400][usize::from(dt)];
+                let t = Time::from_secs(now);
+                match op {
+                    0 => {
+                        let e = n.outbound(t, Proto::Udp, int(p), remote(r, 53), 0, &mut c).unwrap();
+                        ext.insert(p, e);
+                        model.insert((p, r, 53), now + udp);
+                    }
+                    1 => {
+                        let Some(&e) = ext.get(&p) else { continue };
+                        let live = |m: &HashMap<(u16, u32, u16), u64>| {
+                            m.iter().filter(|((q, a, _), _)| *q == p && *a == r).map(|(_, &x)| x).max()
+                        };
+                        let until = live(&model);
+                        // Skip the instants a timeout falls on (the mapping's coarse stamp).
+                        if until.is_some_and(|u| u.abs_diff(now) < 2) {
+                            continue;
+                        }
+                        // A port of R no session of this mapping uses.
+                        let got = n.inbound(t, Proto::Udp, e, remote(r, 9000 + p), 0, &mut c);
+                        let admitted = until.is_some_and(|u| now < u);
+                        prop_assert_eq!(got.is_ok(), admitted, "inside port {}, remote {} at {}", p, r, now);
+                        if admitted {
+                            prop_assert_eq!(got.unwrap(), int(p));
+                            model.insert((p, r, 9000 + p), now + udp);
+                        }
+                    }
+                    _ => {
+                        n.expire(t, 1024, &mut c);
+                    }
+                }
+                // Timed out sessions leave the model (the engine removes them lazily), not
+                // before the instants skipped above have passed.
+                model.retain(|_, &mut u| u + 2 > now);
+            }
+            let end = Time::from_secs(now + 100_000);
+            while n.expire(end, 1024, &mut c) > 0 {}
+            prop_assert_eq!((n.sessions.len, n.mappings.len, n.remotes.len()), (0, 0, 0));
+        }
+    }
+}

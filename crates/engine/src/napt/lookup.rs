@@ -186,3 +186,52 @@ impl<A: InsideAddr> Napt<A> {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow::{Endpoint, Proto};
+    use crate::napt::tests::{napt, REMOTE};
+
+    /// Stage 3 tries the entry stage 2 peeked at ([`Napt::find`]); by then that session may
+    /// be gone and its slab slot another flow's. The candidate must then be passed over:
+    /// a's packet, planned while a lived, arrives after a expired and b took a's slot.
+    #[test]
+    fn a_stale_candidate_is_never_taken_for_another_session() {
+        let mut n = napt(10);
+        let mut c = Counters::default();
+        let now = Time::from_secs(1);
+        let a = Endpoint {
+            addr: 0xc612_0001,
+            port: 2000,
+        };
+        let b = Endpoint {
+            addr: 0xc612_0002,
+            port: 3000,
+        };
+        n.outbound(now, Proto::Udp, a, REMOTE, 0, &mut c).unwrap();
+        let key_a = FlowKey::Out(Proto::Udp, a, REMOTE);
+        let h_a = n.hash(&key_a);
+        let cand = n.prefetch_session(&key_a, h_a);
+        assert_ne!(cand, NO_CAND, "stage 2 finds a's entry");
+        let later = now.plus_secs(100_000);
+        n.expire(later, 10_000, &mut c);
+        assert_eq!(n.sessions.len, 0);
+        let ext_b = n.outbound(later, Proto::Udp, b, REMOTE, 0, &mut c).unwrap();
+        let h_b = n.hash(&FlowKey::Out(Proto::Udp, b, REMOTE));
+        let key_b = FlowKey::Out(Proto::Udp, b, REMOTE);
+        assert_eq!(
+            n.prefetch_session(&key_b, h_b),
+            cand,
+            "b's entry is the one a had"
+        );
+        // a's packet with the stale candidate: a new session for a, not b's translation.
+        let tr = n.lane_or_new(later, &key_a, h_a, cand, 0, &mut c).unwrap();
+        assert_eq!(tr.int, a);
+        assert_ne!(tr.ext, ext_b);
+        assert_eq!(n.sessions.len, 2);
+        // And the lookup-only lane, with the same stale candidate, finds a's new session.
+        let again = n.lane(later, &key_a, h_a, cand, 0).unwrap();
+        assert_eq!((again.int, again.ext), (a, tr.ext));
+    }
+}

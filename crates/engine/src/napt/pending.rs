@@ -147,3 +147,74 @@ impl<A: InsideAddr> Napt<A> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::counters::{Counters, DropReason};
+    use crate::flow::{Endpoint, Proto};
+    use crate::napt::tests::{napt, REMOTE};
+    use crate::Time;
+
+    /// Index entries that wait ([`Napt::insert_later`]) are found, and removed, as if they
+    /// had been inserted: runs of new sessions longer than [`PENDING_MAX`], each looked up
+    /// by its inbound tuple at once (and a second remote admitted through the waiting BIB
+    /// entry of its mapping), all looked up again afterwards, then all expired.
+    #[test]
+    fn waiting_index_entries_behave_as_inserted() {
+        let mut n = napt(1000);
+        let mut c = Counters::default();
+        let (r1, r2) = (
+            REMOTE,
+            Endpoint {
+                addr: 0xcb00_7102,
+                port: 80,
+            },
+        );
+        let now = Time::from_secs(1);
+        let mut seen = Vec::new();
+        for i in 0..100u16 {
+            let int = Endpoint {
+                addr: 0xc612_0001 + u32::from(i % 3),
+                port: 2000 + i,
+            };
+            let ext = n.outbound(now, Proto::Udp, int, r1, 0, &mut c).unwrap();
+            assert_eq!(n.inbound(now, Proto::Udp, ext, r1, 0, &mut c), Ok(int));
+            assert_eq!(n.inbound(now, Proto::Udp, ext, r2, 0, &mut c), Ok(int));
+            seen.push((int, ext));
+        }
+        assert!(!n.pending.is_empty(), "the last run still waits");
+        for &(int, ext) in &seen {
+            assert_eq!(
+                n.find_by_outside(now, Proto::Udp, ext, r1, &mut c),
+                Some(int)
+            );
+            assert_eq!(
+                n.find_by_outside(now, Proto::Udp, ext, r2, &mut c),
+                Some(int)
+            );
+            assert_eq!(
+                n.find_by_inside(now, Proto::Udp, int, r2, &mut c),
+                Some(ext)
+            );
+        }
+        assert_eq!(n.sessions.len, 200);
+        let later = now.plus_secs(100_000);
+        let mut removed = 0;
+        for _ in 0..100 {
+            removed += n.expire(later, 1000, &mut c);
+        }
+        assert_eq!(removed, 200);
+        assert_eq!((n.sessions.len, n.mappings.len), (0, 0));
+        assert!(
+            n.pending.is_empty(),
+            "waiting entries of removed sessions taken back"
+        );
+        assert_eq!((n.flows.len(), n.bib.len()), (0, 0), "no entry left behind");
+        for &(_, ext) in &seen {
+            assert_eq!(
+                n.inbound(later, Proto::Udp, ext, r1, 0, &mut c),
+                Err(DropReason::NoMapping)
+            );
+        }
+    }
+}
