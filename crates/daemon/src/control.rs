@@ -37,6 +37,9 @@ use xlat_engine::counters::NamedCount;
 use xlat_engine::{SessionInfo, Stats};
 use xlat_io::sys::{wait_readable, Waker};
 
+/// What the daemon logs on SIGHUP: it keeps running (SIGHUP used to stop it without cleanup).
+pub const HANGUP_KEPT: &str = "SIGHUP received: the daemon keeps running with the configuration it started with (live reload is not available yet; SIGINT or SIGTERM stop it)";
+
 /// Longest request line accepted.
 pub const MAX_REQUEST: u64 = 64 * 1024;
 /// How long the control thread waits for the worker's answer.
@@ -357,6 +360,9 @@ impl Drop for ControlServer {
 fn serve(listener: UnixListener, workers: Vec<WorkerLink>, stop: Arc<AtomicBool>) {
     use std::os::fd::AsFd;
     while !stop.load(Ordering::SeqCst) {
+        if xlat_io::sys::take_hangup() {
+            warn!("{HANGUP_KEPT}");
+        }
         match wait_readable([listener.as_fd()], Duration::from_millis(200)) {
             Ok([true]) => {}
             Ok(_) => continue,

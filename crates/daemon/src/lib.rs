@@ -3,7 +3,10 @@
 //! - [`config`]: the TOML file, checked into an engine configuration with errors that name the
 //!   file and key.
 //! - [`run`]: the gateway runtime (TUN device, routes, workers, clean stop).
-//! - [`routes`]: forwarding, policy routes and proxy ARP around the TUN device (iproute2).
+//! - [`routes`]: forwarding, policy routes and proxy ARP around the TUN device (iproute2),
+//!   failing closed when the daemon dies.
+//! - [`journal`]: what the daemon changed on the machine, on disk before each change, so a
+//!   killed run's leftovers are undone and the true originals restored on the next start.
 //! - [`control`]: the control socket protocol, its server thread and the `xlat show` client.
 //! - [`translate`]: offline translation of pcap files.
 //! - [`tunnel_routes`]: policy rules, addresses and routes for the 6to4 / ISATAP endpoints.
@@ -12,6 +15,7 @@
 
 pub mod config;
 pub mod control;
+pub mod journal;
 pub mod routes;
 pub mod run;
 pub mod translate;

@@ -23,18 +23,37 @@
 //!   `ip neigh add proxy ADDR dev IFACE`, so the gateway answers ARP for it. At most
 //!   [`MAX_PROXY_NEIGH`] addresses; beyond that a warning says which were left out.
 //!
+//! - Fail closed: a dead daemon must not turn the gateway into a plain router that forwards
+//!   inside traffic untranslated (leaking inside addresses). When the daemon dies its
+//!   non-persistent TUN device goes, and with it every route through it; so every route into
+//!   the TUN has a twin `unreachable` route at [`FAIL_CLOSED_METRIC`] (the worst metric) that
+//!   no live route loses to and that outlives the device: `unreachable default` in the policy
+//!   table (the rule never falls through to `main`), and `unreachable <prefix>` in the main
+//!   tables for the pool and pref64 prefixes. A clean exit removes them with the rest; after a
+//!   SIGKILL they stay until the next start replaces them (see [`crate::journal`]).
+//!
 //! Everything added is recorded in [`Routes`] and removed when it is dropped, also when setup
-//! fails halfway.
+//! fails halfway. It is also written down before it is made, in a [`Journal`] under
+//! [`crate::journal::STATE_DIR`], so a run that could not clean up (SIGKILL, a crash) is
+//! cleaned up by the next start, which also restores the sysctls' true original values.
+//! Commands go to `ip -batch` a phase at a time, not one process per route.
 
+use std::io::Write;
 use std::net::Ipv4Addr;
+use std::path::Path;
 use std::process::{Command, Stdio};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use tracing::{debug, info, warn};
 use xlat_engine::{Eam, Nat44Config, Nat64Config, Prefix4, Prefix6, SiitConfig};
 
+use crate::journal::{Journal, STATE_DIR};
+
 /// Most proxy-ARP entries created.
 pub const MAX_PROXY_NEIGH: u64 = 4096;
+
+/// Metric of the fail-closed `unreachable` routes (module docs): the worst there is.
+pub const FAIL_CLOSED_METRIC: u32 = u32::MAX;
 
 /// What to route, derived from the config.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -122,6 +141,129 @@ pub struct Routes {
     undo: Vec<Vec<String>>,
     /// /proc/sys files changed, with their old contents.
     sysctls: Vec<(String, String)>,
+    /// The same, on disk before each change (none in unit tests of the planning).
+    journal: Option<Journal>,
+}
+
+/// What [`ip_batch`] got done.
+#[derive(Debug)]
+pub struct BatchResult {
+    /// Commands that succeeded (with `force`: of all; without: those before the failure).
+    pub ok: usize,
+    /// The first failure, naming the command and ip's message.
+    pub error: Option<anyhow::Error>,
+}
+
+/// Runs `lines` (ip argument lists) through `ip -batch -`, a process per run of lines with
+/// the same leading family option (`-4`, `-6` or none: batch lines cannot carry it). Without
+/// `force` it stops at the first failure; with `force` it runs them all and counts.
+pub fn ip_batch(lines: &[Vec<String>], force: bool) -> BatchResult {
+    let mut ok = 0;
+    let mut first_error = None;
+    let mut rest = lines;
+    while let Some(first) = rest.first() {
+        let fam = first.first().filter(|w| *w == "-4" || *w == "-6").cloned();
+        let n = rest
+            .iter()
+            .take_while(|l| l.first().filter(|w| *w == "-4" || *w == "-6") == fam.as_ref())
+            .count();
+        let (group, tail) = rest.split_at(n);
+        rest = tail;
+        let skip = usize::from(fam.is_some());
+        let text: String = group
+            .iter()
+            .map(|l| l.iter().skip(skip).cloned().collect::<Vec<_>>().join(" ") + "\n")
+            .collect();
+        let mut argv: Vec<&str> = fam.iter().map(String::as_str).collect();
+        if force {
+            argv.push("-force");
+        }
+        argv.extend(["-batch", "-"]);
+        let (done, err) = run_batch(&argv, &text, group);
+        ok += done;
+        if let Some(e) = err {
+            if first_error.is_none() {
+                first_error = Some(e);
+            }
+            if !force {
+                break;
+            }
+        }
+    }
+    BatchResult {
+        ok,
+        error: first_error,
+    }
+}
+
+/// Writes `text` to the child's stdin on a thread of its own and closes it: ip answers while
+/// it reads, and a writer that waited for all of its input to be taken before reading the
+/// answers would deadlock with an ip waiting for its full stdout or stderr pipe to be read.
+fn feed(child: &mut std::process::Child, text: &str) -> Option<std::thread::JoinHandle<()>> {
+    let mut stdin = child.stdin.take()?;
+    let text = text.to_string();
+    std::thread::Builder::new()
+        .name("xlat-ip-batch".to_string())
+        .spawn(move || {
+            // A write error means ip exited early; its status and output say why.
+            let _ = stdin.write_all(text.as_bytes());
+        })
+        .ok()
+}
+
+/// One `ip ... -batch -` process over `group`: how many lines succeeded, and the first error.
+fn run_batch(argv: &[&str], text: &str, group: &[Vec<String>]) -> (usize, Option<anyhow::Error>) {
+    let child = Command::new("ip")
+        .args(argv)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            return (
+                0,
+                Some(anyhow!("cannot run `ip` (is iproute2 installed?): {e}")),
+            )
+        }
+    };
+    let writer = feed(&mut child, text);
+    let out = child.wait_with_output();
+    let _ = writer.map(std::thread::JoinHandle::join);
+    let out = match out {
+        Ok(o) => o,
+        Err(e) => return (0, Some(anyhow!("waiting for `ip -batch`: {e}"))),
+    };
+    if out.status.success() {
+        return (group.len(), None);
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // "Command failed -:N" after each failed line (1-based); a line ip cannot parse makes it
+    // exit at once without one.
+    let failed: Vec<usize> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("Command failed -:"))
+        .filter_map(|n| n.trim().parse().ok())
+        .collect();
+    let first = failed.first().copied();
+    let cmd = first
+        .and_then(|n: usize| group.get(n.wrapping_sub(1)))
+        .map(|l| l.join(" "))
+        .unwrap_or_else(|| "(a batch)".to_string());
+    let msg = stderr
+        .lines()
+        .filter(|l| !l.starts_with("Command failed"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let err = anyhow!("`ip {cmd}` failed: {}", msg.trim());
+    let is_force = argv.contains(&"-force");
+    let done = match (is_force, first) {
+        (true, Some(_)) => group.len().saturating_sub(failed.len()),
+        (false, Some(n)) => n.saturating_sub(1),
+        (_, None) => 0,
+    };
+    (done, Some(err))
 }
 
 /// Runs `ip ARGS`, returning stdout; the error carries the command and ip's stderr.
@@ -158,9 +300,54 @@ fn connected_dev6(addr: std::net::Ipv6Addr) -> Option<String> {
     parse_route_get(&out)
 }
 
+/// [`connected_dev`] of many addresses, asked of one `ip -j -batch` process (2,000 static
+/// entries were 2,000 processes); in the order given.
+fn connected_devs(addrs: &[Ipv4Addr]) -> Vec<Option<String>> {
+    let text: String = addrs.iter().map(|a| format!("route get {a}\n")).collect();
+    let out = Command::new("ip")
+        .args(["-j", "-4", "-force", "-batch", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .and_then(|mut c| {
+            let writer = feed(&mut c, &text);
+            let out = c.wait_with_output();
+            let _ = writer.map(std::thread::JoinHandle::join);
+            out
+        });
+    let stdout = out
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    // One JSON array per answered line (unreachable ones print none): matched by "dst".
+    let mut found = std::collections::HashMap::new();
+    for v in serde_json::Deserializer::from_str(&stdout)
+        .into_iter::<serde_json::Value>()
+        .map_while(Result::ok)
+    {
+        let dst = v
+            .as_array()
+            .and_then(|a| a.first())
+            .and_then(|r| r.get("dst"))
+            .and_then(|d| d.as_str())
+            .map(str::to_string);
+        if let (Some(dst), Some(dev)) = (dst, parse_route(&v)) {
+            found.insert(dst, dev);
+        }
+    }
+    addrs
+        .iter()
+        .map(|a| found.get(&a.to_string()).cloned())
+        .collect()
+}
+
 /// Parses `ip -j route get` output: the `dev` of a unicast route without a `gateway`.
 fn parse_route_get(json: &str) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    parse_route(&serde_json::from_str(json).ok()?)
+}
+
+/// [`parse_route_get`] of the parsed answer.
+fn parse_route(v: &serde_json::Value) -> Option<String> {
     let r = v.as_array()?.first()?;
     if r.get("gateway").is_some() {
         return None;
@@ -180,9 +367,31 @@ fn parse_route_get(json: &str) -> Option<String> {
 impl Routes {
     /// Sets up everything in `plan`. On error, what was already added is removed again.
     pub fn setup(plan: &RoutePlan) -> Result<Routes> {
-        let mut r = Routes::default();
+        let mut r = Routes::journaled(&plan.tun, "routes")?;
         r.setup_inner(plan)?;
         Ok(r)
+    }
+
+    /// No routes yet, journaled (module docs) for `tun` under `purpose`; the leftovers of a
+    /// run that did not clean up are undone first, and logged.
+    pub fn journaled(tun: &str, purpose: &str) -> Result<Routes> {
+        let (journal, recovered) = Journal::open(Path::new(STATE_DIR), tun, purpose)?;
+        if let Some(r) = recovered {
+            warn!(
+                tun,
+                purpose,
+                pid = r.pid,
+                undone = r.undone,
+                of = r.undo_total,
+                sysctls_restored = r.sysctls,
+                "found the leftovers of an xlat run that did not exit cleanly (killed or crashed): undone, original sysctls restored"
+            );
+        }
+        Ok(Routes {
+            undo: Vec::new(),
+            sysctls: Vec::new(),
+            journal: Some(journal),
+        })
     }
 
     fn setup_inner(&mut self, plan: &RoutePlan) -> Result<()> {
@@ -228,9 +437,9 @@ impl Routes {
         // Which outside addresses need proxy ARP: ask before our own routes change the answer.
         let mut proxies: Vec<(Ipv4Addr, String)> = Vec::new();
         let mut wanted: u64 = 0;
-        for p in &inbound {
-            let first = Ipv4Addr::from(p.addr);
-            let Some(dev) = connected_dev(first) else {
+        let firsts: Vec<Ipv4Addr> = inbound.iter().map(|p| Ipv4Addr::from(p.addr)).collect();
+        for (p, dev) in inbound.iter().zip(connected_devs(&firsts)) {
+            let Some(dev) = dev else {
                 continue;
             };
             if &dev == tun {
@@ -252,45 +461,71 @@ impl Routes {
             );
         }
 
-        // Table: default into the tun, inside prefixes thrown back to main (NAT44 only).
+        // Table: default into the tun, inside prefixes thrown back to main (NAT44 only), and
+        // behind the tun's default the fail-closed one, made first: no moment when the rule
+        // could lead traffic past an empty table into `main`.
         let table = plan.table;
+        let m = FAIL_CLOSED_METRIC;
         if !plan.rule_sources.is_empty() {
-            self.add(
-                &format!("route replace default dev {tun} table {table}"),
-                &format!("route del default dev {tun} table {table}"),
-            )?;
+            let mut steps = vec![
+                (
+                    format!("route replace unreachable default table {table} metric {m}"),
+                    format!("route del unreachable default table {table} metric {m}"),
+                ),
+                (
+                    format!("route replace default dev {tun} table {table}"),
+                    format!("route del default dev {tun} table {table}"),
+                ),
+            ];
             for p in &plan.throws {
-                self.add(
-                    &format!("route replace throw {p} table {table}"),
-                    &format!("route del throw {p} table {table}"),
-                )?;
+                steps.push((
+                    format!("route replace throw {p} table {table}"),
+                    format!("route del throw {p} table {table}"),
+                ));
             }
+            self.add_all(steps)?;
         }
         // Rules: remove leftovers of an earlier run first (a duplicate rule is an error).
+        // (A leftover without a journal: an xlat older than the journal, or one whose
+        // /run was lost.)
+        let mut steps = Vec::new();
         for p in &plan.rule_sources {
-            let rule = format!("rule del from {p} lookup {table} pref {}", plan.pref);
-            while ip(&args(&rule)).is_ok() {
-                debug!(rule = %rule, "removed a leftover rule");
+            steps.push((
+                format!("rule add from {p} lookup {table} pref {}", plan.pref),
+                format!("rule del from {p} lookup {table} pref {}", plan.pref),
+            ));
+        }
+        let dels: Vec<Vec<String>> = steps.iter().map(|(_, d)| args(d)).collect();
+        for _ in 0..64 {
+            let removed = ip_batch(&dels, true).ok;
+            if removed == 0 {
+                break;
             }
-            self.add(
-                &format!("rule add from {p} lookup {table} pref {}", plan.pref),
-                &rule,
-            )?;
+            debug!(removed, "removed leftover rules");
         }
-        // Main table: outside addresses into the tun.
+        // Main tables: outside addresses (IPv4) and the pref64s and IPv4-side EAM prefixes
+        // (IPv6) into the tun, each with its fail-closed twin made first.
         for p in &inbound {
-            self.add(
-                &format!("route replace {p} dev {tun}"),
-                &format!("route del {p} dev {tun}"),
-            )?;
+            steps.push((
+                format!("route replace unreachable {p} metric {m}"),
+                format!("route del unreachable {p} metric {m}"),
+            ));
+            steps.push((
+                format!("route replace {p} dev {tun}"),
+                format!("route del {p} dev {tun}"),
+            ));
         }
-        // IPv6: the pref64s (and IPv4-side EAM prefixes) into the tun.
         for p in &inbound6 {
-            self.add(
-                &format!("-6 route replace {p} dev {tun}"),
-                &format!("-6 route del {p} dev {tun}"),
-            )?;
+            steps.push((
+                format!("-6 route replace unreachable {p} metric {m}"),
+                format!("-6 route del unreachable {p} metric {m}"),
+            ));
+            steps.push((
+                format!("-6 route replace {p} dev {tun}"),
+                format!("-6 route del {p} dev {tun}"),
+            ));
         }
+        self.add_all(steps)?;
         // Proxy ARP, skipping entries that exist already (they are not ours to remove).
         let existing = ip(&args("-4 neigh show proxy")).unwrap_or_default();
         let existing: Vec<(String, String)> = existing
@@ -310,6 +545,7 @@ impl Routes {
             // Answer proxied ARP at once instead of after a random delay of up to 0.8 s.
             self.sysctl(&format!("/proc/sys/net/ipv4/neigh/{dev}/proxy_delay"), "0")?;
         }
+        let mut steps = Vec::new();
         for (addr, dev) in &proxies {
             if existing
                 .iter()
@@ -317,12 +553,13 @@ impl Routes {
             {
                 continue;
             }
-            self.add(
-                &format!("neigh add proxy {addr} dev {dev}"),
-                &format!("neigh del proxy {addr} dev {dev}"),
-            )?;
+            steps.push((
+                format!("neigh add proxy {addr} dev {dev}"),
+                format!("neigh del proxy {addr} dev {dev}"),
+            ));
             added += 1;
         }
+        self.add_all(steps)?;
         info!(
             tun = %tun,
             table,
@@ -335,18 +572,42 @@ impl Routes {
         Ok(())
     }
 
+    /// Makes one change (`ip ADD`), journaled with its undo first.
     pub(crate) fn add(&mut self, add: &str, undo: &str) -> Result<()> {
-        ip(&args(add))?;
-        debug!(cmd = %add, "ip");
-        self.undo.push(args(undo));
-        Ok(())
+        self.add_all(vec![(add.to_string(), undo.to_string())])
     }
 
+    /// Makes a phase of changes (`(add, undo)` pairs) in one `ip -batch`, their undos
+    /// journaled first. On a failure, those made are kept for the teardown and the error
+    /// names the command that failed.
+    pub(crate) fn add_all(&mut self, steps: Vec<(String, String)>) -> Result<()> {
+        if steps.is_empty() {
+            return Ok(());
+        }
+        if let Some(j) = self.journal.as_mut() {
+            j.undo(steps.iter().map(|(_, u)| args(u)))?;
+        }
+        let adds: Vec<Vec<String>> = steps.iter().map(|(a, _)| args(a)).collect();
+        let r = ip_batch(&adds, false);
+        for (a, u) in steps.iter().take(r.ok) {
+            debug!(cmd = %a, "ip");
+            self.undo.push(args(u));
+        }
+        match r.error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes `value` to the /proc/sys file `path`, keeping (and journaling) its old value.
     pub(crate) fn sysctl(&mut self, path: &str, value: &str) -> Result<()> {
         let old = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
         let old = old.trim().to_string();
         if old == value {
             return Ok(());
+        }
+        if let Some(j) = self.journal.as_mut() {
+            j.sysctl(path, &old)?;
         }
         std::fs::write(path, value).with_context(|| format!("cannot write {value} to {path}"))?;
         info!(path, from = %old, to = value, "sysctl set");
@@ -354,22 +615,26 @@ impl Routes {
         Ok(())
     }
 
-    /// Removes everything added, newest first; failures are logged (an entry that is gone
-    /// already, e.g. with its interface, is not an error).
+    /// Removes everything added, newest first, restores the sysctls and closes the journal;
+    /// failures are counted (an entry that is gone already, e.g. with its interface, is not
+    /// an error).
     pub fn teardown(&mut self) {
-        let n = self.undo.len();
-        while let Some(a) = self.undo.pop() {
-            if let Err(e) = ip(&a) {
-                debug!(error = %e, "undo");
-            }
+        let undo: Vec<Vec<String>> = self.undo.drain(..).rev().collect();
+        let n = undo.len();
+        let r = ip_batch(&undo, true);
+        if let Some(e) = r.error {
+            debug!(error = %e, failed = n.saturating_sub(r.ok), "undo");
         }
         while let Some((path, old)) = self.sysctls.pop() {
             if let Err(e) = std::fs::write(&path, &old) {
                 debug!(path, error = %e, "restoring sysctl");
             }
         }
+        if let Some(j) = self.journal.take() {
+            j.close();
+        }
         if n > 0 {
-            info!(entries = n, "routes removed");
+            info!(entries = n, removed = r.ok, "routes removed");
         }
     }
 }

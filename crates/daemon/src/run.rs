@@ -11,7 +11,7 @@
 //! and every expiry pass (`sync_fast_path`, under a mutex the workers share, taken only when
 //! there are ops); a failed attach is logged and the workers run without.
 //! SIGINT or SIGTERM stop every worker; so does a worker's fatal error, which `run` returns
-//! naming the worker. Routes and the socket file are removed on the way out, on error paths
+//! naming the worker. SIGHUP does not stop the daemon (the control thread logs it). Routes and the socket file are removed on the way out, on error paths
 //! too (drop guards).
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -361,6 +361,9 @@ pub fn run_dns64(file: &str, d: &xlat_dns64::Dns64Config) -> Result<()> {
     let svc = start_dns64(file, d)?;
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(TICK);
+        if xlat_io::sys::take_hangup() {
+            warn!("{}", crate::control::HANGUP_KEPT);
+        }
     }
     let c = svc.counters();
     drop(svc);

@@ -42,7 +42,7 @@ fn v6(a: u128) -> std::net::Ipv6Addr {
 
 /// Sets up the tunnel routes; on error what was added is removed again (by the drop).
 pub fn setup(t: &TunnelConfig, tun: &str, table: u32) -> Result<Routes> {
-    let mut r = Routes::default();
+    let mut r = Routes::journaled(tun, "tunnel")?;
     r.sysctl("/proc/sys/net/ipv4/ip_forward", "1")?;
     r.sysctl(&format!("/proc/sys/net/ipv4/conf/{tun}/rp_filter"), "0")?;
     r.sysctl(&format!("/proc/sys/net/ipv4/conf/{tun}/accept_local"), "1")?;

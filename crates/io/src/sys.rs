@@ -1,6 +1,7 @@
 //! The other system calls the daemon needs, wrapped safely: waiting on descriptors
 //! ([`wait_readable`], poll(2)), waking a thread blocked in that wait ([`Waker`], an eventfd),
-//! and turning SIGINT/SIGTERM into a flag ([`install_stop_handler`]).
+//! and turning SIGINT/SIGTERM into a stop flag and SIGHUP into a reload request
+//! ([`install_stop_handler`], [`take_hangup`]).
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -90,17 +91,25 @@ impl AsFd for Waker {
 
 static STOP: AtomicBool = AtomicBool::new(false);
 static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
+static HANGUP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_stop_signal(sig: libc::c_int) {
-    // Only async-signal-safe work here: two atomic stores.
+    // Only async-signal-safe work here: atomic stores.
+    if sig == libc::SIGHUP {
+        HANGUP.store(true, Ordering::SeqCst);
+        return;
+    }
     STOP_SIGNAL.store(sig, Ordering::SeqCst);
     STOP.store(true, Ordering::SeqCst);
 }
 
-/// Installs handlers for SIGINT and SIGTERM that set the returned flag (and nothing else).
-/// Without `SA_RESTART`, so a thread blocked in [`wait_readable`] returns early.
+/// Installs handlers for SIGINT and SIGTERM that set the returned flag (and nothing else),
+/// and for SIGHUP -- what a closed terminal or SSH session sends, and what `systemctl reload`
+/// sends -- one that only records a reload request for [`take_hangup`]: SIGHUP never stops
+/// the daemon (stopping without cleanup is what it did by default). Without `SA_RESTART`, so
+/// a thread blocked in [`wait_readable`] returns early.
 pub fn install_stop_handler() -> io::Result<&'static AtomicBool> {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value; we then set the
         // handler to an `extern "C" fn(c_int)` that only does atomic stores (async-signal-safe),
         // and pass valid pointers to sigemptyset and sigaction.
@@ -120,6 +129,12 @@ pub fn install_stop_handler() -> io::Result<&'static AtomicBool> {
 /// The signal that set the stop flag (0 if none).
 pub fn stop_signal() -> i32 {
     STOP_SIGNAL.load(Ordering::SeqCst)
+}
+
+/// Whether a SIGHUP arrived since the last call (the request is taken: a second call
+/// without a new SIGHUP says false).
+pub fn take_hangup() -> bool {
+    HANGUP.swap(false, Ordering::SeqCst)
 }
 
 #[cfg(test)]

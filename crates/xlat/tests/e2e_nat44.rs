@@ -494,45 +494,16 @@ fn static_one_to_one_reachable_from_outside() {
     assert!(Topo::event(&t.stats(), "static_translated") > 0);
 }
 
-/// What xlat may change in GW while it runs and must restore on exit.
-fn gw_state(t: &Topo) -> String {
-    let gw = t.ns_gw.clone();
-    let mut s = String::new();
-    for args in [
-        &["ip", "-4", "rule"][..],
-        &["ip", "-6", "rule"][..],
-        &["ip", "-4", "route", "show", "table", "all"][..],
-        &["ip", "neigh", "show", "proxy"][..],
-    ] {
-        let r = t.ns_ok(&gw, args);
-        s += &format!("$ {}\n{}", args.join(" "), r.stdout);
-    }
-    // Sysctls auto_routes may change (docs/CONFIG.md): they get their old values back.
-    let proxy_delay = format!("net.ipv4.neigh.{}.proxy_delay", t.gw_out_dev);
-    let r = t.ns_ok(&gw, &["sysctl", "net.ipv4.ip_forward", &proxy_delay]);
-    s += &format!("$ sysctl\n{}", r.stdout);
-    let links = t.ns_ok(&gw, &["ip", "-o", "link"]);
-    let mut names: Vec<&str> = links
-        .stdout
-        .lines()
-        .filter_map(|l| l.split(':').nth(1))
-        .map(str::trim)
-        .collect();
-    names.sort();
-    s += &format!("$ links\n{}\n", names.join("\n"));
-    s
-}
-
 #[test]
 fn sigterm_exits_zero_and_removes_routes_rules_tun() {
     if !can_run() {
         return;
     }
     let mut t = Topo::new(Opts::default());
-    let before = gw_state(&t);
+    let before = t.machine_state();
     let cfg = t.default_config();
     let x = t.start_xlat(&cfg);
-    let during = gw_state(&t);
+    let during = t.machine_state();
     assert_ne!(
         before, during,
         "xlat with auto_routes = true changed nothing in GW"
@@ -557,7 +528,7 @@ fn sigterm_exits_zero_and_removes_routes_rules_tun() {
         "xlat exit status after SIGTERM: {st}\n{}",
         t.proc(x).stderr_text()
     );
-    let after = gw_state(&t);
+    let after = t.machine_state();
     assert_eq!(
         before, after,
         "GW state after xlat exit differs from before it started"

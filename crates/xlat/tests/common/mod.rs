@@ -475,6 +475,39 @@ socket = "{sock}"
         p
     }
 
+    /// What xlat may change in GW while it runs and must restore on exit: rules, routes of
+    /// every table, proxy ARP entries, the sysctls auto_routes sets (docs/CONFIG.md), links.
+    pub fn machine_state(&self) -> String {
+        let gw = self.ns_gw.clone();
+        let mut s = String::new();
+        for args in [
+            &["ip", "-4", "rule"][..],
+            &["ip", "-6", "rule"][..],
+            &["ip", "-4", "route", "show", "table", "all"][..],
+            &["ip", "neigh", "show", "proxy"][..],
+        ] {
+            let r = self.ns_ok(&gw, args);
+            s += &format!("$ {}\n{}", args.join(" "), r.stdout);
+        }
+        let proxy_delay = format!("net.ipv4.neigh.{}.proxy_delay", self.gw_out_dev);
+        let rp_filter = "net.ipv4.conf.all.rp_filter";
+        let r = self.ns_ok(
+            &gw,
+            &["sysctl", "net.ipv4.ip_forward", &proxy_delay, rp_filter],
+        );
+        s += &format!("$ sysctl\n{}", r.stdout);
+        let links = self.ns_ok(&gw, &["ip", "-o", "link"]);
+        let mut names: Vec<&str> = links
+            .stdout
+            .lines()
+            .filter_map(|l| l.split(':').nth(1))
+            .map(str::trim)
+            .collect();
+        names.sort();
+        s += &format!("$ links\n{}\n", names.join("\n"));
+        s
+    }
+
     /// Value of an event counter in stats, panicking if it is not listed.
     pub fn event(stats: &serde_json::Value, name: &str) -> u64 {
         counter(stats, "events", name)
