@@ -477,13 +477,17 @@ fn dataplane_xdp(topo: &Topo) -> String {
     )
 }
 
-/// The XDP devices' slow-path policer (packets a second): about what xlat's engine behind the
-/// TUN device sets up here without loss (setup-rate of xlat-nat44: 141,000-177,000 new
-/// sessions/s, run 20261126-091349), so a flood of new flows beyond it is dropped in XDP
-/// instead of taking the DUT core from the established flows, and the policer does not set
-/// the XDP device's setup rate below the TUN device's (at 50,000, until 2026-11-26, it did:
-/// setup-rate measured the policer, 50,550/s).
-pub const XDP_SLOW_PATH_PPS: u32 = 150_000;
+/// The XDP devices' slow-path policer (packets a second). Their daemon runs one real-time
+/// priority above the DUT's receive threads (see `Daemon::spawn`), so what the policer lets
+/// through is what the daemon may take of the DUT core: 100,000 new flows/s at about 4 us
+/// each in the daemon is under half of it, and the receive thread keeps the rest for the
+/// established flows. Measured (churn, 2026-11-26, busy machine): at 100,000 / 200,000 /
+/// 400,000 new flows/s offered it delivered 99,980 / 100,972 / 102,058 new flows/s and lost
+/// 0.019 / 1.7 / 4.0 % of the established frames (kernel-nat44 in the same run: 0.026 /
+/// 0.056 / 25 %); at 150,000 the established flows lost 10-38 % at 200,000/s. The price is
+/// the setup rate: the policer's 100,000/s (at 50,000, until 2026-11-26, setup-rate
+/// measured the policer at 50,550/s).
+pub const XDP_SLOW_PATH_PPS: u32 = 100_000;
 
 /// The DUT's tunnel endpoint address: its inside port (UA), where the tester's tunnel hosts
 /// send protocol 41.
@@ -557,13 +561,16 @@ impl Daemon {
             .env("RUST_LOG", "warn");
         let cpu = topo.dut_cpu;
         // A TUN device's daemon is its data path: the NAPI threads' priority, so neither starves
-        // the other. An XDP device's daemon is only its slow path: one below, so the receive
-        // work (where XDP runs) preempts it, as softirq preempts any process on a host without
-        // threaded NAPI; a real-time thread cannot preempt one of its own priority, so at equal
-        // priority every millisecond the daemon spends on a batch of new flows or a stats
-        // request would stall the established flows behind it.
+        // the other. An XDP device's daemon is only its slow path, and its work is bounded by
+        // the policer in XDP ([`XDP_SLOW_PATH_PPS`]): one above, so that the receive thread,
+        // busy with every frame that arrives, cannot starve it. One below (until 2026-11-26)
+        // protected the established flows, but a real-time thread never yields to a lower
+        // one: with more frames offered than the receive thread could take, the daemon got
+        // no CPU and the slow path collapsed (setup-rate: 769-1,734 new sessions/s delivered
+        // at 0.77-1.5M offered, where one above delivered 151,000/s at 1.7M; churn: 39,000,
+        // 8,900 and 1,000 new flows/s delivered at 100,000, 200,000 and 400,000 offered).
         let rt = if self.kind.is_xdp() {
-            sys::RT_PRIO - 1
+            sys::RT_PRIO_SLOW_PATH
         } else {
             sys::RT_PRIO
         };

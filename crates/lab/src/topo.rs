@@ -499,7 +499,7 @@ impl Topo {
             self.tester_cpu,
             self.dut_cpu,
             sys::RT_PRIO,
-            sys::RT_PRIO - 1,
+            sys::RT_PRIO_SLOW_PATH,
             sys::RT_PRIO_SENDER
         )
     }
