@@ -19,12 +19,16 @@
 //! ([`xlat_io::sys::Waker`]); each answers between batches, and the control thread merges
 //! the answers ([`merge`]: counters and tables added up, sessions listed together, one row
 //! per worker under `"workers"`).
+//!
+//! Each connection is served on its own thread (at most [`MAX_CLIENTS`] at once; one more
+//! is answered `{"error":"busy..."}` and closed), with read and write timeouts of
+//! [`IO_TIMEOUT`], so a client that connects and sends nothing delays nobody else.
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -46,6 +50,8 @@ pub const MAX_REQUEST: u64 = 64 * 1024;
 pub const WORKER_TIMEOUT: Duration = Duration::from_secs(5);
 /// Client and server read/write timeout on a connection.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most connections served at once.
+pub const MAX_CLIENTS: usize = 16;
 
 /// A request line.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -359,6 +365,8 @@ impl Drop for ControlServer {
 
 fn serve(listener: UnixListener, workers: Vec<WorkerLink>, stop: Arc<AtomicBool>) {
     use std::os::fd::AsFd;
+    let workers: Arc<[WorkerLink]> = workers.into();
+    let clients = Arc::new(AtomicUsize::new(0));
     while !stop.load(Ordering::SeqCst) {
         if xlat_io::sys::take_hangup() {
             warn!("{HANGUP_KEPT}");
@@ -373,17 +381,47 @@ fn serve(listener: UnixListener, workers: Vec<WorkerLink>, stop: Arc<AtomicBool>
             }
         }
         match listener.accept() {
-            Ok((stream, _)) => {
-                if let Err(e) = handle(stream, &workers, &stop) {
-                    debug!(error = %e, "control connection");
-                }
-            }
+            Ok((stream, _)) => serve_client(stream, &workers, &stop, &clients),
             Err(e) if e.kind() == ErrorKind::WouldBlock => {}
             Err(e) => {
                 warn!(error = %e, "control socket accept failed");
                 std::thread::sleep(Duration::from_millis(200));
             }
         }
+    }
+}
+
+/// Serves `stream` on a thread of its own, or answers "busy" when [`MAX_CLIENTS`] are
+/// being served.
+fn serve_client(
+    mut stream: UnixStream,
+    workers: &Arc<[WorkerLink]>,
+    stop: &Arc<AtomicBool>,
+    clients: &Arc<AtomicUsize>,
+) {
+    if clients.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
+        clients.fetch_sub(1, Ordering::SeqCst);
+        let busy = Response::Error(format!(
+            "busy: {MAX_CLIENTS} control connections are open; try again"
+        ));
+        // Best effort: the socket is new and empty, the line short.
+        let _ = stream.set_nonblocking(true);
+        let _ = stream.write_all(encode_response(&busy).as_bytes());
+        debug!("control connection refused: busy");
+        return;
+    }
+    let (workers, stop, count) = (workers.clone(), stop.clone(), clients.clone());
+    let spawned = std::thread::Builder::new()
+        .name("xlat-control-client".to_string())
+        .spawn(move || {
+            if let Err(e) = handle(stream, &workers, &stop) {
+                debug!(error = %e, "control connection");
+            }
+            count.fetch_sub(1, Ordering::SeqCst);
+        });
+    if let Err(e) = spawned {
+        clients.fetch_sub(1, Ordering::SeqCst);
+        warn!(error = %e, "cannot start a thread for a control connection");
     }
 }
 
@@ -738,6 +776,11 @@ mod tests {
                 });
             }
         });
+        // Five clients that connect and say nothing delay no one (they used to hold the
+        // server for IO_TIMEOUT each, one after the other).
+        let idle: Vec<UnixStream> = (0..5)
+            .map(|_| UnixStream::connect(&path))
+            .collect::<Result<_, _>>()?;
         let r = request(&path, &Request::Ping {})?;
         assert_eq!(
             r,
@@ -746,11 +789,22 @@ mod tests {
                 uptime_secs: 1
             })
         );
+        drop(idle);
         let e = request(&path, &Request::Stats {})
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(e.ends_with("the daemon answered: nope"), "{e}");
+        // Past MAX_CLIENTS open connections, one more is told the server is busy.
+        let full: Vec<UnixStream> = (0..MAX_CLIENTS)
+            .map(|_| UnixStream::connect(&path))
+            .collect::<Result<_, _>>()?;
+        let e = request(&path, &Request::Ping {})
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("the daemon answered: busy"), "{e}");
+        drop(full);
         let _ = worker.join();
         drop(server);
         assert!(!path.exists());
