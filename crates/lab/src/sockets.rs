@@ -451,6 +451,15 @@ mod tests {
         assert_eq!(e.server.to_string(), "2001:2:0:2::2");
         assert!(endpoints("nope").is_err());
         assert!(tunnel_client("forward6").is_err());
+        // The XDP devices are addressed as their TUN twins.
+        assert_eq!(
+            endpoints("xlat-nat44-xdp").unwrap(),
+            endpoints("xlat-nat44").unwrap()
+        );
+        assert_eq!(
+            endpoints("xlat-nat64-xdp").unwrap(),
+            endpoints("xlat-nat64").unwrap()
+        );
     }
 
     #[test]
