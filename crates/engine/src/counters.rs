@@ -242,6 +242,11 @@ reasons! {
         SessionsCreated = "sessions_created",
         /// Sessions removed because their idle timeout passed.
         SessionsExpired = "sessions_expired",
+        /// State events (session, mapping and host changes for NAT logging, session sync
+        /// and metrics) lost because the engine's event queue was full when they happened:
+        /// its consumer drains too slowly or too seldom. Translation went on; the consumer's
+        /// record misses these changes.
+        StateEventsDropped = "state_events_dropped",
         /// IPv4 packets translated to IPv6 (SIIT and NAT64; RFC 7915 4).
         Ipv4ToIpv6 = "ipv4_to_ipv6",
         /// IPv6 packets translated to IPv4 (SIIT and NAT64; RFC 7915 5).

@@ -77,6 +77,8 @@ pub trait InsideAddr: Copy + Eq + Hash + Debug {
     fn as_held(self) -> Option<u32>;
     /// The address a held value is, if addresses are held as themselves.
     fn from_held(v: u32) -> Option<Self>;
+    /// The address as a value of its family.
+    fn ip(self) -> std::net::IpAddr;
 }
 
 impl InsideAddr for u32 {
@@ -98,6 +100,9 @@ impl InsideAddr for u32 {
     fn from_held(v: u32) -> Option<u32> {
         Some(v)
     }
+    fn ip(self) -> std::net::IpAddr {
+        Ipv4Addr::from(self).into()
+    }
 }
 
 impl InsideAddr for u128 {
@@ -118,6 +123,9 @@ impl InsideAddr for u128 {
     #[inline(always)]
     fn from_held(_: u32) -> Option<u128> {
         None
+    }
+    fn ip(self) -> std::net::IpAddr {
+        Ipv6Addr::from(self).into()
     }
 }
 

@@ -32,6 +32,7 @@
 
 pub mod config;
 pub mod counters;
+pub mod events;
 pub mod flow;
 mod frag;
 mod hosts;
@@ -592,6 +593,35 @@ impl Engine {
         }
         if let Some(n) = self.nat64.as_mut() {
             n.set_offload(on);
+        }
+    }
+
+    /// Starts (`capacity` > 0: events held between drains at most) or stops the state-event
+    /// stream of the stateful translators ([`events`]): sessions, mappings and host pairings
+    /// made and ended, and exhaustion and quota refusals, for NAT logging, session sync and
+    /// metrics. Off by default; off, it costs a branch where an event would be made.
+    pub fn set_events(&mut self, capacity: usize) {
+        if let Some(n) = self.nat44.as_mut() {
+            n.set_events(capacity);
+        }
+        if let Some(n) = self.nat64.as_mut() {
+            n.set_events(capacity);
+        }
+    }
+
+    /// Appends the state events since the last call to `out`: NAT44's, then NAT64's, each
+    /// oldest first. Events a full queue dropped are counted (`state_events_dropped`).
+    /// Drivers drain after every batch and every [`Engine::expire`].
+    pub fn drain_events(&mut self, out: &mut Vec<events::StateEvent>) {
+        let mut dropped = 0;
+        if let Some(n) = self.nat44.as_mut() {
+            dropped += n.drain_events(out);
+        }
+        if let Some(n) = self.nat64.as_mut() {
+            dropped += n.drain_events(out);
+        }
+        if dropped > 0 {
+            self.counters.add(Event::StateEventsDropped, dropped);
         }
     }
 

@@ -4,6 +4,7 @@
 //! that finds an expired session) is in `lookup.rs`.
 
 use crate::counters::{Counters, Event};
+use crate::events::EndReason;
 use crate::flow::InsideAddr;
 use crate::mem::Store;
 use crate::Time;
@@ -66,14 +67,14 @@ impl<A: InsideAddr> Napt<A> {
                         k += 1;
                     }
                     if k == REMOVE_BATCH {
-                        removed += self.remove_due(&due, c);
+                        removed += self.remove_due(&due, now, c);
                         k = 0;
                     }
                 }
                 _ => {}
             }
         }
-        removed + self.remove_due(due.get(..k).unwrap_or(&[]), c)
+        removed + self.remove_due(due.get(..k).unwrap_or(&[]), now, c)
     }
 
     /// Makes room in a full table: sessions past their time that the sweep has not reached
@@ -96,7 +97,7 @@ impl<A: InsideAddr> Napt<A> {
     /// Removes the due sessions `sids` (all distinct, none offloaded): first starts fetching
     /// their session index slots and mappings, then the BIB slots of mappings that go with
     /// them, then removes them -- their cache misses overlap instead of queueing.
-    fn remove_due(&mut self, sids: &[u32], c: &mut Counters) -> usize {
+    fn remove_due(&mut self, sids: &[u32], now: Time, c: &mut Counters) -> usize {
         for &sid in sids {
             let Some(s) = self.sessions.get(sid) else {
                 continue;
@@ -128,7 +129,7 @@ impl<A: InsideAddr> Napt<A> {
             }
         }
         for &sid in sids {
-            self.remove_session(sid);
+            self.remove_session(sid, now, EndReason::Expired);
             c.event(Event::SessionsExpired);
         }
         sids.len()

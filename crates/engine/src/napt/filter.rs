@@ -5,6 +5,7 @@
 
 use crate::config::Filtering;
 use crate::counters::{Counters, DropReason};
+use crate::events::EventKind;
 use crate::flow::{Endpoint, InsideAddr, Proto};
 use crate::records::{Record, Records};
 use crate::tcp::{self as tcpsm, Dir};
@@ -111,6 +112,14 @@ impl<A: InsideAddr> Napt<A> {
         let num = self.hosts.number_of_held(held);
         if let Some(h) = num.and_then(|num| self.hosts.get_mut(num)) {
             if h.sessions >= limit {
+                if self.events.on() {
+                    // RFC 8158 natEvent quota exceeded.
+                    let int = Endpoint {
+                        addr: int_addr,
+                        port: 0,
+                    };
+                    self.endpoint_event(now, EventKind::QuotaExceeded, proto, int, ext);
+                }
                 return Err(DropReason::HostSessionLimit);
             }
             h.sessions += 1;

@@ -4,6 +4,7 @@
 //! Lazy expiry: a session found past its time is removed ([`Napt::live`]).
 
 use crate::counters::{Counters, Event};
+use crate::events::EndReason;
 use crate::flow::{FlowKey, InsideAddr};
 use crate::Time;
 
@@ -181,7 +182,7 @@ impl<A: InsideAddr> Napt<A> {
         {
             return Some(sid);
         }
-        self.remove_session(sid);
+        self.remove_session(sid, now, EndReason::Expired);
         c.event(Event::SessionsExpired);
         None
     }

@@ -6,6 +6,7 @@
 //! with its last session.
 
 use crate::counters::{Counters, DropReason, Event};
+use crate::events::EventKind;
 use crate::flow::{ends_bib_hash, Endpoint, InsideAddr, Proto};
 use crate::tcp::{self as tcpsm, Dir};
 use crate::Time;
@@ -108,13 +109,38 @@ impl<A: InsideAddr> Napt<A> {
         let h_bib = self.bib_hash(proto, int.addr.words(), int.port, false);
         let found = self.bib_by_inside(proto, int, h_bib);
         let new_maps = u32::from(found.is_none());
-        let host = self.host_for(int.addr, new_maps)?;
+        let host = match self.host_for(int.addr, new_maps) {
+            Ok(h) => h,
+            Err(e) => {
+                if self.events.on() {
+                    // RFC 8158 natEvent: addresses exhausted (no pool address for a new
+                    // host) or quota exceeded (the host's session limit).
+                    let kind = match e {
+                        DropReason::PoolExhausted => Some(EventKind::AddressesExhausted),
+                        DropReason::HostSessionLimit => Some(EventKind::QuotaExceeded),
+                        _ => None,
+                    };
+                    if let Some(k) = kind {
+                        let none = Endpoint { addr: 0, port: 0 };
+                        self.endpoint_event(now, k, proto, int, none);
+                    }
+                }
+                return Err(e);
+            }
+        };
         let Some(owner) = found else {
             // A new mapping, folded into the session it is made for.
             let ext = match self.take_port(proto, int, host.pool, c) {
                 Ok(ext) => ext,
                 Err(e) => {
                     self.unhost(int.addr, host.new, new_maps);
+                    if self.events.on() {
+                        let ext = Endpoint {
+                            addr: self.pool_addr(host.pool),
+                            port: 0,
+                        };
+                        self.endpoint_event(now, EventKind::PortsExhausted, proto, int, ext);
+                    }
                     return Err(e);
                 }
             };
@@ -123,6 +149,14 @@ impl<A: InsideAddr> Napt<A> {
                 int,
                 ext,
             };
+            if host.new && self.events.on() {
+                // Paired only now that its first session is certain (`unhost` above).
+                let ext = Endpoint {
+                    addr: ext.addr,
+                    port: 0,
+                };
+                self.endpoint_event(now, EventKind::HostBound, proto, int, ext);
+            }
             let (sid, t) = self.create_session(NO_MAP, ends, remote, proto, Dir::Out, now, hash, c);
             let placed = self.bib.insert(h_bib, Owner::Session(sid).bib_val(false));
             debug_assert!(placed, "index sized for limits.max_sessions");
@@ -240,23 +274,35 @@ impl<A: InsideAddr> Napt<A> {
         .map(Owner::of_bib_val)
     }
 
-    pub(super) fn remove_mapping(&mut self, mid: u32) {
+    pub(super) fn remove_mapping(&mut self, mid: u32, now: Time) {
         // Out of its slab only after its index entries, as in `remove_session`.
         let Some(&m) = self.mappings.get(mid) else {
             return;
         };
+        if self.events.on() {
+            if let Some(int) = m.int(&self.hosts) {
+                self.endpoint_event(now, EventKind::MappingDeleted, m.proto, int, m.ext());
+            }
+        }
         for outside in [false, true] {
             if let Some(h) = m.bib_hash(&self.hasher, outside, &self.hosts) {
                 self.index_remove(true, h, Owner::Mapping(mid).bib_val(outside));
             }
         }
         self.mappings.remove(mid);
-        self.release_mapping(m.proto, m.int_addr, m.ext());
+        self.release_mapping(m.proto, m.int_addr, m.int_port, m.ext(), now);
     }
 
     /// What a mapping held beyond its records: its port, and its count at its host (the host
     /// itself with its last mapping).
-    pub(super) fn release_mapping(&mut self, proto: Proto, int_held: u32, ext: Endpoint) {
+    pub(super) fn release_mapping(
+        &mut self,
+        proto: Proto,
+        int_held: u32,
+        int_port: u16,
+        ext: Endpoint,
+        now: Time,
+    ) {
         if let Some(&ix) = self.pool_index.get(&ext.addr) {
             if let Some(pm) = self
                 .pool
@@ -275,6 +321,19 @@ impl<A: InsideAddr> Napt<A> {
             gone = h.mappings == 0;
         }
         if gone {
+            if self.events.on() {
+                if let Some(a) = self.hosts.addr(int_held) {
+                    let int = Endpoint {
+                        addr: a,
+                        port: int_port,
+                    };
+                    let ext = Endpoint {
+                        addr: ext.addr,
+                        port: 0,
+                    };
+                    self.endpoint_event(now, EventKind::HostUnbound, proto, int, ext);
+                }
+            }
             self.release_host(num);
         }
     }

@@ -90,6 +90,7 @@ macro_rules! flat_endpoints {
     };
 }
 
+mod events;
 mod expiry;
 mod filter;
 mod lookup;
@@ -180,6 +181,10 @@ pub struct Napt<A> {
     /// Sessions may be handed to a fast path ([`Napt::set_offload`]).
     offload: bool,
     offload_events: Vec<OffloadEvent<A>>,
+    /// The state-event stream ([`crate::events`]); off until a consumer starts it.
+    events: crate::events::EventQueue,
+    /// `events.dropped()` at the last drain.
+    events_dropped_seen: u64,
     /// Index entries of new sessions and mappings waiting to be inserted
     /// ([`Napt::insert_later`]); at most [`PENDING_MAX`].
     pending: Vec<Pending>,
@@ -227,6 +232,8 @@ impl<A: InsideAddr> Napt<A> {
             sweep_cursor: 0,
             offload: false,
             offload_events: Vec::new(),
+            events: crate::events::EventQueue::default(),
+            events_dropped_seen: 0,
             pending: Vec::with_capacity(PENDING_MAX),
             pending_mask: [0; 4],
             reclaim_after: Time(0),

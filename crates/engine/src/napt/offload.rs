@@ -3,6 +3,7 @@
 //! one place: it is the outbox the engine's state-event stream replaces.
 
 use crate::counters::{Counters, Event};
+use crate::events::EndReason;
 use crate::flow::{Endpoint, InsideAddr, Proto};
 use crate::tcp::TcpState;
 use crate::Time;
@@ -102,7 +103,7 @@ impl<A: InsideAddr> Napt<A> {
             c.event(Event::OffloadRefreshed);
         }
         if self.sessions.get(sid).is_some_and(|s| s.expires <= now) {
-            self.remove_session(sid);
+            self.remove_session(sid, now, EndReason::Expired);
             c.event(Event::SessionsExpired);
             return true;
         }

@@ -6,6 +6,7 @@
 //! REQ-6).
 
 use crate::counters::{Counters, DropReason, Event};
+use crate::events::EndReason;
 use crate::flow::{Endpoint, FlowKey, InsideAddr, Proto};
 use crate::Time;
 
@@ -141,7 +142,7 @@ impl<A: InsideAddr> Napt<A> {
         c: &mut Counters,
     ) -> Result<Translation<A>, DropReason> {
         if let Some(sid) = stale {
-            self.remove_session(sid);
+            self.remove_session(sid, now, EndReason::Expired);
             c.event(Event::SessionsExpired);
         }
         match *key {

@@ -4,6 +4,7 @@
 //! expiry is handed on to its mapping and filter entry in coarse steps ([`Stamp`]).
 
 use crate::counters::{Counters, Event};
+use crate::events::{EndReason, EventKind};
 use crate::flow::{Endpoint, FlowKey, InsideAddr, Proto};
 use crate::hosts::Hosts;
 use crate::tcp::{self as tcpsm, Dir, Lifetime, TcpState};
@@ -176,6 +177,11 @@ impl<A: InsideAddr> Napt<A> {
         if offloaded {
             self.offload_event(crate::offload::OffloadKind::Install, sid);
         }
+        if self.events.on() {
+            // A folded mapping is made with its session (its event follows the session's).
+            let m = (mid == NO_MAP).then_some(EventKind::MappingCreated);
+            self.session_event(now, EventKind::SessionCreated, sid, m);
+        }
         // The opening packet's tuple was hashed by the caller; the other one is hashed here.
         let (h_out, h_in) = match dir {
             Dir::Out => (hash, self.hash(&FlowKey::In(proto, ext, remote))),
@@ -271,12 +277,19 @@ impl<A: InsideAddr> Napt<A> {
         }
     }
 
-    pub(super) fn remove_session(&mut self, sid: u32) {
+    /// Removes session `sid` (at `now`, for `why`), its index entries, its count at its
+    /// mapping and host, and the mapping with its last session.
+    pub(super) fn remove_session(&mut self, sid: u32, now: Time, why: EndReason) {
         // Out of its slab only after its index entries: removing one may need the other's
         // record ([`Napt::index_remove`]).
         let Some(&s) = self.sessions.get(sid) else {
             return;
         };
+        if self.events.on() {
+            // Named before the host number can be released and reused.
+            let m = (s.map == NO_MAP).then_some(EventKind::MappingDeleted);
+            self.session_event(now, EventKind::SessionDeleted(why), sid, m);
+        }
         if s.offloaded {
             self.push_offload(crate::offload::OffloadKind::Remove, sid, &s);
         }
@@ -299,7 +312,7 @@ impl<A: InsideAddr> Napt<A> {
             }
             self.sessions.remove(sid);
             self.folded = self.folded.saturating_sub(1);
-            self.release_mapping(s.proto(), s.int_addr, s.ext());
+            self.release_mapping(s.proto(), s.int_addr, s.int_port, s.ext(), now);
             return;
         }
         self.sessions.remove(sid);
@@ -313,7 +326,7 @@ impl<A: InsideAddr> Napt<A> {
         }
         m.sessions = m.sessions.saturating_sub(1);
         if m.sessions == 0 {
-            self.remove_mapping(s.map);
+            self.remove_mapping(s.map, now);
         }
     }
 }

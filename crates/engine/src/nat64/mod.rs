@@ -164,6 +164,16 @@ impl Nat64 {
         self.napt.set_offload(on);
     }
 
+    /// Starts (`capacity` > 0) or stops the state-event stream ([`crate::events`]).
+    pub fn set_events(&mut self, capacity: usize) {
+        self.napt.set_events(capacity);
+    }
+
+    /// Appends the state events since the last call; returns those dropped since.
+    pub fn drain_events(&mut self, out: &mut Vec<crate::events::StateEvent>) -> u64 {
+        self.napt.drain_events(out)
+    }
+
     /// Appends the fast-path changes since the last call as NAT64 recipes; `token` is the
     /// session id with [`offload::TOKEN_NAT64`] set.
     pub fn offload_ops(&mut self, out: &mut Vec<OffloadOp>, c: &mut Counters) {

@@ -1,0 +1,223 @@
+//! The engine's state-event stream: what changed in the translation state, as typed values,
+//! for the consumers outside the engine -- NAT event logging (RFC 8158 natEvent values,
+//! syslog), session sync to a standby, metrics -- without asking the tables again.
+//!
+//! The stateful translators push events into a bounded queue while they process a batch;
+//! the driver takes them with [`crate::Engine::drain_events`] after the batch. Nothing is
+//! formatted or sent on the packet path. A full queue drops the event and counts it
+//! (`events_dropped` in `xlat show stats`), never blocks translation. With no consumer the
+//! stream is off and costs one predictable branch where an event would be made.
+//!
+//! Each event names its addresses as addresses (an IPv6 inside host by its address, not
+//! the host number the tables hold), so a host deleted since is still named.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use crate::flow::{Endpoint, InsideAddr, Proto};
+use crate::Time;
+
+/// Events held between two drains by default (a batch of 64 packets creates at most 64
+/// sessions and 64 mappings, and an expiry pass removes a bounded number).
+pub const DEFAULT_CAPACITY: usize = 16 * 1024;
+
+/// Which stateful translator an event comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Translator {
+    Nat44,
+    Nat64,
+}
+
+/// Why a session (or a mapping, or a host pairing) ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EndReason {
+    /// Idle past its timeout (RFC 4787 REQ-5, RFC 6146 3.5.2.2 timers), also a TCP session
+    /// after its FIN or RST exchange (its transitory timer).
+    Expired,
+    /// Removed before its time to make room for a new one at `limits.max_sessions`.
+    Evicted,
+    /// Removed by the operator (`xlat clear sessions`).
+    Cleared,
+    /// Its pool address left the configuration in a live reload.
+    Reload,
+}
+
+/// What happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// A session was made (RFC 8158 natEvent 4 NAT44 / 6 NAT64 session create).
+    SessionCreated,
+    /// A session ended (RFC 8158 natEvent 5 / 7 session delete).
+    SessionDeleted(EndReason),
+    /// A mapping (BIB entry: inside endpoint to outside endpoint) was made (natEvent 8 / 10).
+    MappingCreated,
+    /// A mapping ended with its last session; its port is free again (natEvent 9 / 11).
+    MappingDeleted,
+    /// An inside host was paired with an outside address (RFC 4787 REQ-2 paired pooling; in
+    /// pool mode the address is the host's alone, RFC 3022 2.1).
+    HostBound,
+    /// An inside host's pairing ended with its last session.
+    HostUnbound,
+    /// No free outside address for a new host (natEvent 3 addresses exhausted).
+    AddressesExhausted,
+    /// No free port on the host's outside address (natEvent 12 ports exhausted).
+    PortsExhausted,
+    /// The host reached `limits.max_sessions_per_host` (natEvent 13 quota exceeded).
+    QuotaExceeded,
+}
+
+/// One change of state, with everything a consumer needs. Fields that an event does not
+/// carry are unspecified-address and port 0 (a host event has no ports; an exhaustion event
+/// no outside endpoint).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StateEvent {
+    /// The engine's clock when it happened (the batch's `now`).
+    pub at: Time,
+    pub kind: EventKind,
+    pub translator: Translator,
+    pub proto: Proto,
+    /// Inside endpoint (IPv4 for NAT44, IPv6 for NAT64).
+    pub inside: IpAddr,
+    pub inside_port: u16,
+    /// Outside (translated) endpoint: a pool address.
+    pub outside: Ipv4Addr,
+    pub outside_port: u16,
+    /// Remote endpoint (sessions only), as IPv4.
+    pub remote: Ipv4Addr,
+    pub remote_port: u16,
+}
+
+/// The bounded queue a translator pushes into.
+#[derive(Debug, Default)]
+pub struct EventQueue {
+    /// Whether anyone drains it; off, nothing is queued.
+    on: bool,
+    capacity: usize,
+    buf: Vec<StateEvent>,
+    dropped: u64,
+}
+
+impl EventQueue {
+    /// Starts (`capacity` > 0) or stops queueing events; stopping forgets what was queued.
+    pub fn set(&mut self, capacity: usize) {
+        self.on = capacity > 0;
+        self.capacity = capacity;
+        if self.on {
+            self.buf.reserve(capacity.min(DEFAULT_CAPACITY));
+        } else {
+            self.buf = Vec::new();
+        }
+    }
+
+    /// Is a consumer listening? Checked before an event is put together.
+    #[inline(always)]
+    pub fn on(&self) -> bool {
+        self.on
+    }
+
+    /// Queues `e`, or counts it dropped when the queue is full.
+    #[inline(never)]
+    pub fn push(&mut self, e: StateEvent) {
+        if self.buf.len() >= self.capacity {
+            self.dropped = self.dropped.saturating_add(1);
+            return;
+        }
+        self.buf.push(e);
+    }
+
+    /// Appends every queued event to `out`, oldest first.
+    pub fn drain_into(&mut self, out: &mut Vec<StateEvent>) {
+        out.append(&mut self.buf);
+    }
+
+    /// Events dropped because the queue was full, since the start.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+}
+
+/// An event with its endpoints; `remote` `None` for a mapping or host event. The translator
+/// is the inside address's family's: NAT44 inside hosts are IPv4, NAT64's IPv6.
+pub fn event<A: InsideAddr>(
+    at: Time,
+    kind: EventKind,
+    proto: Proto,
+    int: Endpoint<A>,
+    ext: Endpoint,
+    remote: Option<Endpoint>,
+) -> StateEvent {
+    let r = remote.unwrap_or(Endpoint { addr: 0, port: 0 });
+    let inside = int.addr.ip();
+    let translator = match inside {
+        IpAddr::V4(_) => Translator::Nat44,
+        IpAddr::V6(_) => Translator::Nat64,
+    };
+    StateEvent {
+        at,
+        kind,
+        translator,
+        proto,
+        inside,
+        inside_port: int.port,
+        outside: Ipv4Addr::from(ext.addr),
+        outside_port: ext.port,
+        remote: Ipv4Addr::from(r.addr),
+        remote_port: r.port,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(n: u16) -> StateEvent {
+        event(
+            Time(1),
+            EventKind::SessionCreated,
+            Proto::Udp,
+            Endpoint {
+                addr: 0xc612_0014u32,
+                port: n,
+            },
+            Endpoint {
+                addr: 0xc613_0064,
+                port: 1024,
+            },
+            Some(Endpoint {
+                addr: 0xc613_0002,
+                port: 53,
+            }),
+        )
+    }
+
+    #[test]
+    fn off_queue_takes_nothing_and_a_full_one_counts_drops() {
+        let mut q = EventQueue::default();
+        assert!(!q.on());
+        q.set(2);
+        assert!(q.on());
+        for n in 0..5 {
+            q.push(ev(n));
+        }
+        assert_eq!((q.len(), q.dropped()), (2, 3));
+        let mut out = Vec::new();
+        q.drain_into(&mut out);
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].inside_port, 0);
+        assert_eq!(out[1].inside_port, 1);
+        assert!(q.is_empty());
+        assert_eq!(out[0].inside, "198.18.0.20".parse::<IpAddr>().unwrap());
+        assert_eq!(out[0].translator, Translator::Nat44);
+        assert_eq!(out[0].outside, Ipv4Addr::new(198, 19, 0, 100));
+        assert_eq!(out[0].remote, Ipv4Addr::new(198, 19, 0, 2));
+        q.set(0);
+        assert!(!q.on());
+    }
+}

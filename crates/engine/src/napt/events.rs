@@ -1,0 +1,71 @@
+//! Where the NAPT makes its state events ([`crate::events`]): each helper reads what the
+//! event names from the tables before they change, so a removed session's inside host -- an
+//! IPv6 address held as a host number that is reused at once -- is still named. Out of line
+//! and behind [`EventQueue::on`](crate::events::EventQueue::on): with no consumer an event
+//! costs the branch that skips it.
+
+use crate::events::{event, EventKind};
+use crate::flow::{Endpoint, InsideAddr, Proto};
+use crate::Time;
+
+use super::Napt;
+
+impl<A: InsideAddr> Napt<A> {
+    /// Starts (`capacity` > 0) or stops the event stream ([`crate::events`]).
+    pub fn set_events(&mut self, capacity: usize) {
+        self.events.set(capacity);
+    }
+
+    /// Appends the events queued since the last call to `out`; returns how many were
+    /// dropped (queue full) since the last call.
+    pub fn drain_events(&mut self, out: &mut Vec<crate::events::StateEvent>) -> u64 {
+        self.events.drain_into(out);
+        let d = self.events.dropped();
+        let new = d.saturating_sub(self.events_dropped_seen);
+        self.events_dropped_seen = d;
+        new
+    }
+
+    /// Session `sid`'s event `kind` (created, deleted), and with a folded mapping
+    /// (`mapping`: it is made or ends with the session) the mapping's.
+    #[inline(never)]
+    pub(super) fn session_event(
+        &mut self,
+        now: Time,
+        kind: EventKind,
+        sid: u32,
+        mapping: Option<EventKind>,
+    ) {
+        let Some(&s) = self.sessions.get(sid) else {
+            return;
+        };
+        let Some(int) = s.int(&self.hosts) else {
+            return;
+        };
+        let (proto, ext) = (s.proto(), s.ext());
+        self.events
+            .push(event(now, kind, proto, int, ext, Some(s.remote())));
+        if let Some(m) = mapping {
+            self.events.push(event(now, m, proto, int, ext, None));
+        }
+    }
+
+    /// An event without a session: a mapping's, a host's (`proto` of the flow that caused
+    /// it), or a refusal (`ext` the pool address concerned, or none).
+    #[inline(never)]
+    pub(super) fn endpoint_event(
+        &mut self,
+        now: Time,
+        kind: EventKind,
+        proto: Proto,
+        int: Endpoint<A>,
+        ext: Endpoint,
+    ) {
+        self.events.push(event(now, kind, proto, int, ext, None));
+    }
+
+    /// The address of the pool address at index `ix` (0.0.0.0 if none).
+    pub(super) fn pool_addr(&self, ix: u32) -> u32 {
+        self.pool.get(ix as usize).map_or(0, |p| p.addr)
+    }
+}

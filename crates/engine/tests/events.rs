@@ -1,0 +1,206 @@
+//! The state-event stream ([`xlat_engine::events`]) through the public engine API: what a
+//! NAT logger (RFC 8158 natEvent), a session sync or a metrics consumer sees when sessions,
+//! mappings and host pairings are made and end, and when a flow is refused for exhaustion
+//! or quota.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use common::*;
+use xlat_engine::events::{EndReason, EventKind, StateEvent, Translator};
+use xlat_engine::flow::Proto;
+use xlat_engine::*;
+
+const IN_A: &str = "198.18.0.20";
+const IN_B: &str = "198.18.0.21";
+const POOL: &str = "198.19.0.100";
+const R1: &str = "198.19.0.2";
+const R2: &str = "198.19.0.3";
+
+fn nat44(limits: Limits) -> Engine {
+    Engine::new(EngineConfig {
+        nat44: Some(Nat44Config {
+            inside: vec!["198.18.0.0/24".parse().unwrap()],
+            pool: vec!["198.19.0.100/32".parse().unwrap()],
+            mode: Nat44Mode::Napt,
+            limits,
+            ..Nat44Config::default()
+        }),
+        seed: 3,
+        ..EngineConfig::default()
+    })
+    .unwrap()
+}
+
+fn udp_out(e: &mut Engine, t: u64, src: &str, sport: u16, dst: &str) -> Verdict {
+    let mut p = ip4(a4(src), a4(dst), 17, udp(sport, 53, b"q"), 64, 0, 1);
+    e.process_vec(Time::from_secs(t), &mut p)
+}
+
+fn drain(e: &mut Engine) -> Vec<StateEvent> {
+    let mut out = Vec::new();
+    e.drain_events(&mut out);
+    out
+}
+
+fn kinds(ev: &[StateEvent]) -> Vec<EventKind> {
+    ev.iter().map(|e| e.kind).collect()
+}
+
+fn v4(s: &str) -> Ipv4Addr {
+    s.parse().unwrap()
+}
+
+#[test]
+fn off_by_default_nothing_is_queued() {
+    let mut e = nat44(Limits::default());
+    assert_eq!(udp_out(&mut e, 1, IN_A, 5000, R1), Verdict::Forward);
+    assert!(drain(&mut e).is_empty());
+}
+
+#[test]
+fn session_mapping_and_host_lifecycle_nat44() {
+    let mut e = nat44(Limits::default());
+    e.set_events(1024);
+    assert_eq!(udp_out(&mut e, 1, IN_A, 5000, R1), Verdict::Forward);
+    let ev = drain(&mut e);
+    assert_eq!(
+        kinds(&ev),
+        [
+            EventKind::HostBound,
+            EventKind::SessionCreated,
+            EventKind::MappingCreated
+        ]
+    );
+    let s = ev[1];
+    assert_eq!(s.translator, Translator::Nat44);
+    assert_eq!(s.proto, Proto::Udp);
+    assert_eq!(s.at, Time::from_secs(1));
+    assert_eq!((s.inside, s.inside_port), (IpAddr::V4(v4(IN_A)), 5000));
+    assert_eq!(s.outside, v4(POOL));
+    assert_eq!((s.remote, s.remote_port), (v4(R1), 53));
+    // The mapping names the same endpoints; the host its pool address.
+    assert_eq!(
+        (ev[2].outside, ev[2].outside_port),
+        (s.outside, s.outside_port)
+    );
+    assert_eq!((ev[0].inside, ev[0].outside), (s.inside, v4(POOL)));
+    // RFC 4787 REQ-1: a second remote reuses the mapping: a session, no mapping, no host.
+    assert_eq!(udp_out(&mut e, 2, IN_A, 5000, R2), Verdict::Forward);
+    let ev2 = drain(&mut e);
+    assert_eq!(kinds(&ev2), [EventKind::SessionCreated]);
+    assert_eq!(ev2[0].outside_port, s.outside_port);
+
+    // Both expire (UDP 300 s): two deletes, then the mapping, then the host.
+    let removed = e.expire(Time::from_secs(1000), 1000);
+    assert_eq!(removed, 2);
+    let ev3 = drain(&mut e);
+    let expired = EventKind::SessionDeleted(EndReason::Expired);
+    assert_eq!(
+        kinds(&ev3),
+        [
+            expired,
+            expired,
+            EventKind::MappingDeleted,
+            EventKind::HostUnbound
+        ],
+        "{ev3:?}"
+    );
+    assert!(ev3.iter().all(|x| x.at == Time::from_secs(1000)));
+    assert_eq!(ev3[2].outside_port, s.outside_port);
+    assert_eq!(ev3[3].inside, IpAddr::V4(v4(IN_A)));
+}
+
+#[test]
+fn quota_exceeded_is_an_event() {
+    let mut e = nat44(Limits {
+        max_sessions_per_host: 1,
+        ..Limits::default()
+    });
+    e.set_events(1024);
+    assert_eq!(udp_out(&mut e, 1, IN_A, 5000, R1), Verdict::Forward);
+    drain(&mut e);
+    assert_eq!(
+        udp_out(&mut e, 1, IN_A, 5001, R1),
+        Verdict::Drop(DropReason::HostSessionLimit)
+    );
+    let ev = drain(&mut e);
+    assert_eq!(kinds(&ev), [EventKind::QuotaExceeded]);
+    assert_eq!(
+        (ev[0].inside, ev[0].inside_port),
+        (IpAddr::V4(v4(IN_A)), 5001)
+    );
+}
+
+#[test]
+fn a_full_queue_drops_and_counts_never_blocks() {
+    let mut e = nat44(Limits::default());
+    e.set_events(2);
+    assert_eq!(udp_out(&mut e, 1, IN_A, 5000, R1), Verdict::Forward);
+    assert_eq!(udp_out(&mut e, 1, IN_B, 5000, R1), Verdict::Forward);
+    let ev = drain(&mut e);
+    assert_eq!(
+        kinds(&ev),
+        [EventKind::HostBound, EventKind::SessionCreated]
+    );
+    let dropped = e
+        .stats()
+        .events
+        .iter()
+        .find(|c| c.name == "state_events_dropped")
+        .map(|c| c.value);
+    assert_eq!(dropped, Some(4), "three events a new host, two kept");
+    // Drained, it takes events again.
+    assert_eq!(udp_out(&mut e, 2, IN_A, 5001, R2), Verdict::Forward);
+    assert_eq!(
+        kinds(&drain(&mut e)),
+        [EventKind::SessionCreated, EventKind::MappingCreated]
+    );
+}
+
+#[test]
+fn nat64_delete_still_names_the_ipv6_host() {
+    let mut e = Engine::new(EngineConfig {
+        nat64: Some(Nat64Config {
+            prefix: "2001:2:0:64::/96".parse().unwrap(),
+            pool4: vec!["198.19.0.101/32".parse().unwrap()],
+            ..Nat64Config::default()
+        }),
+        seed: 1,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    e.set_events(64);
+    let client = "2001:2:0:1::5";
+    let mut p = ip6(
+        a6(client),
+        a6("2001:2:0:64::c613:2"),
+        17,
+        udp(40000, 53, b"q"),
+        64,
+    );
+    assert_eq!(e.process_vec(Time::from_secs(1), &mut p), Verdict::Forward);
+    let ev = drain(&mut e);
+    assert_eq!(ev[1].kind, EventKind::SessionCreated);
+    assert_eq!(ev[1].translator, Translator::Nat64);
+    assert_eq!(ev[1].inside, client.parse::<IpAddr>().unwrap());
+    assert_eq!((ev[1].remote, ev[1].remote_port), (v4("198.19.0.2"), 53));
+    assert_eq!(e.expire(Time::from_secs(1000), 100), 1);
+    let gone = drain(&mut e);
+    assert_eq!(
+        kinds(&gone),
+        [
+            EventKind::SessionDeleted(EndReason::Expired),
+            EventKind::MappingDeleted,
+            EventKind::HostUnbound
+        ]
+    );
+    assert!(
+        gone.iter()
+            .all(|x| x.inside == client.parse::<IpAddr>().unwrap()),
+        "{gone:?}"
+    );
+}
