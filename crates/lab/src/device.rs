@@ -131,9 +131,14 @@ pub trait Device {
     fn check_alive(&mut self) -> Result<()> {
         Ok(())
     }
+    /// A counter of the device's XDP fast path by name, as `xlat show stats` lists it (None:
+    /// no fast path, or no such counter).
+    fn fast_path_counter(&self, _name: &str) -> Option<u64> {
+        None
+    }
     /// Frames the XDP fast path rewrote and redirected so far (None: no fast path).
     fn fast_path_redirected(&self) -> Option<u64> {
-        None
+        self.fast_path_counter("xdp_redirected")
     }
     /// Does the device's receive work run on the sending CPU (veth's default mode, no NAPI
     /// thread)? Its cost is then measured by difference (see [`SoftirqRx`]).
@@ -244,8 +249,8 @@ impl Device for SoftirqRx {
     fn check_alive(&mut self) -> Result<()> {
         self.inner.check_alive()
     }
-    fn fast_path_redirected(&self) -> Option<u64> {
-        self.inner.fast_path_redirected()
+    fn fast_path_counter(&self, name: &str) -> Option<u64> {
+        self.inner.fast_path_counter(name)
     }
     fn rx_on_sender(&self) -> bool {
         true
@@ -987,7 +992,7 @@ impl Device for Daemon {
             }
         }
     }
-    fn fast_path_redirected(&self) -> Option<u64> {
+    fn fast_path_counter(&self, name: &str) -> Option<u64> {
         if !self.kind.is_xdp() {
             return None;
         }
@@ -996,7 +1001,7 @@ impl Device for Daemon {
             .get("counters")?
             .as_array()?
             .iter()
-            .find(|c| c.get("name").and_then(|n| n.as_str()) == Some("xdp_redirected"))?
+            .find(|c| c.get("name").and_then(|n| n.as_str()) == Some(name))?
             .get("value")?
             .as_u64()
     }

@@ -1137,6 +1137,8 @@ impl Lab {
                         spec.mix = Some(mix);
                         spec.max_packets = mix.max_frames(u64::from(nnew));
                         let xdp0 = dev.fast_path_redirected();
+                        let writes0 = dev.fast_path_counter("xdp_recipe_writes");
+                        let calls0 = dev.fast_path_counter("xdp_recipe_syscalls");
                         let t = lab.trial(&spec, &format!("{} churn {nr:.0} new/s", dev.name()))?;
                         dev.check_alive()?;
                         let g = t.groups.clone().unwrap_or_default();
@@ -1145,6 +1147,20 @@ impl Lab {
                             let share = b.saturating_sub(a) as f64
                                 / g.established.received.max(1) as f64;
                             m.entry("est_in_xdp_pct").or_default().push(pct(share.min(1.0)));
+                        }
+                        // Recipes the daemon wrote (and removed) per bpf(2) call: its batching.
+                        if let (Some(w0), Some(c0), Some(w1), Some(c1)) = (
+                            writes0,
+                            calls0,
+                            dev.fast_path_counter("xdp_recipe_writes"),
+                            dev.fast_path_counter("xdp_recipe_syscalls"),
+                        ) {
+                            let calls = c1.saturating_sub(c0);
+                            if calls > 0 {
+                                m.entry("recipes_per_call")
+                                    .or_default()
+                                    .push(w1.saturating_sub(w0) as f64 / calls as f64);
+                            }
                         }
                         let secs = t.send_secs.max(1e-9);
                         lab.progress(&format!(

@@ -89,6 +89,7 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("new_loss_pct", "new loss %"),
             ("new_latency_p50_us", "new p50 (us)"),
             ("est_in_xdp_pct", "established in XDP %"),
+            ("recipes_per_call", "recipes per bpf call"),
             ("dut_busy_pct", "device CPU %"),
             ("dut_ns_per_pkt", "DUT ns/pkt"),
         ],
