@@ -6,8 +6,10 @@
 //! ```text
 //! -> {"cmd":"stats"}
 //! <- {"stats":{"sessions":3,...,"io":{"tun_rx_packets":10,...}}}
-//! -> {"cmd":"sessions"}            (optionally "limit":N)
+//! -> {"cmd":"sessions"}            (optionally "limit":N, "filter":{"inside":"198.18.0.7","proto":"tcp"})
 //! <- {"sessions":[{"proto":"udp","inside":"198.18.0.10:5000",...}]}
+//! -> {"cmd":"clear","filter":{"inside":"198.18.0.7"}}
+//! <- {"cleared":4}
 //! -> {"cmd":"ping"}
 //! <- {"pong":{"version":"0.1.0","uptime_secs":12}}
 //! <- {"error":"bad request: ..."}  (on any failure)
@@ -38,7 +40,7 @@ use serde::{Deserialize, Serialize};
 use tracing::{debug, info, warn};
 use xlat_dns64::Dns64Counters;
 use xlat_engine::counters::NamedCount;
-use xlat_engine::{SessionInfo, Stats};
+use xlat_engine::{SessionFilter, SessionInfo, Stats};
 use xlat_io::sys::{wait_readable, Waker};
 
 /// What the daemon logs on SIGHUP: it keeps running (SIGHUP used to stop it without cleanup).
@@ -57,10 +59,19 @@ pub const MAX_CLIENTS: usize = 16;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
-    /// The translation table; at most `limit` rows when given.
+    /// The translation table; at most `limit` rows when given; only the sessions `filter`
+    /// takes (applied inside each worker's engine, before formatting).
     Sessions {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         limit: Option<usize>,
+        #[serde(default, skip_serializing_if = "SessionFilter::any")]
+        filter: SessionFilter,
+    },
+    /// Removes the dynamic sessions `filter` takes (every one when it is empty; static
+    /// entries stay); answered with how many.
+    Clear {
+        #[serde(default)]
+        filter: SessionFilter,
     },
     /// Counters and table sizes.
     Stats {},
@@ -151,6 +162,8 @@ pub struct Pong {
 #[serde(rename_all = "snake_case")]
 pub enum Response {
     Sessions(Vec<SessionInfo>),
+    /// Sessions removed by `{"cmd":"clear"}`.
+    Cleared(u64),
     Stats(Box<DaemonStats>),
     Pong(Pong),
     Error(String),
@@ -186,12 +199,15 @@ pub fn merge(request: &Request, answers: Vec<Response>) -> Response {
     for r in it {
         match (&mut first, r) {
             (Response::Sessions(all), Response::Sessions(more)) => all.extend(more),
+            (Response::Cleared(all), Response::Cleared(more)) => *all += more,
             (Response::Stats(all), Response::Stats(more)) => add_stats(all, *more),
             (Response::Pong(_), Response::Pong(_)) => {}
             _ => return Response::Error("the packet workers answered differently".to_string()),
         }
     }
-    if let (Response::Sessions(all), Request::Sessions { limit: Some(l) }) = (&mut first, request) {
+    if let (Response::Sessions(all), Request::Sessions { limit: Some(l), .. }) =
+        (&mut first, request)
+    {
         all.truncate(*l);
     }
     first
@@ -580,24 +596,36 @@ mod tests {
     fn request_encoding() {
         assert_eq!(encode_request(&Request::Stats {}), "{\"cmd\":\"stats\"}\n");
         assert_eq!(
-            encode_request(&Request::Sessions { limit: None }),
+            encode_request(&Request::Sessions {
+                limit: None,
+                filter: SessionFilter::default()
+            }),
             "{\"cmd\":\"sessions\"}\n"
         );
         assert_eq!(
-            encode_request(&Request::Sessions { limit: Some(5) }),
+            encode_request(&Request::Sessions {
+                limit: Some(5),
+                filter: SessionFilter::default()
+            }),
             "{\"cmd\":\"sessions\",\"limit\":5}\n"
         );
         assert_eq!(encode_request(&Request::Ping {}), "{\"cmd\":\"ping\"}\n");
         for r in [
             Request::Stats {},
             Request::Ping {},
-            Request::Sessions { limit: Some(1) },
+            Request::Sessions {
+                limit: Some(1),
+                filter: SessionFilter::default(),
+            },
         ] {
             assert_eq!(decode_request(&encode_request(&r)), Ok(r));
         }
         assert_eq!(
             decode_request(" {\"cmd\":\"sessions\"} \r\n"),
-            Ok(Request::Sessions { limit: None })
+            Ok(Request::Sessions {
+                limit: None,
+                filter: SessionFilter::default()
+            })
         );
     }
 
@@ -726,11 +754,20 @@ mod tests {
         let a = Response::Sessions(vec![row("a"), row("b")]);
         let b = Response::Sessions(vec![row("c")]);
         let r = merge(
-            &Request::Sessions { limit: None },
+            &Request::Sessions {
+                limit: None,
+                filter: SessionFilter::default(),
+            },
             vec![a.clone(), b.clone()],
         );
         assert!(matches!(&r, Response::Sessions(v) if v.len() == 3 && v[2].inside == "c"));
-        let r = merge(&Request::Sessions { limit: Some(2) }, vec![a, b]);
+        let r = merge(
+            &Request::Sessions {
+                limit: Some(2),
+                filter: SessionFilter::default(),
+            },
+            vec![a, b],
+        );
         assert!(matches!(&r, Response::Sessions(v) if v.len() == 2));
         let e = Response::Error("worker 1 stopped".into());
         assert_eq!(

@@ -40,8 +40,7 @@ use xlat_io::sys::wait_readable;
 use xlat_io::tun::{RecvBatch, Tun, DEFAULT_BATCH};
 
 use crate::control::{
-    serve_pending, ControlMsg, DaemonStats, FastPathStats, IoCounters, Pong, Request, Response,
-    WorkerStats,
+    ControlMsg, DaemonStats, FastPathStats, IoCounters, Pong, Request, Response, WorkerStats,
 };
 
 /// Expiry work per pcap tick offline, and at least this much per idle tick (in the engine's
@@ -526,7 +525,10 @@ impl Worker {
                 self.retry_waiting(sh);
             }
             let now = sh.clock();
-            serve_pending(&self.control, |req| self.answer(req, now, sh));
+            while let Ok(msg) = self.control.try_recv() {
+                let r = self.answer(&msg.request, now, sh);
+                let _ = msg.reply.send(r);
+            }
             if now.0.saturating_sub(last_expire.0) >= TICK.as_nanos() as u64 {
                 // Under traffic the per-batch passes sweep; a long pass only when idle.
                 if !busy {
@@ -644,20 +646,20 @@ impl Worker {
 
     /// This worker's answer to a control request (the control thread merges the workers'
     /// answers: `crate::control::merge`). Worker 0 also reports DNS64 and the fast path.
-    fn answer(&self, req: &Request, now: Time, sh: &Shared<'_>) -> Response {
+    fn answer(&mut self, req: &Request, now: Time, sh: &Shared<'_>) -> Response {
         let uptime_secs = sh.start.elapsed().as_secs();
         match req {
-            Request::Sessions { limit } => {
-                let mut s = self.engine.sessions(now);
+            Request::Sessions { limit, filter } => {
+                let limit = limit.unwrap_or(usize::MAX);
+                let mut s = self.engine.sessions_matching(now, filter, limit);
                 if self.id != 0 {
                     // Every engine lists the static entries: worker 0 speaks for them.
                     s.retain(|r| r.state != "static");
                 }
-                if let Some(l) = limit {
-                    s.truncate(*l);
-                }
                 Response::Sessions(s)
             }
+            // The sessions' fast-path recipes are withdrawn by the next fast-path sync.
+            Request::Clear { filter } => Response::Cleared(self.engine.clear_sessions(now, filter)),
             Request::Stats {} => {
                 let engine = self.engine.stats();
                 let mut row = self.stats_row();

@@ -247,6 +247,8 @@ reasons! {
         /// its consumer drains too slowly or too seldom. Translation went on; the consumer's
         /// record misses these changes.
         StateEventsDropped = "state_events_dropped",
+        /// Sessions removed by the operator (`xlat clear sessions`).
+        SessionsCleared = "sessions_cleared",
         /// IPv4 packets translated to IPv6 (SIIT and NAT64; RFC 7915 4).
         Ipv4ToIpv6 = "ipv4_to_ipv6",
         /// IPv6 packets translated to IPv4 (SIIT and NAT64; RFC 7915 5).

@@ -20,12 +20,7 @@ use crate::Time;
 /// sessions and 64 mappings, and an expiry pass removes a bounded number).
 pub const DEFAULT_CAPACITY: usize = 16 * 1024;
 
-/// Which stateful translator an event comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Translator {
-    Nat44,
-    Nat64,
-}
+pub use crate::flow::Translator;
 
 /// Why a session (or a mapping, or a host pairing) ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -155,14 +150,10 @@ pub fn event<A: InsideAddr>(
 ) -> StateEvent {
     let r = remote.unwrap_or(Endpoint { addr: 0, port: 0 });
     let inside = int.addr.ip();
-    let translator = match inside {
-        IpAddr::V4(_) => Translator::Nat44,
-        IpAddr::V6(_) => Translator::Nat64,
-    };
     StateEvent {
         at,
         kind,
-        translator,
+        translator: A::TRANSLATOR,
         proto,
         inside,
         inside_port: int.port,

@@ -16,7 +16,8 @@ use xlat_wire::l4::{icmp, tcp, udp};
 use crate::index::KeyHasher;
 
 /// Transport protocols with ports (or an identifier) that the NAPT tracks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Proto {
     Tcp = 0,
     Udp = 1,
@@ -64,8 +65,18 @@ impl Proto {
     }
 }
 
+/// Which stateful translator a session, mapping or event belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Translator {
+    Nat44,
+    Nat64,
+}
+
 /// An inside address type: `u32` (IPv4) or `u128` (IPv6).
 pub trait InsideAddr: Copy + Eq + Hash + Debug {
+    /// The translator whose inside hosts have this type.
+    const TRANSLATOR: Translator;
     /// The address as two words, for the tuple hash.
     fn words(self) -> (u64, u64);
     /// Text form for `xlat show`.
@@ -82,6 +93,7 @@ pub trait InsideAddr: Copy + Eq + Hash + Debug {
 }
 
 impl InsideAddr for u32 {
+    const TRANSLATOR: Translator = Translator::Nat44;
     #[inline]
     fn words(self) -> (u64, u64) {
         (u64::from(self), 0)
@@ -106,6 +118,7 @@ impl InsideAddr for u32 {
 }
 
 impl InsideAddr for u128 {
+    const TRANSLATOR: Translator = Translator::Nat64;
     #[inline]
     fn words(self) -> (u64, u64) {
         (self as u64, (self >> 64) as u64)

@@ -62,7 +62,7 @@ pub use config::{
 pub use counters::{Counters, DropReason, Event};
 pub use mem::{mapped_bytes, set_prefault};
 pub use rfc6052::{Pref64, Pref64Error};
-pub use snapshot::{SessionInfo, Stats};
+pub use snapshot::{SessionFilter, SessionInfo, Stats};
 
 /// Monotonic time in nanoseconds since an epoch of the caller's choosing. The engine never
 /// reads a clock: the caller passes `now` with every call.
@@ -596,6 +596,22 @@ impl Engine {
         }
     }
 
+    /// Removes the dynamic sessions `f` takes (`xlat clear sessions`; static entries stay),
+    /// each with a session-deleted event of reason `cleared`; their fast-path recipes are
+    /// withdrawn through [`Engine::offload_ops`]. Returns how many, also counted
+    /// (`sessions_cleared`).
+    pub fn clear_sessions(&mut self, now: Time, f: &SessionFilter) -> u64 {
+        let mut n = 0;
+        if let Some(x) = self.nat44.as_mut() {
+            n += x.clear(now, f);
+        }
+        if let Some(x) = self.nat64.as_mut() {
+            n += x.clear(now, f);
+        }
+        self.counters.add(Event::SessionsCleared, n);
+        n
+    }
+
     /// Starts (`capacity` > 0: events held between drains at most) or stops the state-event
     /// stream of the stateful translators ([`events`]): sessions, mappings and host pairings
     /// made and ended, and exhaustion and quota refusals, for NAT logging, session sync and
@@ -692,8 +708,20 @@ impl Engine {
     /// The live translation table: NAT44 (static entries first, then dynamic sessions),
     /// then NAT64 sessions.
     pub fn sessions(&self, now: Time) -> Vec<SessionInfo> {
+        self.sessions_matching(now, &SessionFilter::default(), usize::MAX)
+    }
+
+    /// The sessions `f` takes, at most `limit`, in the order of [`Engine::sessions`]: the
+    /// filter and the limit are applied to values inside the engine, so only the rows
+    /// returned are formatted.
+    pub fn sessions_matching(
+        &self,
+        now: Time,
+        f: &SessionFilter,
+        limit: usize,
+    ) -> Vec<SessionInfo> {
         let mut out = match &self.nat44 {
-            Some(n) => n.sessions(now),
+            Some(n) => n.sessions(now, f, limit),
             None => Vec::new(),
         };
         for r in &mut out {
@@ -701,7 +729,7 @@ impl Engine {
         }
         if let Some(n) = &self.nat64 {
             let start = out.len();
-            n.sessions(now, &mut out);
+            n.sessions(now, f, limit.saturating_sub(start), &mut out);
             for r in out.iter_mut().skip(start) {
                 r.translator = "nat64".into();
                 r.remote6 = n.remote6(&r.remote);

@@ -31,6 +31,47 @@ pub struct SessionInfo {
     pub fast_path: bool,
 }
 
+/// Which sessions a listing or a clear takes: every field given must match (an address is
+/// compared as a value, before anything is formatted). Static NAT44 entries are listed when
+/// neither `proto` nor `port` is given, and never cleared.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SessionFilter {
+    /// Inside host (IPv4 for NAT44, IPv6 for NAT64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inside: Option<std::net::IpAddr>,
+    /// Outside (pool) address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside: Option<std::net::Ipv4Addr>,
+    /// Remote address (IPv4; a NAT64 remote as its pref64 form embeds it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<std::net::Ipv4Addr>,
+    /// A port (or ICMP identifier) on any side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proto: Option<crate::flow::Proto>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub translator: Option<crate::events::Translator>,
+}
+
+impl SessionFilter {
+    /// Takes every session.
+    pub fn any(&self) -> bool {
+        *self == SessionFilter::default()
+    }
+
+    /// Whether a static entry (any protocol, no ports) of `translator` is taken.
+    pub fn takes_static(&self, inside: std::net::IpAddr, outside: std::net::Ipv4Addr) -> bool {
+        self.proto.is_none()
+            && self.port.is_none()
+            && self.remote.is_none()
+            && self.translator != Some(crate::events::Translator::Nat64)
+            && self.inside.is_none_or(|a| a == inside)
+            && self.outside.is_none_or(|a| a == outside)
+    }
+}
+
 /// Pool use per protocol.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PoolUse {

@@ -204,3 +204,82 @@ fn nat64_delete_still_names_the_ipv6_host() {
         "{gone:?}"
     );
 }
+
+#[test]
+fn listing_filters_by_value_and_limits_inside_the_engine() {
+    let mut e = nat44(Limits::default());
+    for port in 5000..5010 {
+        assert_eq!(udp_out(&mut e, 1, IN_A, port, R1), Verdict::Forward);
+    }
+    assert_eq!(udp_out(&mut e, 1, IN_B, 6000, R2), Verdict::Forward);
+    let all = e.sessions(Time::from_secs(2));
+    assert_eq!(all.len(), 11);
+    let by_b = SessionFilter {
+        inside: Some(IpAddr::V4(v4(IN_B))),
+        ..SessionFilter::default()
+    };
+    let rows = e.sessions_matching(Time::from_secs(2), &by_b, 100);
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].inside.starts_with(IN_B), "{rows:?}");
+    let a3 = SessionFilter {
+        inside: Some(IpAddr::V4(v4(IN_A))),
+        proto: Some(Proto::Udp),
+        ..SessionFilter::default()
+    };
+    let rows = e.sessions_matching(Time::from_secs(2), &a3, 3);
+    assert_eq!(rows.len(), 3);
+    assert!(rows.iter().all(|r| r.inside.starts_with(IN_A)));
+    // Sorted by value: the inside ports 5000, 5001, 5002.
+    assert_eq!(rows[0].inside, format!("{IN_A}:5000"));
+    assert_eq!(rows[2].inside, format!("{IN_A}:5002"));
+    let tcp = SessionFilter {
+        proto: Some(Proto::Tcp),
+        ..SessionFilter::default()
+    };
+    assert!(e
+        .sessions_matching(Time::from_secs(2), &tcp, 100)
+        .is_empty());
+    let nat64 = SessionFilter {
+        translator: Some(Translator::Nat64),
+        ..SessionFilter::default()
+    };
+    assert!(e
+        .sessions_matching(Time::from_secs(2), &nat64, 100)
+        .is_empty());
+}
+
+#[test]
+fn clear_ends_exactly_the_chosen_sessions_with_cleared_events() {
+    let mut e = nat44(Limits::default());
+    e.set_events(1024);
+    for port in 5000..5004 {
+        assert_eq!(udp_out(&mut e, 1, IN_A, port, R1), Verdict::Forward);
+    }
+    assert_eq!(udp_out(&mut e, 1, IN_B, 6000, R2), Verdict::Forward);
+    drain(&mut e);
+    let by_a = SessionFilter {
+        inside: Some(IpAddr::V4(v4(IN_A))),
+        ..SessionFilter::default()
+    };
+    assert_eq!(e.clear_sessions(Time::from_secs(3), &by_a), 4);
+    let left = e.sessions(Time::from_secs(3));
+    assert_eq!(left.len(), 1);
+    assert!(left[0].inside.starts_with(IN_B));
+    let ev = drain(&mut e);
+    let cleared = ev
+        .iter()
+        .filter(|x| x.kind == EventKind::SessionDeleted(EndReason::Cleared))
+        .count();
+    assert_eq!(cleared, 4);
+    assert!(ev.iter().all(|x| x.inside == IpAddr::V4(v4(IN_A))));
+    assert_eq!(ev.last().map(|x| x.kind), Some(EventKind::HostUnbound));
+    let n = e
+        .stats()
+        .events
+        .iter()
+        .find(|c| c.name == "sessions_cleared")
+        .map(|c| c.value);
+    assert_eq!(n, Some(4));
+    // The cleared host translates again from scratch.
+    assert_eq!(udp_out(&mut e, 4, IN_A, 5000, R1), Verdict::Forward);
+}

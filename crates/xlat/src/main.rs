@@ -14,6 +14,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use xlat_daemon::config::{Config, ConfigFileError, DEFAULT_SOCKET};
 use xlat_daemon::control::{self, ClientError, Request, Response};
+use xlat_engine::flow::{Proto, Translator};
+use xlat_engine::SessionFilter;
 
 #[derive(Parser)]
 #[command(
@@ -51,6 +53,11 @@ enum Cmd {
         #[command(subcommand)]
         what: ShowCmd,
     },
+    /// Remove state from a running gateway.
+    Clear {
+        #[command(subcommand)]
+        what: ClearCmd,
+    },
     /// Translate a pcap capture offline with the configuration's NAT settings.
     Translate {
         /// Configuration file (TOML); [control] is ignored, and of [tun] only mtu (NAT64, SIIT).
@@ -77,6 +84,11 @@ enum ShowCmd {
         /// Print a JSON array of sessions.
         #[arg(long)]
         json: bool,
+        /// At most this many rows (the filter and the limit apply inside the daemon).
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        #[command(flatten)]
+        select: Select,
         #[command(flatten)]
         target: Target,
     },
@@ -94,6 +106,63 @@ enum ShowCmd {
         #[command(flatten)]
         target: Target,
     },
+}
+
+#[derive(Subcommand)]
+enum ClearCmd {
+    /// End the dynamic sessions the options select (static entries stay); prints how many.
+    Sessions {
+        /// Every dynamic session (required when no other selection is given).
+        #[arg(long)]
+        all: bool,
+        #[command(flatten)]
+        select: Select,
+        #[command(flatten)]
+        target: Target,
+    },
+}
+
+/// Which sessions: every option given must match.
+#[derive(Args)]
+struct Select {
+    /// Inside host (IPv4 for NAT44, IPv6 for NAT64).
+    #[arg(long, value_name = "ADDR")]
+    inside: Option<std::net::IpAddr>,
+    /// Outside (pool) address.
+    #[arg(long, value_name = "ADDR")]
+    outside: Option<std::net::Ipv4Addr>,
+    /// Remote address (IPv4).
+    #[arg(long, value_name = "ADDR")]
+    remote: Option<std::net::Ipv4Addr>,
+    /// A port or ICMP identifier on any side.
+    #[arg(long, value_name = "PORT")]
+    port: Option<u16>,
+    /// Protocol.
+    #[arg(long, value_parser = ["tcp", "udp", "icmp"])]
+    proto: Option<String>,
+    /// Translator.
+    #[arg(long, value_parser = ["nat44", "nat64"])]
+    translator: Option<String>,
+}
+
+impl Select {
+    fn filter(&self) -> SessionFilter {
+        SessionFilter {
+            inside: self.inside,
+            outside: self.outside,
+            remote: self.remote,
+            port: self.port,
+            proto: self.proto.as_deref().map(|p| match p {
+                "tcp" => Proto::Tcp,
+                "udp" => Proto::Udp,
+                _ => Proto::Icmp,
+            }),
+            translator: self.translator.as_deref().map(|t| match t {
+                "nat44" => Translator::Nat44,
+                _ => Translator::Nat64,
+            }),
+        }
+    }
 }
 
 /// Which daemon to ask.
@@ -186,6 +255,27 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             xlat_daemon::run::run_dns64(&config.display().to_string(), &d)
         }
         Cmd::Show { what } => show(what),
+        Cmd::Clear {
+            what:
+                ClearCmd::Sessions {
+                    all,
+                    select,
+                    target,
+                },
+        } => {
+            let filter = select.filter();
+            if filter.any() && !all {
+                bail!("xlat clear sessions: say which (--inside, --outside, --remote, --port, --proto, --translator), or --all for every dynamic session");
+            }
+            let socket = target.socket()?;
+            let Response::Cleared(n) = ask(&socket, &Request::Clear { filter })? else {
+                bail!(
+                    "{}: the daemon sent an answer of the wrong kind",
+                    socket.display()
+                );
+            };
+            print(&format!("{n} sessions cleared\n"))
+        }
         Cmd::Translate {
             config,
             input,
@@ -207,10 +297,16 @@ fn show(what: ShowCmd) -> Result<()> {
     match what {
         ShowCmd::Sessions {
             json: as_json,
+            limit,
+            select,
             target,
         } => {
             let socket = target.socket()?;
-            let Response::Sessions(rows) = ask(&socket, &Request::Sessions { limit: None })? else {
+            let req = Request::Sessions {
+                limit,
+                filter: select.filter(),
+            };
+            let Response::Sessions(rows) = ask(&socket, &req)? else {
                 bail!(
                     "{}: the daemon sent an answer of the wrong kind",
                     socket.display()

@@ -393,6 +393,55 @@ fn show_sessions_and_stats_list_the_flows() {
         );
     }
     t.xlat_cmd(&["show", "stats"]).check();
+
+    // Filters and the limit, applied in the daemon: only the UDP flow; one row of all.
+    let udp = t
+        .xlat_cmd(&[
+            "show", "sessions", "--json", "--proto", "udp", "--inside", IN_ADDR,
+        ])
+        .check();
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&udp.stdout).unwrap();
+    assert!(
+        !rows.is_empty() && rows.iter().all(|r| r["proto"] == "udp"),
+        "--proto udp listed:\n{}",
+        udp.stdout
+    );
+    let one = t
+        .xlat_cmd(&["show", "sessions", "--json", "--limit", "1"])
+        .check();
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&one.stdout).unwrap();
+    assert_eq!(rows.len(), 1, "{}", one.stdout);
+
+    // Clear: exactly the chosen sessions end; the others stay. Without a selection it
+    // refuses.
+    let bare = t.xlat_cmd(&["clear", "sessions"]);
+    assert!(
+        !bare.ok() && bare.stderr.contains("--all"),
+        "clear without a selection: {}",
+        bare.stderr
+    );
+    let before = t.sessions().len();
+    let c = t
+        .xlat_cmd(&["clear", "sessions", "--proto", "udp", "--inside", IN_ADDR])
+        .check();
+    let n: usize = c
+        .stdout
+        .split_whitespace()
+        .next()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("clear printed {:?}", c.stdout));
+    assert!(n >= 1, "nothing cleared: {}", c.stdout);
+    let after = t.sessions();
+    assert_eq!(after.len(), before - n, "{after:?}");
+    assert!(
+        after.iter().all(|r| r["proto"] != "udp"),
+        "a UDP session survived the clear: {after:?}"
+    );
+    assert!(
+        after.iter().any(|r| r["proto"] == "tcp"),
+        "the clear took the TCP session too: {after:?}"
+    );
+    assert_eq!(Topo::event(&t.stats(), "sessions_cleared"), n as u64);
 }
 
 #[test]

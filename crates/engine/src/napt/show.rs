@@ -1,11 +1,12 @@
 //! What `xlat show` reads: the session listing and the table sizes and pool use.
 
+use crate::events::EndReason;
 use crate::flow::{InsideAddr, Proto};
-use crate::snapshot::{PoolUse, SessionInfo, Stats};
+use crate::snapshot::{PoolUse, SessionFilter, SessionInfo, Stats};
 use crate::tcp::TcpState;
 use crate::Time;
 
-use super::session::SessState;
+use super::session::{SessState, Session};
 use super::Napt;
 
 fn tcp_state_name(t: TcpState) -> &'static str {
@@ -21,31 +22,97 @@ fn tcp_state_name(t: TcpState) -> &'static str {
 }
 
 impl<A: InsideAddr> Napt<A> {
-    /// Appends the live sessions, sorted, to `out`.
-    pub fn sessions(&self, now: Time, out: &mut Vec<SessionInfo>) {
-        let mut dynamic: Vec<SessionInfo> = self
+    /// Does live session `s` match `f` (values compared, nothing formatted)?
+    fn takes(&self, s: &Session, f: &SessionFilter, now: Time) -> bool {
+        if !(s.expires > now || s.offloaded) {
+            return false;
+        }
+        if f.proto.is_some_and(|p| p != s.proto()) {
+            return false;
+        }
+        if f.outside.is_some_and(|a| u32::from(a) != s.ext_addr)
+            || f.remote.is_some_and(|a| u32::from(a) != s.remote_addr)
+        {
+            return false;
+        }
+        if f.port
+            .is_some_and(|p| p != s.int_port && p != s.ext_port && p != s.remote_port)
+        {
+            return false;
+        }
+        match f.inside {
+            None => true,
+            Some(a) => self.hosts.addr(s.int_addr).is_some_and(|int| int.ip() == a),
+        }
+    }
+
+    /// Appends to `out` the live sessions `f` takes, sorted (protocol, inside, remote), at
+    /// most `limit`: matched by value first, only those listed are formatted, so a few
+    /// sessions out of millions cost a scan, not millions of strings.
+    pub fn sessions(&self, now: Time, f: &SessionFilter, limit: usize, out: &mut Vec<SessionInfo>) {
+        if f.translator.is_some_and(|t| t != A::TRANSLATOR) {
+            return;
+        }
+        let mut found: Vec<(u8, std::net::IpAddr, u16, u32, u16, u32)> = self
             .sessions
             .iter()
-            .filter(|(_, s)| s.expires > now || s.offloaded)
-            .map(|(_, s)| SessionInfo {
-                proto: s.proto().name().into(),
-                inside: s.int(&self.hosts).map(|e| e.show(true)).unwrap_or_default(),
-                outside: s.ext().show(true),
-                remote: s.remote().show(s.proto() != Proto::Icmp),
-                state: match s.state {
-                    SessState::Udp => "udp".into(),
-                    SessState::Icmp => "icmp".into(),
-                    SessState::Tcp(t) => tcp_state_name(t).into(),
-                },
-                expires_in: Some(now.secs_until(s.expires)),
-                fast_path: s.offloaded,
-                ..SessionInfo::default()
+            .filter(|(_, s)| self.takes(s, f, now))
+            .filter_map(|(sid, s)| {
+                let int = s.int(&self.hosts)?;
+                Some((
+                    s.proto() as u8,
+                    int.addr.ip(),
+                    int.port,
+                    s.remote_addr,
+                    s.remote_port,
+                    sid,
+                ))
             })
             .collect();
-        dynamic.sort_by(|a, b| {
-            (&a.proto, &a.inside, &a.remote).cmp(&(&b.proto, &b.inside, &b.remote))
-        });
-        out.extend(dynamic);
+        found.sort_unstable();
+        found.truncate(limit);
+        out.extend(
+            found
+                .iter()
+                .filter_map(|&(.., sid)| self.sessions.get(sid))
+                .map(|s| self.session_info(s, now)),
+        );
+    }
+
+    /// Removes the live sessions `f` takes (`xlat clear sessions`), each with its end
+    /// event (reason cleared); returns how many.
+    pub fn clear(&mut self, now: Time, f: &SessionFilter) -> u64 {
+        if f.translator.is_some_and(|t| t != A::TRANSLATOR) {
+            return 0;
+        }
+        let sids: Vec<u32> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| self.takes(s, f, now))
+            .map(|(sid, _)| sid)
+            .collect();
+        for &sid in &sids {
+            self.remove_session(sid, now, EndReason::Cleared);
+        }
+        sids.len() as u64
+    }
+
+    /// One row of the listing.
+    fn session_info(&self, s: &Session, now: Time) -> SessionInfo {
+        SessionInfo {
+            proto: s.proto().name().into(),
+            inside: s.int(&self.hosts).map(|e| e.show(true)).unwrap_or_default(),
+            outside: s.ext().show(true),
+            remote: s.remote().show(s.proto() != Proto::Icmp),
+            state: match s.state {
+                SessState::Udp => "udp".into(),
+                SessState::Icmp => "icmp".into(),
+                SessState::Tcp(t) => tcp_state_name(t).into(),
+            },
+            expires_in: Some(now.secs_until(s.expires)),
+            fast_path: s.offloaded,
+            ..SessionInfo::default()
+        }
     }
 
     /// Fills the table sizes and pool use of `st`.

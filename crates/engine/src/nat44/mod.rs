@@ -33,7 +33,7 @@ use crate::flow::{Endpoint, FlowKey, Proto};
 use crate::frag::{FragKey, FragRewrite, Frags};
 use crate::napt::{Napt, NaptConfig, NO_CAND};
 use crate::offload::{self, OffloadKind, OffloadOp};
-use crate::snapshot::{SessionInfo, Stats};
+use crate::snapshot::{SessionFilter, SessionInfo, Stats};
 use crate::tcp::Dir;
 use crate::{PacketBuf, Time, Verdict};
 
@@ -695,12 +695,15 @@ impl Nat44 {
         removed
     }
 
-    /// Static entries first, then the live dynamic sessions.
-    pub fn sessions(&self, now: Time) -> Vec<SessionInfo> {
+    /// Static entries first, then the live dynamic sessions, those `f` takes, at most
+    /// `limit` in all.
+    pub fn sessions(&self, now: Time, f: &SessionFilter, limit: usize) -> Vec<SessionInfo> {
         let mut out: Vec<SessionInfo> = self
             .cfg
             .statics
             .iter()
+            .filter(|s| f.takes_static(s.inside.into(), s.outside))
+            .take(limit)
             .map(|s| SessionInfo {
                 proto: "any".into(),
                 inside: s.inside.to_string(),
@@ -711,8 +714,14 @@ impl Nat44 {
                 ..SessionInfo::default()
             })
             .collect();
-        self.napt.sessions(now, &mut out);
+        let left = limit.saturating_sub(out.len());
+        self.napt.sessions(now, f, left, &mut out);
         out
+    }
+
+    /// Removes the dynamic sessions `f` takes; returns how many.
+    pub fn clear(&mut self, now: Time, f: &SessionFilter) -> u64 {
+        self.napt.clear(now, f)
     }
 
     /// Adds NAT44's table sizes and pool use to `st`.

@@ -39,7 +39,7 @@ use crate::siit::to6::{self, Kind4};
 use crate::siit::{
     checks4, checks6, embed, extract, finish4, finish6, frag_id4, frag_id6, Done, Map,
 };
-use crate::snapshot::{SessionInfo, Stats};
+use crate::snapshot::{SessionFilter, SessionInfo, Stats};
 use crate::{Time, Verdict};
 use xlat_wire::field::{u16_at, u32_at, u8_at};
 
@@ -227,8 +227,14 @@ impl Nat64 {
 
     /// The live sessions: inside = the IPv6 host, outside = its pool4 transport address,
     /// remote = the IPv4 host (its pref64 form in `remote6`).
-    pub fn sessions(&self, now: Time, out: &mut Vec<SessionInfo>) {
-        self.napt.sessions(now, out);
+    /// Appends the live sessions `f` takes, at most `limit`.
+    pub fn sessions(&self, now: Time, f: &SessionFilter, limit: usize, out: &mut Vec<SessionInfo>) {
+        self.napt.sessions(now, f, limit, out);
+    }
+
+    /// Removes the sessions `f` takes; returns how many.
+    pub fn clear(&mut self, now: Time, f: &SessionFilter) -> u64 {
+        self.napt.clear(now, f)
     }
 
     /// The pref64 form of an IPv4 `addr[:port]` as `sessions` shows it, for `remote6`.
