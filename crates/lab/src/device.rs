@@ -565,20 +565,18 @@ impl Daemon {
             .stderr(f2)
             .env("RUST_LOG", "warn");
         let cpu = topo.dut_cpu;
-        // A TUN device's daemon is its data path: the NAPI threads' priority, so neither starves
-        // the other. An XDP device's daemon is only its slow path, and its work is bounded by
-        // the policer in XDP ([`XDP_SLOW_PATH_PPS`]): one above, so that the receive thread,
-        // busy with every frame that arrives, cannot starve it. One below (until 2026-11-26)
-        // protected the established flows, but a real-time thread never yields to a lower
-        // one: with more frames offered than the receive thread could take, the daemon got
-        // no CPU and the slow path collapsed (setup-rate: 769-1,734 new sessions/s delivered
-        // at 0.77-1.5M offered, where one above delivered 151,000/s at 1.7M; churn: 39,000,
-        // 8,900 and 1,000 new flows/s delivered at 100,000, 200,000 and 400,000 offered).
-        let rt = if self.kind.is_xdp() {
-            sys::RT_PRIO_SLOW_PATH
-        } else {
-            sys::RT_PRIO
-        };
+        // A device's daemon (xlat, TAYGA) runs one real-time priority above the DUT's receive
+        // threads ([`sys::RT_PRIO_SLOW_PATH`]): a real-time thread never yields to one of its
+        // own or a lower priority, so below or beside them the daemon got no CPU whenever more
+        // frames arrived than the receive thread could take, and its path collapsed. Measured
+        // 2026-11-26 (setup-rate, 64 B): the XDP device one below delivered 769-1,734 new
+        // sessions/s at 0.77-1.5M offered, one above 151,000/s at 1.7M; the TUN device beside
+        // them 607/s at 1.2M, one above 281,900/s at 1.8M, and its loss-free setup rate went
+        // 170,717 -> 273,388/s (kernel-nat44 180,201 / 244,610 in the same runs) at the same
+        // CPU per packet (cpu at 100,000 pps: 4,360 / 4,272 ns). Above them, the daemon
+        // preempts the receive work when it has packets; an XDP device's policer
+        // ([`XDP_SLOW_PATH_PPS`]) bounds how much that can be.
+        let rt = sys::RT_PRIO_SLOW_PATH;
         // SAFETY: the closure only calls sched_setaffinity and sched_setscheduler (plain
         // syscalls) between fork and exec; the DUT process and its threads inherit both.
         unsafe {

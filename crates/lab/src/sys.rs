@@ -113,9 +113,9 @@ pub fn pin_pid(pid: i32, cpu: usize) -> bool {
 /// that other work on the machine does not decide the results. The kernel's RT throttling
 /// (sched_rt_runtime_us) still leaves a slice of every second to everything else.
 pub const RT_PRIO: i32 = 50;
-/// An XDP device's daemon, its slow path: above the DUT's receive work, which would otherwise
-/// starve it whenever more frames arrive than the receive thread can take (the policer in
-/// XDP bounds the daemon's share instead; `device::XDP_SLOW_PATH_PPS`).
+/// A device's daemon (xlat, TAYGA): above the DUT's receive work, which would otherwise
+/// starve it whenever more frames arrive than the receive thread can take (an XDP device's
+/// policer bounds the daemon's share instead; `device::XDP_SLOW_PATH_PPS`).
 pub const RT_PRIO_SLOW_PATH: i32 = RT_PRIO + 1;
 /// The sender's priority: below the receive work on the tester CPU, which it must not starve.
 pub const RT_PRIO_SENDER: i32 = 40;

@@ -495,7 +495,7 @@ impl Topo {
     /// Where the work runs, in words, for reports.
     pub fn placement(&self) -> String {
         format!(
-            "tester threads and the tester ports' receive work (threaded NAPI) on CPU {}; the DUT ports' receive work (threaded NAPI) and DUT processes on CPU {}; all of them SCHED_FIFO (receive work and devices priority {}, an XDP device's daemon {}, the sender {})",
+            "tester threads and the tester ports' receive work (threaded NAPI) on CPU {}; the DUT ports' receive work (threaded NAPI) and DUT processes on CPU {}; all of them SCHED_FIFO (receive work priority {}, the devices' daemons {}, the sender {})",
             self.tester_cpu,
             self.dut_cpu,
             sys::RT_PRIO,
