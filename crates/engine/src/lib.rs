@@ -45,6 +45,7 @@ mod nat44;
 mod nat64;
 pub mod offload;
 mod ports;
+mod reconfigure;
 mod records;
 mod rewrite;
 pub mod rfc6052;
@@ -61,6 +62,7 @@ pub use config::{
 };
 pub use counters::{Counters, DropReason, Event};
 pub use mem::{mapped_bytes, set_prefault};
+pub use reconfigure::{Change, ReloadError};
 pub use rfc6052::{Pref64, Pref64Error};
 pub use snapshot::{SessionFilter, SessionInfo, Stats};
 
@@ -125,7 +127,7 @@ impl Verdict {
 }
 
 /// Everything the engine needs to start. At least one translator must be configured.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EngineConfig {
     pub nat44: Option<Nat44Config>,
     pub nat64: Option<Nat64Config>,
@@ -231,6 +233,8 @@ impl EngineConfig {
 
 /// One translator instance (one per worker thread).
 pub struct Engine {
+    /// The configuration running, as given ([`Engine::reconfigure`] compares against it).
+    cfg: EngineConfig,
     nat44: Option<nat44::Nat44>,
     nat64: Option<nat64::Nat64>,
     siit: Option<siit::Siit>,
@@ -272,13 +276,14 @@ impl Engine {
             siit::Siit::new(s, &limits, fragment)
         });
         Ok(Engine {
-            nat44: cfg.nat44.map(|n| nat44::Nat44::new(n, cfg.seed)),
+            nat44: cfg.nat44.clone().map(|n| nat44::Nat44::new(n, cfg.seed)),
             nat64,
             siit,
             tunnel: cfg
                 .tunnel
                 .as_ref()
                 .map(|t| tunnel::Tunnel::new(t, cfg.seed ^ 0x4141_4141_4141_4141)),
+            cfg,
             counters: Counters::default(),
             made_at_step: 0,
             #[cfg(test)]

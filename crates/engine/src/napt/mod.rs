@@ -196,6 +196,15 @@ pub struct Napt<A> {
 }
 
 impl<A: InsideAddr> Napt<A> {
+    /// Takes the live-changeable settings ([`crate::reconfigure`]); the port range (a
+    /// worker's slice) and the table sizes stay.
+    pub fn set_live(&mut self, l: crate::reconfigure::Live) {
+        self.cfg.timeouts = l.timeouts;
+        self.cfg.filtering = l.filtering;
+        self.cfg.inbound_refresh = l.inbound_refresh;
+        self.cfg.limits.max_sessions_per_host = l.max_sessions_per_host;
+    }
+
     pub fn new(cfg: NaptConfig, pool_prefixes: &[Prefix4], seed: u64) -> Self {
         let max = cfg.limits.max_sessions as usize;
         let mut pool = Vec::new();

@@ -730,6 +730,15 @@ impl Nat44 {
         self.napt.set_offload(on);
     }
 
+    /// Applies the live-changeable settings ([`crate::reconfigure`]).
+    pub(crate) fn set_live(&mut self, l: crate::reconfigure::Live) {
+        self.cfg.timeouts = l.timeouts;
+        self.cfg.filtering = l.filtering;
+        self.cfg.inbound_refresh = l.inbound_refresh;
+        self.cfg.limits.max_sessions_per_host = l.max_sessions_per_host;
+        self.napt.set_live(l);
+    }
+
     /// Starts (`capacity` > 0) or stops the state-event stream ([`crate::events`]).
     pub fn set_events(&mut self, capacity: usize) {
         self.napt.set_events(capacity);

@@ -164,6 +164,11 @@ impl Nat64 {
         self.napt.set_offload(on);
     }
 
+    /// Applies the live-changeable settings ([`crate::reconfigure`]).
+    pub(crate) fn set_live(&mut self, l: crate::reconfigure::Live) {
+        self.napt.set_live(l);
+    }
+
     /// Starts (`capacity` > 0) or stops the state-event stream ([`crate::events`]).
     pub fn set_events(&mut self, capacity: usize) {
         self.napt.set_events(capacity);
