@@ -2,7 +2,7 @@
 
 # Debian packages the demo and the end-to-end tests call.
 XLAT_PKGS=(iproute2 iputils-ping nftables ethtool iperf3 apache2-utils tcpdump socat curl python3 procps coreutils
-           unbound bind9-dnsutils tayga clang-14 libbpf-dev)
+           unbound bind9-dnsutils tayga clang-14 libbpf-dev conntrack)
 
 die() { echo "error: $*" >&2; exit 1; }
 say() { echo "==> $*" >&2; }

@@ -40,11 +40,8 @@ use serde::{Deserialize, Serialize};
 use tracing::{debug, info, warn};
 use xlat_dns64::Dns64Counters;
 use xlat_engine::counters::NamedCount;
-use xlat_engine::{SessionFilter, SessionInfo, Stats};
+use xlat_engine::{EngineConfig, SessionFilter, SessionInfo, Stats};
 use xlat_io::sys::{wait_readable, Waker};
-
-/// What the daemon logs on SIGHUP: it keeps running (SIGHUP used to stop it without cleanup).
-pub const HANGUP_KEPT: &str = "SIGHUP received: the daemon keeps running with the configuration it started with (live reload is not available yet; SIGINT or SIGTERM stop it)";
 
 /// Longest request line accepted.
 pub const MAX_REQUEST: u64 = 64 * 1024;
@@ -73,6 +70,13 @@ pub enum Request {
         #[serde(default)]
         filter: SessionFilter,
     },
+    /// Read the configuration file again and apply what changed live, all or nothing
+    /// (`xlat reload`, SIGHUP).
+    Reload {},
+    /// Internal, from the control thread to the packet workers (never on the socket): the
+    /// new engine configuration of each worker, in worker order.
+    #[serde(skip)]
+    Reconfigure(Arc<Vec<EngineConfig>>),
     /// Counters and table sizes.
     Stats {},
     /// Liveness and version.
@@ -164,6 +168,11 @@ pub enum Response {
     Sessions(Vec<SessionInfo>),
     /// Sessions removed by `{"cmd":"clear"}`.
     Cleared(u64),
+    /// A reload applied: the keys that changed (empty: the file changed nothing).
+    Reloaded(Vec<String>),
+    /// A reload refused: the file is invalid or changes what needs a restart; the running
+    /// configuration stays. The message names file, key, problem and fix.
+    Refused(String),
     Stats(Box<DaemonStats>),
     Pong(Pong),
     Error(String),
@@ -189,7 +198,10 @@ pub struct WorkerLink {
 /// address), `io` summed (uptime the longest), the worker rows in order, `dns64` and
 /// `fast_path` from the worker that reports them.
 pub fn merge(request: &Request, answers: Vec<Response>) -> Response {
-    if let Some(e) = answers.iter().find(|r| matches!(r, Response::Error(_))) {
+    if let Some(e) = answers
+        .iter()
+        .find(|r| matches!(r, Response::Error(_) | Response::Refused(_)))
+    {
         return e.clone();
     }
     let mut it = answers.into_iter();
@@ -200,6 +212,7 @@ pub fn merge(request: &Request, answers: Vec<Response>) -> Response {
         match (&mut first, r) {
             (Response::Sessions(all), Response::Sessions(more)) => all.extend(more),
             (Response::Cleared(all), Response::Cleared(more)) => *all += more,
+            (Response::Reloaded(_), Response::Reloaded(_)) => {}
             (Response::Stats(all), Response::Stats(more)) => add_stats(all, *more),
             (Response::Pong(_), Response::Pong(_)) => {}
             _ => return Response::Error("the packet workers answered differently".to_string()),
@@ -326,6 +339,17 @@ impl ControlServer {
         path: &Path,
         workers: Vec<WorkerLink>,
     ) -> Result<ControlServer, ControlError> {
+        ControlServer::start_reloadable(path, workers, None)
+    }
+
+    /// [`ControlServer::start_workers`] that also reloads the configuration (`xlat reload`,
+    /// SIGHUP) described by `reload`.
+    pub fn start_reloadable(
+        path: &Path,
+        workers: Vec<WorkerLink>,
+        reload: Option<ReloadCtx>,
+    ) -> Result<ControlServer, ControlError> {
+        let reloader: Reloader = Arc::new(std::sync::Mutex::new(reload));
         let name = path.display().to_string();
         let io_err = |source| ControlError::Io {
             path: name.clone(),
@@ -356,7 +380,7 @@ impl ControlServer {
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name("xlat-control".to_string())
-            .spawn(move || serve(listener, workers, stop2))
+            .spawn(move || serve(listener, workers, stop2, reloader))
             .map_err(io_err)?;
         info!(path = %name, "control socket listening");
         Ok(ControlServer {
@@ -379,13 +403,96 @@ impl Drop for ControlServer {
     }
 }
 
-fn serve(listener: UnixListener, workers: Vec<WorkerLink>, stop: Arc<AtomicBool>) {
+/// What a reload needs: the file, the configuration running, the seed and worker count the
+/// engines were built with.
+#[derive(Debug)]
+pub struct ReloadCtx {
+    pub file: PathBuf,
+    pub running: crate::config::Config,
+    pub seed: u64,
+    pub workers: usize,
+}
+
+/// Shared between the control thread and its client threads; `None`: reload unsupported
+/// (a server started without a configuration, as in unit tests).
+type Reloader = Arc<std::sync::Mutex<Option<ReloadCtx>>>;
+
+/// Reads the file again and applies it (module docs of [`xlat_engine`]'s reconfigure): the
+/// whole file is checked first, keys outside the engines that cannot change while running
+/// are refused, then every worker applies its engine configuration between batches. A
+/// refusal changes nothing.
+fn reload(reloader: &Reloader, workers: &[WorkerLink]) -> Response {
+    let Ok(mut guard) = reloader.lock() else {
+        return Response::Error("reload state poisoned".to_string());
+    };
+    let Some(ctx) = guard.as_mut() else {
+        return Response::Error("this server cannot reload".to_string());
+    };
+    let new = match crate::config::Config::load(&ctx.file) {
+        Ok(c) => c,
+        Err(e) => return Response::Refused(format!("{e}; the running configuration stays")),
+    };
+    let old = &ctx.running;
+    let file = &new.file;
+    let restart = |key: &str| {
+        Response::Refused(format!(
+            "{file}: {key}: cannot change while running: restart xlat to apply it; the running configuration stays"
+        ))
+    };
+    if new.tun != old.tun {
+        return restart("tun");
+    }
+    if new.socket != old.socket {
+        return restart("control.socket");
+    }
+    if new.dataplane != old.dataplane {
+        return restart("dataplane");
+    }
+    if new.dns64 != old.dns64 {
+        return restart("dns64");
+    }
+    if new.prefault != old.prefault {
+        return restart("limits.prefault");
+    }
+    if new.seed.is_some_and(|s| s != ctx.seed) {
+        return restart("engine.seed");
+    }
+    let cfgs: Vec<EngineConfig> = (0..ctx.workers)
+        .map(|k| crate::run::worker_engine_config(&new, ctx.seed, k, ctx.workers))
+        .collect();
+    match ask_workers(Request::Reconfigure(Arc::new(cfgs)), workers) {
+        Response::Reloaded(keys) => {
+            info!(file = %file, changed = ?keys, "configuration reloaded");
+            ctx.running = new;
+            Response::Reloaded(keys)
+        }
+        Response::Refused(e) => {
+            Response::Refused(format!("{file}: {e}; the running configuration stays"))
+        }
+        other => other,
+    }
+}
+
+fn serve(
+    listener: UnixListener,
+    workers: Vec<WorkerLink>,
+    stop: Arc<AtomicBool>,
+    reloader: Reloader,
+) {
     use std::os::fd::AsFd;
     let workers: Arc<[WorkerLink]> = workers.into();
     let clients = Arc::new(AtomicUsize::new(0));
     while !stop.load(Ordering::SeqCst) {
         if xlat_io::sys::take_hangup() {
-            warn!("{HANGUP_KEPT}");
+            match reload(&reloader, &workers) {
+                Response::Reloaded(keys) => {
+                    info!(changed = ?keys, "SIGHUP: configuration reloaded")
+                }
+                Response::Refused(e) | Response::Error(e) => {
+                    warn!("SIGHUP: reload refused: {e}")
+                }
+                _ => {}
+            }
         }
         match wait_readable([listener.as_fd()], Duration::from_millis(200)) {
             Ok([true]) => {}
@@ -397,7 +504,7 @@ fn serve(listener: UnixListener, workers: Vec<WorkerLink>, stop: Arc<AtomicBool>
             }
         }
         match listener.accept() {
-            Ok((stream, _)) => serve_client(stream, &workers, &stop, &clients),
+            Ok((stream, _)) => serve_client(stream, &workers, &stop, &clients, &reloader),
             Err(e) if e.kind() == ErrorKind::WouldBlock => {}
             Err(e) => {
                 warn!(error = %e, "control socket accept failed");
@@ -414,6 +521,7 @@ fn serve_client(
     workers: &Arc<[WorkerLink]>,
     stop: &Arc<AtomicBool>,
     clients: &Arc<AtomicUsize>,
+    reloader: &Reloader,
 ) {
     if clients.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
         clients.fetch_sub(1, Ordering::SeqCst);
@@ -427,10 +535,11 @@ fn serve_client(
         return;
     }
     let (workers, stop, count) = (workers.clone(), stop.clone(), clients.clone());
+    let reloader = reloader.clone();
     let spawned = std::thread::Builder::new()
         .name("xlat-control-client".to_string())
         .spawn(move || {
-            if let Err(e) = handle(stream, &workers, &stop) {
+            if let Err(e) = handle(stream, &workers, &stop, &reloader) {
                 debug!(error = %e, "control connection");
             }
             count.fetch_sub(1, Ordering::SeqCst);
@@ -442,7 +551,12 @@ fn serve_client(
 }
 
 /// Serves one connection: request lines in, response lines out, until EOF.
-fn handle(stream: UnixStream, workers: &[WorkerLink], stop: &AtomicBool) -> std::io::Result<()> {
+fn handle(
+    stream: UnixStream,
+    workers: &[WorkerLink],
+    stop: &AtomicBool,
+    reloader: &Reloader,
+) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(IO_TIMEOUT))?;
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
@@ -460,6 +574,7 @@ fn handle(stream: UnixStream, workers: &[WorkerLink], stop: &AtomicBool) -> std:
             continue;
         } else {
             match decode_request(&line) {
+                Ok(Request::Reload {}) => reload(reloader, workers),
                 Ok(request) => ask_workers(request, workers),
                 Err(e) => Response::Error(e),
             }
@@ -543,6 +658,8 @@ pub enum ClientError {
     BadResponse { path: String, detail: String },
     #[error("{path}: the daemon answered: {message}")]
     Daemon { path: String, message: String },
+    #[error("reload refused: {message}")]
+    Refused { path: String, message: String },
 }
 
 /// Sends one request to the daemon at `path` and reads its answer (a daemon-side
@@ -577,6 +694,10 @@ pub fn request(path: &Path, req: &Request) -> Result<Response, ClientError> {
     }
     match decode_response(&line) {
         Ok(Response::Error(message)) => Err(ClientError::Daemon {
+            path: name,
+            message,
+        }),
+        Ok(Response::Refused(message)) => Err(ClientError::Refused {
             path: name,
             message,
         }),
@@ -641,6 +762,16 @@ mod tests {
             assert!(e.starts_with("bad request: "), "{line}: {e}");
             assert!(e.contains("{\"cmd\":\"stats\"}"), "{e}");
         }
+        // Reload is a client request; the workers' reconfigure message is not.
+        assert_eq!(
+            decode_request("{\"cmd\":\"reload\"}"),
+            Ok(Request::Reload {})
+        );
+        assert!(decode_request("{\"cmd\":\"reconfigure\"}").is_err());
+        // A filter with an unknown key is refused, not ignored.
+        assert!(
+            decode_request("{\"cmd\":\"clear\",\"filter\":{\"insde\":\"198.18.0.1\"}}").is_err()
+        );
     }
 
     #[test]

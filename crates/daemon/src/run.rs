@@ -11,7 +11,8 @@
 //! and every expiry pass (`sync_fast_path`, under a mutex the workers share, taken only when
 //! there are ops); a failed attach is logged and the workers run without.
 //! SIGINT or SIGTERM stop every worker; so does a worker's fatal error, which `run` returns
-//! naming the worker. SIGHUP does not stop the daemon (the control thread logs it). Routes and the socket file are removed on the way out, on error paths
+//! naming the worker. SIGHUP does not stop the daemon: the control thread reloads the
+//! configuration file (as `xlat reload` does). Routes and the socket file are removed on the way out, on error paths
 //! too (drop guards).
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -128,7 +129,13 @@ pub fn run(cfg: &Config) -> Result<()> {
         bells.push(Arc::new(Doorbell::new(waker)));
         controls.push(rx);
     }
-    let _control = ControlServer::start_workers(&cfg.socket, links)?;
+    let reload = crate::control::ReloadCtx {
+        file: std::path::PathBuf::from(&cfg.file),
+        running: cfg.clone(),
+        seed,
+        workers: n,
+    };
+    let _control = ControlServer::start_reloadable(&cfg.socket, links, Some(reload))?;
 
     let tuns = Tun::open_queues(&cfg.tun.name, n).context("opening the TUN device")?;
     let tun = tuns.first().context("no TUN queue")?;
@@ -362,7 +369,7 @@ pub fn run_dns64(file: &str, d: &xlat_dns64::Dns64Config) -> Result<()> {
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(TICK);
         if xlat_io::sys::take_hangup() {
-            warn!("{}", crate::control::HANGUP_KEPT);
+            warn!("SIGHUP received: `xlat dns64` keeps running with the configuration it started with (restart it to apply a change)");
         }
     }
     let c = svc.counters();

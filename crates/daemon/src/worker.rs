@@ -660,6 +660,16 @@ impl Worker {
             }
             // The sessions' fast-path recipes are withdrawn by the next fast-path sync.
             Request::Clear { filter } => Response::Cleared(self.engine.clear_sessions(now, filter)),
+            // Between batches: every worker applies it before its next batch.
+            Request::Reconfigure(cfgs) => match cfgs.get(self.id) {
+                Some(c) => match self.engine.reconfigure(c) {
+                    Ok(ch) => Response::Reloaded(ch.keys),
+                    Err(e) => Response::Refused(e.to_string()),
+                },
+                None => Response::Error(format!("no configuration for packet worker {}", self.id)),
+            },
+            // Handled by the control thread.
+            Request::Reload {} => Response::Error("reload is the control thread's".to_string()),
             Request::Stats {} => {
                 let engine = self.engine.stats();
                 let mut row = self.stats_row();

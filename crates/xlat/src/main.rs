@@ -53,6 +53,12 @@ enum Cmd {
         #[command(subcommand)]
         what: ShowCmd,
     },
+    /// Make a running gateway read its configuration file again and apply what changed, all
+    /// or nothing (as SIGHUP does); exit 2 when the file is refused.
+    Reload {
+        #[command(flatten)]
+        target: Target,
+    },
     /// Remove state from a running gateway.
     Clear {
         #[command(subcommand)]
@@ -212,7 +218,9 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            if e.downcast_ref::<ConfigFileError>().is_some() {
+            if e.downcast_ref::<ConfigFileError>().is_some()
+                || e.downcast_ref::<BadFile>().is_some()
+            {
                 ExitCode::from(2)
             } else {
                 ExitCode::from(1)
@@ -220,6 +228,18 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// An error that, like an invalid configuration file, exits 2 (a refused reload).
+#[derive(Debug)]
+struct BadFile(anyhow::Error);
+
+impl std::fmt::Display for BadFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#}", self.0)
+    }
+}
+
+impl std::error::Error for BadFile {}
 
 /// Writes to stdout; a closed pipe (`xlat show sessions | head`) is not an error.
 fn print(s: &str) -> Result<()> {
@@ -255,6 +275,26 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             xlat_daemon::run::run_dns64(&config.display().to_string(), &d)
         }
         Cmd::Show { what } => show(what),
+        Cmd::Reload { target } => {
+            let socket = target.socket()?;
+            match ask(&socket, &Request::Reload {}) {
+                Ok(Response::Reloaded(keys)) if keys.is_empty() => {
+                    print("reloaded: nothing changed\n")
+                }
+                Ok(Response::Reloaded(keys)) => {
+                    print(&format!("reloaded: {} changed\n", keys.join(", ")))
+                }
+                Ok(_) => bail!(
+                    "{}: the daemon sent an answer of the wrong kind",
+                    socket.display()
+                ),
+                Err(e) => match e.downcast_ref::<ClientError>() {
+                    // Refused: the file is at fault, as with `xlat check`: exit 2.
+                    Some(ClientError::Refused { .. }) => Err(anyhow::Error::new(BadFile(e))),
+                    _ => Err(e),
+                },
+            }
+        }
         Cmd::Clear {
             what:
                 ClearCmd::Sessions {
