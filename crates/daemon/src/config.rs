@@ -548,6 +548,15 @@ impl Config {
                 format!("{:?} is not a valid interface name; expected 1 to 15 letters, digits, '-', '_' or '.', like \"xlat0\"", tun.name),
             ));
         }
+        // An existing interface must be a TUN device (one the daemon can attach to, e.g. made
+        // with `ip tuntap add`); `lo` or `eth0` would fail at start, after the routes.
+        let sys = std::path::Path::new("/sys/class/net").join(&tun.name);
+        if sys.exists() && !sys.join("tun_flags").exists() {
+            return Err(cx.invalid(
+                "tun.name",
+                format!("{:?} is an existing interface that is not a TUN device; name a new interface (xlat creates it) or one made with `ip tuntap add NAME mode tun`", tun.name),
+            ));
+        }
         if !(68..=65535).contains(&tun.mtu) {
             return Err(cx.invalid(
                 "tun.mtu",
@@ -1455,6 +1464,26 @@ rfc6791 = "192.0.2.1"
         assert!(e.starts_with("xlat.toml: nat64.pool4: "), "{e}");
         let e = err("[control]\nsocket = \"/tmp/x.sock\"\n");
         assert!(e.contains("no translator configured"), "{e}");
+        // What would break at run time is refused by `xlat check` (issue 20).
+        let e = err(&format!(
+            "{NAT64}[nat44]\ninside = [\"198.19.0.0/24\"]\npool = [\"198.18.5.1\"]\n"
+        ));
+        assert!(e.starts_with("xlat.toml: nat64.pool4: "), "{e}");
+        assert!(e.contains("overlaps nat44.inside"), "{e}");
+        let e = err("[nat44]\nmode = \"static\"\nstatic = [{ inside = \"198.19.0.10\", outside = \"198.19.0.10\" }]\n");
+        assert!(e.starts_with("xlat.toml: nat44.static: "), "{e}");
+        assert!(e.contains("to itself"), "{e}");
+        let e = err("[nat44]\nmode = \"static\"\nstatic = [{ inside = \"198.18.0.10\", outside = \"198.19.0.10\" }, { inside = \"198.18.0.11\", outside = \"198.19.0.12\" }, { inside = \"198.18.0.10\", outside = \"198.19.0.11\" }]\n");
+        assert!(
+            e.contains("198.18.0.10 -> 198.19.0.10 and 198.18.0.10 -> 198.19.0.11 overlap"),
+            "{e}"
+        );
+        let e = err("[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100\"]\n[tunnel.6to4]\nipv4 = \"198.19.0.100\"\n");
+        assert!(e.starts_with("xlat.toml: tunnel.6to4.ipv4: "), "{e}");
+        assert!(e.contains("nat44.pool"), "{e}");
+        let e = err(&format!("{NAT64}[tun]\nname = \"lo\"\n"));
+        assert!(e.starts_with("xlat.toml: tun.name: "), "{e}");
+        assert!(e.contains("not a TUN device"), "{e}");
         let e = err(&format!("{NAT64}prefx = 1\n"));
         assert!(e.contains("unknown field `prefx`"), "{e}");
     }

@@ -282,11 +282,30 @@ impl Nat44Config {
                 format!("{pool_size} addresses; at most 65536 are supported"),
             );
         }
-        for (i, s) in self.statics.iter().enumerate() {
-            for t in self.statics.iter().skip(i + 1) {
-                if s.inside == t.inside || s.outside == t.outside {
-                    return err("nat44.static", format!("entries {} -> {} and {} -> {} overlap; each inside and each outside address may appear once", s.inside, s.outside, t.inside, t.outside));
-                }
+        // Each inside and each outside address once: found by sorting, not pairwise (a file of
+        // millions of entries is checked in seconds, not hours).
+        for side in [false, true] {
+            let addr = |s: &StaticEntry| u32::from(if side { s.outside } else { s.inside });
+            let mut v: Vec<(u32, usize)> = self
+                .statics
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (addr(s), i))
+                .collect();
+            v.sort_unstable();
+            let dup = v.windows(2).find_map(|w| match w {
+                [(a, i), (b, j)] if a == b => Some((*i, *j)),
+                _ => None,
+            });
+            if let Some((s, t)) =
+                dup.and_then(|(i, j)| Some((self.statics.get(i)?, self.statics.get(j)?)))
+            {
+                return err("nat44.static", format!("entries {} -> {} and {} -> {} overlap; each inside and each outside address may appear once", s.inside, s.outside, t.inside, t.outside));
+            }
+        }
+        for s in &self.statics {
+            if s.inside == s.outside {
+                return err("nat44.static", format!("entry {} -> {} maps an address to itself; a static entry translates an inside address to a different outside one (leave an address that needs no translation out of [nat44])", s.inside, s.outside));
             }
             if self.pool.iter().any(|p| p.contains(u32::from(s.outside))) {
                 return err("nat44.static", format!("outside address {} is also in nat44.pool; static addresses must be outside the pool", s.outside));

@@ -196,6 +196,61 @@ impl EngineConfig {
                 }
             }
         }
+        if let (Some(n44), Some(n64)) = (&self.nat44, &self.nat64) {
+            for p in &n64.pool4 {
+                if let Some(q) = n44.inside.iter().find(|q| q.overlaps(p)) {
+                    return err(
+                        "nat64.pool4",
+                        format!("{p} overlaps nat44.inside {q}: NAT44 would take NAT64's translated packets for inside traffic and translate them again; take pool4 from outside the inside prefixes"),
+                    );
+                }
+            }
+        }
+        if let Some(t) = &self.tunnel {
+            // A tunnel endpoint's protocol 41 must reach the tunnel, not a translator.
+            let keyed = t
+                .sixtofour
+                .iter()
+                .map(|s| ("tunnel.6to4.ipv4", s.ipv4))
+                .chain(t.isatap.iter().map(|i| ("tunnel.isatap.ipv4", i.ipv4)));
+            for (key, a) in keyed {
+                let a32 = u32::from(a);
+                let taken = self
+                    .nat44
+                    .iter()
+                    .flat_map(|n| {
+                        n.pool
+                            .iter()
+                            .map(|p| ("nat44.pool", *p))
+                            .chain(n.statics.iter().map(|s| {
+                                (
+                                    "nat44.static",
+                                    Prefix4 {
+                                        addr: u32::from(s.outside),
+                                        len: 32,
+                                    },
+                                )
+                            }))
+                    })
+                    .chain(
+                        self.nat64
+                            .iter()
+                            .flat_map(|n| n.pool4.iter().map(|p| ("nat64.pool4", *p))),
+                    )
+                    .chain(
+                        self.siit
+                            .iter()
+                            .flat_map(|s| s.pool4.iter().map(|p| ("siit.pool4", *p))),
+                    )
+                    .find(|(_, p)| p.contains(a32));
+                if let Some((other, p)) = taken {
+                    return err(
+                        key,
+                        format!("endpoint {a} is also in {other} ({p}): its protocol 41 would be translated instead of decapsulated; give the tunnel an address of its own"),
+                    );
+                }
+            }
+        }
         if let Some(n44) = &self.nat44 {
             let v4: Vec<(&str, Prefix4)> = self
                 .nat64
