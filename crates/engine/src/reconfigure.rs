@@ -13,7 +13,7 @@
 //! static entries, `mode`, `ports`, `limits.max_sessions`, fragment limits and timeout,
 //! translators added or removed, SIIT, tunnels, the seed) and is refused for now.
 
-use crate::config::{Limits, Timeouts};
+use crate::config::Timeouts;
 use crate::{Engine, EngineConfig};
 
 /// Why a configuration cannot be applied live.
@@ -61,9 +61,8 @@ pub(crate) struct Live {
     pub max_sessions_per_host: u32,
 }
 
-/// Compares a translator's old and new `Live` parts, adds the changed keys to `change`
-/// under `table`, and checks what may not change (`fixed`, equal when compared with the
-/// live part made equal).
+/// Compares a translator's old and new `Live` parts and adds the changed keys to `change`
+/// (`table` names the per-translator ones); a changed fragment timeout is refused.
 fn diff_live(table: &str, old: Live, new: Live, change: &mut Change) -> Result<(), ReloadError> {
     let t = |k: &str| format!("{table}.{k}");
     if old.timeouts.fragment != new.timeouts.fragment {
@@ -99,11 +98,70 @@ fn diff_live(table: &str, old: Live, new: Live, change: &mut Change) -> Result<(
     Ok(())
 }
 
-/// `limits` with the live-changeable field of `other`.
-fn fixed_limits(l: Limits, other: Limits) -> Limits {
-    Limits {
-        max_sessions_per_host: other.max_sessions_per_host,
-        ..l
+/// A stateful translator's configuration: its live-changeable part read and written.
+pub(crate) trait Stateful: Clone + PartialEq {
+    /// Its `[nat44]` / `[nat64]` table name.
+    const TABLE: &'static str;
+    fn live(&self) -> Live;
+    fn set_live(&mut self, l: Live);
+    /// The first key (beyond the live ones) where `self` and `o` differ.
+    fn first_diff(&self, o: &Self) -> String;
+}
+
+macro_rules! stateful_live {
+    () => {
+        fn live(&self) -> Live {
+            Live {
+                timeouts: self.timeouts,
+                filtering: self.filtering,
+                inbound_refresh: self.inbound_refresh,
+                max_sessions_per_host: self.limits.max_sessions_per_host,
+            }
+        }
+        fn set_live(&mut self, l: Live) {
+            self.timeouts = l.timeouts;
+            self.filtering = l.filtering;
+            self.inbound_refresh = l.inbound_refresh;
+            self.limits.max_sessions_per_host = l.max_sessions_per_host;
+        }
+    };
+}
+
+impl Stateful for crate::Nat44Config {
+    const TABLE: &'static str = "nat44";
+    stateful_live!();
+    fn first_diff(&self, o: &Self) -> String {
+        first_diff44(self, o)
+    }
+}
+
+impl Stateful for crate::Nat64Config {
+    const TABLE: &'static str = "nat64";
+    stateful_live!();
+    fn first_diff(&self, o: &Self) -> String {
+        first_diff64(self, o)
+    }
+}
+
+/// Checks one translator's old and new configuration: present in both or neither, and
+/// differing only in what changes live (whose keys go into `change`).
+fn check<C: Stateful>(
+    old: Option<&C>,
+    new: Option<&C>,
+    change: &mut Change,
+) -> Result<(), ReloadError> {
+    match (old, new) {
+        (None, None) => Ok(()),
+        (Some(a), Some(b)) => {
+            diff_live(C::TABLE, a.live(), b.live(), change)?;
+            let mut same = b.clone();
+            same.set_live(a.live());
+            if same != *a {
+                return Err(restart(&a.first_diff(b)));
+            }
+            Ok(())
+        }
+        _ => Err(restart(C::TABLE)),
     }
 }
 
@@ -124,68 +182,19 @@ impl Engine {
         if new.tunnel != old.tunnel {
             return Err(restart("tunnel"));
         }
-        match (&old.nat44, &new.nat44) {
-            (None, None) => {}
-            (Some(a), Some(b)) => {
-                let la = Live::of44(a);
-                let lb = Live::of44(b);
-                diff_live("nat44", la, lb, &mut change)?;
-                let mut same = b.clone();
-                same.timeouts = a.timeouts;
-                same.filtering = a.filtering;
-                same.inbound_refresh = a.inbound_refresh;
-                same.limits = fixed_limits(b.limits, a.limits);
-                if same != *a {
-                    return Err(restart(&first_diff44(a, b)));
-                }
-            }
-            _ => return Err(restart("nat44")),
-        }
-        match (&old.nat64, &new.nat64) {
-            (None, None) => {}
-            (Some(a), Some(b)) => {
-                diff_live("nat64", Live::of64(a), Live::of64(b), &mut change)?;
-                let mut same = b.clone();
-                same.timeouts = a.timeouts;
-                same.filtering = a.filtering;
-                same.inbound_refresh = a.inbound_refresh;
-                same.limits = fixed_limits(b.limits, a.limits);
-                if same != *a {
-                    return Err(restart(&first_diff64(a, b)));
-                }
-            }
-            _ => return Err(restart("nat64")),
-        }
+        check(old.nat44.as_ref(), new.nat44.as_ref(), &mut change)?;
+        check(old.nat64.as_ref(), new.nat64.as_ref(), &mut change)?;
         change.keys.sort();
         change.keys.dedup();
         // Checked: apply.
         if let (Some(n), Some(c)) = (self.nat44.as_mut(), new.nat44.as_ref()) {
-            n.set_live(Live::of44(c));
+            n.set_live(c.live());
         }
         if let (Some(n), Some(c)) = (self.nat64.as_mut(), new.nat64.as_ref()) {
-            n.set_live(Live::of64(c));
+            n.set_live(c.live());
         }
         self.cfg = new.clone();
         Ok(change)
-    }
-}
-
-impl Live {
-    fn of44(c: &crate::Nat44Config) -> Live {
-        Live {
-            timeouts: c.timeouts,
-            filtering: c.filtering,
-            inbound_refresh: c.inbound_refresh,
-            max_sessions_per_host: c.limits.max_sessions_per_host,
-        }
-    }
-    fn of64(c: &crate::Nat64Config) -> Live {
-        Live {
-            timeouts: c.timeouts,
-            filtering: c.filtering,
-            inbound_refresh: c.inbound_refresh,
-            max_sessions_per_host: c.limits.max_sessions_per_host,
-        }
     }
 }
 

@@ -732,10 +732,7 @@ impl Nat44 {
 
     /// Applies the live-changeable settings ([`crate::reconfigure`]).
     pub(crate) fn set_live(&mut self, l: crate::reconfigure::Live) {
-        self.cfg.timeouts = l.timeouts;
-        self.cfg.filtering = l.filtering;
-        self.cfg.inbound_refresh = l.inbound_refresh;
-        self.cfg.limits.max_sessions_per_host = l.max_sessions_per_host;
+        crate::reconfigure::Stateful::set_live(&mut self.cfg, l);
         self.napt.set_live(l);
     }
 
