@@ -451,7 +451,7 @@ impl Worker {
             .clone();
         let mut batch = RecvBatch::new(DEFAULT_BATCH);
         let mut verdicts = vec![Verdict::Held; DEFAULT_BATCH];
-        let mut ops = Vec::new();
+        let mut ops = FastPathBufs::default();
         let mut last_expire = Time(0);
         let mut busy = false;
         let mut reported_errors = 0u64;
@@ -654,7 +654,7 @@ impl Worker {
                 let mut s = self.engine.sessions_matching(now, filter, limit);
                 if self.id != 0 {
                     // Every engine lists the static entries: worker 0 speaks for them.
-                    s.retain(|r| r.state != "static");
+                    s.retain(|r| r.state != xlat_engine::SessionState::Static);
                 }
                 Response::Sessions(s)
             }
@@ -726,23 +726,34 @@ fn fast_path_stats(f: &Mutex<xlat_xdp::FastPath>) -> FastPathStats {
     }
 }
 
-/// Carries the engine's offload ops to the XDP fast path: installs and removals staged and
-/// written with one batched bpf(2) call per map (issue 25: not one per session), queries
-/// answered with the recipes' last-seen stamps (converted to the engine's clock), which may
-/// expire sessions and so produce removals: a few rounds, bounded. The fast path is shared by
-/// the workers (their sessions' recipes are disjoint); its lock is taken only when there are
-/// ops, once per round. This is the one consumer of the engine's offload ops.
+/// What [`sync_fast_path`] reuses from one round to the next.
+#[derive(Default)]
+pub struct FastPathBufs {
+    events: Vec<xlat_engine::events::StateEvent>,
+    ops: Vec<xlat_engine::offload::OffloadOp>,
+}
+
+/// Carries the fast-path instructions of the engine's state-event stream to the XDP fast
+/// path (the stream's one consumer so far): installs and removals staged and written with one
+/// batched bpf(2) call per map (issue 25: not one per session), queries answered with the
+/// recipes' last-seen stamps (converted to the engine's clock), which may expire sessions and
+/// so produce removals: a few rounds, bounded. The fast path is shared by the workers (their
+/// sessions' recipes are disjoint); its lock is taken only when there are instructions, once
+/// per round.
 pub fn sync_fast_path(
     engine: &mut Engine,
     fast: &Mutex<xlat_xdp::FastPath>,
-    ops: &mut Vec<xlat_engine::offload::OffloadOp>,
+    bufs: &mut FastPathBufs,
     now: Time,
     mono_start: u64,
 ) {
     use xlat_engine::offload::OffloadKind;
+    let FastPathBufs { events, ops } = bufs;
     for _ in 0..4 {
+        events.clear();
+        engine.drain_events(events);
         ops.clear();
-        engine.offload_ops(ops);
+        ops.extend(events.iter().filter_map(|ev| engine.offload_op(ev)));
         if ops.is_empty() {
             return;
         }

@@ -2,7 +2,8 @@
 //! outside interfaces and keeps its recipe table in step with the engine.
 //!
 //! The engine decides; this crate only carries its decisions into the kernel. The daemon
-//! passes every [`OffloadOp`] the engine emits to [`FastPath::apply`]: `Install` writes the
+//! turns every fast-path event of the engine's state-event stream into an [`OffloadOp`]
+//! (`Engine::offload_op`) and passes it to [`FastPath::apply`]: `Install` writes the
 //! session's two recipes (NAT44 into `recipes`; NAT64 into `recipes64`, keyed by the IPv6
 //! tuple, and `recipes46`), `Remove` deletes them, `Query` is answered by
 //! [`FastPath::last_seen`] (when the XDP program last matched each recipe) so that the engine
