@@ -454,6 +454,9 @@ fn reload(reloader: &Reloader, workers: &[WorkerLink]) -> Response {
     if new.prefault != old.prefault {
         return restart("limits.prefault");
     }
+    if new.logging != old.logging {
+        return restart("logging");
+    }
     if new.seed.is_some_and(|s| s != ctx.seed) {
         return restart("engine.seed");
     }
