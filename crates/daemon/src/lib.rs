@@ -8,6 +8,8 @@
 //! - [`journal`]: what the daemon changed on the machine, on disk before each change, so a
 //!   killed run's leftovers are undone and the true originals restored on the next start.
 //! - [`control`]: the control socket protocol, its server thread and the `xlat show` client.
+//! - [`metrics`]: the Prometheus text of the daemon's counters (docs/METRICS.md).
+//! - [`http`]: the `[metrics]` listener: `/metrics`, `/stats.json` and the live page.
 //! - [`translate`]: offline translation of pcap files.
 //! - [`tunnel_routes`]: policy rules, addresses and routes for the 6to4 / ISATAP endpoints.
 //! - [`worker`]: the packet workers (one engine shard and one TUN queue each), their handoff
@@ -15,7 +17,9 @@
 
 pub mod config;
 pub mod control;
+pub mod http;
 pub mod journal;
+pub mod metrics;
 pub mod routes;
 pub mod run;
 pub mod translate;

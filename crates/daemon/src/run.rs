@@ -10,6 +10,8 @@
 //! listed interfaces and each worker carries its engine's offload ops to it after every batch
 //! and every expiry pass (`sync_fast_path`, under a mutex the workers share, taken only when
 //! there are ops); a failed attach is logged and the workers run without.
+//! With `[metrics]` an HTTP listener ([`crate::http`]) serves Prometheus text and the live
+//! page from control-plane threads.
 //! SIGINT or SIGTERM stop every worker; so does a worker's fatal error, which `run` returns
 //! naming the worker. SIGHUP does not stop the daemon: the control thread reloads the
 //! configuration file (as `xlat reload` does). Routes and the socket file are removed on the way out, on error paths
@@ -135,7 +137,22 @@ pub fn run(cfg: &Config) -> Result<()> {
         seed,
         workers: n,
     };
+    let metric_links = links.clone();
     let _control = ControlServer::start_reloadable(&cfg.socket, links, Some(reload))?;
+    // [metrics]: Prometheus and the live page on a control-plane thread, asking the workers
+    // through the same channels as the control socket (they answer between batches).
+    let _metrics = match &cfg.metrics {
+        Some(m) => Some(
+            crate::http::MetricsServer::start(m.listen, metric_links).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: metrics.listen: cannot listen on {}: {e}; choose a free address and port, or remove [metrics]",
+                    cfg.file,
+                    m.listen
+                )
+            })?,
+        ),
+        None => None,
+    };
 
     let tuns = Tun::open_queues(&cfg.tun.name, n).context("opening the TUN device")?;
     let tun = tuns.first().context("no TUN queue")?;

@@ -101,6 +101,19 @@ worker_counters! {
     FragmentWaitFull = "fragment_wait_full": "Non-first fragments dropped because this worker already held as many fragments waiting for their first fragment as it may (64).",
 }
 
+/// Every [`WorkerCounter`] at zero, with its explanation (the names a worker's stats row
+/// lists; docs and tests).
+pub fn worker_counter_names() -> Vec<NamedCount> {
+    WorkerCounter::ALL
+        .iter()
+        .map(|&c| NamedCount {
+            name: c.name().into(),
+            value: 0,
+            explain: c.explain().into(),
+        })
+        .collect()
+}
+
 /// Who owns the datagram of a first fragment, for its later fragments: a fixed table of
 /// atomics any worker writes and reads without a lock. Each slot packs a 40-bit tag of the
 /// datagram's keyed hash, the worker, and the second it was written; a newer datagram
