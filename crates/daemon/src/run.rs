@@ -10,6 +10,8 @@
 //! listed interfaces and each worker carries its engine's offload ops to it after every batch
 //! and every expiry pass (`sync_fast_path`, under a mutex the workers share, taken only when
 //! there are ops); a failed attach is logged and the workers run without.
+//! Under systemd (`NOTIFY_SOCKET`) it sends READY=1 once the TUN device and its routes are
+//! up, WATCHDOG=1 while every worker answers, STOPPING=1 at the end ([`crate::notify`]).
 //! With `[metrics]` an HTTP listener ([`crate::http`]) serves Prometheus text and the live
 //! page from control-plane threads.
 //! SIGINT or SIGTERM stop every worker; so does a worker's fatal error, which `run` returns
@@ -138,6 +140,7 @@ pub fn run(cfg: &Config) -> Result<()> {
         workers: n,
     };
     let metric_links = links.clone();
+    let watchdog_links = links.clone();
     let _control = ControlServer::start_reloadable(&cfg.socket, links, Some(reload))?;
     // [metrics]: Prometheus and the live page on a control-plane thread, asking the workers
     // through the same channels as the control socket (they answer between batches).
@@ -300,6 +303,23 @@ pub fn run(cfg: &Config) -> Result<()> {
         mono_start: xlat_xdp::monotonic_ns(),
         dns64: dns64_stats.as_deref(),
     };
+    // systemd (Type=notify): ready now that the TUN device, its routes and the control
+    // socket are up; keep-alives while every worker answers (crate::notify).
+    let notifier = crate::notify::Notifier::from_env().map(Arc::new);
+    let _watchdog = match (&notifier, crate::notify::watchdog_interval()) {
+        (Some(n), Some(every)) => Some(
+            crate::notify::Watchdog::start(n.clone(), every, watchdog_links)
+                .context("starting the systemd watchdog thread")?,
+        ),
+        _ => None,
+    };
+    if let Some(sd) = &notifier {
+        sd.notify(&format!(
+            "READY=1\nMAINPID={}\nSTATUS=translating on {} with {n} packet worker(s)",
+            std::process::id(),
+            cfg.tun.name
+        ));
+    }
     let mut iter = workers.into_iter();
     let mut first = iter.next().context("no packet worker")?;
     let results: Vec<WorkerEnd> = std::thread::scope(|s| {
@@ -348,6 +368,9 @@ pub fn run(cfg: &Config) -> Result<()> {
         packets_in += i;
         packets_out += o;
         write_errors += e;
+    }
+    if let Some(sd) = &notifier {
+        sd.notify("STOPPING=1");
     }
     let sig = stop_signal();
     info!(
