@@ -490,4 +490,117 @@ mod tests {
             "docs/METRICS.md does not list: {missing:?}"
         );
     }
+
+    /// The cost of a scrape against a worker holding 1M and 10M sessions: the ask through
+    /// the control channel (the worker answers with `Engine::stats`), the merge and the
+    /// encoding, as `GET /metrics` does. A measurement, not a check of speed (tests never
+    /// assert on wall time); run it with
+    /// `cargo test --release -p xlat-daemon -- --ignored scrape_cost --nocapture`
+    /// (the 10M-session table needs a few GiB free). docs/METRICS.md has the numbers.
+    #[test]
+    #[ignore]
+    fn scrape_cost_at_1m_and_10m_sessions() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::control::{ask_workers, serve_pending, Request, Response, WorkerLink};
+        use std::sync::{mpsc, Arc};
+        use std::time::{Duration, Instant};
+        use xlat_io::sys::{wait_readable, Waker};
+
+        /// An IPv4/UDP packet (header checksum computed, UDP checksum 0).
+        fn udp(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16) -> Vec<u8> {
+            let mut p = vec![0u8; 28];
+            p[0] = 0x45;
+            p[2..4].copy_from_slice(&28u16.to_be_bytes());
+            p[8] = 64;
+            p[9] = 17;
+            p[12..16].copy_from_slice(&src);
+            p[16..20].copy_from_slice(&dst);
+            let mut sum: u32 = 0;
+            for k in (0..20).step_by(2) {
+                sum += u32::from(u16::from_be_bytes([p[k], p[k + 1]]));
+            }
+            while sum > 0xffff {
+                sum = (sum & 0xffff) + (sum >> 16);
+            }
+            p[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+            p[20..22].copy_from_slice(&sport.to_be_bytes());
+            p[22..24].copy_from_slice(&dport.to_be_bytes());
+            p[24..26].copy_from_slice(&8u16.to_be_bytes());
+            p
+        }
+
+        for n in [1_000_000u64, 10_000_000] {
+            // 1,000 inside hosts (198.18.0.0/22), 1/1000 of the sessions each, to remotes in
+            // 203.0.113.0/24 with varying ports: one mapping per host, many sessions.
+            let text = format!(
+                "[nat44]\ninside = [\"198.18.0.0/22\"]\npool = [\"198.19.0.100/32\"]\nmode = \"napt\"\n[limits]\nmax_sessions = {}\nmax_sessions_per_host = {}\n",
+                n + 1000,
+                n / 1000 + 10
+            );
+            let cfg = crate::config::Config::parse("scrape.toml", &text)?;
+            let mut engine = xlat_engine::Engine::new(cfg.engine_config(1))?;
+            let now = xlat_engine::Time::from_secs(1);
+            let start = Instant::now();
+            for k in 0..n {
+                let host = (k % 1000) as u16;
+                let j = k / 1000;
+                let src = [198, 18, (host >> 8) as u8, host as u8];
+                let dst = [203, 0, 113, 1 + (j % 250) as u8];
+                let mut pkt = udp(src, 5000, dst, 1024 + (j / 250) as u16);
+                let _ = engine.process_vec(now, &mut pkt);
+            }
+            let fill = start.elapsed();
+            assert_eq!(engine.stats().sessions, n, "sessions made");
+
+            // The worker: owns the engine, answers between "batches".
+            let (tx, rx) = mpsc::channel::<crate::control::ControlMsg>();
+            let waker = Arc::new(Waker::new()?);
+            let w = waker.clone();
+            let worker = std::thread::spawn(move || {
+                for _ in 0..10_000 {
+                    let _ =
+                        wait_readable([std::os::fd::AsFd::as_fd(&*w)], Duration::from_millis(100));
+                    w.drain();
+                    let mut stop = false;
+                    serve_pending(&rx, |r| match r {
+                        Request::Stats {} => Response::Stats(Box::new(DaemonStats {
+                            engine: engine.stats(),
+                            ..DaemonStats::default()
+                        })),
+                        _ => {
+                            stop = true;
+                            Response::Error("stop".into())
+                        }
+                    });
+                    if stop {
+                        break;
+                    }
+                }
+                drop(engine);
+            });
+            let links = vec![WorkerLink { tx, waker }];
+            let mut times = Vec::new();
+            let mut text = String::new();
+            for _ in 0..21 {
+                let t0 = Instant::now();
+                let Response::Stats(s) = ask_workers(Request::Stats {}, &links) else {
+                    panic!("no stats")
+                };
+                text = encode(&s);
+                times.push(t0.elapsed());
+            }
+            let _ = ask_workers(Request::Ping {}, &links);
+            let _ = worker.join();
+            times.sort();
+            let series = text.lines().filter(|l| !l.starts_with('#')).count();
+            assert!(text.contains(&format!("\nxlat_sessions {n}\n")));
+            println!(
+                "{n} sessions (made in {:.1} s): scrape median {:?}, max {:?}; {} bytes, {series} series",
+                fill.as_secs_f64(),
+                times[times.len() / 2],
+                times[times.len() - 1],
+                text.len()
+            );
+        }
+        Ok(())
+    }
 }
