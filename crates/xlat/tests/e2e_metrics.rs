@@ -322,3 +322,36 @@ fn live_page_draws_in_headless_chromium() {
     t.stop(driver);
     t.stop(ping);
 }
+
+#[test]
+fn a_metrics_address_in_use_stops_the_start_before_the_tun() {
+    if !can_run() {
+        return;
+    }
+    let mut t = Topo::new(Opts::default());
+    let cfg = config(&t);
+    let gw = t.ns_gw.clone();
+    // Something else holds the port in GW.
+    let holder = t.spawn(
+        &gw,
+        "holder",
+        &["socat", "TCP-LISTEN:9641,bind=127.0.0.1,fork", "-"],
+    );
+    t.wait_listening(&gw, "tcp", 9641, Some(holder));
+    let path = t.config.clone();
+    let p = t.spawn_xlat(&gw, "xlat", &["run"], &path, &cfg);
+    let status = t.proc(p).wait_exit(Duration::from_secs(15));
+    let err = t.proc(p).stderr_text();
+    assert!(
+        status.is_some_and(|s| !s.success()),
+        "xlat run did not fail: {status:?}\n{err}"
+    );
+    assert!(
+        err.contains("metrics.listen: cannot listen on 127.0.0.1:9641")
+            && err.contains(&path.display().to_string()),
+        "the error does not name the file and key:\n{err}"
+    );
+    // It failed before touching the TUN device.
+    let link = t.ns(&gw, 5, &["ip", "link", "show", "dev", &t.tun]);
+    assert!(!link.ok(), "the TUN device was created: {}", link.stdout);
+}
