@@ -196,6 +196,19 @@ fn metrics_move_with_the_traffic_and_pass_promtool() {
     let json: serde_json::Value = serde_json::from_str(&get(&t, "/stats.json")).unwrap();
     assert!(counter(&json, "events", "outbound") >= sample(&after, "xlat_outbound_total"));
     assert_eq!(json["workers"][0]["worker"], 0);
+
+    // Moving the listener needs a restart: a reload refuses it (exit 2) and keeps serving.
+    let moved_cfg = cfg.replace(METRICS, "127.0.0.1:9642");
+    assert_ne!(moved_cfg, cfg);
+    std::fs::write(&t.config, moved_cfg).unwrap();
+    let r = t.xlat_cmd(&["reload"]);
+    assert_eq!(r.status.code(), Some(2), "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("metrics: cannot change while running"),
+        "{}",
+        r.stderr
+    );
+    assert!(get(&t, "/metrics").contains("# TYPE xlat_sessions gauge"));
 }
 
 /// A WebDriver command to the chromedriver listening on 127.0.0.1:9515 in GW; its `value`.
