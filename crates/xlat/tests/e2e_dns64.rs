@@ -11,8 +11,7 @@
 //!
 //! Every test makes its own uniquely named namespaces and removes them on drop, also on
 //! failure; every command runs under `timeout`, every wait is bounded. Needs root, unbound and
-//! dig (Debian: unbound bind9-dnsutils); `xlat run`'s DNS64 counters are also read from its
-//! `[metrics]` listener (curl). Skipped when not root unless CI or
+//! dig (Debian: unbound bind9-dnsutils); skipped when not root unless CI or
 //! XLAT_E2E_REQUIRED is set.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
