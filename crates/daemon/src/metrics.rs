@@ -477,7 +477,8 @@ mod tests {
         assert_eq!(metric_name("odd-name.x", "_total"), "xlat_odd_name_x_total");
     }
 
-    /// docs/METRICS.md lists every family a daemon running everything writes.
+    /// docs/METRICS.md lists every family a daemon running everything writes, and every
+    /// drop reason.
     #[test]
     fn metrics_doc_lists_every_family() {
         let doc = include_str!("../../../docs/METRICS.md");
@@ -488,6 +489,16 @@ mod tests {
         assert!(
             missing.is_empty(),
             "docs/METRICS.md does not list: {missing:?}"
+        );
+        // And every value of the reason label.
+        let reasons: Vec<&str> = xlat_engine::DropReason::ALL
+            .iter()
+            .map(|r| r.name())
+            .filter(|r| !doc.contains(&format!("`{r}`")))
+            .collect();
+        assert!(
+            reasons.is_empty(),
+            "docs/METRICS.md does not list the drop reasons {reasons:?}"
         );
     }
 
