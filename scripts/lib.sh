@@ -1,8 +1,10 @@
 # Shared helpers for scripts/demo.sh, scripts/test.sh and .ci/run. Source it; do not run it.
 
-# Debian packages the demo and the end-to-end tests call.
+# Debian packages the demo and the end-to-end tests call. prometheus brings `promtool check
+# metrics`; chromium and chromium-driver load the live page in e2e_metrics (about 70 s to
+# install on a fresh machine); systemd brings `systemd-analyze verify` for the packaged unit.
 XLAT_PKGS=(iproute2 iputils-ping nftables ethtool iperf3 apache2-utils tcpdump socat curl python3 procps coreutils
-           unbound bind9-dnsutils tayga clang-14 libbpf-dev conntrack)
+           unbound bind9-dnsutils tayga clang-14 libbpf-dev conntrack prometheus chromium chromium-driver systemd)
 
 die() { echo "error: $*" >&2; exit 1; }
 say() { echo "==> $*" >&2; }

@@ -155,7 +155,19 @@ pub struct Config {
     pub prefault: bool,
     /// `[logging]`, when present with a collector: NAT event logging.
     pub logging: Option<crate::eventlog::LogConfig>,
+    /// `[metrics]`, when present: the HTTP listener for Prometheus and the live page.
+    pub metrics: Option<MetricsConfig>,
 }
+
+/// `[metrics]`: where the HTTP listener for `/metrics` (Prometheus), `/stats.json` and the
+/// live page `/` listens (docs/METRICS.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetricsConfig {
+    pub listen: std::net::SocketAddr,
+}
+
+/// The address the examples and docs use for `[metrics] listen`.
+pub const EXAMPLE_METRICS_LISTEN: &str = "127.0.0.1:9641";
 
 // ---- the file as written -------------------------------------------------------------------
 
@@ -180,6 +192,7 @@ struct RawFile {
     #[serde(default)]
     dataplane: RawDataplane,
     logging: Option<RawLogging>,
+    metrics: Option<RawMetrics>,
 }
 
 #[derive(Deserialize, Default)]
@@ -228,6 +241,12 @@ impl RawLogging {
             _ => None,
         })
     }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawMetrics {
+    listen: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -808,6 +827,32 @@ impl Config {
             workers,
         };
 
+        // [metrics]
+        let metrics = match raw.metrics {
+            None => None,
+            Some(m) => {
+                let Some(listen) = m.listen else {
+                    return Err(cx.invalid(
+                        "metrics.listen",
+                        format!("missing; [metrics] needs the address and port to serve on, like listen = {EXAMPLE_METRICS_LISTEN:?} (or remove [metrics])"),
+                    ));
+                };
+                let addr: std::net::SocketAddr = listen.parse().map_err(|_| {
+                    cx.invalid(
+                        "metrics.listen",
+                        format!("{listen:?} is not an address and port; expected like {EXAMPLE_METRICS_LISTEN:?} or \"[::1]:9641\""),
+                    )
+                })?;
+                if addr.port() == 0 {
+                    return Err(cx.invalid(
+                        "metrics.listen",
+                        format!("{listen:?} has port 0; expected a fixed port for Prometheus to scrape, like {EXAMPLE_METRICS_LISTEN:?}"),
+                    ));
+                }
+                Some(MetricsConfig { listen: addr })
+            }
+        };
+
         let cfg = Config {
             file: file.to_string(),
             tun,
@@ -821,6 +866,7 @@ impl Config {
             dataplane,
             prefault,
             logging: raw.logging.map(|l| l.check(&cx)).transpose()?.flatten(),
+            metrics,
         };
         // At least one translator, and no two claiming the same addresses.
         cfg.engine_config(0)
@@ -888,6 +934,13 @@ impl Config {
         let mut w = self.rfc_warnings();
         if !self.tun.auto_routes {
             w.push("tun.auto_routes = false: route traffic into the tun device yourself (see docs/CONFIG.md)".to_string());
+        }
+        if let Some(m) = self
+            .metrics
+            .as_ref()
+            .filter(|m| !m.listen.ip().is_loopback())
+        {
+            w.push(format!("metrics.listen = \"{}\" is not a loopback address: anyone who reaches it reads the counters and the live page (there is no authentication); firewall it or listen on 127.0.0.1", m.listen));
         }
         w
     }
@@ -1156,6 +1209,46 @@ seed = 42
         assert_eq!(c.seed, Some(42));
         assert_eq!(c.engine_config(7).seed, 42);
         assert_eq!(c.warnings().len(), 1, "{:?}", c.warnings());
+    }
+
+    #[test]
+    fn metrics_section() {
+        let base = "[nat44]\ninside=[\"198.18.0.0/24\"]\npool=[\"198.19.0.1\"]\n";
+        assert_eq!(ok(base).metrics, None);
+        let c = ok(&format!("{base}[metrics]\nlisten = \"127.0.0.1:9641\"\n"));
+        assert_eq!(
+            c.metrics.map(|m| m.listen.to_string()),
+            Some("127.0.0.1:9641".to_string())
+        );
+        assert!(!ok(&format!("{base}[metrics]\nlisten = \"[::1]:9641\"\n"))
+            .warnings()
+            .iter()
+            .any(|w| w.contains("metrics")));
+        let open = ok(&format!("{base}[metrics]\nlisten = \"0.0.0.0:9641\"\n"));
+        assert!(
+            open.warnings()
+                .iter()
+                .any(|w| w
+                    .starts_with("metrics.listen = \"0.0.0.0:9641\" is not a loopback address")),
+            "{:?}",
+            open.warnings()
+        );
+        let e = err(&format!("{base}[metrics]\nlisten = \"localhost:9641\"\n"));
+        assert_eq!(
+            e,
+            "xlat.toml: metrics.listen: \"localhost:9641\" is not an address and port; expected like \"127.0.0.1:9641\" or \"[::1]:9641\""
+        );
+        let e = err(&format!("{base}[metrics]\nlisten = \"127.0.0.1:0\"\n"));
+        assert!(
+            e.starts_with("xlat.toml: metrics.listen: \"127.0.0.1:0\" has port 0"),
+            "{e}"
+        );
+        let e = err(&format!("{base}[metrics]\n"));
+        assert!(e.starts_with("xlat.toml: metrics.listen: missing;"), "{e}");
+        let e = err(&format!(
+            "{base}[metrics]\nlisten = \"127.0.0.1:9641\"\nport = 1\n"
+        ));
+        assert!(e.contains("unknown field `port`"), "{e}");
     }
 
     #[test]

@@ -451,6 +451,9 @@ fn reload(reloader: &Reloader, workers: &[WorkerLink]) -> Response {
     if new.dns64 != old.dns64 {
         return restart("dns64");
     }
+    if new.metrics != old.metrics {
+        return restart("metrics");
+    }
     if new.prefault != old.prefault {
         return restart("limits.prefault");
     }
@@ -590,8 +593,9 @@ fn handle(
 }
 
 /// Sends `request` to every worker, wakes them, and merges their answers; a worker that
-/// stopped or does not answer within [`WORKER_TIMEOUT`] makes the answer an error.
-fn ask_workers(request: Request, workers: &[WorkerLink]) -> Response {
+/// stopped or does not answer within [`WORKER_TIMEOUT`] makes the answer an error. The
+/// workers answer between batches; the caller (a control-plane thread) waits, they do not.
+pub fn ask_workers(request: Request, workers: &[WorkerLink]) -> Response {
     let mut pending = Vec::with_capacity(workers.len());
     for (k, w) in workers.iter().enumerate() {
         let (reply, rx) = mpsc::channel();

@@ -9,6 +9,9 @@
 //!   killed run's leftovers are undone and the true originals restored on the next start.
 //! - [`eventlog`]: NAT event logging, the engine's state events as syslog lines.
 //! - [`control`]: the control socket protocol, its server thread and the `xlat show` client.
+//! - [`metrics`]: the Prometheus text of the daemon's counters (docs/METRICS.md).
+//! - [`notify`]: systemd's READY/WATCHDOG/STOPPING notifications (`Type=notify`).
+//! - [`http`]: the `[metrics]` listener: `/metrics`, `/stats.json` and the live page.
 //! - [`translate`]: offline translation of pcap files.
 //! - [`tunnel_routes`]: policy rules, addresses and routes for the 6to4 / ISATAP endpoints.
 //! - [`worker`]: the packet workers (one engine shard and one TUN queue each), their handoff
@@ -17,7 +20,10 @@
 pub mod config;
 pub mod control;
 pub mod eventlog;
+pub mod http;
 pub mod journal;
+pub mod metrics;
+pub mod notify;
 pub mod routes;
 pub mod run;
 pub mod translate;

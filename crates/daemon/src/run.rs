@@ -12,6 +12,10 @@
 //! only when there are instructions); a failed attach is logged and the workers run without.
 //! With `[logging]` the engines' state events go, after the same batches, to the event log
 //! thread ([`crate::eventlog`]), which sends them to the syslog collectors.
+//! Under systemd (`NOTIFY_SOCKET`) it sends READY=1 once the TUN device and its routes are
+//! up, WATCHDOG=1 while every worker answers, STOPPING=1 at the end ([`crate::notify`]).
+//! With `[metrics]` an HTTP listener ([`crate::http`]) serves Prometheus text and the live
+//! page from control-plane threads.
 //! SIGINT or SIGTERM stop every worker; so does a worker's fatal error, which `run` returns
 //! naming the worker. SIGHUP does not stop the daemon: the control thread reloads the
 //! configuration file (as `xlat reload` does). Routes and the socket file are removed on the way out, on error paths
@@ -137,7 +141,23 @@ pub fn run(cfg: &Config) -> Result<()> {
         seed,
         workers: n,
     };
+    let metric_links = links.clone();
+    let watchdog_links = links.clone();
     let _control = ControlServer::start_reloadable(&cfg.socket, links, Some(reload))?;
+    // [metrics]: Prometheus and the live page on a control-plane thread, asking the workers
+    // through the same channels as the control socket (they answer between batches).
+    let _metrics = match &cfg.metrics {
+        Some(m) => Some(
+            crate::http::MetricsServer::start(m.listen, metric_links).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: metrics.listen: cannot listen on {}: {e}; choose a free address and port, or remove [metrics]",
+                    cfg.file,
+                    m.listen
+                )
+            })?,
+        ),
+        None => None,
+    };
 
     let tuns = Tun::open_queues(&cfg.tun.name, n).context("opening the TUN device")?;
     let tun = tuns.first().context("no TUN queue")?;
@@ -299,6 +319,23 @@ pub fn run(cfg: &Config) -> Result<()> {
         mono_start: xlat_xdp::monotonic_ns(),
         dns64: dns64_stats.as_deref(),
     };
+    // systemd (Type=notify): ready now that the TUN device, its routes and the control
+    // socket are up; keep-alives while every worker answers (crate::notify).
+    let notifier = crate::notify::Notifier::from_env().map(Arc::new);
+    let _watchdog = match (&notifier, crate::notify::watchdog_interval()) {
+        (Some(n), Some(every)) => Some(
+            crate::notify::Watchdog::start(n.clone(), every, watchdog_links)
+                .context("starting the systemd watchdog thread")?,
+        ),
+        _ => None,
+    };
+    if let Some(sd) = &notifier {
+        sd.notify(&format!(
+            "READY=1\nMAINPID={}\nSTATUS=translating on {} with {n} packet worker(s)",
+            std::process::id(),
+            cfg.tun.name
+        ));
+    }
     let mut iter = workers.into_iter();
     let mut first = iter.next().context("no packet worker")?;
     let results: Vec<WorkerEnd> = std::thread::scope(|s| {
@@ -347,6 +384,9 @@ pub fn run(cfg: &Config) -> Result<()> {
         packets_in += i;
         packets_out += o;
         write_errors += e;
+    }
+    if let Some(sd) = &notifier {
+        sd.notify("STOPPING=1");
     }
     let sig = stop_signal();
     info!(

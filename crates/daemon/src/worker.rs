@@ -102,6 +102,19 @@ worker_counters! {
     LogEventsDropped = "log_events_dropped": "NAT events ([logging]) not logged because the queue to the log thread was full: it could not send as fast as sessions were made and ended. Log fewer events (events = \"mappings\"), or look at what slows the collector's path. Translation never waits for the log.",
 }
 
+/// Every [`WorkerCounter`] at zero, with its explanation (the names a worker's stats row
+/// lists; docs and tests).
+pub fn worker_counter_names() -> Vec<NamedCount> {
+    WorkerCounter::ALL
+        .iter()
+        .map(|&c| NamedCount {
+            name: c.name().into(),
+            value: 0,
+            explain: c.explain().into(),
+        })
+        .collect()
+}
+
 /// Who owns the datagram of a first fragment, for its later fragments: a fixed table of
 /// atomics any worker writes and reads without a lock. Each slot packs a 40-bit tag of the
 /// datagram's keyed hash, the worker, and the second it was written; a newer datagram

@@ -81,6 +81,15 @@ enum Cmd {
     },
     /// Measure translators in a namespace testbed (needs root): list | run | reproduce | report.
     Lab(Box<xlat_lab::LabArgs>),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell), generated from
+    /// these definitions: `xlat completions bash > /etc/bash_completion.d/xlat`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page xlat(1) (roff), generated from these definitions:
+    /// `xlat man | gzip > /usr/share/man/man1/xlat.1.gz`.
+    Man,
 }
 
 #[derive(Subcommand)]
@@ -323,6 +332,23 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             json: as_json,
         } => translate(&config, &input, &output, as_json),
         Cmd::Lab(args) => xlat_lab::main(*args),
+        Cmd::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(
+                shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "xlat",
+                &mut out,
+            );
+            print(&String::from_utf8_lossy(&out))
+        }
+        Cmd::Man => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command())
+                .render(&mut out)
+                .context("rendering the man page")?;
+            print(&String::from_utf8_lossy(&out))
+        }
     }
 }
 

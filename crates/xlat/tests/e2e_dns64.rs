@@ -275,7 +275,7 @@ fn xlat_run_serves_dns64_and_reports_its_counters() {
     };
     let sock = lab.socket.display().to_string();
     let cfg = format!(
-        "[tun]\nname = \"{id}t\"\nauto_routes = false\n\n[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100/32\"]\n\n[control]\nsocket = \"{sock}\"\n\n{dns64}",
+        "[tun]\nname = \"{id}t\"\nauto_routes = false\n\n[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100/32\"]\n\n[control]\nsocket = \"{sock}\"\n\n[metrics]\nlisten = \"127.0.0.1:9641\"\n\n{dns64}",
         id = lab.id,
         dns64 = config()
     );
@@ -304,6 +304,32 @@ fn xlat_run_serves_dns64_and_reports_its_counters() {
     assert_eq!(c["passthrough"], 1, "{}", r.stdout);
     assert_eq!(c["upstream_errors"], 0, "{}", r.stdout);
     assert_eq!(c["malformed"], 0, "{}", r.stdout);
+    // And so does Prometheus (docs/METRICS.md: xlat_dns64_*_total).
+    let m = lab.ns(
+        &lab.gw,
+        20,
+        &[
+            "curl",
+            "-sS",
+            "--fail",
+            "--max-time",
+            "10",
+            "http://127.0.0.1:9641/metrics",
+        ],
+    );
+    assert!(m.ok(), "GET /metrics: {}", m.stderr);
+    for (series, want) in [
+        ("xlat_dns64_queries_total", 2),
+        ("xlat_dns64_tcp_queries_total", 1),
+        ("xlat_dns64_synthesized_total", 1),
+        ("xlat_dns64_upstream_errors_total", 0),
+    ] {
+        assert!(
+            m.stdout.lines().any(|l| l == format!("{series} {want}")),
+            "{series} is not {want}:\n{}",
+            m.stdout
+        );
+    }
     // The text form ends with the same counters.
     let r = run_host(15, &[xlat_bin(), "show", "stats", "--socket", &sock]).check();
     let tail = r.stdout.split_once("DNS64\n").map(|(_, t)| t).unwrap_or("");
