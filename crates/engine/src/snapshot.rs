@@ -7,11 +7,11 @@ use serde::{Deserialize, Serialize};
 pub struct SessionInfo {
     /// "tcp", "udp", "icmp", or "any" for a static entry.
     pub proto: String,
-    /// Inside local address[:port].
+    /// Inside local address\[:port\].
     pub inside: String,
-    /// Inside global (translated) address[:port].
+    /// Inside global (translated) address\[:port\].
     pub outside: String,
-    /// Outside (remote) address[:port]; empty for static entries.
+    /// Outside (remote) address\[:port\]; empty for static entries.
     pub remote: String,
     /// NAT64: the remote as the IPv6 side sees it, its pref64 form (`[2001:2:0:64::c613:2]:80`);
     /// absent for NAT44.
@@ -24,7 +24,7 @@ pub struct SessionInfo {
     /// "nat44" or "nat64" (empty when read from a daemon older than this field).
     #[serde(default)]
     pub translator: String,
-    /// Its recipes are in the fast path ([dataplane] fast_path); `expires_in` then counts
+    /// Its recipes are in the fast path (`[dataplane] fast_path`); `expires_in` then counts
     /// from the last packet the engine saw, and the fast path's own stamp is read before
     /// the session expires.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
