@@ -28,6 +28,8 @@ struct Cli {
     cmd: Cmd,
 }
 
+// The doc comments here are `--help` text, not rustdoc: `[dns64]` names a TOML table.
+#[allow(rustdoc::broken_intra_doc_links)]
 #[derive(Subcommand)]
 enum Cmd {
     /// Validate a configuration file; print "FILE: ok" and any warnings.
