@@ -4,6 +4,8 @@
 //! Exit codes: 0 success; 1 failure (including "no daemon" for `show`); 2 an invalid
 //! configuration file or invalid command line. docs/CLI.md shows every command's output.
 
+#![forbid(unsafe_code)]
+
 mod show;
 
 use std::io::{IsTerminal, Write};
