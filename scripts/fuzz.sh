@@ -44,6 +44,6 @@ for t in "${targets[@]}"; do
         tail -n 60 "$log" >&2
         die "fuzz target $t failed (input in fuzz/artifacts/$t/, log $log)"
     fi
-    grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units)' "$log" || true
+    grep -E '^(#[0-9]+[[:space:]]+DONE|stat::number_of_executed_units)' "$log" || true
 done
 echo "fuzzing passed: ${targets[*]}, ${secs}s each"
