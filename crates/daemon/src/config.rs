@@ -153,6 +153,8 @@ pub struct Config {
     pub dataplane: DataplaneConfig,
     /// `[limits].prefault`: make the tables for `max_sessions` resident at start.
     pub prefault: bool,
+    /// `[logging]`, when present with a collector: NAT event logging.
+    pub logging: Option<crate::eventlog::LogConfig>,
 }
 
 // ---- the file as written -------------------------------------------------------------------
@@ -177,6 +179,55 @@ struct RawFile {
     tunnel: Option<tunnel::RawTunnel>,
     #[serde(default)]
     dataplane: RawDataplane,
+    logging: Option<RawLogging>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLogging {
+    syslog: Option<Vec<String>>,
+    events: Option<String>,
+}
+
+impl RawLogging {
+    /// `[logging]`: collectors as socket addresses, the event level; `None` when it logs
+    /// nothing (no collector, or `events = "none"`).
+    fn check(self, cx: &Ctx<'_>) -> Result<Option<crate::eventlog::LogConfig>, ConfigFileError> {
+        use crate::eventlog::{LogConfig, LogEvents};
+        let events = match self.events.as_deref() {
+            None | Some("sessions") => Some(LogEvents::Sessions),
+            Some("mappings") => Some(LogEvents::Mappings),
+            Some("none") => None,
+            Some(other) => {
+                return Err(cx.invalid(
+                    "logging.events",
+                    format!(
+                    "unknown value {other:?}; expected one of \"sessions\", \"mappings\", \"none\""
+                ),
+                ))
+            }
+        };
+        let mut syslog = Vec::new();
+        for (i, a) in self.syslog.unwrap_or_default().iter().enumerate() {
+            let addr: std::net::SocketAddr = a.parse().map_err(|_| {
+                cx.invalid(
+                    format!("logging.syslog[{i}]"),
+                    format!("{a:?} is not an address and port; expected one like \"192.0.2.51:514\" or \"[2001:db8::51]:514\""),
+                )
+            })?;
+            if addr.port() == 0 || addr.ip().is_unspecified() || addr.ip().is_multicast() {
+                return Err(cx.invalid(
+                    format!("logging.syslog[{i}]"),
+                    format!("{a:?} cannot receive: expected a unicast collector address and a port other than 0, like \"192.0.2.51:514\""),
+                ));
+            }
+            syslog.push(addr);
+        }
+        Ok(match events {
+            Some(events) if !syslog.is_empty() => Some(LogConfig { syslog, events }),
+            _ => None,
+        })
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -769,6 +820,7 @@ impl Config {
             tunnel,
             dataplane,
             prefault,
+            logging: raw.logging.map(|l| l.check(&cx)).transpose()?.flatten(),
         };
         // At least one translator, and no two claiming the same addresses.
         cfg.engine_config(0)
@@ -1412,6 +1464,45 @@ rfc6791 = "192.0.2.1"
         ok("[nat44]\ninside = [\"198.18.0.0/24\"]\nmode = \"static\"\nstatic = [{ inside = \"198.18.0.10\", outside = \"198.19.0.10\" }]\n[dataplane]\nworkers = 4\n");
         ok("[siit]\nprefix = \"2001:2:0:64::/96\"\n[dataplane]\nworkers = 4\n");
         ok("[nat64]\nprefix = \"2001:2:0:64::/96\"\npool4 = [\"198.19.0.101\"]\n[dataplane]\nworkers = 4\n");
+    }
+
+    #[test]
+    fn logging_section() {
+        use crate::eventlog::LogEvents;
+        const NAT: &str = "[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100\"]\n";
+        assert_eq!(ok(NAT).logging, None);
+        let c = ok(&format!(
+            "{NAT}[logging]\nsyslog = [\"192.0.2.51:514\", \"[2001:db8::51]:514\"]\n"
+        ));
+        let l = c.logging.expect("logging on");
+        assert_eq!(l.events, LogEvents::Sessions);
+        assert_eq!(l.syslog.len(), 2);
+        // No collector, or "none": nothing is logged.
+        assert_eq!(
+            ok(&format!("{NAT}[logging]\nevents = \"mappings\"\n")).logging,
+            None
+        );
+        let none = format!("{NAT}[logging]\nsyslog = [\"192.0.2.51:514\"]\nevents = \"none\"\n");
+        assert_eq!(ok(&none).logging, None);
+        let e = err(&format!("{NAT}[logging]\nsyslog = [\"192.0.2.51\"]\n"));
+        assert!(
+            e.contains("logging.syslog[0]") && e.contains("192.0.2.51:514"),
+            "{e}"
+        );
+        let e = err(&format!("{NAT}[logging]\nsyslog = [\"0.0.0.0:514\"]\n"));
+        assert!(
+            e.contains("logging.syslog[0]") && e.contains("unicast"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{NAT}[logging]\nsyslog = [\"192.0.2.51:514\"]\nevents = \"all\"\n"
+        ));
+        assert!(
+            e.contains("logging.events") && e.contains("\"sessions\""),
+            "{e}"
+        );
+        let e = err(&format!("{NAT}[logging]\nipfix = [\"192.0.2.50:4739\"]\n"));
+        assert!(e.contains("ipfix"), "an unknown key is refused: {e}");
     }
 
     #[test]

@@ -454,6 +454,9 @@ fn reload(reloader: &Reloader, workers: &[WorkerLink]) -> Response {
     if new.prefault != old.prefault {
         return restart("limits.prefault");
     }
+    if new.logging != old.logging {
+        return restart("logging");
+    }
     if new.seed.is_some_and(|s| s != ctx.seed) {
         return restart("engine.seed");
     }
@@ -777,27 +780,29 @@ mod tests {
     #[test]
     fn response_encoding() -> Result<(), serde_json::Error> {
         let s = SessionInfo {
-            proto: "udp".into(),
-            inside: "198.18.0.10:5000".into(),
-            outside: "198.19.0.100:5000".into(),
-            remote: "203.0.113.5:53".into(),
-            state: "udp".into(),
+            proto: Some(xlat_engine::flow::Proto::Udp),
+            inside: "198.18.0.10".parse().unwrap(),
+            inside_port: Some(5000),
+            outside: "198.19.0.100".parse().unwrap(),
+            outside_port: Some(5000),
+            remote: Some("203.0.113.5".parse().unwrap()),
+            remote_port: Some(53),
             expires_in: Some(299),
             ..SessionInfo::default()
         };
         let r = Response::Sessions(vec![s]);
         let line = encode_response(&r);
+        // Values, not strings: addresses and ports apart, the state a name.
         assert!(
-            line.starts_with("{\"sessions\":[{\"proto\":\"udp\""),
+            line.starts_with(
+                "{\"sessions\":[{\"translator\":\"nat44\",\"proto\":\"udp\",\
+                 \"inside\":\"198.18.0.10\",\"inside_port\":5000,"
+            ),
             "{line}"
         );
+        assert!(line.contains("\"state\":\"udp\""), "{line}");
         assert!(line.ends_with("}\n"));
         assert_eq!(decode_response(&line)?, r);
-        // A row from a daemon without the NAT64 fields still reads.
-        let old = "{\"sessions\":[{\"proto\":\"udp\",\"inside\":\"a\",\"outside\":\"b\",\"remote\":\"c\",\"state\":\"udp\",\"expires_in\":1}]}";
-        assert!(
-            matches!(decode_response(old)?, Response::Sessions(v) if v[0].translator.is_empty())
-        );
 
         let mut stats = DaemonStats::default();
         stats.engine.sessions = 3;
@@ -878,12 +883,12 @@ mod tests {
             "handoffs_out"
         );
 
-        let row = |i: &str| SessionInfo {
-            inside: i.into(),
+        let row = |p: u16| SessionInfo {
+            inside_port: Some(p),
             ..SessionInfo::default()
         };
-        let a = Response::Sessions(vec![row("a"), row("b")]);
-        let b = Response::Sessions(vec![row("c")]);
+        let a = Response::Sessions(vec![row(1), row(2)]);
+        let b = Response::Sessions(vec![row(3)]);
         let r = merge(
             &Request::Sessions {
                 limit: None,
@@ -891,7 +896,7 @@ mod tests {
             },
             vec![a.clone(), b.clone()],
         );
-        assert!(matches!(&r, Response::Sessions(v) if v.len() == 3 && v[2].inside == "c"));
+        assert!(matches!(&r, Response::Sessions(v) if v.len() == 3 && v[2].inside_port == Some(3)));
         let r = merge(
             &Request::Sessions {
                 limit: Some(2),

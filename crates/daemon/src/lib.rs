@@ -7,6 +7,7 @@
 //!   failing closed when the daemon dies.
 //! - [`journal`]: what the daemon changed on the machine, on disk before each change, so a
 //!   killed run's leftovers are undone and the true originals restored on the next start.
+//! - [`eventlog`]: NAT event logging, the engine's state events as syslog lines.
 //! - [`control`]: the control socket protocol, its server thread and the `xlat show` client.
 //! - [`translate`]: offline translation of pcap files.
 //! - [`tunnel_routes`]: policy rules, addresses and routes for the 6to4 / ISATAP endpoints.
@@ -17,6 +18,7 @@
 
 pub mod config;
 pub mod control;
+pub mod eventlog;
 pub mod journal;
 pub mod routes;
 pub mod run;

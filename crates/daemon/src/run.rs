@@ -7,9 +7,11 @@
 //! batches. Worker 0 runs on this thread, the others on threads `xlat-worker-K`. With one
 //! worker the engine gets every packet as read, as before workers existed.
 //! With `[dataplane] fast_path = "xdp"` the XDP program ([`xlat_xdp`]) is attached to the
-//! listed interfaces and each worker carries its engine's offload ops to it after every batch
-//! and every expiry pass (`sync_fast_path`, under a mutex the workers share, taken only when
-//! there are ops); a failed attach is logged and the workers run without.
+//! listed interfaces and each worker carries its engine's fast-path instructions to it after
+//! every batch and every expiry pass (`drain_state`, under a mutex the workers share, taken
+//! only when there are instructions); a failed attach is logged and the workers run without.
+//! With `[logging]` the engines' state events go, after the same batches, to the event log
+//! thread ([`crate::eventlog`]), which sends them to the syslog collectors.
 //! SIGINT or SIGTERM stop every worker; so does a worker's fatal error, which `run` returns
 //! naming the worker. SIGHUP does not stop the daemon: the control thread reloads the
 //! configuration file (as `xlat reload` does). Routes and the socket file are removed on the way out, on error paths
@@ -269,6 +271,19 @@ pub fn run(cfg: &Config) -> Result<()> {
         "xlat running"
     );
     let halt = AtomicBool::new(false);
+    let start = Instant::now();
+    // [logging]: the engines make state events from now on, drained after each batch.
+    let log = match &cfg.logging {
+        Some(l) => {
+            for w in workers.iter_mut() {
+                w.set_events(xlat_engine::events::DEFAULT_CAPACITY);
+            }
+            let log = crate::eventlog::EventLog::start(l, start)?;
+            info!(syslog = ?l.syslog, events = ?l.events, "NAT event logging on");
+            Some(log)
+        }
+        None => None,
+    };
     let owners = FragOwners::new(seed.rotate_left(17) ^ 0x5bd1_e995, fragment_timeout(cfg));
     let shared = Shared {
         shards: shards.as_ref(),
@@ -276,9 +291,10 @@ pub fn run(cfg: &Config) -> Result<()> {
         owners: &owners,
         frag_timeout: Duration::from_secs(fragment_timeout(cfg)),
         fast: fast.as_ref(),
+        log: log.as_deref(),
         stop,
         halt: &halt,
-        start: Instant::now(),
+        start,
         // The XDP program stamps recipes with CLOCK_MONOTONIC, the clock Instant reads.
         mono_start: xlat_xdp::monotonic_ns(),
         dns64: dns64_stats.as_deref(),

@@ -99,6 +99,7 @@ worker_counters! {
     FragmentsWaited = "fragments_waited": "Non-first fragments of an inbound datagram (they carry no port) that arrived before their first fragment had named the worker that owns the datagram, and waited for it.",
     FragmentWaitExpired = "fragment_wait_expired": "Waiting non-first fragments dropped because their first fragment did not arrive within the fragment timeout ([timeouts] fragment).",
     FragmentWaitFull = "fragment_wait_full": "Non-first fragments dropped because this worker already held as many fragments waiting for their first fragment as it may (64).",
+    LogEventsDropped = "log_events_dropped": "NAT events ([logging]) not logged because the queue to the log thread was full: it could not send as fast as sessions were made and ended. Log fewer events (events = \"mappings\"), or look at what slows the collector's path. Translation never waits for the log.",
 }
 
 /// Who owns the datagram of a first fragment, for its later fragments: a fixed table of
@@ -184,6 +185,8 @@ pub struct Shared<'a> {
     /// The engine's fragment timeout: how long a later fragment waits for its owner.
     pub frag_timeout: Duration,
     pub fast: Option<&'a Mutex<xlat_xdp::FastPath>>,
+    /// NAT event logging (`[logging]`), when on.
+    pub log: Option<&'a crate::eventlog::EventLog>,
     /// SIGINT / SIGTERM.
     pub stop: &'a AtomicBool,
     /// Set when a worker ends (an error): every worker stops.
@@ -451,7 +454,7 @@ impl Worker {
             .clone();
         let mut batch = RecvBatch::new(DEFAULT_BATCH);
         let mut verdicts = vec![Verdict::Held; DEFAULT_BATCH];
-        let mut ops = Vec::new();
+        let mut ops = FastPathBufs::default();
         let mut last_expire = Time(0);
         let mut busy = false;
         let mut reported_errors = 0u64;
@@ -516,9 +519,7 @@ impl Worker {
                 self.send_ready();
                 // A full read means more packets wait: keep the pass short (less than a batch).
                 self.engine.expire_step(now, backlog);
-                if let Some(f) = sh.fast {
-                    sync_fast_path(&mut self.engine, f, &mut ops, now, sh.mono_start);
-                }
+                self.drain_state(sh, &mut ops, now);
                 busy = true;
             }
             if self.handoff.waiting() > 0 {
@@ -533,9 +534,7 @@ impl Worker {
                 // Under traffic the per-batch passes sweep; a long pass only when idle.
                 if !busy {
                     self.idle_expiry(now, &bell)?;
-                    if let Some(f) = sh.fast {
-                        sync_fast_path(&mut self.engine, f, &mut ops, now, sh.mono_start);
-                    }
+                    self.drain_state(sh, &mut ops, now);
                 }
                 busy = false;
                 last_expire = now;
@@ -565,6 +564,23 @@ impl Worker {
 
     /// Idle tick: passes of [`EXPIRE_BUDGET_PER_BATCH`] while they find sessions to remove
     /// (at least [`EXPIRE_BUDGET`] units), stopping as soon as a packet or a wake waits.
+    /// Starts the engine's state-event stream (`capacity` events between drains).
+    pub fn set_events(&mut self, capacity: usize) {
+        self.engine.set_events(capacity);
+    }
+
+    /// After a batch or an expiry pass: the engine's state events to the fast path and the
+    /// event log ([`drain_state`]), when either is on.
+    fn drain_state(&mut self, sh: &Shared<'_>, bufs: &mut FastPathBufs, now: Time) {
+        if sh.fast.is_none() && sh.log.is_none() {
+            return;
+        }
+        let lost = drain_state(&mut self.engine, sh.fast, sh.log, bufs, now, sh.mono_start);
+        if lost > 0 {
+            self.handoff.count(WorkerCounter::LogEventsDropped, lost);
+        }
+    }
+
     fn idle_expiry(&mut self, now: Time, bell: &Doorbell) -> Result<()> {
         let mut spent = 0;
         for _ in 0..IDLE_PASSES_MAX {
@@ -654,7 +670,7 @@ impl Worker {
                 let mut s = self.engine.sessions_matching(now, filter, limit);
                 if self.id != 0 {
                     // Every engine lists the static entries: worker 0 speaks for them.
-                    s.retain(|r| r.state != "static");
+                    s.retain(|r| r.state != xlat_engine::SessionState::Static);
                 }
                 Response::Sessions(s)
             }
@@ -726,25 +742,56 @@ fn fast_path_stats(f: &Mutex<xlat_xdp::FastPath>) -> FastPathStats {
     }
 }
 
-/// Carries the engine's offload ops to the XDP fast path: installs and removals staged and
-/// written with one batched bpf(2) call per map (issue 25: not one per session), queries
-/// answered with the recipes' last-seen stamps (converted to the engine's clock), which may
-/// expire sessions and so produce removals: a few rounds, bounded. The fast path is shared by
-/// the workers (their sessions' recipes are disjoint); its lock is taken only when there are
-/// ops, once per round. This is the one consumer of the engine's offload ops.
-pub fn sync_fast_path(
+/// What [`drain_state`] reuses from one round to the next.
+#[derive(Default)]
+pub struct FastPathBufs {
+    events: Vec<xlat_engine::events::StateEvent>,
+    ops: Vec<xlat_engine::offload::OffloadOp>,
+}
+
+/// Takes the engine's state events to their consumers: the fast-path instructions to the
+/// XDP fast path, the events `[logging]` wants to the event log (a bounded queue to its thread;
+/// returns how many it had no room for). Installs and removals are staged and written with
+/// one batched bpf(2) call per map (issue 25: not one per session), queries answered with the
+/// recipes' last-seen stamps (converted to the engine's clock), which may expire sessions and
+/// so produce removals (and deletion events): a few rounds, bounded. The fast path is shared
+/// by the workers (their sessions' recipes are disjoint); its lock is taken only when there
+/// are instructions, once per round.
+pub fn drain_state(
     engine: &mut Engine,
-    fast: &Mutex<xlat_xdp::FastPath>,
-    ops: &mut Vec<xlat_engine::offload::OffloadOp>,
+    fast: Option<&Mutex<xlat_xdp::FastPath>>,
+    log: Option<&crate::eventlog::EventLog>,
+    bufs: &mut FastPathBufs,
     now: Time,
     mono_start: u64,
-) {
+) -> u64 {
     use xlat_engine::offload::OffloadKind;
+    let FastPathBufs { events, ops } = bufs;
+    let mut log_dropped = 0;
     for _ in 0..4 {
+        events.clear();
+        engine.drain_events(events);
+        if events.is_empty() {
+            break;
+        }
+        if let Some(l) = log {
+            let wanted = l.events();
+            let batch: Vec<_> = events
+                .iter()
+                .filter(|e| wanted.takes(e.kind))
+                .copied()
+                .collect();
+            if !batch.is_empty() {
+                log_dropped += l.send(batch);
+            }
+        }
+        let Some(fast) = fast else {
+            break;
+        };
         ops.clear();
-        engine.offload_ops(ops);
+        ops.extend(events.iter().filter_map(|ev| engine.offload_op(ev)));
         if ops.is_empty() {
-            return;
+            break;
         }
         let mut fast = match fast.lock() {
             Ok(f) => f,
@@ -764,6 +811,7 @@ pub fn sync_fast_path(
         }
         fast.flush();
     }
+    log_dropped
 }
 
 #[cfg(test)]

@@ -212,6 +212,39 @@ reasons! {
         /// The queue of packets the tunnel originates (Router Solicitations, reassembled
         /// packets) was full: the driver does not drain it.
         TunnelQueueFull = "tunnel_queue_full",
+        /// A broken invariant of the engine's own tables (an index entry naming a session,
+        /// mapping or host that is gone): a bug in xlat, never the traffic's fault. The
+        /// packet was dropped rather than translated wrongly. Please report it with the
+        /// output of `xlat show stats --json`.
+        Internal = "internal_error",
+    }
+}
+
+/// An IPv4 header that does not parse is dropped for what is wrong with it.
+impl From<xlat_wire::ipv4::Ipv4Error> for DropReason {
+    fn from(e: xlat_wire::ipv4::Ipv4Error) -> DropReason {
+        use xlat_wire::ipv4::Ipv4Error as E;
+        match e {
+            E::Truncated => DropReason::Truncated,
+            E::Version(_) => DropReason::NotIpv4,
+            E::BadIhl => DropReason::BadIhl,
+            E::BadTotalLength => DropReason::BadTotalLength,
+            E::BadChecksum => DropReason::BadIpChecksum,
+        }
+    }
+}
+
+/// An IPv6 header (or extension header chain) that does not parse is dropped for what is
+/// wrong with it.
+impl From<xlat_wire::ipv6::Ipv6Error> for DropReason {
+    fn from(e: xlat_wire::ipv6::Ipv6Error) -> DropReason {
+        use xlat_wire::ipv6::Ipv6Error as E;
+        match e {
+            E::Truncated => DropReason::TruncatedIpv6,
+            E::Version(_) => DropReason::NotIpv4,
+            E::BadPayloadLength => DropReason::BadPayloadLength,
+            E::BadExtensionHeader => DropReason::BadExtensionHeader,
+        }
     }
 }
 

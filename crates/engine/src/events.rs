@@ -5,8 +5,17 @@
 //! The stateful translators push events into a bounded queue while they process a batch;
 //! the driver takes them with [`crate::Engine::drain_events`] after the batch. Nothing is
 //! formatted or sent on the packet path. A full queue drops the event and counts it
-//! (`events_dropped` in `xlat show stats`), never blocks translation. With no consumer the
-//! stream is off and costs one predictable branch where an event would be made.
+//! (`state_events_dropped` in `xlat show stats`), never blocks translation. With no consumer
+//! the stream is off and costs one predictable branch where an event would be made.
+//!
+//! A fast path ([`crate::offload`]) is one consumer: with offload on, the sessions it may
+//! carry come out of the same stream as [`EventKind::FastPath`] events -- install a
+//! session's recipes, withdraw them, or report when it last saw the session's packets --
+//! which the driver turns into recipes with [`crate::Engine::offload_op`]. Those are
+//! instructions, not a log: they are queued whether or not other events are, and never
+//! dropped (a lost withdrawal would leave a stale rewrite in the fast path); a batch makes
+//! at most one per session it touches and an expiry pass a bounded number, and the driver
+//! drains after each.
 //!
 //! Each event names its addresses as addresses (an IPv6 inside host by its address, not
 //! the host number the tables hold), so a host deleted since is still named.
@@ -58,6 +67,11 @@ pub enum EventKind {
     PortsExhausted,
     /// The host reached `limits.max_sessions_per_host` (natEvent 13 quota exceeded).
     QuotaExceeded,
+    /// For the fast path only ([`crate::offload`]): install the session's recipes (a UDP
+    /// session made, a TCP session established), withdraw them (the session ended or left
+    /// the established state), or query when the fast path last saw its packets (its timer
+    /// ran out in the engine). Other consumers skip these.
+    FastPath(crate::offload::OffloadKind),
 }
 
 /// One change of state, with everything a consumer needs. Fields that an event does not
@@ -69,6 +83,9 @@ pub struct StateEvent {
     pub at: Time,
     pub kind: EventKind,
     pub translator: Translator,
+    /// The engine's number for the session (sessions only), valid until its
+    /// `SessionDeleted`: it names the session to [`crate::Engine::offload_seen`].
+    pub session: Option<u32>,
     pub proto: Proto,
     /// Inside endpoint (IPv4 for NAT44, IPv6 for NAT64).
     pub inside: IpAddr,
@@ -88,18 +105,23 @@ pub struct EventQueue {
     on: bool,
     capacity: usize,
     buf: Vec<StateEvent>,
+    /// Events in `buf` that are not fast-path instructions: what `capacity` bounds.
+    held: usize,
     dropped: u64,
 }
 
 impl EventQueue {
-    /// Starts (`capacity` > 0) or stops queueing events; stopping forgets what was queued.
+    /// Starts (`capacity` > 0) or stops queueing events; stopping forgets what was queued
+    /// but the fast path's instructions.
     pub fn set(&mut self, capacity: usize) {
         self.on = capacity > 0;
         self.capacity = capacity;
         if self.on {
             self.buf.reserve(capacity.min(DEFAULT_CAPACITY));
         } else {
-            self.buf = Vec::new();
+            self.buf
+                .retain(|e| matches!(e.kind, EventKind::FastPath(_)));
+            self.held = 0;
         }
     }
 
@@ -112,15 +134,23 @@ impl EventQueue {
     /// Queues `e`, or counts it dropped when the queue is full.
     #[inline(never)]
     pub fn push(&mut self, e: StateEvent) {
-        if self.buf.len() >= self.capacity {
+        if self.held >= self.capacity {
             self.dropped = self.dropped.saturating_add(1);
             return;
         }
+        self.held += 1;
+        self.buf.push(e);
+    }
+
+    /// Queues a fast-path instruction: whether or not other events are on, and never
+    /// dropped (bounded by the work between two drains, see the module docs).
+    pub fn push_fast_path(&mut self, e: StateEvent) {
         self.buf.push(e);
     }
 
     /// Appends every queued event to `out`, oldest first.
     pub fn drain_into(&mut self, out: &mut Vec<StateEvent>) {
+        self.held = 0;
         out.append(&mut self.buf);
     }
 
@@ -138,22 +168,26 @@ impl EventQueue {
     }
 }
 
-/// An event with its endpoints; `remote` `None` for a mapping or host event. The translator
-/// is the inside address's family's: NAT44 inside hosts are IPv4, NAT64's IPv6.
+/// An event with its endpoints; `remote` `None` for a mapping or host event (then `session`
+/// is `None` too). The translator is the inside address's family's: NAT44 inside hosts are
+/// IPv4, NAT64's IPv6.
 pub fn event<A: InsideAddr>(
     at: Time,
     kind: EventKind,
     proto: Proto,
     int: Endpoint<A>,
     ext: Endpoint,
-    remote: Option<Endpoint>,
+    remote: Option<(u32, Endpoint)>,
 ) -> StateEvent {
+    let session = remote.map(|(sid, _)| sid);
+    let remote = remote.map(|(_, r)| r);
     let r = remote.unwrap_or(Endpoint { addr: 0, port: 0 });
     let inside = int.addr.ip();
     StateEvent {
         at,
         kind,
         translator: A::TRANSLATOR,
+        session,
         proto,
         inside,
         inside_port: int.port,
@@ -181,10 +215,13 @@ mod tests {
                 addr: 0xc613_0064,
                 port: 1024,
             },
-            Some(Endpoint {
-                addr: 0xc613_0002,
-                port: 53,
-            }),
+            Some((
+                7,
+                Endpoint {
+                    addr: 0xc613_0002,
+                    port: 53,
+                },
+            )),
         )
     }
 
@@ -208,7 +245,28 @@ mod tests {
         assert_eq!(out[0].translator, Translator::Nat44);
         assert_eq!(out[0].outside, Ipv4Addr::new(198, 19, 0, 100));
         assert_eq!(out[0].remote, Ipv4Addr::new(198, 19, 0, 2));
+        assert_eq!(out[0].session, Some(7));
+        // Off, or full: the fast path's instructions are still queued, and kept when the
+        // other events stop.
+        let mut fp = ev(9);
+        fp.kind = EventKind::FastPath(crate::offload::OffloadKind::Remove);
+        for n in 0..3 {
+            q.push(ev(n));
+        }
+        q.push_fast_path(fp);
+        assert_eq!((q.len(), q.dropped()), (3, 4));
+        // The queue's bound is for the other events: two fit beside the instruction.
+        q.drain_into(&mut out);
+        q.set(2);
+        q.push_fast_path(fp);
+        for n in 0..3 {
+            q.push(ev(n));
+        }
+        assert_eq!((q.len(), q.dropped()), (3, 5));
         q.set(0);
         assert!(!q.on());
+        assert_eq!(q.len(), 1);
+        q.drain_into(&mut out);
+        assert_eq!(out.last(), Some(&fp));
     }
 }

@@ -64,7 +64,7 @@ pub use counters::{Counters, DropReason, Event};
 pub use mem::{mapped_bytes, set_prefault};
 pub use reconfigure::{Change, ReloadError};
 pub use rfc6052::{Pref64, Pref64Error};
-pub use snapshot::{SessionFilter, SessionInfo, Stats};
+pub use snapshot::{SessionFilter, SessionInfo, SessionState, Stats};
 
 /// Monotonic time in nanoseconds since an epoch of the caller's choosing. The engine never
 /// reads a clock: the caller passes `now` with every call.
@@ -645,8 +645,8 @@ impl Engine {
     }
 
     /// Hands simple sessions (NAT44 and NAT64: UDP, established TCP) to a fast path from now
-    /// on: their recipes come out of [`Engine::offload_ops`] ([`offload`] explains the
-    /// protocol).
+    /// on: their instructions come out of [`Engine::drain_events`], turned into recipes by
+    /// [`Engine::offload_op`] ([`offload`] explains the protocol).
     pub fn set_offload(&mut self, on: bool) {
         if let Some(n) = self.nat44.as_mut() {
             n.set_offload(on);
@@ -658,7 +658,7 @@ impl Engine {
 
     /// Removes the dynamic sessions `f` takes (`xlat clear sessions`; static entries stay),
     /// each with a session-deleted event of reason `cleared`; their fast-path recipes are
-    /// withdrawn through [`Engine::offload_ops`]. Returns how many, also counted
+    /// withdrawn through the fast-path events of [`Engine::drain_events`]. Returns how many, also counted
     /// (`sessions_cleared`).
     pub fn clear_sessions(&mut self, now: Time, f: &SessionFilter) -> u64 {
         let mut n = 0;
@@ -686,8 +686,9 @@ impl Engine {
     }
 
     /// Appends the state events since the last call to `out`: NAT44's, then NAT64's, each
-    /// oldest first. Events a full queue dropped are counted (`state_events_dropped`).
-    /// Drivers drain after every batch and every [`Engine::expire`].
+    /// oldest first, with the fast path's instructions among them when offload is on.
+    /// Events a full queue dropped are counted (`state_events_dropped`). Drivers drain after
+    /// every batch and every [`Engine::expire`].
     pub fn drain_events(&mut self, out: &mut Vec<events::StateEvent>) {
         let mut dropped = 0;
         if let Some(n) = self.nat44.as_mut() {
@@ -701,22 +702,29 @@ impl Engine {
         }
     }
 
-    /// Appends the recipes to install or withdraw, and the sessions whose fast-path stamps
-    /// the engine needs before expiring them, since the last call. Drivers drain this after
-    /// every batch and every [`Engine::expire`].
-    pub fn offload_ops(&mut self, out: &mut Vec<offload::OffloadOp>) {
-        if let Some(n) = self.nat44.as_mut() {
-            n.offload_ops(out, &mut self.counters);
+    /// The fast path's instruction in a state event ([`events::EventKind::FastPath`]): the
+    /// session's recipes and whether to install or withdraw them, or to read when they last
+    /// matched; `None` for every other event. Counts installs and withdrawals.
+    pub fn offload_op(&mut self, ev: &events::StateEvent) -> Option<offload::OffloadOp> {
+        let events::EventKind::FastPath(kind) = ev.kind else {
+            return None;
+        };
+        let op = match ev.translator {
+            events::Translator::Nat44 => nat44::Nat44::offload_op(ev, kind),
+            events::Translator::Nat64 => self.nat64.as_ref()?.offload_op(ev, kind),
+        }?;
+        match kind {
+            offload::OffloadKind::Install => self.counters.event(Event::OffloadInstalled),
+            offload::OffloadKind::Remove => self.counters.event(Event::OffloadRemoved),
+            offload::OffloadKind::Query => {}
         }
-        if let Some(n) = self.nat64.as_mut() {
-            n.offload_ops(out, &mut self.counters);
-        }
+        Some(op)
     }
 
     /// The answer to an [`offload::OffloadKind::Query`]: when the fast path last saw the
     /// session's outbound and inbound packets (the engine's clock). The session is refreshed
-    /// or, if still idle past its timeout, removed (its `Remove` op follows in
-    /// [`Engine::offload_ops`]). Returns true if it was removed.
+    /// or, if still idle past its timeout, removed (its `Remove` follows in
+    /// [`Engine::drain_events`]). Returns true if it was removed.
     pub fn offload_seen(
         &mut self,
         now: Time,
@@ -773,7 +781,7 @@ impl Engine {
 
     /// The sessions `f` takes, at most `limit`, in the order of [`Engine::sessions`]: the
     /// filter and the limit are applied to values inside the engine, so only the rows
-    /// returned are formatted.
+    /// returned are built.
     pub fn sessions_matching(
         &self,
         now: Time,
@@ -784,15 +792,11 @@ impl Engine {
             Some(n) => n.sessions(now, f, limit),
             None => Vec::new(),
         };
-        for r in &mut out {
-            r.translator = "nat44".into();
-        }
         if let Some(n) = &self.nat64 {
             let start = out.len();
             n.sessions(now, f, limit.saturating_sub(start), &mut out);
             for r in out.iter_mut().skip(start) {
-                r.translator = "nat64".into();
-                r.remote6 = n.remote6(&r.remote);
+                r.remote6 = r.remote.and_then(|a| n.remote6(a));
             }
         }
         out

@@ -45,7 +45,7 @@ pub struct Recipe {
 }
 
 /// What the daemon must do with a session's recipes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum OffloadKind {
     /// Install both recipes (replacing any with the same keys).
     Install,

@@ -1,34 +1,121 @@
 //! Read-only views of engine state for `xlat show` (serialisable).
 
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
 use serde::{Deserialize, Serialize};
 
-/// One row of the translation table (like `show ip nat translations`).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+/// What state a listed session is in: a static entry, a UDP or ICMP query session, or the
+/// RFC 6146 3.5.2.2 TCP state (shown in snake_case: `syn_out`, `established`, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    /// A NAT44 static entry (RFC 3022 static address translation): no ports, never expires.
+    Static,
+    Udp,
+    Icmp,
+    /// TCP: SYN seen from the inside only (V6 INIT).
+    SynOut,
+    /// TCP: SYN seen from the outside only (V4 INIT).
+    SynIn,
+    Established,
+    /// TCP: FIN seen from the inside (V6 FIN RCV).
+    FinOut,
+    /// TCP: FIN seen from the outside (V4 FIN RCV).
+    FinIn,
+    /// TCP: FINs from both sides (V4 FIN + V6 FIN RCV), transitory lifetime.
+    FinBoth,
+    /// TCP: after an RST (TRANS), transitory lifetime.
+    Transitory,
+}
+
+impl SessionState {
+    /// The TCP state's listed name.
+    pub fn of_tcp(t: crate::tcp::TcpState) -> SessionState {
+        use crate::tcp::TcpState;
+        match t {
+            TcpState::OutInit => SessionState::SynOut,
+            TcpState::InInit => SessionState::SynIn,
+            TcpState::Established => SessionState::Established,
+            TcpState::OutFinRcv => SessionState::FinOut,
+            TcpState::InFinRcv => SessionState::FinIn,
+            TcpState::BothFinRcv => SessionState::FinBoth,
+            TcpState::Trans => SessionState::Transitory,
+        }
+    }
+
+    /// The name `xlat show sessions` prints (the same as in JSON).
+    pub fn name(self) -> &'static str {
+        match self {
+            SessionState::Static => "static",
+            SessionState::Udp => "udp",
+            SessionState::Icmp => "icmp",
+            SessionState::SynOut => "syn_out",
+            SessionState::SynIn => "syn_in",
+            SessionState::Established => "established",
+            SessionState::FinOut => "fin_out",
+            SessionState::FinIn => "fin_in",
+            SessionState::FinBoth => "fin_both",
+            SessionState::Transitory => "transitory",
+        }
+    }
+}
+
+/// One row of the translation table (like `show ip nat translations`), as values: the
+/// daemon sends it as JSON and the CLI formats it, nothing is formatted in the engine.
+///
+/// Ports are absent where the row has none: a static entry has no ports at all, and an
+/// ICMP query session's remote has none (its one identifier is the inside host's, RFC 5508
+/// 3.1: `inside_port` and `outside_port` hold it and its translation).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct SessionInfo {
-    /// "tcp", "udp", "icmp", or "any" for a static entry.
-    pub proto: String,
-    /// Inside local address\[:port\].
-    pub inside: String,
-    /// Inside global (translated) address\[:port\].
-    pub outside: String,
-    /// Outside (remote) address\[:port\]; empty for static entries.
-    pub remote: String,
-    /// NAT64: the remote as the IPv6 side sees it, its pref64 form (`[2001:2:0:64::c613:2]:80`);
-    /// absent for NAT44.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub remote6: String,
-    /// "static", "udp", "icmp", or a TCP state (RFC 6146 3.5.2.2 names in snake_case).
-    pub state: String,
+    pub translator: crate::flow::Translator,
+    /// `None` for a static entry (any protocol).
+    #[serde(default)]
+    pub proto: Option<crate::flow::Proto>,
+    /// Inside local address (IPv4 for NAT44, IPv6 for NAT64) and port or ICMP identifier.
+    pub inside: IpAddr,
+    #[serde(default)]
+    pub inside_port: Option<u16>,
+    /// Inside global (translated) address, a pool address, and port.
+    pub outside: Ipv4Addr,
+    #[serde(default)]
+    pub outside_port: Option<u16>,
+    /// Outside (remote) address and port; `None` for a static entry.
+    #[serde(default)]
+    pub remote: Option<Ipv4Addr>,
+    #[serde(default)]
+    pub remote_port: Option<u16>,
+    /// NAT64: the remote as the IPv6 side addresses it, its pref64 form (RFC 6052).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote6: Option<Ipv6Addr>,
+    pub state: SessionState,
     /// Seconds until the session expires if idle; `None` for static entries.
     pub expires_in: Option<u64>,
-    /// "nat44" or "nat64" (empty when read from a daemon older than this field).
-    #[serde(default)]
-    pub translator: String,
     /// Its recipes are in the fast path (`[dataplane] fast_path`); `expires_in` then counts
     /// from the last packet the engine saw, and the fast path's own stamp is read before
     /// the session expires.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fast_path: bool,
+}
+
+impl Default for SessionInfo {
+    /// An empty NAT44 UDP row with unspecified addresses (a base for tests and builders).
+    fn default() -> SessionInfo {
+        SessionInfo {
+            translator: crate::flow::Translator::Nat44,
+            proto: None,
+            inside: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            inside_port: None,
+            outside: Ipv4Addr::UNSPECIFIED,
+            outside_port: None,
+            remote: None,
+            remote_port: None,
+            remote6: None,
+            state: SessionState::Udp,
+            expires_in: None,
+            fast_path: false,
+        }
+    }
 }
 
 /// Which sessions a listing or a clear takes: every field given must match (an address is

@@ -220,7 +220,7 @@ fn listing_filters_by_value_and_limits_inside_the_engine() {
     };
     let rows = e.sessions_matching(Time::from_secs(2), &by_b, 100);
     assert_eq!(rows.len(), 1);
-    assert!(rows[0].inside.starts_with(IN_B), "{rows:?}");
+    assert_eq!(rows[0].inside, v4(IN_B), "{rows:?}");
     let a3 = SessionFilter {
         inside: Some(IpAddr::V4(v4(IN_A))),
         proto: Some(Proto::Udp),
@@ -228,10 +228,12 @@ fn listing_filters_by_value_and_limits_inside_the_engine() {
     };
     let rows = e.sessions_matching(Time::from_secs(2), &a3, 3);
     assert_eq!(rows.len(), 3);
-    assert!(rows.iter().all(|r| r.inside.starts_with(IN_A)));
+    assert!(rows.iter().all(|r| r.inside == v4(IN_A)));
     // Sorted by value: the inside ports 5000, 5001, 5002.
-    assert_eq!(rows[0].inside, format!("{IN_A}:5000"));
-    assert_eq!(rows[2].inside, format!("{IN_A}:5002"));
+    assert_eq!(rows[0].inside_port, Some(5000));
+    assert_eq!(rows[2].inside_port, Some(5002));
+    assert_eq!(rows[0].state, SessionState::Udp);
+    assert_eq!(rows[0].remote, Some(v4(R1)));
     let tcp = SessionFilter {
         proto: Some(Proto::Tcp),
         ..SessionFilter::default()
@@ -264,7 +266,7 @@ fn clear_ends_exactly_the_chosen_sessions_with_cleared_events() {
     assert_eq!(e.clear_sessions(Time::from_secs(3), &by_a), 4);
     let left = e.sessions(Time::from_secs(3));
     assert_eq!(left.len(), 1);
-    assert!(left[0].inside.starts_with(IN_B));
+    assert_eq!(left[0].inside, v4(IN_B));
     let ev = drain(&mut e);
     let cleared = ev
         .iter()
@@ -282,4 +284,51 @@ fn clear_ends_exactly_the_chosen_sessions_with_cleared_events() {
     assert_eq!(n, Some(4));
     // The cleared host translates again from scratch.
     assert_eq!(udp_out(&mut e, 4, IN_A, 5000, R1), Verdict::Forward);
+}
+
+/// The fast path is one consumer of the stream: with offload on, its instructions come out
+/// of `drain_events` whether or not other events are on, a full queue never drops them, and
+/// each names its session so the recipes can be made from the event alone.
+#[test]
+fn fast_path_instructions_ride_the_stream_and_are_never_dropped() {
+    use xlat_engine::offload::OffloadKind;
+    let mut e = nat44(Limits::default());
+    e.set_offload(true);
+    assert_eq!(udp_out(&mut e, 1, IN_A, 5000, R1), Verdict::Forward);
+    let ev = drain(&mut e);
+    assert_eq!(kinds(&ev), [EventKind::FastPath(OffloadKind::Install)]);
+    let op = e.offload_op(&ev[0]).expect("an install op");
+    let (out, _) = op.nat44().expect("NAT44 recipes");
+    assert_eq!(out.key.src, u32::from(v4(IN_A)));
+    assert_eq!(out.key.sport, 5000);
+    assert_eq!(op.token, u64::from(ev[0].session.unwrap()));
+    // Other events on but full: theirs are dropped and counted, the fast path's are not.
+    e.set_events(1);
+    for port in 5001..5004 {
+        assert_eq!(udp_out(&mut e, 2, IN_A, port, R1), Verdict::Forward);
+    }
+    let ev = drain(&mut e);
+    let installs = ev
+        .iter()
+        .filter(|x| x.kind == EventKind::FastPath(OffloadKind::Install))
+        .count();
+    assert_eq!(installs, 3, "{ev:?}");
+    assert_eq!(ev.len(), 4, "one other event fits: {ev:?}");
+    // A cleared session's recipes are withdrawn; the op is made from the event alone.
+    let n = e.clear_sessions(Time::from_secs(3), &SessionFilter::default());
+    assert_eq!(n, 4);
+    let ev = drain(&mut e);
+    let removes: Vec<_> = ev
+        .iter()
+        .filter(|x| x.kind == EventKind::FastPath(OffloadKind::Remove))
+        .collect();
+    assert_eq!(removes.len(), 4, "{ev:?}");
+    assert!(removes.iter().all(|x| e.offload_op(x).is_some()));
+    let ops = e.stats().get("offload_removed");
+    assert_eq!(ops, 4);
+    // Session events themselves are not instructions.
+    let created = ev
+        .iter()
+        .find(|x| matches!(x.kind, EventKind::SessionDeleted(_)));
+    assert!(created.is_none_or(|x| e.offload_op(x).is_none()));
 }

@@ -334,17 +334,14 @@ fn rfc5382_tcp_only_syn_creates_and_states() {
     );
     fwd(&mut e, 0, tcp_pkt(IN_A, 40000, R1, 80, 0x02));
     let s = &e.sessions(Time::from_secs(0))[1];
-    assert_eq!((s.state.as_str(), s.expires_in), ("syn_out", Some(240)));
+    assert_eq!((s.state.name(), s.expires_in), ("syn_out", Some(240)));
     fwd(&mut e, 1, tcp_pkt(R1, 80, POOL, 40000, 0x12));
     let s = &e.sessions(Time::from_secs(1))[1];
-    assert_eq!(
-        (s.state.as_str(), s.expires_in),
-        ("established", Some(7440))
-    );
+    assert_eq!((s.state.name(), s.expires_in), ("established", Some(7440)));
     fwd(&mut e, 2, tcp_pkt(IN_A, 40000, R1, 80, 0x11));
     fwd(&mut e, 3, tcp_pkt(R1, 80, POOL, 40000, 0x11));
     let s = &e.sessions(Time::from_secs(3))[1];
-    assert_eq!((s.state.as_str(), s.expires_in), ("fin_both", Some(240)));
+    assert_eq!((s.state.name(), s.expires_in), ("fin_both", Some(240)));
     // Inbound SYN to a port with no mapping is dropped (RFC 5382 REQ-4 allows silence).
     assert_eq!(
         dropped(&mut e, 3, tcp_pkt(R1, 80, POOL, 40001, 0x02)),
@@ -363,7 +360,8 @@ fn rfc5382_req2_simultaneous_open() {
     let s = e.sessions(Time::from_secs(1));
     assert!(s
         .iter()
-        .any(|s| s.proto == "tcp" && s.state == "established"));
+        .any(|s| s.proto == Some(xlat_engine::flow::Proto::Tcp)
+            && s.state == SessionState::Established));
 }
 
 #[test]
@@ -737,9 +735,9 @@ fn rfc3128_overlapping_tcp_fragment_dropped() {
 use xlat_engine::offload::{self, OffloadKind, OffloadOp};
 
 fn ops(e: &mut Engine) -> Vec<OffloadOp> {
-    let mut v = Vec::new();
-    e.offload_ops(&mut v);
-    v
+    let mut evs = Vec::new();
+    e.drain_events(&mut evs);
+    evs.iter().filter_map(|ev| e.offload_op(ev)).collect()
 }
 
 /// What the engine makes of `p`, with the TTL a router hop takes off (the engine leaves that
@@ -854,7 +852,7 @@ fn offload_expiry_asks_the_fast_path_first() {
     assert!(!e
         .sessions(Time::from_secs(850))
         .iter()
-        .any(|s| s.proto == "udp"));
+        .any(|s| s.proto == Some(xlat_engine::flow::Proto::Udp)));
     // Inbound to the old mapping now drops: the session and its mapping are gone.
     assert_eq!(
         dropped(&mut e, 851, udp_pkt(R1, 53, POOL, 40002)),

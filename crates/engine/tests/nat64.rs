@@ -82,13 +82,25 @@ fn rfc6146_3_5_2_tcp_handshake_and_unsolicited_syn() {
     assert_eq!(v, Verdict::Forward);
     verify6(&o);
     let s = e.sessions(Time::from_secs(0));
-    let row = s.iter().find(|r| r.proto == "tcp").unwrap();
-    assert_eq!(row.state, "established");
-    assert_eq!(row.inside, "[2001:2:0:1::10]:40001");
-    assert_eq!(row.outside, "198.19.0.101:40001");
-    assert_eq!(row.remote, "198.19.0.2:80");
-    assert_eq!(row.translator, "nat64");
-    assert_eq!(row.remote6, "[2001:2:0:64::c613:2]:80");
+    let row = s
+        .iter()
+        .find(|r| r.proto == Some(xlat_engine::flow::Proto::Tcp))
+        .unwrap();
+    assert_eq!(row.state, SessionState::Established);
+    assert_eq!(
+        (row.inside, row.inside_port),
+        ("2001:2:0:1::10".parse().unwrap(), Some(40001))
+    );
+    assert_eq!(
+        (row.outside, row.outside_port),
+        ("198.19.0.101".parse().unwrap(), Some(40001))
+    );
+    assert_eq!(
+        (row.remote, row.remote_port),
+        (Some("198.19.0.2".parse().unwrap()), Some(80))
+    );
+    assert_eq!(row.translator, xlat_engine::flow::Translator::Nat64);
+    assert_eq!(row.remote6, Some("2001:2:0:64::c613:2".parse().unwrap()));
     // Deviation from 3.5.2.2 (documented): an unsolicited inbound SYN is dropped at once.
     let (v, _) = at(
         &mut e,
@@ -342,9 +354,9 @@ fn nat64_only_engine_drops_what_is_not_ours() {
 use xlat_engine::offload::{self, OffloadKind};
 
 fn ops(e: &mut Engine) -> Vec<offload::OffloadOp> {
-    let mut v = Vec::new();
-    e.offload_ops(&mut v);
-    v
+    let mut evs = Vec::new();
+    e.drain_events(&mut evs);
+    evs.iter().filter_map(|ev| e.offload_op(ev)).collect()
 }
 
 #[test]

@@ -49,9 +49,8 @@ impl Waker {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: `raw` is a descriptor we just created and own exclusively.
-        Ok(Waker {
-            fd: unsafe { OwnedFd::from_raw_fd(raw) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        Ok(Waker { fd })
     }
 
     /// Makes the eventfd readable. Never blocks (a saturated counter is readable anyway).

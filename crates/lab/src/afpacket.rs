@@ -138,6 +138,7 @@ impl TxSocket {
         // SAFETY: zeroed iovec/mmsghdr are valid; pointers set below point into `frames`,
         // which outlives the call; the kernel only reads them.
         let mut iov: [libc::iovec; MAX] = unsafe { std::mem::zeroed() };
+        // SAFETY: as above: an all-zero mmsghdr is valid (null pointers, zero lengths).
         let mut msgs: [libc::mmsghdr; MAX] = unsafe { std::mem::zeroed() };
         for i in 0..n {
             iov[i].iov_base = frames[i].as_ptr() as *mut libc::c_void;
@@ -291,10 +292,10 @@ impl TxRing {
         if st & (TP_STATUS_SEND_REQUEST | TP_STATUS_SENDING) != 0 {
             return None;
         }
+        let off = self.frame_off();
         // SAFETY: slot i is not queued and the kernel released it (status checked above), so
         // nothing else reads or writes its data until we queue it; the range lies inside the
         // mapping.
-        let off = self.frame_off();
         let data = unsafe {
             std::slice::from_raw_parts_mut(self.map.add(i * TX_SLOT + off), TX_SLOT - off)
         };

@@ -104,7 +104,7 @@ enum counter {
 	C_REDIRECTED,
 	C_TRANSLATED_6TO4,
 	C_TRANSLATED_4TO6,
-	C_PASS_NOT_IPV4,
+	C_PASS_NOT_IP,
 	C_PASS_TRUNCATED,
 	C_PASS_OPTIONS,
 	C_PASS_FRAGMENT,
@@ -537,7 +537,7 @@ int xlat_fast(struct xdp_md *ctx)
 		return ipv4(ctx, eth, end);
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6))
 		return ipv6(ctx, eth, end);
-	return count(C_PASS_NOT_IPV4, XDP_PASS);
+	return count(C_PASS_NOT_IP, XDP_PASS);
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

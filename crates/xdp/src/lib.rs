@@ -2,7 +2,8 @@
 //! outside interfaces and keeps its recipe table in step with the engine.
 //!
 //! The engine decides; this crate only carries its decisions into the kernel. The daemon
-//! passes every [`OffloadOp`] the engine emits to [`FastPath::apply`]: `Install` writes the
+//! turns every fast-path event of the engine's state-event stream into an [`OffloadOp`]
+//! (`Engine::offload_op`) and passes it to [`FastPath::apply`]: `Install` writes the
 //! session's two recipes (NAT44 into `recipes`; NAT64 into `recipes64`, keyed by the IPv6
 //! tuple, and `recipes46`), `Remove` deletes them, `Query` is answered by
 //! [`FastPath::last_seen`] (when the XDP program last matched each recipe) so that the engine
@@ -564,5 +565,30 @@ impl FastPath {
             });
         }
         all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// [`super::COUNTERS`] is read by index from the program's per-CPU array: its order must
+    /// be the C `enum counter`'s, name for name (`C_PASS_NO_ROUTE` is `xdp_pass_no_route`).
+    /// A counter added on one side only fails here, not as a shifted column in production.
+    #[test]
+    fn counter_names_follow_the_c_enum() {
+        let src = include_str!("../bpf/xlat_fast.bpf.c");
+        let body = src
+            .split("enum counter {")
+            .nth(1)
+            .and_then(|s| s.split('}').next())
+            .unwrap_or_default();
+        let c_names: Vec<String> = body
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty() && *n != "C_MAX")
+            .map(|n| format!("xdp_{}", n.trim_start_matches("C_").to_ascii_lowercase()))
+            .collect();
+        assert!(c_names.len() > 10, "enum counter not found: {c_names:?}");
+        let rust: Vec<&str> = super::COUNTERS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(c_names, rust);
     }
 }

@@ -2,6 +2,7 @@
 //! Cisco's `show ip nat translations`) and the counters, with drop explanations on request.
 
 use std::fmt::Write as _;
+use std::net::IpAddr;
 
 use xlat_daemon::control::{FastPathStats, IoCounters, WorkerStats};
 use xlat_daemon::translate::PcapCounters;
@@ -12,40 +13,48 @@ pub fn hms(secs: u64) -> String {
     format!("{}:{:02}:{:02}", secs / 3600, (secs / 60) % 60, secs % 60)
 }
 
+/// An endpoint as printed: `addr:port`, `[v6]:port`, or the address alone without a port.
+fn endpoint(addr: IpAddr, port: Option<u16>) -> String {
+    match (addr, port) {
+        (IpAddr::V6(a), Some(p)) => format!("[{a}]:{p}"),
+        (a, Some(p)) => format!("{a}:{p}"),
+        (a, None) => a.to_string(),
+    }
+}
+
 /// The translation table: one row per session or static entry, columns padded to fit. With
 /// NAT64 sessions an "Outside local" column shows the remote as the IPv6 side addresses it
 /// (its pref64 form); for NAT44 rows it equals "Outside".
 pub fn sessions_table(sessions: &[SessionInfo]) -> String {
-    let v6 = sessions.iter().any(|s| !s.remote6.is_empty());
+    let v6 = sessions.iter().any(|s| s.remote6.is_some());
     let mut header = vec!["Pro", "Inside local", "Inside global"];
     if v6 {
         header.push("Outside local");
     }
     header.extend(["Outside", "State", "Expires"]);
-    let dash = |v: &str| {
-        if v.is_empty() {
-            "---".to_string()
-        } else {
-            v.to_string()
-        }
-    };
     let rows: Vec<Vec<String>> = sessions
         .iter()
         .map(|s| {
-            let mut r = vec![s.proto.clone(), s.inside.clone(), s.outside.clone()];
+            let remote = s.remote.map(|a| endpoint(a.into(), s.remote_port));
+            let mut r = vec![
+                s.proto.map_or("any", |p| p.name()).to_string(),
+                endpoint(s.inside, s.inside_port),
+                endpoint(s.outside.into(), s.outside_port),
+            ];
             if v6 {
-                r.push(dash(if s.remote6.is_empty() {
-                    &s.remote
-                } else {
-                    &s.remote6
-                }));
+                let local = s.remote6.map(|a| endpoint(a.into(), s.remote_port));
+                r.push(
+                    local
+                        .or_else(|| remote.clone())
+                        .unwrap_or_else(|| "---".into()),
+                );
             }
             r.extend([
-                dash(&s.remote),
+                remote.unwrap_or_else(|| "---".into()),
                 if s.fast_path {
-                    format!("{} (xdp)", s.state)
+                    format!("{} (xdp)", s.state.name())
                 } else {
-                    s.state.clone()
+                    s.state.name().to_string()
                 },
                 s.expires_in.map(hms).unwrap_or_else(|| "---".to_string()),
             ]);
@@ -247,6 +256,8 @@ pub fn translate_summary(input: &str, output: &str, s: &Stats, p: &PcapCounters)
 mod tests {
     use super::*;
     use xlat_engine::counters::NamedCount;
+    use xlat_engine::flow::{Proto, Translator};
+    use xlat_engine::SessionState;
 
     fn nc(name: &str, value: u64, explain: &str) -> NamedCount {
         NamedCount {
@@ -260,20 +271,20 @@ mod tests {
     fn table_rows_line_up() {
         let rows = vec![
             SessionInfo {
-                proto: "any".into(),
-                inside: "198.18.0.10".into(),
-                outside: "198.19.0.10".into(),
-                remote: String::new(),
-                state: "static".into(),
-                expires_in: None,
+                inside: "198.18.0.10".parse().unwrap(),
+                outside: "198.19.0.10".parse().unwrap(),
+                state: SessionState::Static,
                 ..SessionInfo::default()
             },
             SessionInfo {
-                proto: "tcp".into(),
-                inside: "198.18.0.20:40000".into(),
-                outside: "198.19.0.100:40000".into(),
-                remote: "203.0.113.5:80".into(),
-                state: "established".into(),
+                proto: Some(Proto::Tcp),
+                inside: "198.18.0.20".parse().unwrap(),
+                inside_port: Some(40000),
+                outside: "198.19.0.100".parse().unwrap(),
+                outside_port: Some(40000),
+                remote: Some("203.0.113.5".parse().unwrap()),
+                remote_port: Some(80),
+                state: SessionState::Established,
                 expires_in: Some(7439),
                 ..SessionInfo::default()
             },
@@ -296,13 +307,16 @@ mod tests {
     #[test]
     fn nat64_rows_get_an_outside_local_column() {
         let rows = vec![SessionInfo {
-            translator: "nat64".into(),
-            proto: "udp".into(),
-            inside: "[2001:2:0:1::10]:40000".into(),
-            outside: "198.19.0.101:40000".into(),
-            remote: "198.19.0.2:53".into(),
-            remote6: "[2001:2:0:64::c613:2]:53".into(),
-            state: "udp".into(),
+            translator: Translator::Nat64,
+            proto: Some(Proto::Udp),
+            inside: "2001:2:0:1::10".parse().unwrap(),
+            inside_port: Some(40000),
+            outside: "198.19.0.101".parse().unwrap(),
+            outside_port: Some(40000),
+            remote: Some("198.19.0.2".parse().unwrap()),
+            remote_port: Some(53),
+            remote6: Some("2001:2:0:64::c613:2".parse().unwrap()),
+            state: SessionState::Udp,
             expires_in: Some(299),
             fast_path: true,
         }];
@@ -310,6 +324,7 @@ mod tests {
         assert!(t.contains("udp (xdp)"), "{t}");
         let lines: Vec<&str> = t.lines().collect();
         assert!(lines[0].contains("Outside local"), "{t}");
+        assert!(lines[1].contains("[2001:2:0:1::10]:40000"), "{t}");
         assert!(
             lines[1].contains("[2001:2:0:64::c613:2]:53  198.19.0.2:53"),
             "{t}"

@@ -205,7 +205,7 @@ fn unsolicited_inbound_is_dropped_and_counted() {
     let outside_ports: Vec<String> = t
         .sessions()
         .iter()
-        .filter_map(|s| s["outside"].as_str().map(str::to_string))
+        .map(|s| endpoint(s, "outside"))
         .collect();
     assert!(
         !outside_ports
@@ -331,19 +331,13 @@ fn show_sessions_and_stats_list_the_flows() {
                 .as_str()
                 .map(|p| p.eq_ignore_ascii_case(proto))
                 .unwrap_or(false)
-                && s["inside"]
-                    .as_str()
-                    .unwrap_or("")
-                    .starts_with(&format!("{IN_ADDR}:"))
-                && s["outside"]
-                    .as_str()
-                    .unwrap_or("")
-                    .starts_with(&format!("{POOL_ADDR}:"))
+                && endpoint(s, "inside").starts_with(&format!("{IN_ADDR}:"))
+                && endpoint(s, "outside").starts_with(&format!("{POOL_ADDR}:"))
                 && match remote_port {
-                    Some(p) => s["remote"].as_str() == Some(&format!("{OUT_ADDR}:{p}")),
+                    Some(p) => endpoint(s, "remote") == format!("{OUT_ADDR}:{p}"),
                     // ICMP: the remote has no port; accept "addr" and "addr:id".
                     None => {
-                        let r = s["remote"].as_str().unwrap_or("");
+                        let r = endpoint(s, "remote");
                         r == OUT_ADDR || r.starts_with(&format!("{OUT_ADDR}:"))
                     }
                 }

@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use common::topo64::{GW4, GW6, SRV};
 use common::{
-    assert_same_file, counter, http_clients, poll, require_root_dns, show, workers_line,
+    assert_same_file, counter, endpoint, http_clients, poll, require_root_dns, show, workers_line,
     workers_wanted, xdp, Pkt, Topo64, ICMP_PROBE, UDP4_SEND,
 };
 
@@ -292,13 +292,21 @@ fn nat64_dns64_dig_and_curl_by_name() {
         .iter()
         .find(|s| {
             s["proto"].as_str().map(str::to_ascii_lowercase).as_deref() == Some("tcp")
-                && s["inside"].as_str() == Some(&format!("[{CLI}]:{cli_port}"))
+                && endpoint(s, "inside") == format!("[{CLI}]:{cli_port}")
         })
         .unwrap_or_else(|| panic!("no tcp session for [{CLI}]:{cli_port} in:\n{all}"));
     assert_eq!(s["translator"], "nat64", "{s}");
-    assert_eq!(s["outside"], format!("{POOL4}:{pool_port}"), "{s}");
-    assert_eq!(s["remote"], format!("{SRV}:{HTTP_PORT}"), "{s}");
-    assert_eq!(s["remote6"], format!("[{SRV_V6}]:{HTTP_PORT}"), "{s}");
+    assert_eq!(
+        endpoint(s, "outside"),
+        format!("{POOL4}:{pool_port}"),
+        "{s}"
+    );
+    assert_eq!(endpoint(s, "remote"), format!("{SRV}:{HTTP_PORT}"), "{s}");
+    assert_eq!(
+        endpoint(s, "remote6"),
+        format!("[{SRV_V6}]:{HTTP_PORT}"),
+        "{s}"
+    );
     assert!(!s["state"].is_null() && !s["expires_in"].is_null(), "{s}");
     let text = lab.xlat_cmd(&["show", "sessions"]).check().stdout;
     assert!(
@@ -403,15 +411,9 @@ fn nat64_ping_and_fragmented_ping() {
         sessions.iter().any(|s| {
             s["translator"] == "nat64"
                 && s["proto"].as_str().map(str::to_ascii_lowercase).as_deref() == Some("icmp")
-                && s["inside"]
-                    .as_str()
-                    .unwrap_or("")
-                    .starts_with(&format!("[{CLI}]:"))
-                && s["outside"]
-                    .as_str()
-                    .unwrap_or("")
-                    .starts_with(&format!("{POOL4}:"))
-                && s["remote"].as_str().unwrap_or("").starts_with(SRV)
+                && endpoint(s, "inside").starts_with(&format!("[{CLI}]:"))
+                && endpoint(s, "outside").starts_with(&format!("{POOL4}:"))
+                && endpoint(s, "remote").starts_with(SRV)
         }),
         "no NAT64 icmp session [{CLI}]:* -> {POOL4}:* -> {SRV} in:\n{all}"
     );
@@ -461,10 +463,10 @@ fn nat64_udp_both_ways_and_unsolicited_inbound_dropped() {
     assert!(
         sessions.iter().any(|s| s["translator"] == "nat64"
             && s["proto"].as_str().map(str::to_ascii_lowercase).as_deref() == Some("udp")
-            && s["inside"].as_str() == Some(&format!("[{CLI}]:5555"))
-            && s["outside"].as_str() == Some(&format!("{POOL4}:{mapped}"))
-            && s["remote"].as_str() == Some(&format!("{SRV}:7000"))
-            && s["remote6"].as_str() == Some(&format!("[{SRV_V6}]:7000"))),
+            && endpoint(s, "inside") == format!("[{CLI}]:5555")
+            && endpoint(s, "outside") == format!("{POOL4}:{mapped}")
+            && endpoint(s, "remote") == format!("{SRV}:7000")
+            && endpoint(s, "remote6") == format!("[{SRV_V6}]:7000")),
         "no NAT64 udp session [{CLI}]:5555 -> {POOL4}:{mapped} -> {SRV}:7000 in:\n{all}"
     );
     // A pool4 port no session uses, for TCP or UDP.
@@ -472,7 +474,7 @@ fn nat64_udp_both_ways_and_unsolicited_inbound_dropped() {
         .find(|p| {
             !sessions
                 .iter()
-                .any(|s| s["outside"].as_str() == Some(&format!("{POOL4}:{p}")))
+                .any(|s| endpoint(s, "outside") == format!("{POOL4}:{p}"))
         })
         .unwrap();
 

@@ -165,10 +165,8 @@ fn many_flows_spread_over_two_workers_and_all_replies_return() {
     assert_eq!(rows.len() as u64 - 1, sessions, "{summary}");
     for a in &srcs {
         assert!(
-            rows.iter().any(|s| s["inside"]
-                .as_str()
-                .unwrap_or("")
-                .starts_with(&format!("{a}:"))),
+            rows.iter()
+                .any(|s| endpoint(s, "inside").starts_with(&format!("{a}:"))),
             "no session of {a}"
         );
     }

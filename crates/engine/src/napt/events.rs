@@ -44,7 +44,7 @@ impl<A: InsideAddr> Napt<A> {
         };
         let (proto, ext) = (s.proto(), s.ext());
         self.events
-            .push(event(now, kind, proto, int, ext, Some(s.remote())));
+            .push(event(now, kind, proto, int, ext, Some((sid, s.remote()))));
         if let Some(m) = mapping {
             self.events.push(event(now, m, proto, int, ext, None));
         }

@@ -58,7 +58,7 @@ impl<A: InsideAddr> Napt<A> {
             self.sweep_cursor += 1;
             match self.sessions.get(sid) {
                 Some(s) if s.expires <= now && s.offloaded => {
-                    self.offload_event(crate::offload::OffloadKind::Query, sid);
+                    self.offload_event(now, crate::offload::OffloadKind::Query, sid);
                 }
                 Some(s) if s.expires <= now => {
                     work += REMOVE_COST;

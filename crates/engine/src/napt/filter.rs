@@ -79,12 +79,12 @@ impl<A: InsideAddr> Napt<A> {
         // sessions may have expired (and will take it with them).
         let (expires, held, filter) = match owner {
             Owner::Mapping(mid) => {
-                let m = self.mappings.get(mid).ok_or(DropReason::NoMapping)?;
+                let m = self.mappings.get(mid).ok_or(DropReason::Internal)?;
                 let r = self.remote_ref(mid, remote.addr).map(|r| r.expires);
                 (m.expires, m.int_addr, r)
             }
             Owner::Session(sid) => {
-                let s = self.sessions.get(sid).ok_or(DropReason::NoMapping)?;
+                let s = self.sessions.get(sid).ok_or(DropReason::Internal)?;
                 let e = Stamp::of(s.expires);
                 (e, s.int_addr, (s.remote_addr == remote.addr).then_some(e))
             }
@@ -92,7 +92,7 @@ impl<A: InsideAddr> Napt<A> {
         if expires.passed(now) {
             return Err(DropReason::NoMapping);
         }
-        let int_addr = self.hosts.addr(held).ok_or(DropReason::NoMapping)?;
+        let int_addr = self.hosts.addr(held).ok_or(DropReason::Internal)?;
         let admitted = match self.cfg.filtering {
             Filtering::EndpointIndependent => true,
             Filtering::AddressDependent => filter.is_some_and(|e| !e.passed(now)),
@@ -130,7 +130,7 @@ impl<A: InsideAddr> Napt<A> {
                 .1),
             None => {
                 self.unhost(int_addr, false, 0);
-                Err(DropReason::NoMapping)
+                Err(DropReason::Internal)
             }
         }
     }

@@ -172,7 +172,7 @@ impl<A: InsideAddr> Napt<A> {
                 .1),
             None => {
                 self.unhost(int.addr, false, 0);
-                Err(DropReason::NoMapping)
+                Err(DropReason::Internal)
             }
         }
     }

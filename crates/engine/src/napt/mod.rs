@@ -106,7 +106,6 @@ mod slab;
 mod tests;
 
 pub use expiry::REMOVE_UNITS;
-pub use offload::OffloadEvent;
 
 use hashbrown::HashMap;
 
@@ -180,7 +179,6 @@ pub struct Napt<A> {
     sweep_cursor: usize,
     /// Sessions may be handed to a fast path ([`Napt::set_offload`]).
     offload: bool,
-    offload_events: Vec<OffloadEvent<A>>,
     /// The state-event stream ([`crate::events`]); off until a consumer starts it.
     events: crate::events::EventQueue,
     /// `events.dropped()` at the last drain.
@@ -240,7 +238,6 @@ impl<A: InsideAddr> Napt<A> {
             rng: Rng::new(seed),
             sweep_cursor: 0,
             offload: false,
-            offload_events: Vec::new(),
             events: crate::events::EventQueue::default(),
             events_dropped_seen: 0,
             pending: Vec::with_capacity(PENDING_MAX),

@@ -1,36 +1,21 @@
-//! Sessions handed to a fast path ([`crate::offload`]): the events that install, withdraw or
-//! query a session's recipes, and the fast path's answer ([`Napt::offload_seen`]). Kept in
-//! one place: it is the outbox the engine's state-event stream replaces.
+//! Sessions handed to a fast path ([`crate::offload`]): the state-event stream's
+//! [`EventKind::FastPath`] instructions that install, withdraw or query a session's recipes,
+//! and the fast path's answer ([`Napt::offload_seen`]).
 
 use crate::counters::{Counters, Event};
-use crate::events::EndReason;
+use crate::events::{event, EndReason, EventKind};
 use crate::flow::{Endpoint, InsideAddr, Proto};
+use crate::offload::OffloadKind;
 use crate::tcp::TcpState;
 use crate::Time;
 
 use super::session::{SessState, Session};
 use super::Napt;
 
-/// A session's change that a fast path must follow ([`crate::offload`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OffloadEvent<A> {
-    pub kind: crate::offload::OffloadKind,
-    pub sid: u32,
-    pub proto: Proto,
-    pub int: Endpoint<A>,
-    pub ext: Endpoint,
-    pub remote: Endpoint,
-}
-
 impl<A: InsideAddr> Napt<A> {
     /// Lets sessions be handed to a fast path from now on ([`crate::offload`]).
     pub fn set_offload(&mut self, on: bool) {
         self.offload = on;
-    }
-
-    /// Takes the fast-path changes accumulated since the last call.
-    pub fn drain_offload(&mut self) -> std::vec::Drain<'_, OffloadEvent<A>> {
-        self.offload_events.drain(..)
     }
 
     /// Can a session's packets be rewritten by a fast path? UDP and TCP (established only;
@@ -40,32 +25,28 @@ impl<A: InsideAddr> Napt<A> {
         self.offload && proto != Proto::Icmp && !self.is_pool(remote.addr)
     }
 
-    pub(super) fn offload_event(&mut self, kind: crate::offload::OffloadKind, sid: u32) {
+    pub(super) fn offload_event(&mut self, now: Time, kind: OffloadKind, sid: u32) {
         if let Some(&s) = self.sessions.get(sid) {
-            self.push_offload(kind, sid, &s);
+            self.push_offload(now, kind, sid, &s);
         }
     }
 
-    /// Queues a fast-path change for session `sid`, which is `s`.
-    pub(super) fn push_offload(
-        &mut self,
-        kind: crate::offload::OffloadKind,
-        sid: u32,
-        s: &Session,
-    ) {
+    /// Queues a fast-path instruction for session `sid`, which is `s` (never dropped:
+    /// [`crate::events`]).
+    pub(super) fn push_offload(&mut self, now: Time, kind: OffloadKind, sid: u32, s: &Session) {
         if let Some(int) = s.int(&self.hosts) {
-            self.offload_events.push(OffloadEvent {
-                kind,
-                sid,
-                proto: s.proto(),
+            self.events.push_fast_path(event(
+                now,
+                EventKind::FastPath(kind),
+                s.proto(),
                 int,
-                ext: s.ext(),
-                remote: s.remote(),
-            });
+                s.ext(),
+                Some((sid, s.remote())),
+            ));
         }
     }
 
-    /// The fast path's answer to [`OffloadKind::Query`](crate::offload::OffloadKind::Query):
+    /// The fast path's answer to [`OffloadKind::Query`]:
     /// when it last saw the session's packets going out and coming in. Refreshes the session
     /// as those packets would have (RFC 4787 REQ-6: outbound refreshes, inbound only with
     /// `inbound_refresh`; RFC 6146 3.5.2.2: an established TCP session by either direction),
@@ -113,8 +94,7 @@ impl<A: InsideAddr> Napt<A> {
     /// A TCP session entered (`established`) or left the established state: its recipes go
     /// to the fast path, or come back so FIN/RST handling and the transitory timeout stay
     /// the engine's (RFC 6146 3.5.2.2).
-    pub(super) fn tcp_offload(&mut self, sid: u32, established: bool) {
-        use crate::offload::OffloadKind;
+    pub(super) fn tcp_offload(&mut self, now: Time, sid: u32, established: bool) {
         let Some((offloaded, proto, remote)) = self
             .sessions
             .get(sid)
@@ -132,6 +112,6 @@ impl<A: InsideAddr> Napt<A> {
         if let Some(s) = self.sessions.get_mut(sid) {
             s.offloaded = kind == OffloadKind::Install;
         }
-        self.offload_event(kind, sid);
+        self.offload_event(now, kind, sid);
     }
 }

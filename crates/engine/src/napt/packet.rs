@@ -66,7 +66,7 @@ impl<A: InsideAddr> Napt<A> {
         if let Some(sid) = self.live(&key, hash, now, c) {
             return self
                 .touch(sid, now, &key, tcp_flags)
-                .ok_or(DropReason::NoMapping);
+                .ok_or(DropReason::Internal);
         }
         self.renew(now, &key, hash, tcp_flags, None, c)
     }
@@ -123,7 +123,7 @@ impl<A: InsideAddr> Napt<A> {
             {
                 return self
                     .touch(sid, now, key, tcp_flags)
-                    .ok_or(DropReason::NoMapping);
+                    .ok_or(DropReason::Internal);
             }
         }
         self.renew(now, key, hash, tcp_flags, found, c)

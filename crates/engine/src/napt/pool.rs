@@ -37,7 +37,7 @@ impl<A: InsideAddr> Napt<A> {
         let limit = self.cfg.limits.max_sessions_per_host;
         if let Some(num) = self.hosts.number(int_addr) {
             let held = int_addr.as_held().unwrap_or(num);
-            let h = self.hosts.get_mut(num).ok_or(DropReason::NoMapping)?;
+            let h = self.hosts.get_mut(num).ok_or(DropReason::Internal)?;
             if h.sessions >= limit {
                 return Err(DropReason::HostSessionLimit);
             }

@@ -175,7 +175,7 @@ impl<A: InsideAddr> Napt<A> {
             offloaded,
         });
         if offloaded {
-            self.offload_event(crate::offload::OffloadKind::Install, sid);
+            self.offload_event(now, crate::offload::OffloadKind::Install, sid);
         }
         if self.events.on() {
             // A folded mapping is made with its session (its event follows the session's).
@@ -246,7 +246,7 @@ impl<A: InsideAddr> Napt<A> {
             }
         }
         if let Some(is) = established {
-            self.tcp_offload(sid, is);
+            self.tcp_offload(now, sid, is);
         }
         Some(tr)
     }
@@ -291,7 +291,7 @@ impl<A: InsideAddr> Napt<A> {
             self.session_event(now, EventKind::SessionDeleted(why), sid, m);
         }
         if s.offloaded {
-            self.push_offload(crate::offload::OffloadKind::Remove, sid, &s);
+            self.push_offload(now, crate::offload::OffloadKind::Remove, sid, &s);
         }
         for inbound in [false, true] {
             if let Some(key) = s.key(inbound, &self.hosts) {

@@ -2,24 +2,11 @@
 
 use crate::events::EndReason;
 use crate::flow::{InsideAddr, Proto};
-use crate::snapshot::{PoolUse, SessionFilter, SessionInfo, Stats};
-use crate::tcp::TcpState;
+use crate::snapshot::{PoolUse, SessionFilter, SessionInfo, SessionState, Stats};
 use crate::Time;
 
 use super::session::{SessState, Session};
 use super::Napt;
-
-fn tcp_state_name(t: TcpState) -> &'static str {
-    match t {
-        TcpState::OutInit => "syn_out",
-        TcpState::InInit => "syn_in",
-        TcpState::Established => "established",
-        TcpState::OutFinRcv => "fin_out",
-        TcpState::InFinRcv => "fin_in",
-        TcpState::BothFinRcv => "fin_both",
-        TcpState::Trans => "transitory",
-    }
-}
 
 impl<A: InsideAddr> Napt<A> {
     /// Does live session `s` match `f` (values compared, nothing formatted)?
@@ -47,8 +34,8 @@ impl<A: InsideAddr> Napt<A> {
     }
 
     /// Appends to `out` the live sessions `f` takes, sorted (protocol, inside, remote), at
-    /// most `limit`: matched by value first, only those listed are formatted, so a few
-    /// sessions out of millions cost a scan, not millions of strings.
+    /// most `limit`: matched by value, and only the rows kept are built, so a few sessions
+    /// out of millions cost a scan, not millions of rows.
     pub fn sessions(&self, now: Time, f: &SessionFilter, limit: usize, out: &mut Vec<SessionInfo>) {
         if f.translator.is_some_and(|t| t != A::TRANSLATOR) {
             return;
@@ -75,7 +62,7 @@ impl<A: InsideAddr> Napt<A> {
             found
                 .iter()
                 .filter_map(|&(.., sid)| self.sessions.get(sid))
-                .map(|s| self.session_info(s, now)),
+                .filter_map(|s| self.session_info(s, now)),
         );
     }
 
@@ -97,22 +84,28 @@ impl<A: InsideAddr> Napt<A> {
         sids.len() as u64
     }
 
-    /// One row of the listing.
-    fn session_info(&self, s: &Session, now: Time) -> SessionInfo {
-        SessionInfo {
-            proto: s.proto().name().into(),
-            inside: s.int(&self.hosts).map(|e| e.show(true)).unwrap_or_default(),
-            outside: s.ext().show(true),
-            remote: s.remote().show(s.proto() != Proto::Icmp),
+    /// One row of the listing, as values.
+    fn session_info(&self, s: &Session, now: Time) -> Option<SessionInfo> {
+        let int = s.int(&self.hosts)?;
+        let proto = s.proto();
+        Some(SessionInfo {
+            translator: A::TRANSLATOR,
+            proto: Some(proto),
+            inside: int.addr.ip(),
+            inside_port: Some(int.port),
+            outside: s.ext_addr.into(),
+            outside_port: Some(s.ext_port),
+            remote: Some(s.remote_addr.into()),
+            remote_port: (proto != Proto::Icmp).then_some(s.remote_port),
+            remote6: None,
             state: match s.state {
-                SessState::Udp => "udp".into(),
-                SessState::Icmp => "icmp".into(),
-                SessState::Tcp(t) => tcp_state_name(t).into(),
+                SessState::Udp => SessionState::Udp,
+                SessState::Icmp => SessionState::Icmp,
+                SessState::Tcp(t) => SessionState::of_tcp(t),
             },
             expires_in: Some(now.secs_until(s.expires)),
             fast_path: s.offloaded,
-            ..SessionInfo::default()
-        }
+        })
     }
 
     /// Fills the table sizes and pool use of `st`.

@@ -23,7 +23,7 @@ use std::collections::VecDeque;
 
 use hashbrown::HashMap;
 use xlat_wire::field::{set_u16, set_u32, u16_at, u32_at, u8_at};
-use xlat_wire::ipv4::{self, proto as ipproto, Ipv4Error, Ipv4Header};
+use xlat_wire::ipv4::{self, proto as ipproto, Ipv4Header};
 use xlat_wire::l4::{icmp, tcp, udp};
 use xlat_wire::Delta;
 
@@ -33,7 +33,7 @@ use crate::flow::{Endpoint, FlowKey, Proto};
 use crate::frag::{FragKey, FragRewrite, Frags};
 use crate::napt::{Napt, NaptConfig, NO_CAND};
 use crate::offload::{self, OffloadKind, OffloadOp};
-use crate::snapshot::{SessionFilter, SessionInfo, Stats};
+use crate::snapshot::{SessionFilter, SessionInfo, SessionState, Stats};
 use crate::tcp::Dir;
 use crate::{PacketBuf, Time, Verdict};
 
@@ -88,16 +88,6 @@ pub struct Nat44 {
     napt: Napt<u32>,
     frags: Frags,
     ready: VecDeque<Vec<u8>>,
-}
-
-fn ipv4_drop(e: Ipv4Error) -> DropReason {
-    match e {
-        Ipv4Error::Truncated => DropReason::Truncated,
-        Ipv4Error::Version(_) => DropReason::NotIpv4,
-        Ipv4Error::BadIhl => DropReason::BadIhl,
-        Ipv4Error::BadTotalLength => DropReason::BadTotalLength,
-        Ipv4Error::BadChecksum => DropReason::BadIpChecksum,
-    }
 }
 
 impl Nat44 {
@@ -159,7 +149,7 @@ impl Nat44 {
     pub fn process(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Verdict {
         let h = match Ipv4Header::parse(buf.data(), self.cfg.verify_ip_checksum) {
             Ok(h) => h,
-            Err(e) => return Verdict::Drop(ipv4_drop(e)),
+            Err(e) => return Verdict::Drop(e.into()),
         };
         // Bytes past the IPv4 total length (link padding) are not part of the packet.
         buf.truncate(h.total_len);
@@ -705,12 +695,9 @@ impl Nat44 {
             .filter(|s| f.takes_static(s.inside.into(), s.outside))
             .take(limit)
             .map(|s| SessionInfo {
-                proto: "any".into(),
-                inside: s.inside.to_string(),
-                outside: s.outside.to_string(),
-                remote: String::new(),
-                state: "static".into(),
-                expires_in: None,
+                inside: s.inside.into(),
+                outside: s.outside,
+                state: SessionState::Static,
                 ..SessionInfo::default()
             })
             .collect();
@@ -746,22 +733,27 @@ impl Nat44 {
         self.napt.drain_events(out)
     }
 
-    /// Appends the fast-path changes since the last call, as recipes; `token` is the
-    /// session id.
-    pub fn offload_ops(&mut self, out: &mut Vec<OffloadOp>, c: &mut Counters) {
-        for ev in self.napt.drain_offload() {
-            let (o, i) = offload::nat44_recipes(ev.proto, ev.int, ev.ext, ev.remote);
-            match ev.kind {
-                OffloadKind::Install => c.event(Event::OffloadInstalled),
-                OffloadKind::Remove => c.event(Event::OffloadRemoved),
-                OffloadKind::Query => {}
-            }
-            out.push(OffloadOp {
-                kind: ev.kind,
-                token: u64::from(ev.sid),
-                recipes: offload::Recipes::Nat44 { out: o, inb: i },
-            });
-        }
+    /// The recipes of a NAT44 session's fast-path event ([`crate::events`]); `token` is
+    /// the session id.
+    pub fn offload_op(ev: &crate::events::StateEvent, kind: OffloadKind) -> Option<OffloadOp> {
+        let std::net::IpAddr::V4(inside) = ev.inside else {
+            return None;
+        };
+        let ep = |a: std::net::Ipv4Addr, port| Endpoint {
+            addr: u32::from(a),
+            port,
+        };
+        let (o, i) = offload::nat44_recipes(
+            ev.proto,
+            ep(inside, ev.inside_port),
+            ep(ev.outside, ev.outside_port),
+            ep(ev.remote, ev.remote_port),
+        );
+        Some(OffloadOp {
+            kind,
+            token: u64::from(ev.session?),
+            recipes: offload::Recipes::Nat44 { out: o, inb: i },
+        })
     }
 
     /// See [`Napt::offload_seen`].

@@ -95,7 +95,7 @@ enum Plain {
 /// The full path's result (no lane: never `Ok(None)`).
 fn full(r: Result<Option<Done>, DropReason>) -> Result<Done, DropReason> {
     // `Ok(None)` only comes from a lane miss; without a lane it cannot happen.
-    r.and_then(|d| d.ok_or(DropReason::NoMapping))
+    r.and_then(|d| d.ok_or(DropReason::Internal))
 }
 
 /// The NAT64 translator.
@@ -179,31 +179,43 @@ impl Nat64 {
         self.napt.drain_events(out)
     }
 
-    /// Appends the fast-path changes since the last call as NAT64 recipes; `token` is the
-    /// session id with [`offload::TOKEN_NAT64`] set.
-    pub fn offload_ops(&mut self, out: &mut Vec<OffloadOp>, c: &mut Counters) {
+    /// The NAT64 recipes of a session's fast-path event ([`crate::events`]); `token` is
+    /// the session id with [`offload::TOKEN_NAT64`] set.
+    pub fn offload_op(
+        &self,
+        ev: &crate::events::StateEvent,
+        kind: OffloadKind,
+    ) -> Option<OffloadOp> {
+        let std::net::IpAddr::V6(inside) = ev.inside else {
+            return None;
+        };
         let limit = self.params.lowest_ipv6_mtu.min(self.params.mtu);
         let mtu_limit = u16::try_from(limit).unwrap_or(u16::MAX);
-        let prefix = self.prefix;
-        for ev in self.napt.drain_offload() {
-            // RFC 6052 2.2: the remote's pref64 form; pool4 and the pref64 are checked at
-            // configuration, so this only fails for a remote no session could have.
-            let Some(remote6) = prefix.embed(ev.remote.addr) else {
-                continue;
-            };
-            let (o, i) =
-                offload::nat64_recipes(ev.proto, ev.int, ev.ext, ev.remote, remote6, mtu_limit);
-            match ev.kind {
-                OffloadKind::Install => c.event(Event::OffloadInstalled),
-                OffloadKind::Remove => c.event(Event::OffloadRemoved),
-                OffloadKind::Query => {}
-            }
-            out.push(OffloadOp {
-                kind: ev.kind,
-                token: offload::TOKEN_NAT64 | u64::from(ev.sid),
-                recipes: offload::Recipes::Nat64 { out: o, inb: i },
-            });
-        }
+        // RFC 6052 2.2: the remote's pref64 form; pool4 and the pref64 are checked at
+        // configuration, so this only fails for a remote no session could have.
+        let remote6 = self.prefix.embed(u32::from(ev.remote))?;
+        let (o, i) = offload::nat64_recipes(
+            ev.proto,
+            Endpoint {
+                addr: u128::from(inside),
+                port: ev.inside_port,
+            },
+            Endpoint {
+                addr: u32::from(ev.outside),
+                port: ev.outside_port,
+            },
+            Endpoint {
+                addr: u32::from(ev.remote),
+                port: ev.remote_port,
+            },
+            remote6,
+            mtu_limit,
+        );
+        Some(OffloadOp {
+            kind,
+            token: offload::TOKEN_NAT64 | u64::from(ev.session?),
+            recipes: offload::Recipes::Nat64 { out: o, inb: i },
+        })
     }
 
     /// See [`crate::napt::Napt::offload_seen`].
@@ -242,23 +254,11 @@ impl Nat64 {
         self.napt.clear(now, f)
     }
 
-    /// The pref64 form of an IPv4 `addr[:port]` as `sessions` shows it, for `remote6`.
-    pub fn remote6(&self, remote: &str) -> String {
-        let (addr, port) = match remote.rsplit_once(':') {
-            Some((a, p)) => (a, Some(p)),
-            None => (remote, None),
-        };
-        let Ok(v4) = addr.parse::<std::net::Ipv4Addr>() else {
-            return String::new();
-        };
-        let Some(v6) = self.prefix.embed(u32::from(v4)) else {
-            return String::new();
-        };
-        let v6 = std::net::Ipv6Addr::from(v6);
-        match port {
-            Some(p) => format!("[{v6}]:{p}"),
-            None => v6.to_string(),
-        }
+    /// The pref64 form (RFC 6052) of an IPv4 remote, as the IPv6 side addresses it.
+    pub fn remote6(&self, remote: std::net::Ipv4Addr) -> Option<std::net::Ipv6Addr> {
+        self.prefix
+            .embed(u32::from(remote))
+            .map(std::net::Ipv6Addr::from)
     }
 
     pub fn fill_stats(&self, st: &mut Stats) {

@@ -17,7 +17,7 @@
 use xlat_wire::checksum;
 use xlat_wire::field::{set_u16, set_u32, set_u8, u16_at, u32_at, u8_at};
 use xlat_wire::ipv4::{self, proto as ipproto, Ipv4Fields};
-use xlat_wire::ipv6::{self, addr4_sum, addr_sum, nh, Ipv6Error, Ipv6Header};
+use xlat_wire::ipv6::{self, addr4_sum, addr_sum, nh, Ipv6Header};
 use xlat_wire::l4::{icmp, icmpv6, tcp, udp};
 use xlat_wire::{Delta, PacketBuf};
 
@@ -53,15 +53,6 @@ pub(crate) struct Err6 {
     /// The quoted header, extension headers walked; offsets relative to its start.
     pub inner: Ipv6Header,
     pub inner_ports: Option<Ports>,
-}
-
-pub(crate) fn ipv6_drop(e: Ipv6Error) -> DropReason {
-    match e {
-        Ipv6Error::Truncated => DropReason::TruncatedIpv6,
-        Ipv6Error::Version(_) => DropReason::NotIpv4,
-        Ipv6Error::BadPayloadLength => DropReason::BadPayloadLength,
-        Ipv6Error::BadExtensionHeader => DropReason::BadExtensionHeader,
-    }
 }
 
 /// The IPv4 protocol a Next Header becomes (RFC 7915 5.1: ICMPv6 -> ICMPv4, others copied).
@@ -107,7 +98,7 @@ fn ports_of(proto: u8, l4: &[u8], whole: bool) -> Result<Option<Ports>, DropReas
 /// Reads and checks an IPv6 packet for translation to IPv4 (RFC 7915 5).
 #[inline(always)]
 pub(crate) fn parse(pkt: &[u8], p: &XlatParams) -> Result<In6, DropReason> {
-    let h = Ipv6Header::parse(pkt).map_err(ipv6_drop)?;
+    let h = Ipv6Header::parse(pkt).map_err(DropReason::from)?;
     let other = In6 {
         h,
         kind: Kind6::Other,

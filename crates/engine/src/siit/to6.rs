@@ -110,17 +110,6 @@ fn u32_be(b: &[u8], off: usize) -> Option<u32> {
     xlat_wire::field::u32_at(b, off)
 }
 
-pub(crate) fn ipv4_drop(e: xlat_wire::Ipv4Error) -> DropReason {
-    use xlat_wire::Ipv4Error as E;
-    match e {
-        E::Truncated => DropReason::Truncated,
-        E::Version(_) => DropReason::NotIpv4,
-        E::BadIhl => DropReason::BadIhl,
-        E::BadTotalLength => DropReason::BadTotalLength,
-        E::BadChecksum => DropReason::BadIpChecksum,
-    }
-}
-
 /// The Next Header an IPv4 protocol becomes (RFC 7915 4.1: ICMPv4 -> ICMPv6, others copied).
 pub(crate) fn proto6(p: u8) -> u8 {
     if p == ipproto::ICMP {
@@ -171,7 +160,7 @@ pub(crate) fn parse(
     verify_ip_checksum: bool,
     p: &XlatParams,
 ) -> Result<In4, DropReason> {
-    let h = Ipv4Header::parse(pkt, verify_ip_checksum).map_err(ipv4_drop)?;
+    let h = Ipv4Header::parse(pkt, verify_ip_checksum).map_err(DropReason::from)?;
     let pkt = pkt.get(..h.total_len).unwrap_or(&[]);
     let source_route =
         h.header_len > ipv4::MIN_HEADER && ipv4::has_unexpired_source_route(pkt, h.header_len);

@@ -35,7 +35,7 @@ use std::net::Ipv4Addr;
 
 use xlat_wire::checksum;
 use xlat_wire::field::{set_u16, u16_at, u32_at, u8_at};
-use xlat_wire::ipv4::{self, proto, Ipv4Error, Ipv4Fields, Ipv4Header};
+use xlat_wire::ipv4::{self, proto, Ipv4Fields, Ipv4Header};
 use xlat_wire::ipv6::{self, nh};
 use xlat_wire::l4::{icmp, icmpv6};
 use xlat_wire::PacketBuf;
@@ -488,7 +488,7 @@ impl Tunnel {
     pub fn process4(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Verdict {
         let h = match Ipv4Header::parse(buf.data(), true) {
             Ok(h) => h,
-            Err(e) => return Verdict::Drop(ipv4_reason(e)),
+            Err(e) => return Verdict::Drop(e.into()),
         };
         let Some(mech) = self.mech4(h.dst) else {
             return Verdict::Drop(DropReason::NotOurs);
@@ -724,17 +724,6 @@ impl Tunnel {
     /// What the daemon needs to configure on the TUN device.
     pub fn status(&self) -> TunnelStatus {
         self.isatap.as_ref().map(Isatap::status).unwrap_or_default()
-    }
-}
-
-/// Maps an IPv4 header error to its drop reason.
-fn ipv4_reason(e: Ipv4Error) -> DropReason {
-    match e {
-        Ipv4Error::Truncated => DropReason::Truncated,
-        Ipv4Error::Version(_) => DropReason::NotIpv4,
-        Ipv4Error::BadIhl => DropReason::BadIhl,
-        Ipv4Error::BadTotalLength => DropReason::BadTotalLength,
-        Ipv4Error::BadChecksum => DropReason::BadIpChecksum,
     }
 }
 

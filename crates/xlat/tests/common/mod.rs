@@ -512,6 +512,23 @@ socket = "{sock}"
     }
 }
 
+/// One side of a `show sessions --json` row as the table prints it: `addr:port`,
+/// `[v6]:port`, or the address alone when the row has no port there (`side` is "inside",
+/// "outside", "remote" or "remote6"; the remote's two forms share `remote_port`).
+pub fn endpoint(row: &serde_json::Value, side: &str) -> String {
+    let addr = row[side].as_str().unwrap_or("");
+    let port = if side == "remote6" {
+        "remote_port".to_string()
+    } else {
+        format!("{side}_port")
+    };
+    match row[port.as_str()].as_u64() {
+        Some(p) if addr.contains(':') => format!("[{addr}]:{p}"),
+        Some(p) => format!("{addr}:{p}"),
+        None => addr.to_string(),
+    }
+}
+
 /// Value of counter `name` in list `list` ("events", "drops") of `show stats --json`,
 /// panicking if it is not listed.
 pub fn counter(stats: &serde_json::Value, list: &str, name: &str) -> u64 {

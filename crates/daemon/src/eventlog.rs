@@ -1,0 +1,337 @@
+//! NAT event logging: the engine's state events (sessions, mappings, address pairings,
+//! exhaustion and quota refusals) sent as syslog lines over UDP, one line an event, so an
+//! operator can answer "who had 198.19.0.100:40312 at 14:02:11?" (RFC 6888 REQ-12/13).
+//!
+//! The path an event takes never touches a packet worker's time: a worker drains its
+//! engine's events after a batch and hands the batch to a bounded channel (a full channel
+//! drops the batch and counts it, `log_events_dropped`, never blocks); this module's thread
+//! formats and sends. Lines follow RFC 5424 (section 6: `<PRI>1 TIMESTAMP HOSTNAME APP-NAME
+//! PROCID MSGID SD MSG`), facility local0, severity informational; MSGID is the event's
+//! RFC 8158 natEvent name (`NAT44_SESSION_CREATE`, ...), and MSG its values as `key=value`
+//! pairs in a fixed order (docs/OPERATIONS.md lists them). UDP syslog (RFC 5426) can lose
+//! lines on the way, which the collector's sequence check does not see: RFC 8158's IPFIX
+//! export with sequence numbers is the issue's next step.
+
+use std::fmt::Write as _;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use tracing::warn;
+use xlat_engine::events::{EndReason, EventKind, StateEvent, Translator};
+
+/// Batches of events waiting for the log thread: each worker sends at most one a batch of
+/// packets, so this is about as many batches as the workers translate in a second's stall.
+pub const QUEUE_BATCHES: usize = 4096;
+
+/// `[logging]`: where NAT events go and which.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogConfig {
+    /// Syslog collectors (UDP, RFC 5426).
+    pub syslog: Vec<SocketAddr>,
+    pub events: LogEvents,
+}
+
+/// Which events are logged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogEvents {
+    /// Every session created and deleted, and everything `Mappings` logs.
+    Sessions,
+    /// Mappings (BIB entries) created and deleted, address pairings, and refusals
+    /// (addresses or ports exhausted, quota exceeded): fewer lines, still enough to name
+    /// the inside host behind an outside address and port at a time.
+    Mappings,
+}
+
+impl LogEvents {
+    /// Is an event of kind `k` logged? Fast-path instructions never are.
+    pub fn takes(self, k: EventKind) -> bool {
+        match k {
+            EventKind::FastPath(_) => false,
+            EventKind::SessionCreated | EventKind::SessionDeleted(_) => self == LogEvents::Sessions,
+            _ => true,
+        }
+    }
+}
+
+/// The workers' side: a bounded channel to the log thread.
+pub struct EventLog {
+    tx: SyncSender<Vec<StateEvent>>,
+    events: LogEvents,
+}
+
+impl EventLog {
+    /// Starts the log thread. `start` is the instant the engines' clock counts from.
+    pub fn start(cfg: &LogConfig, start: Instant) -> Result<Arc<EventLog>> {
+        let (tx, rx) = sync_channel(QUEUE_BATCHES);
+        let sock = UdpSocket::bind("0.0.0.0:0")
+            .or_else(|_| UdpSocket::bind("[::]:0"))
+            .context("opening the syslog socket")?;
+        let host = hostname();
+        let pid = std::process::id();
+        // The engines' clock as wall time: the wall clock at `start`.
+        let epoch = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .saturating_sub(start.elapsed());
+        let targets = cfg.syslog.clone();
+        std::thread::Builder::new()
+            .name("xlat-log".into())
+            .spawn(move || send_loop(&rx, &sock, &targets, &host, pid, epoch))
+            .context("starting the event log thread")?;
+        Ok(Arc::new(EventLog {
+            tx,
+            events: cfg.events,
+        }))
+    }
+
+    /// Which events go to the log.
+    pub fn events(&self) -> LogEvents {
+        self.events
+    }
+
+    /// Hands a batch to the log thread; returns how many events were dropped because the
+    /// queue was full (or the thread gone).
+    pub fn send(&self, batch: Vec<StateEvent>) -> u64 {
+        let n = batch.len() as u64;
+        match self.tx.try_send(batch) {
+            Ok(()) => 0,
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => n,
+        }
+    }
+}
+
+fn send_loop(
+    rx: &Receiver<Vec<StateEvent>>,
+    sock: &UdpSocket,
+    targets: &[SocketAddr],
+    host: &str,
+    pid: u32,
+    epoch: Duration,
+) {
+    let mut line = String::with_capacity(512);
+    let mut errors = 0u64;
+    let mut last_warn = Instant::now() - Duration::from_secs(60);
+    while let Ok(batch) = rx.recv() {
+        for ev in &batch {
+            line.clear();
+            let at = epoch + Duration::from_nanos(ev.at.0);
+            syslog_line(&mut line, ev, at, host, pid);
+            for t in targets {
+                if sock.send_to(line.as_bytes(), t).is_err() {
+                    errors += 1;
+                }
+            }
+        }
+        if errors > 0 && last_warn.elapsed() >= Duration::from_secs(10) {
+            warn!(errors, "event log: sending to a syslog collector failed");
+            errors = 0;
+            last_warn = Instant::now();
+        }
+    }
+}
+
+/// The host's name for the HOSTNAME field ("-" when unknown, RFC 5424 6.2.4).
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty() && s.is_ascii() && !s.contains(' '))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// The RFC 8158 natEvent name of an event (section 4.1's table, its IANA values in
+/// parentheses), used as the syslog MSGID.
+pub fn event_name(ev: &StateEvent) -> &'static str {
+    let v6 = ev.translator == Translator::Nat64;
+    match (ev.kind, v6) {
+        (EventKind::SessionCreated, false) => "NAT44_SESSION_CREATE", // 4
+        (EventKind::SessionDeleted(_), false) => "NAT44_SESSION_DELETE", // 5
+        (EventKind::SessionCreated, true) => "NAT64_SESSION_CREATE",  // 6
+        (EventKind::SessionDeleted(_), true) => "NAT64_SESSION_DELETE", // 7
+        (EventKind::MappingCreated, false) => "NAT44_BIB_CREATE",     // 8
+        (EventKind::MappingDeleted, false) => "NAT44_BIB_DELETE",     // 9
+        (EventKind::MappingCreated, true) => "NAT64_BIB_CREATE",      // 10
+        (EventKind::MappingDeleted, true) => "NAT64_BIB_DELETE",      // 11
+        (EventKind::AddressesExhausted, _) => "ADDRESSES_EXHAUSTED",  // 3
+        (EventKind::PortsExhausted, _) => "PORTS_EXHAUSTED",          // 12
+        (EventKind::QuotaExceeded, _) => "QUOTA_EXCEEDED",            // 13
+        (EventKind::HostBound, _) => "ADDRESS_BINDING_CREATE",        // 14
+        (EventKind::HostUnbound, _) => "ADDRESS_BINDING_DELETE",      // 15
+        (EventKind::FastPath(_), _) => "FAST_PATH",
+    }
+}
+
+fn reason_name(r: EndReason) -> &'static str {
+    match r {
+        EndReason::Expired => "expired",
+        EndReason::Evicted => "evicted",
+        EndReason::Cleared => "cleared",
+        EndReason::Reload => "reload",
+    }
+}
+
+/// Appends one RFC 5424 line for `ev` at wall time `at` (since the Unix epoch) to `out`:
+///
+/// ```text
+/// <134>1 2026-11-26T14:02:11.123456Z gw xlat 812 NAT44_SESSION_CREATE - proto=tcp inside=198.18.0.7 inside_port=40312 outside=198.19.0.100 outside_port=40312 remote=198.19.0.2 remote_port=80
+/// ```
+///
+/// PRI 134 is facility local0 (16), severity informational (6), RFC 5424 6.2.1. Keys
+/// without a value for the event (a mapping has no remote) are left out; a deleted session
+/// adds `reason=expired|evicted|cleared|reload`.
+pub fn syslog_line(out: &mut String, ev: &StateEvent, at: Duration, host: &str, pid: u32) {
+    let _ = write!(out, "<134>1 ");
+    timestamp(out, at);
+    let _ = write!(
+        out,
+        " {host} xlat {pid} {} - proto={}",
+        event_name(ev),
+        ev.proto.name()
+    );
+    let unspecified = match ev.inside {
+        IpAddr::V4(a) => a.is_unspecified(),
+        IpAddr::V6(a) => a.is_unspecified(),
+    };
+    if !unspecified {
+        let _ = write!(out, " inside={}", ev.inside);
+        if ev.inside_port != 0 || ev.session.is_some() {
+            let _ = write!(out, " inside_port={}", ev.inside_port);
+        }
+    }
+    if !ev.outside.is_unspecified() {
+        let _ = write!(out, " outside={}", ev.outside);
+        if ev.outside_port != 0 || ev.session.is_some() {
+            let _ = write!(out, " outside_port={}", ev.outside_port);
+        }
+    }
+    if ev.session.is_some() {
+        let _ = write!(out, " remote={}", ev.remote);
+        if ev.proto != xlat_engine::flow::Proto::Icmp {
+            let _ = write!(out, " remote_port={}", ev.remote_port);
+        }
+    }
+    if let EventKind::SessionDeleted(r) = ev.kind {
+        let _ = write!(out, " reason={}", reason_name(r));
+    }
+}
+
+/// RFC 5424 6.2.3 TIMESTAMP (RFC 3339, UTC, microseconds).
+fn timestamp(out: &mut String, at: Duration) {
+    let secs = at.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    let _ = write!(
+        out,
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:06}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60,
+        at.subsec_micros()
+    );
+}
+
+/// Year, month, day of a count of days since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+    use xlat_engine::flow::Proto;
+    use xlat_engine::Time;
+
+    fn session(kind: EventKind) -> StateEvent {
+        StateEvent {
+            at: Time::from_secs(1),
+            kind,
+            translator: Translator::Nat44,
+            session: Some(3),
+            proto: Proto::Tcp,
+            inside: "198.18.0.7".parse().unwrap(),
+            inside_port: 40312,
+            outside: Ipv4Addr::new(198, 19, 0, 100),
+            outside_port: 40312,
+            remote: Ipv4Addr::new(198, 19, 0, 2),
+            remote_port: 80,
+        }
+    }
+
+    #[test]
+    fn a_session_line_is_rfc5424_with_its_values() {
+        let mut s = String::new();
+        // 2026-11-26T14:02:11.123456Z
+        let at = Duration::new(1_795_701_731, 123_456_000);
+        syslog_line(&mut s, &session(EventKind::SessionCreated), at, "gw", 812);
+        assert_eq!(
+            s,
+            "<134>1 2026-11-26T14:02:11.123456Z gw xlat 812 NAT44_SESSION_CREATE - proto=tcp \
+             inside=198.18.0.7 inside_port=40312 outside=198.19.0.100 outside_port=40312 \
+             remote=198.19.0.2 remote_port=80"
+        );
+        s.clear();
+        syslog_line(
+            &mut s,
+            &session(EventKind::SessionDeleted(EndReason::Cleared)),
+            at,
+            "gw",
+            812,
+        );
+        assert!(s.contains(" NAT44_SESSION_DELETE - "), "{s}");
+        assert!(s.ends_with(" reason=cleared"), "{s}");
+    }
+
+    #[test]
+    fn a_mapping_line_has_no_remote_and_nat64_names_its_ipv6_host() {
+        let mut e = session(EventKind::MappingCreated);
+        e.session = None;
+        e.translator = Translator::Nat64;
+        e.inside = "2001:db8::7".parse().unwrap();
+        e.remote = Ipv4Addr::UNSPECIFIED;
+        e.remote_port = 0;
+        let mut s = String::new();
+        syslog_line(&mut s, &e, Duration::from_secs(0), "-", 1);
+        assert_eq!(
+            s,
+            "<134>1 1970-01-01T00:00:00.000000Z - xlat 1 NAT64_BIB_CREATE - proto=tcp \
+             inside=2001:db8::7 inside_port=40312 outside=198.19.0.100 outside_port=40312"
+        );
+    }
+
+    #[test]
+    fn dates_across_leap_years() {
+        let day = |d: u64| {
+            let mut s = String::new();
+            timestamp(&mut s, Duration::from_secs(d * 86_400));
+            s[..10].to_string()
+        };
+        assert_eq!(day(0), "1970-01-01");
+        assert_eq!(day(11_016), "2000-02-29");
+        assert_eq!(day(11_017), "2000-03-01");
+        assert_eq!(day(20_783), "2026-11-26");
+    }
+
+    #[test]
+    fn which_events_each_level_takes() {
+        use xlat_engine::offload::OffloadKind;
+        let s = LogEvents::Sessions;
+        let m = LogEvents::Mappings;
+        assert!(s.takes(EventKind::SessionCreated) && !m.takes(EventKind::SessionCreated));
+        assert!(s.takes(EventKind::MappingDeleted) && m.takes(EventKind::MappingDeleted));
+        assert!(m.takes(EventKind::PortsExhausted));
+        assert!(!s.takes(EventKind::FastPath(OffloadKind::Install)));
+    }
+}

@@ -1,0 +1,130 @@
+//! End-to-end NAT event logging ([logging], issue 22): the gateway sends its session events
+//! as RFC 5424 syslog lines to a collector, and the lines name who had which outside address
+//! and port.
+//!
+//! Topology (see `common`): IN 198.18.0.20 -- GW (xlat, pool 198.19.0.100) -- OUT 198.19.0.2,
+//! where a UDP syslog collector (a small python3 receiver, one line per datagram) listens on
+//! 198.19.0.2:5514. Needs root: `#[ignore]`d, run by scripts/test.sh (`--include-ignored`),
+//! failing when run as another user.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+
+const COLLECTOR_PORT: u16 = 5514;
+
+/// A UDP receiver printing each datagram as one line, flushed.
+const COLLECTOR: &str = "import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], int(sys.argv[2])))
+while True:
+    d, _ = s.recvfrom(65535)
+    print(d.decode('utf-8', 'replace'), flush=True)
+";
+
+fn lines_with(t: &mut Topo, p: ProcId, words: &[&str]) -> Vec<String> {
+    t.proc(p)
+        .stdout_text()
+        .lines()
+        .filter(|l| words.iter().all(|w| l.contains(w)))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn session_events_reach_a_syslog_collector_and_name_the_subscriber() {
+    require_root();
+    let mut t = Topo::new(Opts::default());
+    let out = t.ns_out.clone();
+    let port = COLLECTOR_PORT.to_string();
+    let col = t.spawn(
+        &out,
+        "syslog-collector",
+        &["python3", "-u", "-c", COLLECTOR, OUT_ADDR, &port],
+    );
+    t.wait_listening_on(&out, "udp", OUT_ADDR, COLLECTOR_PORT, Some(col));
+    let cfg = format!(
+        "{}\n[logging]\nsyslog = [\"{OUT_ADDR}:{COLLECTOR_PORT}\"]\nevents = \"sessions\"\n",
+        t.default_config()
+    );
+    t.start_xlat(&cfg);
+
+    let inn = t.ns_in.clone();
+    t.ping_all(&inn, 3, &[], OUT_ADDR);
+    let created = [
+        "NAT44_SESSION_CREATE",
+        "proto=icmp",
+        &format!("inside={IN_ADDR} "),
+        &format!("outside={POOL_ADDR} "),
+        &format!("remote={OUT_ADDR}"),
+    ];
+    let ok = poll(Duration::from_secs(10), Duration::from_millis(100), || {
+        !lines_with(&mut t, col, &created).is_empty()
+    });
+    let got = t.proc(col).stdout_text();
+    assert!(
+        ok,
+        "no session-create line for the ping; collector got:\n{got}"
+    );
+    let line = lines_with(&mut t, col, &created).remove(0);
+    // RFC 5424 6: <PRI>VERSION TIMESTAMP HOSTNAME APP-NAME PROCID MSGID SD MSG.
+    let f: Vec<&str> = line.splitn(8, ' ').collect();
+    assert_eq!(f[0], "<134>1", "{line}");
+    assert!(
+        f[1].ends_with('Z') && f[1].len() == 27,
+        "timestamp {:?}: {line}",
+        f[1]
+    );
+    assert_eq!(
+        (f[3], f[5], f[6]),
+        ("xlat", "NAT44_SESSION_CREATE", "-"),
+        "{line}"
+    );
+    // The outside identifier in the line is the one the session table shows.
+    let id = line
+        .split(' ')
+        .find_map(|w| w.strip_prefix("outside_port="))
+        .expect("outside_port");
+    let rows = t.sessions();
+    assert!(
+        rows.iter()
+            .any(|s| s["proto"] == "icmp" && endpoint(s, "outside") == format!("{POOL_ADDR}:{id}")),
+        "line says {POOL_ADDR}:{id}, table has {rows:?}"
+    );
+
+    // Clearing the sessions logs their deletion with the reason.
+    t.xlat_cmd(&["clear", "sessions", "--all"]).check();
+    let deleted = [
+        "NAT44_SESSION_DELETE",
+        "proto=icmp",
+        &format!("inside={IN_ADDR} "),
+        "reason=cleared",
+    ];
+    let ok = poll(Duration::from_secs(10), Duration::from_millis(100), || {
+        !lines_with(&mut t, col, &deleted).is_empty()
+    });
+    let got = t.proc(col).stdout_text();
+    assert!(
+        ok,
+        "no session-delete line after clear; collector got:\n{got}"
+    );
+    // Nothing was lost on the way to the log thread, in any worker.
+    let st = t.stats();
+    let lost: Vec<u64> = st["workers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no \"workers\" in stats: {st}"))
+        .iter()
+        .map(|w| {
+            w["counters"]
+                .as_array()
+                .and_then(|a| a.iter().find(|c| c["name"] == "log_events_dropped"))
+                .and_then(|c| c["value"].as_u64())
+                .unwrap_or_else(|| panic!("worker row lacks log_events_dropped: {w}"))
+        })
+        .collect();
+    assert!(lost.iter().all(|&n| n == 0), "{st}");
+}
