@@ -17,6 +17,8 @@
 //! - [`worker`]: the packet workers (one engine shard and one TUN queue each), their handoff
 //!   rings and the fragment-owner table.
 
+#![forbid(unsafe_code)]
+
 pub mod config;
 pub mod control;
 pub mod eventlog;

@@ -198,7 +198,7 @@ pub struct Shared<'a> {
     /// The engine's fragment timeout: how long a later fragment waits for its owner.
     pub frag_timeout: Duration,
     pub fast: Option<&'a Mutex<xlat_xdp::FastPath>>,
-    /// NAT event logging ([logging]), when on.
+    /// NAT event logging (`[logging]`), when on.
     pub log: Option<&'a crate::eventlog::EventLog>,
     /// SIGINT / SIGTERM.
     pub stop: &'a AtomicBool,
@@ -763,7 +763,7 @@ pub struct FastPathBufs {
 }
 
 /// Takes the engine's state events to their consumers: the fast-path instructions to the
-/// XDP fast path, the events [logging] wants to the event log (a bounded queue to its thread;
+/// XDP fast path, the events `[logging]` wants to the event log (a bounded queue to its thread;
 /// returns how many it had no room for). Installs and removals are staged and written with
 /// one batched bpf(2) call per map (issue 25: not one per session), queries answered with the
 /// recipes' last-seen stamps (converted to the engine's clock), which may expire sessions and

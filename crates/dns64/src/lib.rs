@@ -11,6 +11,8 @@
 //! The wire format is hickory-proto's; the DNS64 policy is ours. This DNS64 does not
 //! validate DNSSEC (RFC 6147 5.5 describes what that implies; see [`policy`]).
 
+#![forbid(unsafe_code)]
+
 pub mod policy;
 pub mod pref64;
 pub mod server;

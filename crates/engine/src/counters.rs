@@ -1,6 +1,10 @@
 //! Counters and drop reasons. One macro list yields the enum, its stable snake_case name and
 //! the operator-facing explanation (`xlat show stats --explain`), so the three never drift.
 
+// The variants' doc comments are that explanation, printed as written: `[nat64]` there names a
+// configuration table, not a rustdoc link.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 use serde::Serialize;
 
 macro_rules! reasons {

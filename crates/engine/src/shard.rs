@@ -131,7 +131,7 @@ pub fn slice(r: (u16, u16), workers: usize, k: usize) -> Option<(u16, u16)> {
     Some((u16::try_from(a).ok()?, u16::try_from(b - 1).ok()?))
 }
 
-/// The worker whose [`slice`] of `r` holds `port` (`None` outside `r`).
+/// The worker whose [`slice`](fn@slice) of `r` holds `port` (`None` outside `r`).
 pub fn owner(r: (u16, u16), workers: usize, port: u16) -> Option<usize> {
     let (lo, hi) = r;
     if workers == 0 || !(lo..=hi).contains(&port) {

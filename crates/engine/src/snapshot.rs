@@ -91,7 +91,7 @@ pub struct SessionInfo {
     pub state: SessionState,
     /// Seconds until the session expires if idle; `None` for static entries.
     pub expires_in: Option<u64>,
-    /// Its recipes are in the fast path ([dataplane] fast_path); `expires_in` then counts
+    /// Its recipes are in the fast path (`[dataplane] fast_path`); `expires_in` then counts
     /// from the last packet the engine saw, and the fast path's own stamp is read before
     /// the session expires.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

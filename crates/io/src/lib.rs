@@ -8,7 +8,10 @@
 //!   workers, and the doorbell that wakes a sleeping worker.
 //! - [`sys`]: the few other system calls the daemon needs (poll, an eventfd waker, stop signals).
 //!
-//! This is the only xlat crate with `unsafe` code; every block says why it is sound.
+//! Most of xlat's `unsafe` code is here (system calls on devices, the rings' shared slots);
+//! the rest is in `xlat-xdp` (BPF maps and programs), `xlat-lab` (AF_PACKET rings, namespaces,
+//! signals) and the engine's `mem.rs` (large zeroed mappings and fixed-capacity tables). The
+//! wire, DNS64, daemon and CLI crates have none. Every block says why it is sound.
 
 pub mod pcap;
 pub mod ring;

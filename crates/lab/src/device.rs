@@ -141,7 +141,7 @@ pub trait Device {
         self.fast_path_counter("xdp_redirected")
     }
     /// Does the device's receive work run on the sending CPU (veth's default mode, no NAPI
-    /// thread)? Its cost is then measured by difference (see [`SoftirqRx`]).
+    /// thread)? Its cost is then measured by difference (see `SoftirqRx`).
     fn rx_on_sender(&self) -> bool {
         false
     }

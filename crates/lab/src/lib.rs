@@ -65,6 +65,8 @@ pub enum LabCmd {
 }
 
 /// Options of `run` and `reproduce`; unset ones take the experiment's defaults.
+// The field docs are `--help` text, not rustdoc: `results/<timestamp>-<name>/` is a path.
+#[allow(rustdoc::invalid_html_tags)]
 #[derive(Debug, Args, Default, Clone)]
 pub struct RunOpts {
     /// Devices, comma-separated (see `xlat lab list`).

@@ -1,6 +1,6 @@
 //! Reports from results.json: a printed table, report.md, report.html and SVG plots.
 //!
-//! Plots are SVG from plotters' SVG backend: text is emitted as SVG <text> and laid out by the
+//! Plots are SVG from plotters' SVG backend: text is emitted as SVG `<text>` and laid out by the
 //! browser, so no font files are needed. Every number in the tables is the median over
 //! repetitions with [min..max] when they differ.
 

@@ -1,6 +1,8 @@
 //! Small OS helpers for the lab: commands under a time limit, namespaces (setns), CPU
-//! affinity, clocks, /proc readings, and a Ctrl-C flag. All unsafe code of the lab outside the
-//! packet rings lives here.
+//! affinity, clocks, /proc readings, and a Ctrl-C flag. Most unsafe code of the lab lives here;
+//! the rest: the AF_PACKET rings (`afpacket`), kill(2) of its own children (`device`,
+//! `sockets`, `topo`), geteuid (`topo`) and the DUT's CPU pinning between fork and exec
+//! (`device`).
 
 use std::fs;
 use std::os::fd::AsRawFd;

@@ -10,6 +10,8 @@
 //! Checksums follow RFC 1071 (full sum) and RFC 1624 (incremental update, eqn. 3), which the
 //! translators use on the fast path so that a packet that arrives with a bad checksum leaves
 //! with a bad checksum: it is never "repaired".
+
+#![forbid(unsafe_code)]
 #![deny(
     clippy::indexing_slicing,
     clippy::panic,

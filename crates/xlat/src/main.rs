@@ -4,6 +4,8 @@
 //! Exit codes: 0 success; 1 failure (including "no daemon" for `show`); 2 an invalid
 //! configuration file or invalid command line. docs/CLI.md shows every command's output.
 
+#![forbid(unsafe_code)]
+
 mod show;
 
 use std::io::{IsTerminal, Write};
@@ -28,6 +30,8 @@ struct Cli {
     cmd: Cmd,
 }
 
+// The doc comments here are `--help` text, not rustdoc: `[dns64]` names a TOML table.
+#[allow(rustdoc::broken_intra_doc_links)]
 #[derive(Subcommand)]
 enum Cmd {
     /// Validate a configuration file; print "FILE: ok" and any warnings.

@@ -11,8 +11,8 @@
 //!
 //! Every test makes its own uniquely named namespaces and removes them on drop, also on
 //! failure; every command runs under `timeout`, every wait is bounded. Needs root, unbound and
-//! dig (Debian: unbound bind9-dnsutils); skipped when not root unless CI or
-//! XLAT_E2E_REQUIRED is set.
+//! dig (Debian: unbound bind9-dnsutils): `#[ignore]`d, run by scripts/test.sh
+//! (`--include-ignored`), failing when run without them.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -21,7 +21,7 @@ mod common;
 use std::time::Duration;
 
 use common::topo64::{GW6, SRV};
-use common::{can_run_dns, run_host, xlat_bin, ProcId, Run, Topo64};
+use common::{require_root_dns, run_host, xlat_bin, ProcId, Run, Topo64};
 
 const CLI_ADDR: &str = "2001:2:0:1::10";
 /// The DNS64 listens on the gateway's address on the client's link.
@@ -47,10 +47,8 @@ const REVERSE_ZONE: &str = "$ORIGIN 19.198.in-addr.arpa.
 ";
 
 /// The CLI, GW and SRV namespaces with unbound in SRV; `None` when the tests cannot run here.
-fn dns_lab() -> Option<Topo64> {
-    if !can_run_dns("DNS64") {
-        return None;
-    }
+fn dns_lab() -> Topo64 {
+    require_root_dns("DNS64");
     let mut lab = Topo64::new('d', CLI_ADDR, false);
     let srv = lab.srv.clone();
     lab.start_unbound(
@@ -61,7 +59,7 @@ fn dns_lab() -> Option<Topo64> {
             ("19.198.in-addr.arpa.", "rev.zone", REVERSE_ZONE),
         ],
     );
-    Some(lab)
+    lab
 }
 
 /// Writes `config` and starts `xlat ARGS -c FILE` in GW, waiting until :53 answers.
@@ -161,10 +159,9 @@ fn rr(name: &str, ttl: u32, data: &str) -> (String, u32, String) {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn dns64_against_unbound_over_udp_and_tcp() {
-    let Some(mut lab) = dns_lab() else {
-        return;
-    };
+    let mut lab = dns_lab();
     let x = start_xlat(&mut lab, &config(), &["dns64"]);
 
     for transport in ["+notcp", "+tcp"] {
@@ -269,10 +266,9 @@ fn dns64_against_unbound_over_udp_and_tcp() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn xlat_run_serves_dns64_and_reports_its_counters() {
-    let Some(mut lab) = dns_lab() else {
-        return;
-    };
+    let mut lab = dns_lab();
     let sock = lab.socket.display().to_string();
     let cfg = format!(
         "[tun]\nname = \"{id}t\"\nauto_routes = false\n\n[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100/32\"]\n\n[control]\nsocket = \"{sock}\"\n\n[metrics]\nlisten = \"127.0.0.1:9641\"\n\n{dns64}",

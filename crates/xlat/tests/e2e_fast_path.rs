@@ -13,17 +13,15 @@ mod common;
 use common::*;
 use std::time::Duration;
 
-fn setup(extra: &str) -> Option<Topo> {
-    if !can_run() {
-        return None;
-    }
+fn setup(extra: &str) -> Topo {
+    require_root();
     let mut t = Topo::new(Opts {
         fast_path: true,
         ..Opts::default()
     });
     let cfg = format!("{}{extra}", t.default_config());
     t.start_xlat(&cfg);
-    Some(t)
+    t
 }
 
 /// The nonzero engine events and the fast-path counters: enough to read a failure by.
@@ -48,10 +46,9 @@ fn brief(st: &serde_json::Value) -> String {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn curl_crosses_the_fast_path_intact_and_bypasses_the_engine() {
-    let Some(mut t) = setup("") else {
-        return;
-    };
+    let mut t = setup("");
     let srv = t.fetch_random_file(4_194_304);
     // The server saw the pool address: the recipes did the NAT.
     let log = t.proc(srv).stderr_text();
@@ -78,11 +75,10 @@ fn curl_crosses_the_fast_path_intact_and_bypasses_the_engine() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn udp_flow_on_the_fast_path_keeps_its_session_then_expires() {
     // A 2-second UDP timeout (below RFC 4787's 2 minutes: a warning, fine for a test).
-    let Some(mut t) = setup("\n[timeouts]\nudp = 2\n") else {
-        return;
-    };
+    let mut t = setup("\n[timeouts]\nudp = 2\n");
     let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
     let recv = t.dir.join("recv.txt");
     let recv_s = recv.display().to_string();
@@ -160,11 +156,10 @@ fn new_flows(t: &Topo, first: u16, end: u16) -> Run {
 /// A burst of new flows over `[dataplane] slow_path_pps` is dropped in XDP (counted), not
 /// handed to the kernel and the engine; once the burst is over, new flows get through again.
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn slow_path_policer_drops_a_new_flow_flood_in_xdp() {
     // 20 packets a second per CPU to the slow path, bursts of 32.
-    let Some(mut t) = setup("slow_path_pps = 20\n") else {
-        return;
-    };
+    let mut t = setup("slow_path_pps = 20\n");
     let out = t.ns_out.clone();
     let sink = t.spawn(
         &out,
@@ -204,10 +199,9 @@ fn slow_path_policer_drops_a_new_flow_flood_in_xdp() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn xdp_that_cannot_attach_leaves_a_working_tun_gateway() {
-    if !can_run() {
-        return;
-    }
+    require_root();
     let mut t = Topo::new(Opts::default());
     let cfg = format!(
         "{}\n[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"{}nx\"]\n{}",

@@ -5,8 +5,8 @@
 //!
 //! Topology (see `common`): IN 198.18.0.20 -- GW (xlat NAPT over 198.19.0.100, metrics on
 //! 127.0.0.1:9641 in GW) -- OUT 198.19.0.2. Needs root, promtool (Debian `prometheus`) and
-//! Chromium with its WebDriver (Debian `chromium`, `chromium-driver`); skipped when not root unless CI or XLAT_E2E_REQUIRED is set,
-//! in which case a missing part fails the test.
+//! Chromium with its WebDriver (Debian `chromium`, `chromium-driver`): `#[ignore]`d, run by
+//! scripts/test.sh (`--include-ignored`), failing when run without them.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -18,17 +18,14 @@ use std::time::Duration;
 
 const METRICS: &str = "127.0.0.1:9641";
 
-/// `can_run`, and `tool` present (panics naming the Debian package when root but missing).
-fn can_run_with(tool: &str, package: &str) -> bool {
-    if !can_run() {
-        return false;
-    }
+/// `require_root`, and `tool` present (panics naming the Debian package when missing).
+fn require_root_with(tool: &str, package: &str) {
+    require_root();
     let missing = missing_tools(&[tool]);
     assert!(
         missing.is_empty(),
         "the metrics end-to-end tests need {tool}: apt-get install {package} (scripts/test.sh installs it)"
     );
-    true
 }
 
 /// The NAT44 test configuration with `[metrics]` on.
@@ -79,10 +76,9 @@ fn promtool(t: &Topo, name: &str, text: &str) -> Run {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn metrics_move_with_the_traffic_and_pass_promtool() {
-    if !can_run_with("promtool", "prometheus") {
-        return;
-    }
+    require_root_with("promtool", "prometheus");
     let mut t = Topo::new(Opts::default());
     let cfg = config(&t);
     t.start_xlat(&cfg);
@@ -236,10 +232,10 @@ fn webdriver(t: &Topo, method: &str, path: &str, body: &str) -> serde_json::Valu
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn live_page_draws_in_headless_chromium() {
-    if !can_run_with("chromium", "chromium") || !can_run_with("chromedriver", "chromium-driver") {
-        return;
-    }
+    require_root_with("chromium", "chromium");
+    require_root_with("chromedriver", "chromium-driver");
     let mut t = Topo::new(Opts::default());
     let cfg = config(&t);
     t.start_xlat(&cfg);
@@ -337,10 +333,9 @@ fn live_page_draws_in_headless_chromium() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn a_metrics_address_in_use_stops_the_start_before_the_tun() {
-    if !can_run() {
-        return;
-    }
+    require_root();
     let mut t = Topo::new(Opts::default());
     let cfg = config(&t);
     let gw = t.ns_gw.clone();

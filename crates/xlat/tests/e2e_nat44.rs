@@ -3,7 +3,8 @@
 //! Topology (see `common`): IN 198.18.0.20 -- GW (xlat, pool 198.19.0.100, static
 //! 198.18.0.10 <-> 198.19.0.10) -- OUT 198.19.0.2 / 198.19.0.3, with no route back to the
 //! inside prefix. Every test builds its own namespaces and removes them, also on failure.
-//! Needs root; skipped otherwise (unless CI or XLAT_E2E_REQUIRED is set).
+//! Needs root: `#[ignore]`d, run by scripts/test.sh (`--include-ignored`), failing when run as
+//! another user.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -13,14 +14,12 @@ use common::*;
 use std::time::Duration;
 
 /// Builds a topology with xlat running the default config, or `None` when not root.
-fn setup(opts: Opts) -> Option<Topo> {
-    if !can_run() {
-        return None;
-    }
+fn setup(opts: Opts) -> Topo {
+    require_root();
     let mut t = Topo::new(opts);
     let cfg = t.default_config();
     t.start_xlat(&cfg);
-    Some(t)
+    t
 }
 
 /// Lines of a tcpdump text capture that show an IPv4 packet from `src` to `dst`.
@@ -32,10 +31,9 @@ fn from_to<'a>(lines: &'a [String], src: &str, dst: &str) -> Vec<&'a String> {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn ping_and_fragmented_ping_cross_napt_with_pool_source() {
-    let Some(mut t) = setup(Opts::default()) else {
-        return;
-    };
+    let mut t = setup(Opts::default());
     let (inn, out, od) = (t.ns_in.clone(), t.ns_out.clone(), t.out_dev.clone());
     let cap = t.tcpdump(&out, &od, "ip");
 
@@ -79,10 +77,9 @@ fn ping_and_fragmented_ping_cross_napt_with_pool_source() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn curl_fetches_4mb_file_intact() {
-    let Some(mut t) = setup(Opts::default()) else {
-        return;
-    };
+    let mut t = setup(Opts::default());
     let srv = t.fetch_random_file(4_194_304);
 
     // The server's access log names the client: the pool address, never the inside host.
@@ -104,10 +101,9 @@ fn peer_of(reply: &str) -> Option<(String, u16)> {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn udp_both_ways_with_socat_and_endpoint_independent_mapping() {
-    let Some(mut t) = setup(Opts::default()) else {
-        return;
-    };
+    let mut t = setup(Opts::default());
     let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
     t.udp_echo(&out, OUT_ADDR, 7000);
     t.udp_echo(&out, OUT_ADDR2, 7000);
@@ -153,10 +149,9 @@ fn udp_both_ways_with_socat_and_endpoint_independent_mapping() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn icmp_port_unreachable_reaches_inside_client() {
-    let Some(t) = setup(Opts::default()) else {
-        return;
-    };
+    let t = setup(Opts::default());
     let inn = t.ns_in.clone();
     let before = Topo::event(&t.stats(), "icmp_errors_translated");
     // Nothing listens on UDP 9 in OUT: its kernel answers with ICMP port unreachable, which
@@ -176,10 +171,9 @@ fn icmp_port_unreachable_reaches_inside_client() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn iperf3_tcp_three_seconds() {
-    let Some(mut t) = setup(Opts::default()) else {
-        return;
-    };
+    let mut t = setup(Opts::default());
     let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
     let (_, sj) = t.iperf3_tcp(&out, OUT_ADDR, &inn, OUT_ADDR);
     // The server saw the pool address as its client.
@@ -193,10 +187,9 @@ fn iperf3_tcp_three_seconds() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn unsolicited_inbound_is_dropped_and_counted() {
-    let Some(mut t) = setup(Opts::default()) else {
-        return;
-    };
+    let mut t = setup(Opts::default());
     let (inn, out, ind) = (t.ns_in.clone(), t.ns_out.clone(), t.in_dev.clone());
     t.udp_echo(&out, OUT_ADDR, 7000);
     // Anything reaching IN that is not for the listener's port 5555 is a leak.
@@ -290,10 +283,9 @@ fn unsolicited_inbound_is_dropped_and_counted() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn show_sessions_and_stats_list_the_flows() {
-    let Some(mut t) = setup(Opts::default()) else {
-        return;
-    };
+    let mut t = setup(Opts::default());
     let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
     t.udp_echo(&out, OUT_ADDR, 7000);
     let www = t.dir.join("www");
@@ -478,13 +470,12 @@ fn show_against_missing_socket_fails_clearly() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn static_one_to_one_reachable_from_outside() {
-    let Some(mut t) = setup(Opts {
+    let mut t = setup(Opts {
         second_inside_host: true,
         ..Opts::default()
-    }) else {
-        return;
-    };
+    });
     let (out, od) = (t.ns_out.clone(), t.out_dev.clone());
     let in2 = t.ns_in2.clone().expect("IN2 exists");
 
@@ -538,10 +529,9 @@ fn static_one_to_one_reachable_from_outside() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn sigterm_exits_zero_and_removes_routes_rules_tun() {
-    if !can_run() {
-        return;
-    }
+    require_root();
     let mut t = Topo::new(Opts::default());
     let before = t.machine_state();
     let cfg = t.default_config();

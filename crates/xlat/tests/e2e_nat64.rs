@@ -22,8 +22,8 @@
 //! Every test asserts on what the far end saw (tcpdump on its link, the servers' logs), not
 //! only on xlat's counters. Each test makes its own uniquely named namespaces and removes them
 //! (and the resolv.conf) on drop, also on failure; every command runs under `timeout`, every
-//! wait is bounded. Needs root, unbound and dig besides the tools of `common::TOOLS`; skipped
-//! when not root unless CI or XLAT_E2E_REQUIRED is set.
+//! wait is bounded. Needs root, unbound and dig besides the tools of `common::TOOLS`:
+//! `#[ignore]`d, run by scripts/test.sh (`--include-ignored`), failing when run without them.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use common::topo64::{GW4, GW6, SRV};
 use common::{
-    assert_same_file, can_run_dns, counter, endpoint, http_clients, poll, show, workers_line,
+    assert_same_file, counter, endpoint, http_clients, poll, require_root_dns, show, workers_line,
     workers_wanted, xdp, Pkt, Topo64, ICMP_PROBE, UDP4_SEND,
 };
 
@@ -169,10 +169,8 @@ socket = "{sock}"
 
 /// A NAT64 lab with xlat running (and unbound in SRV with the DNS64 when `dns64`); `None`
 /// when the tests cannot run here.
-fn nat64_lab(dns64: bool) -> Option<Topo64> {
-    if !can_run_dns("NAT64") {
-        return None;
-    }
+fn nat64_lab(dns64: bool) -> Topo64 {
+    require_root_dns("NAT64");
     let mut lab = build_lab(CLI);
     if dns64 {
         let srv = lab.srv.clone();
@@ -180,7 +178,7 @@ fn nat64_lab(dns64: bool) -> Option<Topo64> {
     }
     let cfg = nat64_config(&lab, dns64);
     start_xlat(&mut lab, &cfg, dns64);
-    Some(lab)
+    lab
 }
 
 #[test]
@@ -200,10 +198,9 @@ fn pref64_addresses_of_the_tests_are_rfc6052() {
 /// sees only the pool4 address; `show sessions` lists the NAT64 session with the tuples seen on
 /// both wires.
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn nat64_dns64_dig_and_curl_by_name() {
-    let Some(mut lab) = nat64_lab(true) else {
-        return;
-    };
+    let mut lab = nat64_lab(true);
     let (cli, srv, sd, cd) = (
         lab.cli.clone(),
         lab.srv.clone(),
@@ -336,10 +333,9 @@ fn nat64_dns64_dig_and_curl_by_name() {
 
 /// ping and `ping -s 4000` (fragments both ways) to the pref64 address of SRV.
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn nat64_ping_and_fragmented_ping() {
-    let Some(mut lab) = nat64_lab(false) else {
-        return;
-    };
+    let mut lab = nat64_lab(false);
     let (cli, srv, sd, cd) = (
         lab.cli.clone(),
         lab.srv.clone(),
@@ -429,10 +425,9 @@ fn nat64_ping_and_fragmented_ping() {
 /// UDP from a remote the filter does not admit) are dropped, counted, and never reach the
 /// client's link.
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn nat64_udp_both_ways_and_unsolicited_inbound_dropped() {
-    let Some(mut lab) = nat64_lab(false) else {
-        return;
-    };
+    let mut lab = nat64_lab(false);
     let (cli, srv, cd) = (lab.cli.clone(), lab.srv.clone(), lab.cli_dev.clone());
     lab.udp_echo(&srv, SRV, 7000);
 
@@ -591,10 +586,9 @@ except OSError as e:
 /// an ICMPv6 port unreachable from the pref64 address, and its connected socket gets
 /// ECONNREFUSED.
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn nat64_icmpv4_error_reaches_client_as_icmpv6() {
-    let Some(mut lab) = nat64_lab(false) else {
-        return;
-    };
+    let mut lab = nat64_lab(false);
     let (cli, srv, sd, cd) = (
         lab.cli.clone(),
         lab.srv.clone(),
@@ -637,10 +631,9 @@ fn nat64_icmpv4_error_reaches_client_as_icmpv6() {
 
 /// iperf3 TCP for 3 s from the client to SRV's pref64 address; SRV sees pool4 as the client.
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn nat64_iperf3_tcp() {
-    let Some(mut lab) = nat64_lab(false) else {
-        return;
-    };
+    let mut lab = nat64_lab(false);
     let (cli, srv) = (lab.cli.clone(), lab.srv.clone());
     let (j, sj) = lab.iperf3_tcp(&srv, SRV, &cli, SRV_V6);
     assert_eq!(
@@ -660,26 +653,23 @@ fn nat64_iperf3_tcp() {
 }
 
 /// A SIIT lab (the client is SIIT_CLI, 198.19.1.5 by EAM; SRV routes 198.19.1.0/28 via GW).
-fn siit_lab(extra_eam: &str) -> Option<Topo64> {
-    if !can_run_dns("NAT64") {
-        return None;
-    }
+fn siit_lab(extra_eam: &str) -> Topo64 {
+    require_root_dns("NAT64");
     let mut lab = build_lab(SIIT_CLI);
     let srv = lab.srv.clone();
     lab.ip(&srv, &["route", "add", "198.19.1.0/28", "via", GW4]);
     let cfg = siit_config(&lab, extra_eam);
     start_xlat(&mut lab, &cfg, false);
-    Some(lab)
+    lab
 }
 
 /// SIIT with the pref64 for SRV and an EAM entry for the client: ping (and fragmented ping)
 /// both ways, curl of 4 MiB from the IPv6 side, and an HTTP connection started from the IPv4
 /// side. Each side sees the other's translated address on its wire and in its server log.
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn siit_ping_both_ways_and_curl_from_each_side() {
-    let Some(mut lab) = siit_lab("") else {
-        return;
-    };
+    let mut lab = siit_lab("");
     let (cli, srv, sd, cd) = (
         lab.cli.clone(),
         lab.srv.clone(),
@@ -795,11 +785,9 @@ fn siit_ping_both_ways_and_curl_from_each_side() {
 /// SIIT with EAM entries for both sides (no pref64 address in use): SRV is 2001:2:0:6::2 to the
 /// client, the client 198.19.1.5 to SRV. A TCP connection and pings started from each side.
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn siit_eam_both_sides_connections_from_each_side() {
-    let Some(mut lab) = siit_lab(r#", { ipv4 = "198.19.0.0/28", ipv6 = "2001:2:0:6::/124" }"#)
-    else {
-        return;
-    };
+    let mut lab = siit_lab(r#", { ipv4 = "198.19.0.0/28", ipv6 = "2001:2:0:6::/124" }"#);
     let (cli, srv) = (lab.cli.clone(), lab.srv.clone());
     tcp_echo_servers(&mut lab);
     lab.ping_all(&cli, 2, &["-6"], SRV_EAM_V6);

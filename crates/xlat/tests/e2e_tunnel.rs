@@ -23,7 +23,7 @@ use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{can_run, poll, sha256, stats_at, xlat_cli, Lab, Topo};
+use common::{poll, require_root, sha256, stats_at, xlat_cli, Lab, Topo};
 
 const A4: &str = "198.18.0.2";
 const B4: &str = "198.18.1.2";
@@ -225,10 +225,9 @@ fn config(tun: &str, sock: &Path, body: &str) -> String {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn sixtofour_between_two_xlat_endpoints() {
-    if !can_run() {
-        return;
-    }
+    require_root();
     let mut net = Net::new();
     let (a, b) = (net.a.clone(), net.b.clone());
     let ta = net.tun_a.clone();
@@ -283,10 +282,9 @@ fn sixtofour_between_two_xlat_endpoints() {
 }
 
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn isatap_host_and_router() {
-    if !can_run() {
-        return;
-    }
+    require_root();
     let mut net = Net::new();
     let a = net.a.clone();
     let ta = net.tun_a.clone();

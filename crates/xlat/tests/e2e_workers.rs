@@ -73,10 +73,9 @@ for name in socks.values():
 "#;
 
 #[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn many_flows_spread_over_two_workers_and_all_replies_return() {
-    if !can_run() {
-        return;
-    }
+    require_root();
     let mut t = Topo::new(Opts::default());
     let (inn, out, ind) = (t.ns_in.clone(), t.ns_out.clone(), t.in_dev.clone());
     for a in EXTRA_INSIDE {

@@ -1,12 +1,14 @@
-//! Golden NAT44, SIIT and NAT64 vectors: every `tests/vectors/NAME.in.pcap` goes through
+//! The one runner of every golden vector: NAT44, SIIT and NAT64 (`tests/vectors`) and the 6in4
+//! tunnels (`tests/vectors/tunnel`). Every `NAME.in.pcap` of a suite goes through
 //! `xlat translate -c CFG --in NAME.in.pcap --out OUT.pcap --json`, and OUT.pcap must equal
-//! `NAME.out.pcap` packet by packet. The expected pcaps come from an independent oracle
-//! (`tests/vectors/gen.py`, scapy computes every checksum); `tests/vectors/vectors.json` names
-//! the rule each vector checks, its config, and the drop and event counters expected.
+//! `NAME.out.pcap` packet by packet. The expected pcaps come from independent oracles
+//! (`tests/vectors/gen.py`, `tests/vectors/tunnel/gen_tunnel.py`: scapy computes every
+//! checksum); each suite's `vectors.json` names the rule each vector checks, its config, and
+//! the drop and event counters expected.
 //!
 //! On a mismatch the test prints a field-by-field diff (IPv4 or IPv6 header, fragment header,
 //! ports, identifiers, checksums, the embedded packet of an ICMP error) and the bytes that differ, and keeps the
-//! produced pcap under `target/tmp/vectors/NAME/` for inspection (e.g. `tshark -r`).
+//! produced pcap under `target/tmp/vectors/SUITE/NAME/` for inspection (e.g. `tshark -r`).
 //! All vectors run; the test fails at the end listing every failing one. `XLAT_VECTORS_BIN`
 //! points the test at another binary with the same command line.
 
@@ -20,12 +22,18 @@ use pcap_file::pcap::PcapReader;
 use pcap_file::DataLink;
 use serde_json::Value;
 
-fn vectors_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors")
+/// The suites: a directory under tests/vectors ("" for tests/vectors itself) with its own
+/// vectors.json and pcaps, and its name.
+const SUITES: [(&str, &str); 2] = [("", "nat"), ("tunnel", "tunnel")];
+
+fn vectors_dir(suite: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/vectors")
+        .join(suite)
 }
 
-fn manifest() -> Result<Vec<Value>, String> {
-    let path = vectors_dir().join("vectors.json");
+fn manifest(suite: &str) -> Result<Vec<Value>, String> {
+    let path = vectors_dir(suite).join("vectors.json");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     match serde_json::from_str::<Value>(&text).map_err(|e| format!("{}: {e}", path.display()))? {
         Value::Array(v) => Ok(v),
@@ -384,9 +392,10 @@ fn xlat_bin() -> std::ffi::OsString {
     std::env::var_os("XLAT_VECTORS_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_xlat").into())
 }
 
-fn tmp_dir(name: &str) -> Result<PathBuf, String> {
+fn tmp_dir(suite: &str, name: &str) -> Result<PathBuf, String> {
     let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("vectors")
+        .join(suite)
         .join(name);
     std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
     Ok(d)
@@ -430,7 +439,7 @@ fn nonzero_counters(stats: &Value) -> String {
 }
 
 /// Runs one vector; `Err` carries the whole report of what differed.
-fn run_vector(v: &Value) -> Result<(), String> {
+fn run_vector((dir, suite): (&str, &str), v: &Value) -> Result<(), String> {
     let name = v
         .get("name")
         .and_then(Value::as_str)
@@ -439,8 +448,8 @@ fn run_vector(v: &Value) -> Result<(), String> {
         .get("config")
         .and_then(Value::as_str)
         .ok_or("entry without a config")?;
-    let dir = vectors_dir();
-    let tmp = tmp_dir(name)?;
+    let dir = vectors_dir(dir);
+    let tmp = tmp_dir(suite, name)?;
     let cfg = tmp.join("config.toml");
     std::fs::write(&cfg, config).map_err(|e| format!("{}: {e}", cfg.display()))?;
     let input = dir.join(format!("{name}.in.pcap"));
@@ -637,82 +646,87 @@ fn run_vector(v: &Value) -> Result<(), String> {
 
 #[test]
 fn golden_vectors() {
-    let vectors = match manifest() {
-        Ok(v) => v,
-        Err(e) => panic!("{e}"),
-    };
     let mut failed = Vec::new();
-    for v in &vectors {
-        let name = v.get("name").and_then(Value::as_str).unwrap_or("?");
-        let rule = v.get("rule").and_then(Value::as_str).unwrap_or("");
-        match run_vector(v) {
-            Ok(()) => println!("ok    {name}"),
-            Err(e) => {
-                println!("FAIL  {name}\n  rule: {rule}\n{e}");
-                failed.push(name.to_string());
+    let mut count = 0;
+    for (dir, suite) in SUITES {
+        let vectors = manifest(dir).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!vectors.is_empty(), "no vectors in suite {suite}");
+        count += vectors.len();
+        for v in &vectors {
+            let name = v.get("name").and_then(Value::as_str).unwrap_or("?");
+            let rule = v.get("rule").and_then(Value::as_str).unwrap_or("");
+            match run_vector((dir, suite), v) {
+                Ok(()) => println!("ok    {suite}/{name}"),
+                Err(e) => {
+                    println!("FAIL  {suite}/{name}\n  rule: {rule}\n{e}");
+                    failed.push(format!("{suite}/{name}"));
+                }
             }
         }
     }
     assert!(
         failed.is_empty(),
-        "{} of {} vectors failed (details above):\n  {}",
+        "{} of {count} vectors failed (details above):\n  {}",
         failed.len(),
-        vectors.len(),
         failed.join("\n  ")
     );
 }
 
+/// Every suite's manifest lists each vector once, with an RFC rule and a config, and names
+/// every pcap of its directory; no vector is listed without both pcaps.
 #[test]
 fn manifest_covers_every_pcap() {
-    let vectors = match manifest() {
-        Ok(v) => v,
-        Err(e) => panic!("{e}"),
-    };
-    assert!(
-        vectors.len() >= 20,
-        "only {} vectors in the manifest",
-        vectors.len()
-    );
-    let mut names = BTreeSet::new();
-    for v in &vectors {
-        let name = v
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        assert!(!name.is_empty(), "manifest entry without a name: {v}");
+    let mut total = 0;
+    for (dir, suite) in SUITES {
+        let vectors = manifest(dir).unwrap_or_else(|e| panic!("{e}"));
         assert!(
-            v.get("rule")
+            !vectors.is_empty(),
+            "suite {suite}: no vectors in the manifest"
+        );
+        total += vectors.len();
+        let mut names = BTreeSet::new();
+        for v in &vectors {
+            let name = v
+                .get("name")
                 .and_then(Value::as_str)
-                .is_some_and(|r| r.contains("RFC")),
-            "{name}: no RFC rule"
-        );
-        assert!(
-            v.get("config").and_then(Value::as_str).is_some(),
-            "{name}: no config"
-        );
-        assert!(names.insert(name.clone()), "{name} listed twice");
-        for kind in ["in", "out"] {
-            let p = vectors_dir().join(format!("{name}.{kind}.pcap"));
-            assert!(p.is_file(), "{} is missing", p.display());
-        }
-    }
-    let entries = match std::fs::read_dir(vectors_dir()) {
-        Ok(e) => e,
-        Err(e) => panic!("{}: {e}", vectors_dir().display()),
-    };
-    for e in entries.flatten() {
-        let f = e.file_name().to_string_lossy().into_owned();
-        if let Some(stem) = f
-            .strip_suffix(".in.pcap")
-            .or_else(|| f.strip_suffix(".out.pcap"))
-        {
-            assert!(names.contains(stem), "{f} is not in vectors.json");
-        } else {
+                .unwrap_or_default()
+                .to_string();
             assert!(
-                !f.ends_with(".pcap"),
-                "{f}: pcaps are named NAME.in.pcap / NAME.out.pcap"
+                !name.is_empty(),
+                "{suite}: manifest entry without a name: {v}"
             );
+            assert!(
+                v.get("rule")
+                    .and_then(Value::as_str)
+                    .is_some_and(|r| r.contains("RFC")),
+                "{suite}/{name}: no RFC rule"
+            );
+            assert!(
+                v.get("config").and_then(Value::as_str).is_some(),
+                "{suite}/{name}: no config"
+            );
+            assert!(names.insert(name.clone()), "{suite}/{name} listed twice");
+            for kind in ["in", "out"] {
+                let p = vectors_dir(dir).join(format!("{name}.{kind}.pcap"));
+                assert!(p.is_file(), "{} is missing", p.display());
+            }
+        }
+        let entries = std::fs::read_dir(vectors_dir(dir))
+            .unwrap_or_else(|e| panic!("{}: {e}", vectors_dir(dir).display()));
+        for e in entries.flatten() {
+            let f = e.file_name().to_string_lossy().into_owned();
+            if let Some(stem) = f
+                .strip_suffix(".in.pcap")
+                .or_else(|| f.strip_suffix(".out.pcap"))
+            {
+                assert!(names.contains(stem), "{suite}: {f} is not in vectors.json");
+            } else {
+                assert!(
+                    !f.ends_with(".pcap"),
+                    "{suite}: {f}: pcaps are named NAME.in.pcap / NAME.out.pcap"
+                );
+            }
         }
     }
+    assert!(total >= 20, "only {total} vectors in the manifests");
 }

@@ -8,7 +8,7 @@ nothing is copied from the engine's output. Run from anywhere:
     python3 tests/vectors/tunnel/gen_tunnel.py
 
 It rewrites tests/vectors/tunnel/NAME.in.pcap, NAME.out.pcap and vectors.json (and removes pcaps
-of vectors that no longer exist in this directory). crates/xlat/tests/vectors_tunnel.rs feeds
+of vectors that no longer exist in this directory). crates/xlat/tests/vectors.rs feeds
 each NAME.in.pcap through `xlat translate` and compares the result with NAME.out.pcap byte for
 byte, then the counters: every drop reason listed must have that count and every other drop
 reason must be 0; the events listed must have their counts.

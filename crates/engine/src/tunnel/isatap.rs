@@ -4,7 +4,7 @@
 //!   V4ADDR is globally unique (the u/l bit); addresses are a /64 prefix (or fe80::/64,
 //!   7.4) plus that identifier ([`iid`], [`link_local`]).
 //! - 6.3: no multicast; 7.1: a packet is encapsulated to the IPv4 address in the identifier
-//!   of its on-link next hop, or to the default router ([`Isatap::next_hop`]).
+//!   of its on-link next hop, or to the default router (`Isatap::next_hop`).
 //! - 7.3: a decapsulated packet is accepted when its IPv6 source is an ISATAP address that
 //!   embeds the outer IPv4 source, or the outer source is a router of the potential router
 //!   list (PRL).

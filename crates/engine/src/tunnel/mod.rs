@@ -19,7 +19,7 @@
 //! - 3.4 ICMPv4 errors about the tunnel packets, arriving at the endpoint address, are relayed
 //!   to the IPv6 source as ICMPv6 errors;
 //! - 3.5 the outer header (protocol 41, DSCP and ECN copied per RFC 6040 4.1);
-//! - 3.6 decapsulation: IPv4 fragments of tunnel packets are reassembled first ([`reasm`]),
+//! - 3.6 decapsulation: IPv4 fragments of tunnel packets are reassembled first (`reasm`),
 //!   the outer ECN is combined with the inner per RFC 6040 4.2, and the checks of the
 //!   mechanism decide whether the inner packet is accepted.
 //!

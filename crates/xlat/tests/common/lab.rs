@@ -251,6 +251,7 @@ impl Lab {
     ) -> ProcId {
         fs::write(path, config).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
         let cfg = path.display().to_string();
+        eprintln!("e2e mode: {name} in {ns}: {}", dataplane_mode(config));
         let mut v = vec![xlat_bin()];
         v.extend_from_slice(args);
         v.extend_from_slice(&["-c", &cfg]);
@@ -775,4 +776,23 @@ pub fn assert_same_file(served: &Path, got: &Path) {
         sha256(got),
         "the file fetched through xlat differs from the original"
     );
+}
+
+/// The data path a configuration asks for, as the e2e output's "e2e mode" line says it:
+/// `tun` or `xdp` (`[dataplane] fast_path = "xdp"`) and the packet workers (`workers = N`,
+/// 1 when absent), so a failure names the mode it ran in (scripts/test.sh runs suites in
+/// several: `XLAT_E2E_FAST_PATH`, `XLAT_E2E_WORKERS`).
+pub fn dataplane_mode(config: &str) -> String {
+    let value = |key: &str| {
+        config.lines().find_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            (k.trim() == key).then(|| v.trim().trim_matches('"').to_string())
+        })
+    };
+    let path = match value("fast_path").as_deref() {
+        Some("xdp") => "xdp",
+        _ => "tun",
+    };
+    let workers = value("workers").unwrap_or_else(|| "1".to_string());
+    format!("{path}, workers={workers}")
 }

@@ -1,0 +1,5 @@
+//! Fuzz target: the engine with the `siit` configurations of `xlat_fuzz::config`, one input a
+//! trace of packets (see `xlat_fuzz::run`).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| xlat_fuzz::run(xlat_fuzz::Target::Siit, data));
