@@ -493,6 +493,11 @@ impl Tunnel {
         let Some(mech) = self.mech4(h.dst) else {
             return Verdict::Drop(DropReason::NotOurs);
         };
+        // Bytes after the total length (link padding, RFC 1812 5.2.2 allows them) are not
+        // the packet's: whatever goes back out -- decapsulated, relayed or passed to the
+        // kernel unchanged -- carries the packet alone (a fuzz finding: passed-through ICMP
+        // kept them, so its length field disagreed with its size).
+        buf.truncate(h.total_len);
         match h.proto {
             PROTO_IPV6 if h.is_fragment() => self.fragment(now, buf, c, &h, mech),
             PROTO_IPV6 => self.decapsulate(now, buf, c, &h, mech),
