@@ -516,29 +516,6 @@ mod tests {
         use std::time::{Duration, Instant};
         use xlat_io::sys::{wait_readable, Waker};
 
-        /// An IPv4/UDP packet (header checksum computed, UDP checksum 0).
-        fn udp(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16) -> Vec<u8> {
-            let mut p = vec![0u8; 28];
-            p[0] = 0x45;
-            p[2..4].copy_from_slice(&28u16.to_be_bytes());
-            p[8] = 64;
-            p[9] = 17;
-            p[12..16].copy_from_slice(&src);
-            p[16..20].copy_from_slice(&dst);
-            let mut sum: u32 = 0;
-            for k in (0..20).step_by(2) {
-                sum += u32::from(u16::from_be_bytes([p[k], p[k + 1]]));
-            }
-            while sum > 0xffff {
-                sum = (sum & 0xffff) + (sum >> 16);
-            }
-            p[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
-            p[20..22].copy_from_slice(&sport.to_be_bytes());
-            p[22..24].copy_from_slice(&dport.to_be_bytes());
-            p[24..26].copy_from_slice(&8u16.to_be_bytes());
-            p
-        }
-
         for n in [1_000_000u64, 10_000_000] {
             // 1,000 inside hosts (198.18.0.0/22), 1/1000 of the sessions each, to remotes in
             // 203.0.113.0/24 with varying ports: one mapping per host, many sessions.
@@ -556,7 +533,7 @@ mod tests {
                 let j = k / 1000;
                 let src = [198, 18, (host >> 8) as u8, host as u8];
                 let dst = [203, 0, 113, 1 + (j % 250) as u8];
-                let mut pkt = udp(src, 5000, dst, 1024 + (j / 250) as u16);
+                let mut pkt = crate::translate::udp(src, dst, 5000, 1024 + (j / 250) as u16);
                 let _ = engine.process_vec(now, &mut pkt);
             }
             let fill = start.elapsed();

@@ -99,34 +99,36 @@ pub fn translate_stream<R: Read, W: Write>(
     ))
 }
 
+/// A test IPv4/UDP packet: header checksum computed, UDP checksum 0 (none, RFC 768).
+#[cfg(test)]
+pub(crate) fn udp(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
+    let mut p = vec![0u8; 28];
+    p[0] = 0x45;
+    p[2..4].copy_from_slice(&28u16.to_be_bytes());
+    p[8] = 64;
+    p[9] = 17;
+    p[12..16].copy_from_slice(&src);
+    p[16..20].copy_from_slice(&dst);
+    let mut sum = 0u32;
+    for c in p[..20].chunks(2) {
+        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    p[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    p[20..22].copy_from_slice(&sport.to_be_bytes());
+    p[22..24].copy_from_slice(&dport.to_be_bytes());
+    p[24..26].copy_from_slice(&8u16.to_be_bytes());
+    // UDP checksum 0: none (RFC 768).
+    p
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use xlat_engine::Nat44Config;
     use xlat_io::pcap::{Record, Resolution};
-
-    fn udp(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
-        let mut p = vec![0u8; 28];
-        p[0] = 0x45;
-        p[2..4].copy_from_slice(&28u16.to_be_bytes());
-        p[8] = 64;
-        p[9] = 17;
-        p[12..16].copy_from_slice(&src);
-        p[16..20].copy_from_slice(&dst);
-        let mut sum = 0u32;
-        for c in p[..20].chunks(2) {
-            sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
-        }
-        while sum > 0xffff {
-            sum = (sum & 0xffff) + (sum >> 16);
-        }
-        p[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
-        p[20..22].copy_from_slice(&sport.to_be_bytes());
-        p[22..24].copy_from_slice(&dport.to_be_bytes());
-        p[24..26].copy_from_slice(&8u16.to_be_bytes());
-        // UDP checksum 0: none (RFC 768).
-        p
-    }
 
     fn config() -> EngineConfig {
         EngineConfig {
