@@ -1346,6 +1346,45 @@ def checksum_sanity(name, timed):
                 print(f"warning: {name} packet {i}: {what} checksum {c:#06x} is ambiguous", file=sys.stderr)
 
 
+def inet_checksum(b):
+    """RFC 1071 over `b` (checksum field zeroed by the caller)."""
+    if len(b) % 2:
+        b = bytes(b) + b"\0"
+    acc = sum(struct.unpack(f"!{len(b) // 2}H", bytes(b)))
+    while acc >> 16:
+        acc = (acc & 0xFFFF) + (acc >> 16)
+    return ~acc & 0xFFFF
+
+
+def rfc7915_df(b):
+    """RFC 7915 5.1 on an expected IPv4 packet a translator made from IPv6: the helpers above
+    write identification 0 and DF; a packet of at most 1260 bytes leaves with DF clear (its
+    identification is the translator's choice, which the runner takes from the engine's
+    output: `engine_ident`). The same for the packet an ICMPv4 error quotes (5.3), with the
+    quoted header's and the ICMP checksum recomputed."""
+    if len(b) < 20 or b[0] >> 4 != 4:
+        return b
+    b = bytearray(b)
+
+    def clear_df(at):
+        if len(b) < at + 20 or b[at + 4:at + 6] != b"\0\0" or b[at + 6:at + 8] != b"\x40\0":
+            return False
+        if struct.unpack("!H", b[at + 2:at + 4])[0] > 1260:
+            return False
+        b[at + 6] = 0
+        ihl = (b[at] & 0xF) * 4
+        b[at + 10:at + 12] = b"\0\0"
+        b[at + 10:at + 12] = struct.pack("!H", inet_checksum(b[at:at + ihl]))
+        return True
+
+    clear_df(0)
+    ihl = (b[0] & 0xF) * 4
+    if b[9] == 1 and len(b) >= ihl + 28 and b[ihl] in (3, 11, 12) and clear_df(ihl + 8):
+        b[ihl + 2:ihl + 4] = b"\0\0"
+        b[ihl + 2:ihl + 4] = struct.pack("!H", inet_checksum(b[ihl:]))
+    return bytes(b)
+
+
 def main():
     manifest = []
     names = set()
@@ -1354,6 +1393,9 @@ def main():
         names.add(name)
         v = Vector(name, rule, cfg)
         fn(v)
+        engine_ident = "[siit]" in cfg or "[nat64]" in cfg
+        if engine_ident:
+            v.out = [(t, rfc7915_df(bytes(p))) for t, p in v.out]
         checksum_sanity(name, v.out)
         write_pcap(os.path.join(HERE, f"{name}.in.pcap"), v.inp)
         write_pcap(os.path.join(HERE, f"{name}.out.pcap"), v.out)
@@ -1364,6 +1406,7 @@ def main():
             "drops": v.drops,
             "events": v.events,
             "random_port": v.random_port,
+            "engine_ident": engine_ident,
         })
     # Remove pcaps of vectors that no longer exist.
     for f in os.listdir(HERE):

@@ -217,6 +217,16 @@ reasons! {
         /// packet was dropped rather than translated wrongly. Please report it with the
         /// output of `xlat show stats --json`.
         Internal = "internal_error",
+        /// An IPv6 packet whose IPv4 form would be longer than 65,535 bytes, which no IPv4
+        /// total length can say (RFC 791): an IPv6 fragment of nearly 64 KB. Hostile or
+        /// broken input; nothing a real path MTU produces.
+        TranslatedTooLong = "translated_too_long",
+        /// A source or destination no router forwards (RFC 1812 5.3.7, RFC 7915 4.1 and
+        /// 5.1): IPv4 0.0.0.0/8, 127.0.0.0/8, 169.254.0.0/16 (link-local), 255.255.255.255,
+        /// 224.0.0.0/4 (multicast) as a source, 240.0.0.0/4 as a destination; IPv6
+        /// unspecified, loopback, link-local, multicast sources. Spoofed or misrouted
+        /// traffic.
+        MartianAddress = "martian_address",
     }
 }
 

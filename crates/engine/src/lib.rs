@@ -37,8 +37,10 @@ pub mod flow;
 mod frag;
 mod hosts;
 mod index;
+mod ipv4_id;
 #[cfg(test)]
 mod lane_tests;
+mod martian;
 mod mem;
 mod napt;
 mod nat44;
@@ -328,7 +330,7 @@ impl Engine {
                 (None, Some(n)) => (n.limits, n.timeouts.fragment),
                 (None, None) => (Limits::default(), Timeouts::default().fragment),
             };
-            siit::Siit::new(s, &limits, fragment)
+            siit::Siit::new(s, &limits, fragment, cfg.seed ^ 0x5151_5151_5151_5151)
         });
         Ok(Engine {
             nat44: cfg.nat44.clone().map(|n| nat44::Nat44::new(n, cfg.seed)),

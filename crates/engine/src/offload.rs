@@ -56,14 +56,17 @@ pub enum OffloadKind {
 }
 
 /// NAT64 outbound (RFC 7915 5.1): an IPv6 packet with tuple `key` becomes an IPv4 packet
-/// with tuple `new` -- TOS = traffic class, identification 0, DF set, TTL = hop limit - 1,
-/// protocol = next header, a fresh header checksum -- and `l4_delta` added to its TCP/UDP
-/// checksum.
+/// with tuple `new` -- TOS = traffic class, TTL = hop limit - 1, protocol = next header, a
+/// fresh header checksum; up to 1260 bytes DF clear and identification `id_base` plus the
+/// fast path's counter `id_slot` (RFC 7739 5.3, see `ipv4_id`), above it DF set and
+/// identification 0 -- and `l4_delta` added to its TCP/UDP checksum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Recipe64 {
     pub key: Tuple6,
     pub new: Tuple4,
     pub l4_delta: u16,
+    pub id_base: u16,
+    pub id_slot: u16,
 }
 
 /// NAT64 inbound (RFC 7915 4.1): an IPv4 packet with tuple `key` becomes an IPv6 packet with
@@ -176,6 +179,7 @@ pub fn nat64_recipes(
     remote: Endpoint,
     remote6: u128,
     mtu_limit: u16,
+    (id_base, id_slot): (u16, u16),
 ) -> (Recipe64, Recipe46) {
     let p = ip_proto(proto);
     let out_key = Tuple6 {
@@ -211,6 +215,8 @@ pub fn nat64_recipes(
             key: out_key,
             new: out_new,
             l4_delta: delta64(&out_key, &out_new).folded(),
+            id_base,
+            id_slot,
         },
         Recipe46 {
             key: in_key,
@@ -333,7 +339,8 @@ pub fn fast_tuple6(pkt: &[u8]) -> Option<Tuple6> {
 
 /// Applies a NAT64 outbound recipe to an IPv6 packet the way the XDP program does, returning
 /// the IPv4 packet (`None`: not a packet the fast path handles, or not this recipe's).
-pub fn apply64(r: &Recipe64, pkt: &[u8]) -> Option<Vec<u8>> {
+/// `count` is the value of the fast path's identification counter `r.id_slot`.
+pub fn apply64(r: &Recipe64, pkt: &[u8], count: u16) -> Option<Vec<u8>> {
     if fast_tuple6(pkt)? != r.key {
         return None;
     }
@@ -341,8 +348,13 @@ pub fn apply64(r: &Recipe64, pkt: &[u8]) -> Option<Vec<u8>> {
     let tc = ((u8_at(pkt, 0)? & 0x0f) << 4) | (u8_at(pkt, 1)? >> 4);
     let hop = u8_at(pkt, 7)?;
     let total = u16::try_from(20 + plen).ok()?;
+    let id = if usize::from(total) <= crate::ipv4_id::DF_LIMIT {
+        (r.id_base.wrapping_add(count), false)
+    } else {
+        (0, true)
+    };
     let mut h = [0u8; 20];
-    write_ipv4_header(&mut h, tc, total, hop.saturating_sub(1), &r.new);
+    write_ipv4_header(&mut h, tc, total, id, hop.saturating_sub(1), &r.new);
     let mut out = h.to_vec();
     out.extend_from_slice(pkt.get(40..40 + plen)?);
     set_u16(&mut out, 20, r.new.sport);

@@ -15,6 +15,7 @@ use xlat_wire::l4::{tcp, udp};
 use xlat_wire::{Delta, PacketBuf};
 
 use crate::flow::Proto;
+use crate::ipv4_id::Ipv4Ids;
 
 /// An IPv4 transport tuple as a packet carries it (host byte order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -105,18 +106,28 @@ pub(crate) fn delta46(key: &Tuple4, new: &Tuple6) -> Delta {
 }
 
 /// Writes the 20-byte IPv4 header an unfragmented IPv6 packet becomes (RFC 7915 5.1) into
-/// `h`: TOS = the traffic class, identification 0 and DF set, `ttl` (the caller decrements
+/// `h`: TOS = the traffic class, identification `ident` and DF `df` (from
+/// [`crate::ipv4_id::Ipv4Ids::next`]: DF clear up to 1260 bytes), `ttl` (the caller decrements
 /// the hop limit: the translator is a router), protocol and addresses of `new`, and its
 /// header checksum (RFC 791), summed from the fields rather than over the bytes. Written in
 /// place, not returned: a returned array is stored in small pieces and copied in wide ones,
 /// and on the lane that copy waited on its own stores (store-forwarding stalls, a third of
 /// [`crate::nat64::Nat64::lane`]'s time).
 #[inline(always)]
-pub(crate) fn write_ipv4_header(h: &mut [u8; 20], tos: u8, total_len: u16, ttl: u8, new: &Tuple4) {
+pub(crate) fn write_ipv4_header(
+    h: &mut [u8; 20],
+    tos: u8,
+    total_len: u16,
+    (ident, df): (u16, bool),
+    ttl: u8,
+    new: &Tuple4,
+) {
+    let flags: u16 = if df { 0x4000 } else { 0 };
     let words = [
         0x4500 | u32::from(tos),
         u32::from(total_len),
-        0x4000,
+        u32::from(ident),
+        u32::from(flags),
         (u32::from(ttl) << 8) | u32::from(new.proto),
         new.src >> 16,
         new.src & 0xffff,
@@ -129,10 +140,12 @@ pub(crate) fn write_ipv4_header(h: &mut [u8; 20], tos: u8, total_len: u16, ttl: 
     let ck = !(s as u16);
     let [t0, t1] = total_len.to_be_bytes();
     let [c0, c1] = ck.to_be_bytes();
+    let [i0, i1] = ident.to_be_bytes();
+    let [f0, _] = flags.to_be_bytes();
     let [s0, s1, s2, s3] = new.src.to_be_bytes();
     let [d0, d1, d2, d3] = new.dst.to_be_bytes();
     *h = [
-        0x45, tos, t0, t1, 0, 0, 0x40, 0, ttl, new.proto, c0, c1, s0, s1, s2, s3, d0, d1, d2, d3,
+        0x45, tos, t0, t1, i0, i1, f0, 0, ttl, new.proto, c0, c1, s0, s1, s2, s3, d0, d1, d2, d3,
     ];
 }
 
@@ -140,8 +153,8 @@ pub(crate) fn write_ipv4_header(h: &mut [u8; 20], tos: u8, total_len: u16, ttl: 
 /// header straight to the transport header, `plen` payload bytes; the caller checked it):
 /// tuple `key` becomes `new` (ports written, checksum adjusted by [`delta64`], RFC 7915
 /// 5.5), the IPv4 header ([`write_ipv4_header`], `ttl` already decremented) replaces the
-/// last 20 bytes of the IPv6 one (5.1), and link padding is cut. NAT64's and SIIT's lanes
-/// share it.
+/// last 20 bytes of the IPv6 one (5.1; identification and DF from `ids`), and link padding
+/// is cut. NAT64's and SIIT's lanes share it.
 #[inline(always)]
 pub(crate) fn lane_6to4(
     buf: &mut PacketBuf,
@@ -150,6 +163,7 @@ pub(crate) fn lane_6to4(
     ttl: u8,
     key: &Tuple6,
     new: &Tuple4,
+    ids: &mut Ipv4Ids,
 ) {
     use xlat_wire::ipv6::HEADER;
     const SHRINK: usize = HEADER - xlat_wire::ipv4::MIN_HEADER;
@@ -166,8 +180,9 @@ pub(crate) fn lane_6to4(
         .get_mut(SHRINK..HEADER)
         .and_then(|h| <&mut [u8; 20]>::try_from(h).ok())
     {
-        let total = (xlat_wire::ipv4::MIN_HEADER + plen).min(0xffff) as u16;
-        write_ipv4_header(h, tos, total, ttl, new);
+        let total = xlat_wire::ipv4::MIN_HEADER + plen;
+        let id = ids.next(total, new.src, new.dst, new.proto);
+        write_ipv4_header(h, tos, total.min(0xffff) as u16, id, ttl, new);
     }
     buf.pull_front(SHRINK);
 }

@@ -914,3 +914,25 @@ fn max_sessions_beyond_the_index_is_a_config_error() {
     assert!(e.problem.contains("at most 33554431"), "{e}");
     assert!(with(MAX_SESSIONS).is_ok());
 }
+
+/// RFC 1624 3: an echo reply whose identifier becomes 0, with sequence number 0 and no
+/// payload, is all zero but for its checksum, which must be 0xffff (the full sum) -- an
+/// incremental update by eqn. 3 alone gives 0x0000, which does not verify.
+#[test]
+fn rfc1624_all_zero_echo_reply_gets_checksum_0xffff() {
+    let mut e = napt();
+    let o = fwd(
+        &mut e,
+        0,
+        ip(IN_A, R1, 1, vec![8, 0, 0, 0, 0, 0, 0, 0], 0, 3),
+    );
+    let id = o.icmp_id().to_be_bytes();
+    let r = fwd(
+        &mut e,
+        1,
+        ip(R1, POOL, 1, vec![0, 0, 0, 0, id[0], id[1], 0, 0], 0, 3),
+    );
+    assert_eq!(r.dst(), IN_A);
+    assert_eq!(&r.bytes[20..], &[0, 0, 0xff, 0xff, 0, 0, 0, 0]);
+    assert_checksums(&r.bytes);
+}

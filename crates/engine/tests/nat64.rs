@@ -386,13 +386,27 @@ fn offload_nat64_recipes_match_the_engine_both_ways() {
         assert_eq!(v[0].kind, OffloadKind::Install);
         assert_ne!(v[0].token & offload::TOKEN_NAT64, 0);
         let (out, inb) = v[0].nat64().unwrap();
-        // IPv6 -> IPv4: byte for byte what the engine makes of the same packet.
+        // IPv6 -> IPv4: byte for byte what the engine makes of the same packet, but for the
+        // identification (RFC 7915 5.1: DF clear at this size, identification from each
+        // one's own counter, RFC 7739 5.3) and so the header checksum.
         let p6 = ip6(a6(C1), a6(S6), proto, l4(40010, 80, b"payload"), 64);
-        let by_recipe = offload::apply64(out, &p6).unwrap();
+        let by_recipe = offload::apply64(out, &p6, 5).unwrap();
         let (verdict, by_engine) = at(&mut e, 1, p6);
         assert_eq!(verdict, Verdict::Forward);
         verify4(&by_recipe);
-        assert_eq!(by_recipe, by_engine, "6->4 proto {proto}");
+        verify4(&by_engine);
+        assert_eq!(
+            u16::from_be_bytes([by_recipe[4], by_recipe[5]]),
+            out.id_base.wrapping_add(5)
+        );
+        let masked = |p: &[u8]| {
+            let mut p = p.to_vec();
+            p[4..6].fill(0);
+            p[10..12].fill(0);
+            p
+        };
+        assert_eq!(by_recipe[6] & 0x40, 0, "DF clear up to 1260 bytes");
+        assert_eq!(masked(&by_recipe), masked(&by_engine), "6->4 proto {proto}");
         // IPv4 -> IPv6.
         let p4 = ip4(
             a4(S4),
@@ -440,4 +454,59 @@ fn offload_nat64_leaves_big_unfragmentable_and_checksumless_packets_to_the_engin
     zero[26] = 0;
     zero[27] = 0;
     assert_eq!(offload::apply46(inb, &zero), None);
+}
+
+/// RFC 7915 5.1 / 4.1 and RFC 1812 5.3.7 in NAT64: a packet to the pref64 form of a martian
+/// IPv4 address (127.0.0.1, 169.254.0.1) or from a link-local source makes no session and is
+/// dropped, on the lane (UDP, TCP SYN) and the general path (ICMP); so is an IPv4 packet from a
+/// martian source to the pool.
+#[test]
+fn rfc7915_nat64_martians_make_no_session() {
+    let mut e = engine();
+    let drop = |v: Verdict| assert_eq!(v, Verdict::Drop(DropReason::MartianAddress));
+    for dst in ["2001:2:0:64::7f00:1", "2001:2:0:64::a9fe:1"] {
+        drop(
+            at(
+                &mut e,
+                0,
+                ip6(a6(C1), a6(dst), 17, udp(40000, 53, b"q"), 64),
+            )
+            .0,
+        );
+        drop(at(&mut e, 0, ip6(a6(C1), a6(dst), 6, tcp(40000, 80, 0x02), 64)).0);
+        drop(
+            at(
+                &mut e,
+                0,
+                ip6(a6(C1), a6(dst), 58, echo(128, 9, 1, b"p"), 64),
+            )
+            .0,
+        );
+    }
+    drop(
+        at(
+            &mut e,
+            0,
+            ip6(a6("fe80::1"), a6(S6), 17, udp(40000, 53, b"q"), 64),
+        )
+        .0,
+    );
+    drop(
+        at(
+            &mut e,
+            0,
+            ip4(
+                a4("127.0.0.1"),
+                a4(POOL),
+                17,
+                udp(53, 40000, b"a"),
+                64,
+                0,
+                1,
+            ),
+        )
+        .0,
+    );
+    assert!(e.sessions(Time::from_secs(0)).is_empty());
+    assert_eq!(e.stats().get("martian_address"), 8);
 }

@@ -60,11 +60,51 @@ fn rfc7915_5_1_udp_6to4_header_fields() {
     assert_eq!(v, Verdict::Forward);
     verify4(&o);
     assert_eq!(o[1], 0xb8, "TOS = traffic class");
-    assert_eq!(&o[4..8], &[0, 0, 0x40, 0], "ident 0, DF set");
+    assert_eq!(
+        &o[6..8],
+        &[0, 0],
+        "DF clear up to 1260 bytes (RFC 7915 5.1)"
+    );
     assert_eq!((o[8], o[9]), (63, 17), "TTL = hop limit - 1");
     assert_eq!((&o[12..16], &o[16..20]), (&a4(H4)[..], &a4(R4)[..]));
     assert_eq!(&o[20..24], &[0x13, 0x88, 0, 53], "ports kept");
     assert_eq!(e.stats().get("ipv6_to_ipv4"), 1);
+}
+
+/// RFC 7915 5.1: "If the size of the translated IPv4 packet is less than or equal to 1260
+/// bytes, [DF] is set to zero; otherwise, it is set to one", and the identification comes
+/// from the translator's generator (RFC 7739 5.3): consecutive packets to one destination get
+/// different identifications. Both on the lane (plain UDP) and the general path (ICMP).
+#[test]
+fn rfc7915_5_1_df_and_identification() {
+    let mut e = engine();
+    let ident = |o: &[u8]| u16::from_be_bytes([o[4], o[5]]);
+    let df = |o: &[u8]| o[6] & 0x40 != 0;
+    // 1260 bytes as IPv4: 20 + 8 + 1232 of UDP payload.
+    let (_, a) = run(
+        &mut e,
+        ip6(a6(H6), a6(R6), 17, udp(5000, 53, &[7; 1232]), 64),
+    );
+    let (_, b) = run(
+        &mut e,
+        ip6(a6(H6), a6(R6), 17, udp(5000, 53, &[7; 1232]), 64),
+    );
+    verify4(&a);
+    assert_eq!(a.len(), 1260);
+    assert!(!df(&a) && !df(&b));
+    assert_ne!(ident(&a), ident(&b), "no repeat for the same destination");
+    // 1261 bytes: DF set, an atomic datagram (identification 0, RFC 6864 4.1).
+    let (_, c) = run(
+        &mut e,
+        ip6(a6(H6), a6(R6), 17, udp(5000, 53, &[7; 1233]), 64),
+    );
+    verify4(&c);
+    assert!(df(&c));
+    assert_eq!(ident(&c), 0);
+    // The general path (ICMPv6 echo) writes the same.
+    let (_, d) = run(&mut e, ip6(a6(H6), a6(R6), 58, echo(128, 1, 1, b"x"), 64));
+    verify4(&d);
+    assert!(!df(&d));
 }
 
 #[test]
@@ -516,4 +556,79 @@ proptest! {
         q[ck + 1] = want[ck + 1];
         prop_assert_eq!(q, want);
     }
+}
+
+/// RFC 1624 3: an ICMPv6 echo reply with identifier, sequence number and payload all zero
+/// becomes an all-zero ICMPv4 echo reply, whose checksum is 0xffff (the full sum), not the
+/// 0x0000 that eqn. 3 alone gives and that does not verify.
+#[test]
+fn rfc1624_all_zero_echo_reply_6to4_gets_checksum_0xffff() {
+    let mut e = engine();
+    let (v, o) = run(&mut e, ip6(a6(H6), a6(R6), 58, echo(129, 0, 0, b""), 64));
+    assert_eq!(v, Verdict::Forward);
+    verify4(&o);
+    assert_eq!(&o[20..], &[0, 0, 0xff, 0xff, 0, 0, 0, 0]);
+}
+
+/// RFC 7915 4.1 / 5.1 (the translator is a router) and RFC 1812 5.3.7: martian sources and
+/// destinations are not translated, on the lane (UDP) and on the general path (ICMP), in
+/// both directions and for the IPv4 form of an IPv6 address (a pref64 address embedding
+/// 127.0.0.1).
+#[test]
+fn rfc7915_martian_addresses_are_not_translated() {
+    let mut e = engine();
+    let drop = |v: Verdict| assert_eq!(v, Verdict::Drop(DropReason::MartianAddress));
+    // IPv4 -> IPv6: loopback, this-network, link-local and multicast sources.
+    for src in ["127.0.0.1", "0.0.0.7", "169.254.9.9", "224.0.0.5"] {
+        drop(
+            run(
+                &mut e,
+                ip4(a4(src), a4(H4), 17, udp(53, 5000, b"x"), 64, 0, 1),
+            )
+            .0,
+        );
+        drop(
+            run(
+                &mut e,
+                ip4(a4(src), a4(H4), 1, echo(8, 1, 1, b"x"), 64, 0, 1),
+            )
+            .0,
+        );
+    }
+    // IPv6 -> IPv4: link-local, loopback and multicast sources.
+    for src in ["fe80::5", "::1", "ff02::1"] {
+        drop(run(&mut e, ip6(a6(src), a6(R6), 17, udp(5000, 53, b"x"), 64)).0);
+        drop(run(&mut e, ip6(a6(src), a6(R6), 58, echo(128, 1, 1, b"x"), 64)).0);
+    }
+    // IPv6 -> IPv4 to the pref64 form of 127.0.0.1 and of 255.255.255.255.
+    for dst in ["2001:2:0:64::7f00:1", "2001:2:0:64::ffff:ffff"] {
+        drop(run(&mut e, ip6(a6(H6), a6(dst), 17, udp(5000, 53, b"x"), 64)).0);
+    }
+    assert_eq!(
+        e.stats().get("ipv6_to_ipv4") + e.stats().get("ipv4_to_ipv6"),
+        0
+    );
+    assert_eq!(e.stats().get("martian_address"), 16);
+}
+
+/// RFC 791: no IPv4 total length says more than 65,535 bytes. An IPv6 fragment of 65,527
+/// data bytes (payload length 65,535 with its Fragment header) would be 65,547 bytes as
+/// IPv4: dropped with a reason, not sent with a total length that lies.
+#[test]
+fn rfc791_translation_longer_than_65535_is_dropped() {
+    let mut e = engine();
+    let mut l4 = vec![17u8, 0];
+    l4.extend_from_slice(&((100u16 << 3) | 1).to_be_bytes());
+    l4.extend_from_slice(&7u32.to_be_bytes());
+    l4.extend(std::iter::repeat_n(0x5a, 65_527));
+    let (v, _) = run(&mut e, ip6(a6(H6), a6(R6), 44, l4, 64));
+    assert_eq!(v, Verdict::Drop(DropReason::TranslatedTooLong));
+    // One byte less fits exactly: 20 + 65,515 (a multiple of 8) is within the limit.
+    let mut l4 = vec![17u8, 0];
+    l4.extend_from_slice(&((100u16 << 3) | 1).to_be_bytes());
+    l4.extend_from_slice(&7u32.to_be_bytes());
+    l4.extend(std::iter::repeat_n(0x5a, 65_512));
+    let (v, o) = run(&mut e, ip6(a6(H6), a6(R6), 44, l4, 64));
+    assert_eq!(v, Verdict::Forward);
+    assert_eq!(u16::from_be_bytes([o[2], o[3]]), 20 + 65_512);
 }

@@ -161,6 +161,18 @@ impl Delta {
     }
 }
 
+/// Repairs the one case RFC 1624 eqn. 3 gets wrong, for a message without a pseudo-header
+/// (ICMPv4) whose checksum field is at `ck_at` in `msg` (the whole message): eqn. 3 never
+/// yields 0xffff (its sum is never +0, RFC 1624 3), yet data whose words are all zero has the
+/// checksum ~(+0) = 0xffff (RFC 1071), and 0x0000 there does not verify. An ICMPv4 echo reply
+/// with identifier, sequence number and payload all zero is such data. Scans only when the
+/// checksum is 0x0000, and stops at the first non-zero byte.
+pub fn fix_all_zero(msg: &mut [u8], ck_at: usize) {
+    if crate::field::u16_at(msg, ck_at) == Some(0) && msg.iter().all(|&b| b == 0) {
+        crate::field::set_u16(msg, ck_at, 0xffff);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,6 +184,30 @@ mod tests {
         let d = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
         assert_eq!(fold(sum(&d, 0)), 0xddf2);
         assert_eq!(checksum(&d), !0xddf2);
+    }
+
+    /// RFC 1624 3: eqn. 3 turns an echo request (type 8, identifier 1) into an all-zero
+    /// echo reply with checksum 0x0000, which does not verify; the full sum says 0xffff.
+    #[test]
+    fn rfc1624_all_zero_data_gets_0xffff() {
+        let mut m = [8u8, 0, 0, 0, 0, 1, 0, 0];
+        let c = checksum(&m);
+        m[2..4].copy_from_slice(&c.to_be_bytes());
+        let d = Delta::ZERO.word(0x0800, 0).word(1, 0);
+        m[0] = 0;
+        m[5] = 0;
+        let updated = d.apply(c);
+        assert_eq!(updated, 0, "eqn. 3's answer");
+        m[2..4].copy_from_slice(&updated.to_be_bytes());
+        assert!(!verifies(&m));
+        fix_all_zero(&mut m, 2);
+        assert_eq!(&m[2..4], &[0xff, 0xff]);
+        assert!(verifies(&m));
+        // Data that is not all zero keeps eqn. 3's 0x0000, which verifies there.
+        let mut n = [0u8, 0, 0, 0, 0xff, 0xff, 0, 0];
+        fix_all_zero(&mut n, 2);
+        assert_eq!(&n[2..4], &[0, 0]);
+        assert!(verifies(&n));
     }
 
     #[test]

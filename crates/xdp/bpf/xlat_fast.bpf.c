@@ -75,7 +75,9 @@ struct flow_key6 {
 	__u8 pad[3];
 };
 
-// NAT64 outbound: the IPv4 header to write (RFC 7915 5.1).
+// NAT64 outbound: the IPv4 header to write (RFC 7915 5.1). Up to 1260 bytes: DF clear and
+// identification id_base + the counter ipv4_ids[id_slot] (RFC 7739 5.3; the engine's
+// ipv4_id module computes both from the session's addresses); above: DF set, identification 0.
 struct recipe64 {
 	__u32 src;
 	__u32 dst;
@@ -83,7 +85,8 @@ struct recipe64 {
 	__u16 dport;
 	__u32 l4_delta;
 	__u32 flags;
-	__u32 pad;
+	__u16 id_base;
+	__u16 id_slot;
 	__u64 last_seen;
 };
 
@@ -163,6 +166,16 @@ struct {
 	__type(value, __u64);
 	__uint(max_entries, C_MAX);
 } counters SEC(".maps");
+
+// RFC 7739 5.3's counters for the identifications of NAT64's IPv4 packets (recipe64.id_slot;
+// as many as the engine's ipv4_id::SLOTS). Shared by all CPUs, incremented atomically.
+#define ID_SLOTS 4096
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, ID_SLOTS);
+} ipv4_ids SEC(".maps");
 
 static __always_inline int count(__u32 c, int verdict)
 {
@@ -441,7 +454,7 @@ static __always_inline int ipv4(struct xdp_md *ctx, struct ethhdr *eth, void *en
 }
 
 // IPv6 -> IPv4 (NAT64 outbound, RFC 7915 5.1): swap the 40-byte header for a 20-byte one
-// (TOS = traffic class, identification 0, DF, TTL = hop limit - 1).
+// (TOS = traffic class, DF and identification as struct recipe64 says, TTL = hop limit - 1).
 static __always_inline int ipv6(struct xdp_md *ctx, struct ethhdr *eth, void *end)
 {
 	struct ipv6hdr *ip6 = (void *)(eth + 1);
@@ -511,8 +524,23 @@ static __always_inline int ipv6(struct xdp_md *ctx, struct ethhdr *eth, void *en
 	ip->ihl = 5;
 	ip->tos = tc;
 	ip->tot_len = bpf_htons(payload + 20);
+	// RFC 7915 5.1: DF clear and a generated identification up to 1260 bytes.
 	ip->id = 0;
 	ip->frag_off = bpf_htons(0x4000);
+	if (payload + 20 <= 1260) {
+		__u32 slot = r->id_slot & (ID_SLOTS - 1);
+		__u32 *ctr = bpf_map_lookup_elem(&ipv4_ids, &slot);
+		__u16 n = 0;
+		if (ctr) {
+			// An atomic add, then a read (this program is built for BPF v1, which has no
+			// fetching add): two CPUs that add at the same instant may read the same
+			// value, and then two packets of one destination share an identification.
+			__sync_fetch_and_add(ctr, 1);
+			n = (__u16)*ctr;
+		}
+		ip->id = bpf_htons((__u16)(r->id_base + n));
+		ip->frag_off = 0;
+	}
 	ip->ttl = hop - 1;
 	ip->protocol = proto;
 	ip->check = 0;

@@ -118,7 +118,8 @@ struct Value64 {
     dport: u16,
     l4_delta: u32,
     flags: u32,
-    pad: u32,
+    id_base: u16,
+    id_slot: u16,
     last_seen: u64,
 }
 
@@ -173,7 +174,8 @@ impl Value64 {
             dport: r.new.dport.to_be(),
             l4_delta: u32::from(r.l4_delta),
             flags: 0,
-            pad: 0,
+            id_base: r.id_base,
+            id_slot: r.id_slot,
             last_seen: now_ns,
         }
     }

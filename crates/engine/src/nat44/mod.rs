@@ -25,7 +25,7 @@ use hashbrown::HashMap;
 use xlat_wire::field::{set_u16, set_u32, u16_at, u32_at, u8_at};
 use xlat_wire::ipv4::{self, proto as ipproto, Ipv4Header};
 use xlat_wire::l4::{icmp, tcp, udp};
-use xlat_wire::Delta;
+use xlat_wire::{checksum, Delta};
 
 use crate::config::{Nat44Config, Nat44Mode, PrefixSet4};
 use crate::counters::{Counters, DropReason, Event};
@@ -890,6 +890,12 @@ fn rewrite_endpoint(pkt: &mut [u8], l4: usize, proto: Proto, side: Side, new: En
         // ICMPv4 has no pseudo-header: only the identifier counts.
         Proto::Icmp => {
             update_cksum(pkt, l4 + icmp::CHECKSUM, d_port, false);
+            // A whole message may have become all zero (RFC 1624 3).
+            if u16_at(pkt, ipv4::off::FLAGS_FRAG).is_some_and(|f| f & 0x3fff == 0) {
+                if let Some(m) = pkt.get_mut(l4..) {
+                    checksum::fix_all_zero(m, icmp::CHECKSUM);
+                }
+            }
         }
     }
 }

@@ -28,6 +28,8 @@ use xlat_wire::{PacketBuf, HEADROOM};
 use crate::config::{Nat44Mode, Nat64Config, XlatParams};
 use crate::counters::{Counters, DropReason, Event};
 use crate::flow::{Endpoint, FlowKey, Proto};
+use crate::ipv4_id::Ipv4Ids;
+use crate::martian;
 use crate::napt::{Napt, NaptConfig, NO_CAND};
 use crate::offload::{self, OffloadKind, OffloadOp};
 use crate::rewrite;
@@ -109,6 +111,8 @@ pub struct Nat64 {
     rate: RateLimit,
     /// Source of the translator's own ICMPv4 errors: the first pool4 address.
     own4: u32,
+    /// Identifications of the IPv4 packets it makes (RFC 7915 5.1).
+    ids: Ipv4Ids,
     /// Packets the lane's dedicated rewrite translated (tests check it ran).
     #[cfg(test)]
     pub(crate) rewrites: u64,
@@ -140,6 +144,7 @@ impl Nat64 {
             ready: VecDeque::new(),
             rate: RateLimit::new(),
             own4: cfg.pool4.first().map_or(0, |p| p.addr),
+            ids: Ipv4Ids::new(seed),
             #[cfg(test)]
             rewrites: 0,
         }
@@ -210,6 +215,11 @@ impl Nat64 {
             },
             remote6,
             mtu_limit,
+            self.ids.recipe(
+                u32::from(ev.outside),
+                u32::from(ev.remote),
+                rewrite::ip_proto(ev.proto),
+            ),
         );
         Some(OffloadOp {
             kind,
@@ -495,6 +505,8 @@ impl Nat64 {
             || hop <= 1
             || total4 as u64 > u64::from(self.params.mtu).min(0xffff)
             || self.napt.is_pool(remote.addr)
+            || martian::packet6(int.addr, dst6)
+            || martian::destination4(remote.addr)
         {
             return Plain::Not;
         }
@@ -521,7 +533,7 @@ impl Nat64 {
             sport: t.ext.port,
             dport: remote.port,
         };
-        rewrite::lane_6to4(buf, plen, tc, hop - 1, &key, &new);
+        rewrite::lane_6to4(buf, plen, tc, hop - 1, &key, &new, &mut self.ids);
         c.event(Event::Ipv6ToIpv4);
         c.event(Event::Outbound);
         Plain::Done(Verdict::Forward)
@@ -574,6 +586,7 @@ impl Nat64 {
             || buf.head() < grow
             || u16_at(d, ck_at).is_none_or(|ck| ck == 0 && proto == Proto::Udp)
             || (self.verify_ip_checksum && !xlat_wire::checksum::header_verifies(hdr))
+            || martian::packet4(remote.addr, ext.addr)
         {
             return Plain::Not;
         }
@@ -632,6 +645,9 @@ impl Nat64 {
                 // session of (source, port) -> (pref64 destination, port); 3.6.1: the
                 // destination is the IPv4 address in the pref64.
                 let dst4 = extract(&self.prefix, h.dst)?;
+                if martian::destination4(dst4) {
+                    return Err(DropReason::MartianAddress);
+                }
                 let int = Endpoint {
                     addr: h.src,
                     port: p.src,
@@ -746,7 +762,7 @@ impl Nat64 {
             }
         };
         // RFC 6146 3.7: translate (RFC 7915 5).
-        let em = to4::emit(buf, &in6, &m, inner.as_ref(), true)?;
+        let em = to4::emit(buf, &in6, &m, inner.as_ref(), true, &mut self.ids)?;
         c.event(Event::Ipv6ToIpv4);
         c.event(Event::Outbound);
         if inner.is_some() {
@@ -996,7 +1012,7 @@ impl Nat64 {
             sport: 0,
             dport: 0,
         };
-        to4::emit(b, &in6, &m, None, true)?;
+        to4::emit(b, &in6, &m, None, true, &mut self.ids)?;
         c.event(Event::Ipv6ToIpv4);
         let l = self
             .frags

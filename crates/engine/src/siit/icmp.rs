@@ -10,14 +10,18 @@ const PLATEAUS: [u32; 11] = [
     65535, 32000, 17914, 8166, 4352, 2002, 1492, 1006, 508, 296, 68,
 ];
 
+/// The IPv6 minimum link MTU (RFC 8200 5): no Packet Too Big may ask for less.
+const IPV6_MIN_MTU: u32 = 1280;
+
 /// RFC 7915 4.2 (Destination Unreachable, Code 4): "use the greatest plateau value that is
-/// less than the returned Total Length field".
+/// less than the returned Total Length field, but that is larger than or equal to 1280".
 fn plateau_below(total_len: u32) -> u32 {
     PLATEAUS
         .iter()
         .copied()
         .find(|&p| p < total_len)
-        .unwrap_or(68)
+        .unwrap_or(IPV6_MIN_MTU)
+        .max(IPV6_MIN_MTU)
 }
 
 /// RFC 7915 4.2 Figure 3: IPv4 header field offset -> IPv6 header field offset.
@@ -84,7 +88,12 @@ pub(crate) fn error_4to6(
                     0 => plateau_below(u32::from(inner_total_len)),
                     m => m,
                 };
-                let mtu6 = (advertised + 20).min(mtu).min(mtu.saturating_add(20));
+                // Never below 1280 (RFC 7915 4.2, RFC 8200 5): an IPv6 host would answer
+                // a smaller one with atomic fragments (RFC 6946), which RFC 7915 removed.
+                let mtu6 = (advertised + 20)
+                    .min(mtu)
+                    .min(mtu.saturating_add(20))
+                    .max(IPV6_MIN_MTU);
                 (icmpv6::PACKET_TOO_BIG, 0, mtu6)
             }
             // Administratively prohibited (9, 10, 13) and precedence cutoff (15).
@@ -217,7 +226,20 @@ mod tests {
         assert_eq!(error_4to6(3, 4, 1492, 0, 1500), Some((2, 0, 1500)));
         // No MTU (pre-RFC 1191 router): plateau below the quoted total length 1500 -> 1492.
         assert_eq!(error_4to6(3, 4, 0, 1500, 9000), Some((2, 0, 1512)));
-        assert_eq!(plateau_below(68), 68);
+    }
+
+    /// RFC 7915 4.2: the Packet Too Big MTU is never below 1280 -- an advertised 1024 gives
+    /// 1280, not 1044 -- and the plateau for a router that sent no MTU is at least 1280 (as
+    /// IPv4: 1300 as IPv6).
+    #[test]
+    fn rfc7915_4_2_packet_too_big_never_below_1280() {
+        assert_eq!(error_4to6(3, 4, 1024, 0, 1500), Some((2, 0, 1280)));
+        assert_eq!(error_4to6(3, 4, 68, 0, 1500), Some((2, 0, 1280)));
+        assert_eq!(error_4to6(3, 4, 0, 576, 1500), Some((2, 0, 1300)));
+        assert_eq!(error_4to6(3, 4, 0, 1300, 1500), Some((2, 0, 1300)));
+        assert_eq!(plateau_below(68), 1280);
+        assert_eq!(plateau_below(1400), 1280);
+        assert_eq!(plateau_below(2000), 1492);
     }
 
     #[test]

@@ -35,6 +35,8 @@ use xlat_wire::PacketBuf;
 use crate::config::{Prefix4, SiitConfig, XlatParams};
 use crate::counters::{Counters, DropReason, Event};
 use crate::flow::Proto;
+use crate::ipv4_id::Ipv4Ids;
+use crate::martian;
 use crate::rfc6052::{is_global_ipv4, Pref64};
 use crate::{Time, Verdict};
 
@@ -196,7 +198,8 @@ fn send6(
     }
 }
 
-/// RFC 7915 4.1, the translator as a router on the IPv4 side: an unexpired source route
+/// RFC 7915 4.1, the translator as a router on the IPv4 side: a martian source or
+/// destination (dropped, [`crate::martian`]), an unexpired source route
 /// (Source Route Failed), a TTL that runs out (Time Exceeded), a DF packet too big for the
 /// next hop once it is IPv6 (Fragmentation Needed with the MTU that fits). `Some` when the
 /// packet was answered instead of translated.
@@ -210,6 +213,9 @@ pub(crate) fn checks4(
     c: &mut Counters,
 ) -> Result<Option<Done>, DropReason> {
     let h = &in4.h;
+    if martian::packet4(h.src, h.dst) {
+        return Err(DropReason::MartianAddress);
+    }
     let is_error = matches!(in4.kind, Kind4::Error(_));
     let frag = if h.is_fragment() {
         ipv6::FRAGMENT_HEADER
@@ -232,7 +238,8 @@ pub(crate) fn checks4(
     send4(buf, own, rate, now, c, err).map(Some)
 }
 
-/// RFC 7915 5.1, the translator as a router on the IPv6 side: a routing header with
+/// RFC 7915 5.1, the translator as a router on the IPv6 side: a martian source or
+/// destination (dropped, [`crate::martian`]), a routing header with
 /// segments left (Parameter Problem pointing at it), a hop limit that runs out (Time
 /// Exceeded), a packet too big for the next hop once it is IPv4 with DF (Packet Too Big).
 pub(crate) fn checks6(
@@ -245,6 +252,9 @@ pub(crate) fn checks6(
     c: &mut Counters,
 ) -> Result<Option<Done>, DropReason> {
     let h = &in6.h;
+    if martian::packet6(h.src, h.dst) {
+        return Err(DropReason::MartianAddress);
+    }
     let is_error = matches!(in6.kind, Kind6::Error(_));
     let err = if let Some(at) = h.segments_left_at {
         (DropReason::RoutingHeader, 4, 0, at as u32)
@@ -319,10 +329,12 @@ pub struct Siit {
     frags: FragTable,
     ready: VecDeque<Vec<u8>>,
     rate: RateLimit,
+    /// Identifications of the IPv4 packets it makes (RFC 7915 5.1).
+    ids: Ipv4Ids,
 }
 
 impl Siit {
-    pub fn new(cfg: &SiitConfig, limits: &crate::Limits, fragment_timeout: u64) -> Siit {
+    pub fn new(cfg: &SiitConfig, limits: &crate::Limits, fragment_timeout: u64, seed: u64) -> Siit {
         Siit {
             map: AddrMap {
                 pref64: cfg.prefix,
@@ -338,6 +350,7 @@ impl Siit {
             ),
             ready: VecDeque::new(),
             rate: RateLimit::new(),
+            ids: Ipv4Ids::new(seed),
         }
     }
 
@@ -412,7 +425,8 @@ impl Siit {
     /// IPv6 -> IPv4 for a packet whose 40-byte header is followed straight by TCP or UDP
     /// (RFC 7915 5.1, 5.5): the whole transport header present, hop limit above 1, small
     /// enough for the next hop as IPv4 with DF (else Packet Too Big, 5.1), both addresses
-    /// mapped (EAM, then pref64: RFC 7757 3.2, RFC 6052 2.3) and not a hairpin (RFC 7757 4).
+    /// mapped (EAM, then pref64: RFC 7757 3.2, RFC 6052 2.3), no martian among them
+    /// ([`crate::martian`]) and not a hairpin (RFC 7757 4).
     #[inline]
     fn lane6(&mut self, buf: &mut PacketBuf, c: &mut Counters) -> Option<Verdict> {
         use crate::rewrite::{self, Tuple4, Tuple6};
@@ -446,6 +460,9 @@ impl Siit {
         let (Ok(src4), Ok(dst4)) = (self.map.to4(src6), self.map.to4(dst6)) else {
             return None;
         };
+        if martian::packet6(src6, dst6) || martian::packet4(src4, dst4) {
+            return None;
+        }
         if self.owns4(dst4) && !self.map.eamt.has6(dst6) {
             return None;
         }
@@ -467,7 +484,7 @@ impl Siit {
             sport,
             dport,
         };
-        rewrite::lane_6to4(buf, plen, tc, hop - 1, &key, &new);
+        rewrite::lane_6to4(buf, plen, tc, hop - 1, &key, &new, &mut self.ids);
         c.event(Event::Ipv6ToIpv4);
         Some(Verdict::Forward)
     }
@@ -476,8 +493,9 @@ impl Siit {
     /// 7915 4.1, 4.5): header checksum good (RFC 1812 5.2.2), the whole transport header
     /// present, TTL above 1, a UDP checksum present (a zero one is computed by the general
     /// path, 4.5), the IPv6 packet within the lowest IPv6 MTU and the next hop's (else
-    /// fragmentation or Fragmentation Needed, 4.1), both addresses mapped (EAM, then pref64:
-    /// RFC 7757 3.2, RFC 6052 2.2) and 20 bytes of headroom for the longer header.
+    /// fragmentation or Fragmentation Needed, 4.1), no martian address ([`crate::martian`]),
+    /// both addresses mapped (EAM, then pref64: RFC 7757 3.2, RFC 6052 2.2) and 20 bytes of
+    /// headroom for the longer header.
     #[inline]
     fn lane4(&mut self, buf: &mut PacketBuf, c: &mut Counters) -> Option<Verdict> {
         use crate::rewrite::{self, Tuple4, Tuple6};
@@ -509,6 +527,9 @@ impl Siit {
         }
         let src4 = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
         let dst4 = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
+        if martian::packet4(src4, dst4) {
+            return None;
+        }
         let (Ok(src6), Ok(dst6)) = (self.map.to6(src4), self.map.to6(dst4)) else {
             return None;
         };
@@ -653,7 +674,11 @@ impl Siit {
                 None,
             ),
         };
-        let em = to4::emit(buf, &in6, &m, inner.as_ref(), true)?;
+        // The IPv4 forms must not be martians either (an EAM or pref64 that maps to one).
+        if martian::packet4(m.src, m.dst) {
+            return Err(DropReason::MartianAddress);
+        }
+        let em = to4::emit(buf, &in6, &m, inner.as_ref(), true, &mut self.ids)?;
         c.event(Event::Ipv6ToIpv4);
         if matches!(in6.kind, Kind6::Error(_)) {
             c.event(Event::IcmpErrorsTranslated);

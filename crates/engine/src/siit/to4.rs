@@ -24,6 +24,7 @@ use xlat_wire::{Delta, PacketBuf};
 use super::{icmp as map, resize_front, Map, Ports};
 use crate::config::XlatParams;
 use crate::flow::Proto;
+use crate::ipv4_id::Ipv4Ids;
 use crate::DropReason;
 
 /// An IPv6 packet, examined.
@@ -247,6 +248,10 @@ fn rewrite_l4(
             if let Some(c) = u16_at(pkt, at + icmp::CHECKSUM) {
                 set_u16(pkt, at + icmp::CHECKSUM, d.apply(c));
             }
+            // Without the pseudo-header a whole message may be all zero (RFC 1624 3).
+            if let Some(m) = len.and_then(|l| pkt.get_mut(at..at + l as usize)) {
+                checksum::fix_all_zero(m, icmp::CHECKSUM);
+            }
         }
     }
 }
@@ -259,6 +264,7 @@ pub(crate) fn emit(
     m: &Map<u32>,
     inner: Option<&Map<u32>>,
     decrement: bool,
+    ids: &mut Ipv4Ids,
 ) -> Result<Emitted4, DropReason> {
     let h = &in6.h;
     // RFC 7915 5.1: TTL = hop limit (minus one: the translator is a router).
@@ -269,10 +275,16 @@ pub(crate) fn emit(
     };
     if let Kind6::Error(e) = &in6.kind {
         let inner = inner.ok_or(DropReason::IcmpErrorMalformed)?;
-        return emit_error(buf, h, e, m, inner, ttl);
+        return emit_error(buf, h, e, m, inner, ttl, ids);
     }
     let l4 = h.l4_off;
     let l4_len = h.l4_len();
+    let total = ipv4::MIN_HEADER + l4_len;
+    if total > 0xffff {
+        // A jumbo-sized IPv6 fragment (payload length up to 65,535 after a Fragment header)
+        // whose IPv4 form no total length can say (RFC 791).
+        return Err(DropReason::TranslatedTooLong);
+    }
     let mut pending = false;
     if let Kind6::Flow(ports) = &in6.kind {
         let len = if h.is_fragment() {
@@ -286,19 +298,25 @@ pub(crate) fn emit(
     buf.truncate(h.total_len());
     resize_front(buf, l4, ipv4::MIN_HEADER)?;
     let frag = h.frag;
+    // RFC 7915 5.1: without a Fragment header, identification from the translator's
+    // generator and DF clear up to 1260 bytes (set above); 5.1.1: with one, identification
+    // = its low 16 bits, MF and offset copied, DF clear.
+    let proto = proto4(h.proto);
+    let (ident, dont_fragment) = match frag {
+        Some(f) => (f.ident as u16, false),
+        None => ids.next(total, m.src, m.dst, proto),
+    };
     ipv4::write_header(
         buf.data_mut(),
         &Ipv4Fields {
             tos: h.traffic_class,
-            total_len: (ipv4::MIN_HEADER + l4_len).min(0xffff) as u16,
-            // RFC 7915 5.1: identification 0 and DF set without a Fragment header; 5.1.1:
-            // with one, identification = its low 16 bits, MF and offset copied, DF clear.
-            ident: frag.map_or(0, |f| f.ident as u16),
-            dont_fragment: frag.is_none(),
+            total_len: total as u16,
+            ident,
+            dont_fragment,
             more_fragments: frag.is_some_and(|f| f.more),
             frag_offset: frag.map_or(0, |f| f.offset),
             ttl,
-            proto: proto4(h.proto),
+            proto,
             src: m.src,
             dst: m.dst,
         },
@@ -316,6 +334,7 @@ fn emit_error(
     m: &Map<u32>,
     im: &Map<u32>,
     ttl: u8,
+    ids: &mut Ipv4Ids,
 ) -> Result<Emitted4, DropReason> {
     let ii = &e.inner;
     let inner_at = h.l4_off + icmpv6::HEADER;
@@ -330,14 +349,23 @@ fn emit_error(
     let front = ipv4::MIN_HEADER + icmp::HEADER + ipv4::MIN_HEADER;
     resize_front(buf, inner_l4, front)?;
     let total = buf.len();
+    // RFC 7915 5.1 for the error itself (cut to 1280 bytes before, so never past 0xffff)
+    // and 5.3 for the packet it quotes, translated "as any packet".
+    let (ident, dont_fragment) = ids.next(total, m.src, m.dst, ipproto::ICMP);
+    let quoted_total = ipv4::MIN_HEADER + inner_payload;
+    let quoted_proto = proto4(ii.proto);
+    let (quoted_ident, quoted_df) = match ii.frag {
+        Some(f) => (f.ident as u16, false),
+        None => ids.next(quoted_total, im.src, im.dst, quoted_proto),
+    };
     let pkt = buf.data_mut();
     ipv4::write_header(
         pkt,
         &Ipv4Fields {
             tos: h.traffic_class,
             total_len: total.min(0xffff) as u16,
-            ident: 0,
-            dont_fragment: true,
+            ident,
+            dont_fragment,
             more_fragments: false,
             frag_offset: 0,
             ttl,
@@ -357,14 +385,14 @@ fn emit_error(
             ih,
             &Ipv4Fields {
                 tos: ii.traffic_class,
-                total_len: (ipv4::MIN_HEADER + inner_payload).min(0xffff) as u16,
-                ident: frag.map_or(0, |f| f.ident as u16),
-                dont_fragment: frag.is_none(),
+                total_len: quoted_total.min(0xffff) as u16,
+                ident: quoted_ident,
+                dont_fragment: quoted_df,
                 more_fragments: frag.is_some_and(|f| f.more),
                 frag_offset: frag.map_or(0, |f| f.offset),
                 // RFC 7915 5.3: the quoted packet's hop limit is not decremented.
                 ttl: ii.hop_limit,
-                proto: proto4(ii.proto),
+                proto: quoted_proto,
                 src: im.src,
                 dst: im.dst,
             },
