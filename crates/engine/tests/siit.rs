@@ -632,3 +632,32 @@ fn rfc791_translation_longer_than_65535_is_dropped() {
     assert_eq!(v, Verdict::Forward);
     assert_eq!(u16::from_be_bytes([o[2], o[3]]), 20 + 65_512);
 }
+
+/// RFC 6946 4: an atomic fragment (Fragment header, offset 0, M clear) is a whole packet,
+/// processed in isolation: an ICMPv6 echo in one leaves as an ICMPv4 echo whose checksum
+/// verifies (its pseudo-header length is the message's), and an ICMPv6 error in one is
+/// translated like any error instead of being dropped as a fragmented one.
+#[test]
+fn rfc6946_4_atomic_fragments_are_whole_packets() {
+    let mut e = engine();
+    let msg = echo(128, 0x77, 3, b"atomic fragment");
+    let n = msg.len();
+    let p = frags6(a6(H6), a6(R6), 58, msg, 0xabcd, &[n]).remove(0);
+    let (v, o) = run(&mut e, p);
+    assert_eq!(v, Verdict::Forward);
+    verify4(&o);
+    assert_eq!((o[9], o[20]), (1, 8), "ICMPv4 echo request");
+    assert_eq!(usize::from(u16::from_be_bytes([o[2], o[3]])), 20 + n);
+    assert!(ready(&mut e).is_empty(), "nothing held for later fragments");
+
+    let quoted = ip6(a6(R6), a6(H6), 17, udp(53, 5000, &[7; 100]), 60);
+    let mut err = vec![2, 0, 0, 0, 0, 0, 0x05, 0xdc]; // Packet Too Big, MTU 1500
+    err.extend_from_slice(&quoted);
+    let n = err.len();
+    let p = frags6(a6(H6), a6(R6), 58, err, 0xabce, &[n]).remove(0);
+    let (v, o) = run(&mut e, p);
+    assert_eq!(v, Verdict::Forward);
+    verify4(&o);
+    assert_eq!((o[20], o[21]), (3, 4), "Fragmentation Needed");
+    assert_eq!(e.stats().get("fragmented_icmp_error"), 0);
+}

@@ -99,7 +99,15 @@ fn ports_of(proto: u8, l4: &[u8], whole: bool) -> Result<Option<Ports>, DropReas
 /// Reads and checks an IPv6 packet for translation to IPv4 (RFC 7915 5).
 #[inline(always)]
 pub(crate) fn parse(pkt: &[u8], p: &XlatParams) -> Result<In6, DropReason> {
-    let h = Ipv6Header::parse(pkt).map_err(DropReason::from)?;
+    let mut h = Ipv6Header::parse(pkt).map_err(DropReason::from)?;
+    // RFC 6946 4: an atomic fragment (Fragment header with offset 0 and M clear) is processed
+    // "in isolation from any other packets/fragments": it is a whole packet, translated as an
+    // unfragmented one (its Fragment header goes like any other extension header). So an
+    // ICMPv6 echo in one gets its checksum completed at once, and an ICMPv6 error in one is
+    // translated, not dropped as fragmented.
+    if h.frag.is_some_and(|f| f.offset == 0 && !f.more) {
+        h.frag = None;
+    }
     let other = In6 {
         h,
         kind: Kind6::Other,
