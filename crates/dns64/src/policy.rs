@@ -236,6 +236,15 @@ impl Policy {
                             Fallback::Raw(raw)
                         }
                     }
+                    // RFC 6147 5.5: a validating upstream that found the AAAA answer bogus
+                    // says SERVFAIL; synthesizing then would hand the client the A data of
+                    // a name whose AAAA records an attacker suppressed (the downgrade 5.5
+                    // warns of). An Extended DNS Error (RFC 8914) tells that SERVFAIL apart
+                    // from a broken server: it goes back to the client as it came.
+                    ResponseCode::ServFail if dnssec_failure(&resp) => {
+                        inc(&st.validation_failed);
+                        return self.fit_raw(raw, msg, limit);
+                    }
                     // RFC 6147 5.1.2: any other RCODE is treated as RCODE 0 with an empty
                     // answer section.
                     _ => Fallback::Raw(raw),
@@ -409,11 +418,14 @@ impl Policy {
     }
 
     /// RFC 6147 5.1.4: the answer without AAAA records in the exclusion set. The DNS64 has
-    /// changed data, so AD is cleared and the OPT record is this server's own.
+    /// changed data, so AD is cleared, and so is AA: an edited answer is the recursive
+    /// server's own, not the authority's (5.4; RFC 1035 4.1.1: AA says the responding server
+    /// is an authority for the name). The OPT record is this server's own.
     fn without_excluded(&self, mut resp: Message, client: &Message) -> Message {
         resp.answers
             .retain(|r| !matches!(&r.data, RData::AAAA(a) if self.is_excluded(a.0)));
         resp.metadata.authentic_data = false;
+        resp.metadata.authoritative = false;
         resp.edns = our_edns(client);
         resp.signature = None;
         resp
@@ -506,6 +518,29 @@ fn our_edns(client: &Message) -> Option<Edns> {
         e.set_dnssec_ok(ce.flags().dnssec_ok);
         e
     })
+}
+
+/// RFC 8914 4: the Extended DNS Error (option code 15) info codes that say DNSSEC validation
+/// failed -- 6 DNSSEC Bogus, 7 Signature Expired, 8 Signature Not Yet Valid, 9 DNSKEY Missing,
+/// 10 RRSIGs Missing, 11 No Zone Key Bit Set, 12 NSEC Missing.
+const EDE_OPTION: u16 = 15;
+const EDE_DNSSEC_FAILURES: std::ops::RangeInclusive<u16> = 6..=12;
+
+/// True when `resp` carries an Extended DNS Error saying DNSSEC validation failed.
+fn dnssec_failure(resp: &Message) -> bool {
+    use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
+    let Some(e) = resp.edns.as_ref() else {
+        return false;
+    };
+    e.options()
+        .get_all(EdnsCode::Unknown(EDE_OPTION))
+        .into_iter()
+        .any(|o| match o {
+            EdnsOption::Unknown(_, data) => data
+                .first_chunk::<2>()
+                .is_some_and(|c| EDE_DNSSEC_FAILURES.contains(&u16::from_be_bytes(*c))),
+            _ => false,
+        })
 }
 
 /// A response skeleton for `client`'s query: its ID, RD and CD, its question, our OPT. AA is

@@ -57,6 +57,9 @@ counters! {
     aaaa_no_a,
     /// AAAA answers passed through with NXDOMAIN (RFC 6147 5.1.2).
     nxdomain,
+    /// AAAA answers passed through as SERVFAIL, without synthesis, because an Extended DNS
+    /// Error (RFC 8914) said DNSSEC validation failed upstream (RFC 6147 5.5).
+    validation_failed,
     /// AAAA or pref64 PTR queries with CD and DO set, passed through unsynthesized (5.5).
     dnssec_passthrough,
     /// PTR queries in the pref64 reverse zone answered with a synthesized CNAME (5.3.1).

@@ -314,6 +314,7 @@ fn rfc6147_5_1_4_mixed_answer_keeps_only_usable_records() {
             vec![],
         );
         r.metadata.authentic_data = true;
+        r.metadata.authoritative = true;
         Ok(r)
     });
     let r = run(
@@ -324,6 +325,8 @@ fn rfc6147_5_1_4_mixed_answer_keeps_only_usable_records() {
     );
     assert_eq!(addrs(&r), vec![v6("2001:db8::1")]);
     assert!(!r.authentic_data, "edited data is not authenticated");
+    // RFC 6147 5.4 / RFC 1035 4.1.1: the edited answer is the DNS64's, not the authority's.
+    assert!(!r.authoritative, "edited data is not authoritative");
     assert_eq!(up.asked_types(), vec![RecordType::AAAA]);
     assert_eq!(st.snapshot().aaaa_excluded, 2);
 }
@@ -399,6 +402,51 @@ fn rfc6147_5_1_2_other_rcodes_are_an_empty_answer() {
     );
     assert_eq!(addrs(&r), vec![v6("2001:2:0:64::c613:3")]);
     assert_eq!(r.answers[0].ttl, 100);
+}
+
+/// RFC 6147 5.5: a SERVFAIL whose Extended DNS Error (RFC 8914) says the AAAA answer was
+/// DNSSEC-bogus is not turned into synthesis from the A records (the downgrade 5.5 warns
+/// of): it goes back as it came, and the A query is never asked. An EDE that is not about
+/// validation (3, Stale Answer) leaves 5.1.2's behaviour.
+#[test]
+fn rfc6147_5_5_bogus_aaaa_is_not_synthesized() {
+    use hickory_proto::rr::rdata::opt::EdnsOption;
+    for (info, synthesized) in [(6u16, false), (7, false), (12, false), (3, true)] {
+        let (p, st) = policy();
+        let mut up = Fake::new(move |q: &Message| {
+            Ok(match q.queries[0].query_type {
+                RecordType::AAAA => {
+                    let mut r = reply(q, ResponseCode::ServFail, vec![], vec![]);
+                    let mut e = Edns::new();
+                    e.options_mut().insert(EdnsOption::Unknown(
+                        15,
+                        [&info.to_be_bytes()[..], b"bogus"].concat(),
+                    ));
+                    r.edns = Some(e);
+                    r
+                }
+                _ => reply(
+                    q,
+                    ResponseCode::NoError,
+                    vec![a("b.test.example.", [198, 19, 0, 3], 100)],
+                    vec![],
+                ),
+            })
+        });
+        let q = query("b.test.example.", RecordType::AAAA, None, false);
+        let out = p
+            .handle(&q.to_vec().unwrap(), Transport::Udp, &mut up)
+            .unwrap();
+        let r = Message::from_vec(&out).unwrap();
+        if synthesized {
+            assert_eq!(addrs(&r), vec![v6("2001:2:0:64::c613:3")], "EDE {info}");
+        } else {
+            assert_eq!(out, up.given[0], "EDE {info}: the SERVFAIL as it came");
+            assert_eq!(r.response_code, ResponseCode::ServFail);
+            assert_eq!(up.asked_types(), vec![RecordType::AAAA], "no A query");
+            assert_eq!(st.snapshot().validation_failed, 1);
+        }
+    }
 }
 
 #[test]
