@@ -294,12 +294,14 @@ struct RawNat64 {
     verify_ip_checksum: Option<bool>,
     lowest_ipv6_mtu: Option<u32>,
     udp_zero_checksum: Option<String>,
+    allow_non_global_wkp: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawSiit {
     prefix: Option<String>,
+    allow_non_global_wkp: Option<bool>,
     pool4: Option<Vec<String>>,
     eam: Option<Vec<RawEam>>,
     rfc6791: Option<String>,
@@ -532,7 +534,9 @@ impl Ctx<'_> {
     ) -> Result<Nat64Config, ConfigFileError> {
         let d = Nat64Config::default();
         let cfg = Nat64Config {
-            prefix: self.pref64("nat64.prefix", n.prefix.as_deref())?,
+            prefix: self
+                .pref64("nat64.prefix", n.prefix.as_deref())?
+                .allowing_non_global(n.allow_non_global_wkp.unwrap_or(false)),
             pool4: self.prefixes("nat64.pool4", n.pool4)?,
             ports: self.ports("nat64.ports", n.ports.as_deref())?,
             filtering: self.filtering("nat64.filtering", n.filtering.as_deref())?,
@@ -553,7 +557,10 @@ impl Ctx<'_> {
 
     fn siit(&self, s: RawSiit, tun: &TunConfig) -> Result<SiitConfig, ConfigFileError> {
         let prefix = match s.prefix.as_deref() {
-            Some(p) => Some(self.pref64("siit.prefix", Some(p))?),
+            Some(p) => Some(
+                self.pref64("siit.prefix", Some(p))?
+                    .allowing_non_global(s.allow_non_global_wkp.unwrap_or(false)),
+            ),
             None => None,
         };
         let mut eam = Vec::new();
@@ -942,6 +949,22 @@ impl Config {
         {
             w.push(format!("metrics.listen = \"{}\" is not a loopback address: anyone who reaches it reads the counters and the live page (there is no authentication); firewall it or listen on 127.0.0.1", m.listen));
         }
+        let prefixes = [
+            ("nat64", self.nat64.as_ref().map(|n| n.prefix)),
+            ("siit", self.siit.as_ref().and_then(|s| s.prefix)),
+            ("dns64", self.dns64.as_ref().map(|d| d.prefix)),
+        ];
+        for (table, p) in prefixes {
+            match p {
+                Some(p) if p.allows_non_global() && p.is_well_known() => w.push(format!(
+                    "{table}.allow_non_global_wkp = true: the Well-Known Prefix 64:ff9b::/96 will carry non-global IPv4 addresses (private, shared, benchmarking and other special-purpose space), which RFC 6052 3.1 forbids: hosts and resolvers outside this network may treat them as global; use a network-specific prefix (e.g. \"2001:db8:64::/96\") where you can"
+                )),
+                Some(p) if p.allows_non_global() => w.push(format!(
+                    "{table}.allow_non_global_wkp = true has no effect: {table}.prefix {p} is not the Well-Known Prefix 64:ff9b::/96, and a network-specific prefix carries any IPv4 address already"
+                )),
+                _ => {}
+            }
+        }
         w
     }
 
@@ -968,6 +991,8 @@ struct RawDns64 {
     prefix: String,
     #[serde(default)]
     exclude: Vec<String>,
+    #[serde(default)]
+    allow_non_global_wkp: bool,
 }
 
 impl RawDns64 {
@@ -1007,6 +1032,7 @@ impl RawDns64 {
                 hint(e, "an RFC 6052 pref64 like \"2001:2:0:64::/96\""),
             )
         })?;
+        let prefix = prefix.allowing_non_global(self.allow_non_global_wkp);
         let mut exclude = Vec::new();
         for (i, s) in self.exclude.iter().enumerate() {
             exclude.push(s.trim().parse::<xlat_dns64::Prefix6>().map_err(|e| {
@@ -1395,6 +1421,38 @@ static = [{ inside = "198.18.0.10", outside = "198.19.0.10" }]
         let w = c.warnings();
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("timeouts.udp"), "{w:?}");
+    }
+
+    /// RFC 6052 3.1 relaxed on purpose (TAYGA's `wkpf-strict no`): accepted for [nat64],
+    /// [siit] and [dns64], and `xlat check` warns -- that it breaks 3.1 with the Well-Known
+    /// Prefix, that it does nothing with another.
+    #[test]
+    fn allow_non_global_wkp_is_accepted_with_a_warning() {
+        let c = ok("[nat64]\nprefix = \"64:ff9b::/96\"\npool4 = [\"198.19.0.101/32\"]\nallow_non_global_wkp = true\n[siit]\nprefix = \"2001:2:0:64::/96\"\nallow_non_global_wkp = true\neam = [{ ipv4 = \"198.19.1.0/28\", ipv6 = \"2001:2:0:6::/124\" }]\n");
+        let n = c.nat64.clone().unwrap();
+        assert!(n.prefix.allows_non_global());
+        assert_eq!(
+            n.prefix.embed(0xc613_0002),
+            Some(0x0064_ff9b_0000_0000_0000_0000_c613_0002)
+        );
+        let w = c.warnings();
+        assert!(
+            w.iter().any(|l| l
+                .starts_with("nat64.allow_non_global_wkp = true: the Well-Known Prefix")
+                && l.contains("RFC 6052 3.1")),
+            "{w:?}"
+        );
+        assert!(
+            w.iter()
+                .any(|l| l.starts_with("siit.allow_non_global_wkp = true has no effect")),
+            "{w:?}"
+        );
+        // Without it the Well-Known Prefix refuses private space, and nothing warns.
+        let c = ok("[nat64]\nprefix = \"64:ff9b::/96\"\npool4 = [\"198.19.0.101/32\"]\n");
+        assert_eq!(c.nat64.as_ref().unwrap().prefix.embed(0xc613_0002), None);
+        assert!(c.warnings().is_empty());
+        let e = err("[nat64]\nprefix = \"64:ff9b::/96\"\npool4 = [\"198.19.0.101/32\"]\nallow_non_global_wkp = \"yes\"\n");
+        assert!(e.contains("allow_non_global_wkp"), "{e}");
     }
 
     #[test]

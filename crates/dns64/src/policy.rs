@@ -24,7 +24,7 @@ use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode}
 use hickory_proto::rr::rdata::{AAAA, CNAME};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 
-use crate::pref64::{covers, embed, extract, is_global_v4, Pref64, Prefix6, IPV4_MAPPED};
+use crate::pref64::{covers, embed, extract, Pref64, Prefix6, IPV4_MAPPED};
 use crate::stats::{add, inc, Stats};
 
 /// RFC 6147 5.1.7: the TTL cap for synthesized records when the negative AAAA answer carried
@@ -300,10 +300,8 @@ impl Policy {
                     let v4 = v4.0;
                     // RFC 6147 5.1.7: CLASS is the original class, IN; DNS64 for other
                     // classes is undefined. RFC 6052 3.1: the Well-Known Prefix MUST NOT
-                    // carry non-global IPv4 addresses.
-                    if r.dns_class != DNSClass::IN
-                        || (self.prefix.is_well_known() && !is_global_v4(v4))
-                    {
+                    // carry non-global IPv4 addresses (unless `allow_non_global_wkp`).
+                    if r.dns_class != DNSClass::IN || self.prefix.refuses(u32::from(v4)) {
                         continue;
                     }
                     // RFC 6147 5.1.7: NAME from the A record, TYPE AAAA, RDATA per 5.2.

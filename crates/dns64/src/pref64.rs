@@ -25,11 +25,6 @@ pub(crate) fn extract(p: &Pref64, a: Ipv6Addr) -> Option<Ipv4Addr> {
     p.extract(u128::from(a)).map(Ipv4Addr::from)
 }
 
-/// RFC 6052 3.1: whether `a` may be carried in the Well-Known Prefix.
-pub(crate) fn is_global_v4(a: Ipv4Addr) -> bool {
-    xlat_engine::rfc6052::is_global_ipv4(u32::from(a))
-}
-
 /// Whether the exclusion prefix `p` covers `a`.
 pub(crate) fn covers(p: &Prefix6, a: Ipv6Addr) -> bool {
     p.contains(u128::from(a))
@@ -51,6 +46,9 @@ mod tests {
         );
         assert_eq!(extract(&p, a), Some(v4));
         assert!(covers(&IPV4_MAPPED, "::ffff:1.2.3.4".parse().unwrap()));
-        assert!(!is_global_v4(Ipv4Addr::new(198, 18, 0, 1)));
+        // RFC 6052 3.1: the Well-Known Prefix refuses non-global space unless allowed.
+        let private = u32::from(Ipv4Addr::new(198, 18, 0, 1));
+        assert!(WELL_KNOWN_PREFIX.refuses(private));
+        assert!(!WELL_KNOWN_PREFIX.allowing_non_global(true).refuses(private));
     }
 }

@@ -850,6 +850,23 @@ fn rfc6052_3_1_well_known_prefix_skips_non_global_ipv4() {
     assert_eq!(st.snapshot().aaaa_no_a, 1);
 }
 
+/// RFC 6052 3.1 relaxed on purpose (`dns64.allow_non_global_wkp = true`): the Well-Known
+/// Prefix then carries private addresses too.
+#[test]
+fn rfc6052_3_1_relaxed_well_known_prefix_carries_non_global_ipv4() {
+    let stats = Arc::new(Stats::default());
+    let wkp: Pref64 = "64:ff9b::/96".parse().unwrap();
+    let p = Policy::new(wkp.allowing_non_global(true), &[], stats);
+    let mut up = Fake::new(nodata_then(vec![a("w.test.example.", [10, 0, 0, 1], 300)]));
+    let r = run(
+        &p,
+        &query("w.test.example.", RecordType::AAAA, None, false),
+        Transport::Udp,
+        &mut up,
+    );
+    assert_eq!(addrs(&r), vec![v6("64:ff9b::a00:1")]);
+}
+
 #[test]
 fn other_prefix_lengths_synthesize_per_rfc6052() {
     let (p, _) = policy_with("2001:db8:122::/48", &[]);

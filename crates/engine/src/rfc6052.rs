@@ -9,7 +9,9 @@
 //!   (private, shared, loopback, link-local, documentation, benchmarking, multicast, ...):
 //!   [`Pref64::embed`] and [`Pref64::extract`] refuse them with that prefix. Networks that
 //!   translate such addresses (the test beds of this project do) use a network-specific
-//!   prefix such as 2001:2:0:64::/96.
+//!   prefix such as 2001:2:0:64::/96, or, knowingly, [`Pref64::allowing_non_global`]
+//!   (`allow_non_global_wkp = true`, TAYGA's `wkpf-strict no`) for networks that use the
+//!   Well-Known Prefix with private IPv4 space on purpose.
 
 use std::net::Ipv6Addr;
 
@@ -18,6 +20,8 @@ use std::net::Ipv6Addr;
 pub struct Pref64 {
     addr: u128,
     len: u8,
+    /// The Well-Known Prefix may carry non-global IPv4 addresses (RFC 6052 3.1 relaxed).
+    non_global: bool,
 }
 
 /// Why a prefix cannot be an RFC 6052 pref64.
@@ -51,6 +55,7 @@ impl std::fmt::Display for Pref64Error {
 pub const WELL_KNOWN: Pref64 = Pref64 {
     addr: 0x0064_ff9b_0000_0000_0000_0000_0000_0000,
     len: 96,
+    non_global: false,
 };
 
 /// Byte positions (0 = most significant) that hold the IPv4 address, per prefix length
@@ -88,7 +93,33 @@ impl Pref64 {
         if a & U_OCTET != 0 {
             return Err(Pref64Error::UBits);
         }
-        Ok(Pref64 { addr: a, len })
+        Ok(Pref64 {
+            addr: a,
+            len,
+            non_global: false,
+        })
+    }
+
+    /// This prefix, allowed to carry non-global IPv4 addresses even when it is the
+    /// Well-Known Prefix (against RFC 6052 3.1; for networks that do so on purpose).
+    #[must_use]
+    pub fn allowing_non_global(self, allow: bool) -> Pref64 {
+        Pref64 {
+            non_global: allow,
+            ..self
+        }
+    }
+
+    /// True when [`Pref64::allowing_non_global`] relaxed RFC 6052 3.1.
+    pub fn allows_non_global(&self) -> bool {
+        self.non_global
+    }
+
+    /// True when RFC 6052 3.1 keeps `v4` out of this prefix: the Well-Known Prefix, a
+    /// non-global address, and no [`Pref64::allowing_non_global`].
+    #[inline]
+    pub fn refuses(&self, v4: u32) -> bool {
+        self.is_well_known() && !self.non_global && !is_global_ipv4(v4)
     }
 
     /// The prefix bits.
@@ -104,7 +135,7 @@ impl Pref64 {
 
     /// True for 64:ff9b::/96, which carries global IPv4 addresses only (RFC 6052 3.1).
     pub fn is_well_known(&self) -> bool {
-        *self == WELL_KNOWN
+        self.addr == WELL_KNOWN.addr && self.len == WELL_KNOWN.len
     }
 
     /// True when `a` starts with this prefix.
@@ -116,7 +147,7 @@ impl Pref64 {
     /// Well-Known Prefix and `v4` is not global (RFC 6052 3.1).
     #[inline]
     pub fn embed(&self, v4: u32) -> Option<u128> {
-        if self.is_well_known() && !is_global_ipv4(v4) {
+        if self.refuses(v4) {
             return None;
         }
         if self.len == 96 {
@@ -146,7 +177,7 @@ impl Pref64 {
             }
             u32::from_be_bytes(v4)
         };
-        if self.is_well_known() && !is_global_ipv4(v4) {
+        if self.refuses(v4) {
             return None;
         }
         Some(v4)

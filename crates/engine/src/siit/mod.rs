@@ -37,7 +37,7 @@ use crate::counters::{Counters, DropReason, Event};
 use crate::flow::Proto;
 use crate::ipv4_id::Ipv4Ids;
 use crate::martian;
-use crate::rfc6052::{is_global_ipv4, Pref64};
+use crate::rfc6052::Pref64;
 use crate::{Time, Verdict};
 
 use eam::Eamt;
@@ -270,7 +270,7 @@ pub(crate) fn checks6(
 
 /// The failure to embed `v4` in `pref64`.
 fn embed_drop(pref64: &Pref64, v4: u32) -> DropReason {
-    if pref64.is_well_known() && !is_global_ipv4(v4) {
+    if pref64.refuses(v4) {
         DropReason::WellKnownPrefixNonGlobal
     } else {
         DropReason::UntranslatableAddress
