@@ -25,7 +25,7 @@ use std::net::Ipv4Addr;
 use xlat_engine::tunnel::{IsatapConfig, IsatapRole, SixToFourConfig, TunnelConfig, TunnelParams};
 use xlat_engine::{
     Eam, Engine, EngineConfig, Filtering, Limits, Nat44Config, Nat44Mode, Nat64Config, PacketBuf,
-    SiitConfig, StaticEntry, Time, UdpZeroChecksum, Verdict, XlatParams, HEADROOM,
+    PortForward, SiitConfig, StaticEntry, Time, UdpZeroChecksum, Verdict, XlatParams, HEADROOM,
 };
 
 /// Which translators the engine runs.
@@ -83,7 +83,29 @@ fn nat44(v: u8) -> Nat44Config {
         },
         limits: limits(),
         verify_ip_checksum: v & 0x20 != 0,
+        // Port forwarding to the vectors' inside host, with NAPT.
+        forwards: if v % 4 < 2 && v & 0x40 != 0 {
+            vec![forward(0xc612_0014, 8080, 0xc613_0064, 80, 2)]
+        } else {
+            Vec::new()
+        },
         ..Nat44Config::default()
+    }
+}
+
+/// A static BIB entry of `count` TCP ports.
+fn forward<A>(inside: A, iport: u16, outside: u32, oport: u16, count: u16) -> PortForward<A> {
+    PortForward {
+        proto: xlat_engine::flow::Proto::Tcp,
+        inside: xlat_engine::flow::Endpoint {
+            addr: inside,
+            port: iport,
+        },
+        outside: xlat_engine::flow::Endpoint {
+            addr: outside,
+            port: oport,
+        },
+        count,
     }
 }
 
@@ -124,6 +146,18 @@ fn nat64(v: u8) -> Nat64Config {
         limits: limits(),
         verify_ip_checksum: v & 0x20 != 0,
         params: params(v),
+        // The vectors' IPv6 client reachable at pool4 port 80.
+        static_bib: if v & 0x80 != 0 {
+            vec![forward(
+                0x2001_0002_0000_0001_0000_0000_0000_0010,
+                8080,
+                0xc613_0065,
+                80,
+                1,
+            )]
+        } else {
+            Vec::new()
+        },
         ..Nat64Config::default()
     }
 }

@@ -33,6 +33,8 @@ pub const DEFAULT_RULE_PREF: u32 = 4400;
 /// The most `[dataplane] workers`.
 pub const MAX_WORKERS: usize = xlat_engine::shard::MAX_WORKERS;
 
+#[path = "config_forward.rs"]
+mod forward;
 #[path = "config_tunnel.rs"]
 mod tunnel;
 pub use tunnel::{max_tunnel_mtu, min_tunnel_mtu, DEFAULT_ROUTER_LIFETIME};
@@ -295,6 +297,7 @@ struct RawNat64 {
     lowest_ipv6_mtu: Option<u32>,
     udp_zero_checksum: Option<String>,
     allow_non_global_wkp: Option<bool>,
+    static_bib: Option<Vec<forward::RawBib>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -321,6 +324,8 @@ struct RawEam {
 struct RawStatic {
     inside: String,
     outside: String,
+    /// With a protocol, a static NAPT entry (port forwarding, `config_forward.rs`).
+    proto: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -539,6 +544,13 @@ impl Ctx<'_> {
                 .allowing_non_global(n.allow_non_global_wkp.unwrap_or(false)),
             pool4: self.prefixes("nat64.pool4", n.pool4)?,
             ports: self.ports("nat64.ports", n.ports.as_deref())?,
+            static_bib: n
+                .static_bib
+                .unwrap_or_default()
+                .iter()
+                .enumerate()
+                .map(|(i, b)| self.forward6(i, b))
+                .collect::<Result<_, _>>()?,
             filtering: self.filtering("nat64.filtering", n.filtering.as_deref())?,
             timeouts,
             limits,
@@ -695,7 +707,12 @@ impl Config {
                 let inside = cx.prefixes("nat44.inside", n.inside)?;
                 let pool = cx.prefixes("nat44.pool", n.pool)?;
                 let mut statics = Vec::new();
+                let mut forwards = Vec::new();
                 for (i, s) in n.statics.unwrap_or_default().iter().enumerate() {
+                    if let Some(proto) = &s.proto {
+                        forwards.push(cx.forward4(i, proto, &s.inside, &s.outside)?);
+                        continue;
+                    }
                     statics.push(StaticEntry {
                         inside: cx.address(format!("nat44.static[{i}].inside"), &s.inside)?,
                         outside: cx.address(format!("nat44.static[{i}].outside"), &s.outside)?,
@@ -708,6 +725,7 @@ impl Config {
                     pool,
                     mode,
                     statics,
+                    forwards,
                     filtering,
                     ports,
                     timeouts,
@@ -1421,6 +1439,53 @@ static = [{ inside = "198.18.0.10", outside = "198.19.0.10" }]
         let w = c.warnings();
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("timeouts.udp"), "{w:?}");
+    }
+
+    /// Static BIB entries: `[nat44] static` entries with a protocol (port ranges too) and
+    /// `[nat64] static_bib`, with errors that name the entry and the fix.
+    #[test]
+    fn static_bib_entries() {
+        let base = "[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100/32\"]\n";
+        let c = ok(&format!("{base}static = [{{ inside = \"198.18.0.9\", outside = \"198.19.0.9\" }}, {{ proto = \"tcp\", inside = \"198.18.0.10:8080\", outside = \"198.19.0.100:80\" }}, {{ proto = \"udp\", inside = \"198.18.0.10:5000-5009\", outside = \"198.19.0.100:6000-6009\" }}]\n"));
+        let n = c.nat44.as_ref().unwrap();
+        assert_eq!(n.statics.len(), 1);
+        assert_eq!(n.forwards.len(), 2);
+        assert_eq!(
+            (
+                n.forwards[1].inside.port,
+                n.forwards[1].outside.port,
+                n.forwards[1].count
+            ),
+            (5000, 6000, 10)
+        );
+        let e = err(&format!("{base}static = [{{ proto = \"tcp\", inside = \"198.18.0.10:8080\", outside = \"198.19.0.7:80\" }}]\n"));
+        assert!(e.starts_with("xlat.toml: nat44.static: entry 198.18.0.10:8080 -> 198.19.0.7:80: the outside address is not in the pool"), "{e}");
+        let e = err(&format!("{base}static = [{{ proto = \"tcp\", inside = \"198.18.0.10:1-2\", outside = \"198.19.0.100:80\" }}]\n"));
+        assert!(
+            e.starts_with("xlat.toml: nat44.static[0]: the inside range has 2 ports"),
+            "{e}"
+        );
+        let e = err(&format!("{base}static = [{{ proto = \"sctp\", inside = \"198.18.0.10:1\", outside = \"198.19.0.100:80\" }}]\n"));
+        assert!(e.starts_with("xlat.toml: nat44.static[0].proto: "), "{e}");
+        let e = err(&format!("{base}static = [{{ proto = \"tcp\", inside = \"198.18.0.10\", outside = \"198.19.0.100:80\" }}]\n"));
+        assert!(
+            e.contains("nat44.static[0].inside") && e.contains("ADDRESS:PORT"),
+            "{e}"
+        );
+        let e = err(&format!("{base}static = [{{ proto = \"tcp\", inside = \"198.18.0.10:1\", outside = \"198.19.0.100:80\" }}, {{ proto = \"tcp\", inside = \"198.18.0.11:1-2\", outside = \"198.19.0.100:79-80\" }}]\n"));
+        assert!(
+            e.contains("two entries forward tcp 198.19.0.100:79")
+                || e.contains("two entries forward tcp 198.19.0.100:80"),
+            "{e}"
+        );
+        let c = ok(&format!("{NAT64}static_bib = [{{ proto = \"udp\", ipv6 = \"[2001:db8::5]:2000\", ipv4 = \"198.19.0.101:2000\" }}]\n"));
+        let b = &c.nat64.as_ref().unwrap().static_bib[0];
+        assert_eq!(
+            (b.inside.addr, b.inside.port, b.outside.port),
+            (0x2001_0db8_0000_0000_0000_0000_0000_0005, 2000, 2000)
+        );
+        let e = err(&format!("{NAT64}static_bib = [{{ proto = \"udp\", ipv6 = \"2001:db8::5\", ipv4 = \"198.19.0.101:2000\" }}]\n"));
+        assert!(e.contains("nat64.static_bib[0].ipv6"), "{e}");
     }
 
     /// RFC 6052 3.1 relaxed on purpose (TAYGA's `wkpf-strict no`): accepted for [nat64],

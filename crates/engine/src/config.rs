@@ -159,6 +159,113 @@ pub struct StaticEntry {
     pub outside: Ipv4Addr,
 }
 
+/// A static BIB entry (port forwarding): the inside endpoint `inside` is always reachable
+/// from outside at `outside`, and its own flows leave from there -- `count` consecutive ports
+/// (ICMP: identifiers) on both sides. NAT44: a static NAPT entry (Cisco `ip nat inside source
+/// static tcp`); NAT64: a static BIB entry (RFC 6146 1.2.2: IPv4-initiated communication to
+/// an IPv6 host through statically configured bindings; Jool's `bib add`). The outside
+/// address is one of the pool's, and its ports are never handed out dynamically.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortForward<A> {
+    pub proto: crate::flow::Proto,
+    pub inside: crate::flow::Endpoint<A>,
+    pub outside: crate::flow::Endpoint,
+    /// Ports in the range (1: one port).
+    pub count: u16,
+}
+
+impl<A: crate::flow::InsideAddr> PortForward<A> {
+    /// The entry's (inside, outside) endpoint pairs, one per port.
+    pub fn pairs(
+        &self,
+    ) -> impl Iterator<Item = (crate::flow::Endpoint<A>, crate::flow::Endpoint)> + '_ {
+        (0..self.count).map(move |i| {
+            (
+                crate::flow::Endpoint {
+                    addr: self.inside.addr,
+                    port: self.inside.port.wrapping_add(i),
+                },
+                crate::flow::Endpoint {
+                    addr: self.outside.addr,
+                    port: self.outside.port.wrapping_add(i),
+                },
+            )
+        })
+    }
+}
+
+/// Checks static BIB entries against their pool (`key` names the config list): ranges that
+/// fit in 16 bits, outside addresses of the pool, and no endpoint on either side twice --
+/// found by sorting, not pairwise.
+fn validate_forwards<A: crate::flow::InsideAddr + Ord>(
+    key: &'static str,
+    forwards: &[PortForward<A>],
+    pool: &[Prefix4],
+) -> Result<(), ConfigError> {
+    let err = |problem: String| Err(ConfigError { key, problem });
+    for f in forwards {
+        let last = |p: u16| u32::from(p) + u32::from(f.count) - 1;
+        if f.count == 0 || last(f.inside.port) > 0xffff || last(f.outside.port) > 0xffff {
+            return err(format!(
+                "entry {} -> {}: {} ports do not fit below 65536",
+                f.inside.show(true),
+                f.outside.show(true),
+                f.count
+            ));
+        }
+        if !pool.iter().any(|p| p.contains(f.outside.addr)) {
+            return err(format!(
+                "entry {} -> {}: the outside address is not in the pool; a static BIB entry forwards a pool address's port (add {} to the pool, or use it in a 1:1 static entry)",
+                f.inside.show(true),
+                f.outside.show(true),
+                std::net::Ipv4Addr::from(f.outside.addr)
+            ));
+        }
+    }
+    let mut outside: Vec<(crate::flow::Proto, u32, u32, u32)> = forwards
+        .iter()
+        .map(|f| {
+            let p = u32::from(f.outside.port);
+            (f.proto, f.outside.addr, p, p + u32::from(f.count) - 1)
+        })
+        .collect();
+    outside.sort_unstable();
+    if let Some(b) = outside.windows(2).find_map(|w| match w {
+        [a, b] if a.0 == b.0 && a.1 == b.1 && b.2 <= a.3 => Some(*b),
+        _ => None,
+    }) {
+        return err(format!(
+            "two entries forward {} {}:{} (each outside port once)",
+            b.0.name(),
+            std::net::Ipv4Addr::from(b.1),
+            b.2
+        ));
+    }
+    let mut inside: Vec<(crate::flow::Proto, A, u32, u32)> = forwards
+        .iter()
+        .map(|f| {
+            let p = u32::from(f.inside.port);
+            (f.proto, f.inside.addr, p, p + u32::from(f.count) - 1)
+        })
+        .collect();
+    inside.sort_unstable();
+    if let Some(b) = inside.windows(2).find_map(|w| match w {
+        [a, b] if a.0 == b.0 && a.1 == b.1 && b.2 <= a.3 => Some(*b),
+        _ => None,
+    }) {
+        let e = crate::flow::Endpoint {
+            addr: b.1,
+            port: u16::try_from(b.2).unwrap_or(u16::MAX),
+        };
+        return err(format!(
+            "two entries forward to {} {} (each inside endpoint once: its flows leave from one outside endpoint)",
+            b.0.name(),
+            e.show(true)
+        ));
+    }
+    Ok(())
+}
+
 /// NAT44 configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Nat44Config {
@@ -168,6 +275,8 @@ pub struct Nat44Config {
     pub pool: Vec<Prefix4>,
     pub mode: Nat44Mode,
     pub statics: Vec<StaticEntry>,
+    /// Static NAPT entries (port forwarding), `mode = "napt"` only.
+    pub forwards: Vec<PortForward<u32>>,
     pub filtering: Filtering,
     /// Inclusive TCP/UDP port range for NAPT mappings. ICMP query identifiers are not ports
     /// and use the whole 0-65535 space (RFC 5508 3.1).
@@ -187,6 +296,7 @@ impl Default for Nat44Config {
             pool: Vec::new(),
             mode: Nat44Mode::Napt,
             statics: Vec::new(),
+            forwards: Vec::new(),
             filtering: Filtering::AddressDependent,
             ports: (1024, 65535),
             timeouts: Timeouts::default(),
@@ -302,6 +412,30 @@ impl Nat44Config {
             {
                 return err("nat44.static", format!("entries {} -> {} and {} -> {} overlap; each inside and each outside address may appear once", s.inside, s.outside, t.inside, t.outside));
             }
+        }
+        if !self.forwards.is_empty() {
+            if self.mode != Nat44Mode::Napt {
+                return err(
+                    "nat44.static",
+                    "entries with a protocol and ports (port forwarding) need mode = \"napt\""
+                        .into(),
+                );
+            }
+            if let Some(f) = self
+                .forwards
+                .iter()
+                .find(|f| !self.inside.iter().any(|p| p.contains(f.inside.addr)))
+            {
+                return err(
+                    "nat44.static",
+                    format!(
+                        "entry {} -> {}: the inside address is not in nat44.inside",
+                        f.inside.show(true),
+                        f.outside.show(true)
+                    ),
+                );
+            }
+            validate_forwards("nat44.static", &self.forwards, &self.pool)?;
         }
         for s in &self.statics {
             if s.inside == s.outside {
@@ -597,6 +731,8 @@ pub struct Nat64Config {
     pub pool4: Vec<Prefix4>,
     /// Inclusive TCP/UDP port range of pool4; ICMP identifiers use 0-65535.
     pub ports: (u16, u16),
+    /// Static BIB entries: IPv6 endpoints IPv4 hosts can reach at a pool4 endpoint.
+    pub static_bib: Vec<PortForward<u128>>,
     /// RFC 6146 3.5.1 / 3.5.2: endpoint-independent or address-dependent filtering.
     pub filtering: Filtering,
     pub timeouts: Timeouts,
@@ -614,6 +750,7 @@ impl Default for Nat64Config {
             prefix: crate::rfc6052::WELL_KNOWN,
             pool4: Vec::new(),
             ports: (1024, 65535),
+            static_bib: Vec::new(),
             filtering: Filtering::AddressDependent,
             timeouts: Timeouts::default(),
             limits: Limits::default(),
@@ -658,6 +795,7 @@ impl Nat64Config {
                 ),
             );
         }
+        validate_forwards("nat64.static_bib", &self.static_bib, &self.pool4)?;
         validate_timeouts_limits(&self.timeouts, &self.limits)?;
         self.params.validate("nat64")
     }

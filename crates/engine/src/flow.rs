@@ -16,7 +16,9 @@ use xlat_wire::l4::{icmp, tcp, udp};
 use crate::index::KeyHasher;
 
 /// Transport protocols with ports (or an identifier) that the NAPT tracks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Proto {
     Tcp = 0,

@@ -206,7 +206,7 @@ fn first_diff44(a: &crate::Nat44Config, b: &crate::Nat44Config) -> String {
         "pool"
     } else if a.mode != b.mode {
         "mode"
-    } else if a.statics != b.statics {
+    } else if a.statics != b.statics || a.forwards != b.forwards {
         "static"
     } else if a.ports != b.ports {
         "ports"
@@ -226,6 +226,8 @@ fn first_diff64(a: &crate::Nat64Config, b: &crate::Nat64Config) -> String {
         "pool4"
     } else if a.ports != b.ports {
         "ports"
+    } else if a.static_bib != b.static_bib {
+        "static_bib"
     } else if a.verify_ip_checksum != b.verify_ip_checksum {
         "verify_ip_checksum"
     } else if a.params != b.params {

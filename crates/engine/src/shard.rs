@@ -9,7 +9,9 @@
 //! - inbound packets (to a pool address) go to the worker that owns their destination port
 //!   (TCP/UDP), ICMP identifier (echo), or the source port / identifier of the packet an ICMP
 //!   error quotes (RFC 5508 REQ-3), by [`Shards::of_inbound`]: the mapping was created by
-//!   that worker, from its slice.
+//!   that worker, from its slice -- except a static BIB entry's outside endpoint (port
+//!   forwarding), which belongs to the worker of its inside host, whatever slice its port is
+//!   in (every worker keeps the forwarded ports out of its own allocations).
 //!
 //! [`Shards::owner`] is the whole placement a driver needs, in [`crate::Engine::process`]'s
 //! order of translators; it answers [`Owner::Any`] for packets no worker holds state for:
@@ -57,6 +59,9 @@ pub struct Shards {
     siit: Option<SiitSteer>,
     /// Tunnel endpoint addresses (6to4): protocol 41 and ICMP to them is the tunnel's.
     tunnel4: Vec<u32>,
+    /// Static BIB entries' outside endpoints (IP protocol, address, port) -> the worker of
+    /// their inside host.
+    forwards: std::collections::HashMap<(u8, u32, u16), usize>,
 }
 
 /// What [`Shards::owner`] needs of `[nat44]`.
@@ -157,7 +162,7 @@ impl Shards {
                 format!("{workers} workers; expected 1 to {MAX_WORKERS}"),
             );
         }
-        let s = Shards {
+        let mut s = Shards {
             workers,
             nat44_ports: cfg.nat44.as_ref().map(|n| n.ports),
             nat64_ports: cfg.nat64.as_ref().map(|n| n.ports),
@@ -182,7 +187,21 @@ impl Shards {
                 .iter()
                 .flat_map(|t| t.sixtofour.iter().map(|s| u32::from(s.ipv4)))
                 .collect(),
+            forwards: Default::default(),
         };
+        let ip = crate::rewrite::ip_proto;
+        for f in cfg.nat44.iter().flat_map(|n| &n.forwards) {
+            let w = s.by_source4(f.inside.addr);
+            for (_, ext) in f.pairs() {
+                s.forwards.insert((ip(f.proto), ext.addr, ext.port), w);
+            }
+        }
+        for f in cfg.nat64.iter().flat_map(|n| &n.static_bib) {
+            let w = s.by_source6(f.inside.addr);
+            for (_, ext) in f.pairs() {
+                s.forwards.insert((ip(f.proto), ext.addr, ext.port), w);
+            }
+        }
         for (key, r) in [
             ("nat44.ports", s.nat44_ports),
             ("nat64.ports", s.nat64_ports),
@@ -371,18 +390,24 @@ impl Shards {
             self.nat44_ports
         }?;
         let icmp = (0, u16::MAX);
+        // A static BIB entry's port belongs to its inside host's worker, else to the slice.
+        let owner =
+            |range, workers, port: u16, proto: u8| match self.forwards.get(&(proto, dst, port)) {
+                Some(&w) => Some(w),
+                None => owner(range, workers, port),
+            };
         match proto {
-            6 | 17 => owner(ports, self.workers, u16_at(pkt, ihl + 2)?),
+            6 | 17 => owner(ports, self.workers, u16_at(pkt, ihl + 2)?, proto),
             1 => match u8_at(pkt, ihl)? {
-                0 | 8 => owner(icmp, self.workers, u16_at(pkt, ihl + 4)?),
+                0 | 8 => owner(icmp, self.workers, u16_at(pkt, ihl + 4)?, 1),
                 3 | 11 | 12 => {
                     // The quoted packet: our outside endpoint is its source.
                     let inner = ihl.checked_add(8)?;
                     let iihl = usize::from(u8_at(pkt, inner)? & 0x0f) * 4;
                     let l4 = inner.checked_add(iihl)?;
                     match u8_at(pkt, inner + 9)? {
-                        6 | 17 => owner(ports, self.workers, u16_at(pkt, l4)?),
-                        1 => owner(icmp, self.workers, u16_at(pkt, l4 + 4)?),
+                        p @ (6 | 17) => owner(ports, self.workers, u16_at(pkt, l4)?, p),
+                        1 => owner(icmp, self.workers, u16_at(pkt, l4 + 4)?, 1),
                         _ => None,
                     }
                 }

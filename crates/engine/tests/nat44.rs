@@ -936,3 +936,94 @@ fn rfc1624_all_zero_echo_reply_gets_checksum_0xffff() {
     assert_eq!(&r.bytes[20..], &[0, 0, 0xff, 0xff, 0, 0, 0, 0]);
     assert_checksums(&r.bytes);
 }
+
+fn forwarding() -> Engine {
+    let mut c = cfg(Nat44Mode::Napt, Filtering::AddressAndPortDependent);
+    c.ports = (80, 81);
+    c.forwards = vec![
+        PortForward {
+            proto: flow::Proto::Tcp,
+            inside: flow::Endpoint {
+                addr: u32::from_be_bytes(IN_A),
+                port: 8080,
+            },
+            outside: flow::Endpoint {
+                addr: u32::from_be_bytes(POOL),
+                port: 80,
+            },
+            count: 1,
+        },
+        PortForward {
+            proto: flow::Proto::Udp,
+            inside: flow::Endpoint {
+                addr: u32::from_be_bytes(IN_A),
+                port: 5000,
+            },
+            outside: flow::Endpoint {
+                addr: u32::from_be_bytes(POOL),
+                port: 6000,
+            },
+            count: 3,
+        },
+    ];
+    engine(c)
+}
+
+/// Static NAPT entries (port forwarding): an outside host reaches the inside server at the
+/// forwarded pool endpoint, with a SYN only (RFC 6146 3.5.2.2's rule for TCP), whatever the
+/// filtering (here the strictest); the server's answers leave from that endpoint; a second
+/// remote gets in too.
+#[test]
+fn static_napt_entry_forwards_inbound_connections() {
+    let mut e = forwarding();
+    assert_eq!(
+        dropped(&mut e, 0, tcp_pkt(R1, 40000, POOL, 80, 0x10)),
+        DropReason::TcpNoSession
+    );
+    let i = fwd(&mut e, 0, tcp_pkt(R1, 40000, POOL, 80, 0x02));
+    assert_eq!(
+        (i.dst(), i.dport(), i.src(), i.sport()),
+        (IN_A, 8080, R1, 40000)
+    );
+    assert_checksums(&i.bytes);
+    let o = fwd(&mut e, 0, tcp_pkt(IN_A, 8080, R1, 40000, 0x12));
+    assert_eq!((o.src(), o.sport()), (POOL, 80));
+    assert_checksums(&o.bytes);
+    let i2 = fwd(&mut e, 1, tcp_pkt(R2, 41000, POOL, 80, 0x02));
+    assert_eq!((i2.dst(), i2.dport()), (IN_A, 8080));
+    // A port of a range: 6001 -> 5001.
+    let u = fwd(&mut e, 1, udp_pkt(R1, 53, POOL, 6001));
+    assert_eq!((u.dst(), u.dport()), (IN_A, 5001));
+    // Nothing else is open.
+    assert_eq!(
+        dropped(&mut e, 1, udp_pkt(R1, 53, POOL, 6003)),
+        DropReason::NoMapping
+    );
+}
+
+/// The forwarded inside endpoint's own new flows leave from its outside endpoint, and no
+/// dynamic mapping ever takes a forwarded port (here the range is 80-81 and port 80 is
+/// forwarded: a host asking for port 80 gets 81), not even after the forwarded mapping's
+/// sessions expire.
+#[test]
+fn static_napt_entry_owns_its_outside_port() {
+    let mut e = forwarding();
+    let o = fwd(&mut e, 0, udp_pkt(IN_A, 5002, R1, 53));
+    assert_eq!((o.src(), o.sport()), (POOL, 6002));
+    let b = fwd(&mut e, 0, tcp_pkt(IN_B, 80, R1, 443, 0x02));
+    assert_eq!(b.sport(), 81, "port 80 is forwarded, never allocated");
+    // After every session expired (UDP 300 s, transitory TCP 240 s), still forwarded.
+    let i = fwd(&mut e, 1000, tcp_pkt(R2, 42000, POOL, 80, 0x02));
+    assert_eq!((i.dst(), i.dport()), (IN_A, 8080));
+    let b = fwd(&mut e, 1000, tcp_pkt(IN_B, 80, R1, 444, 0x02));
+    assert_eq!(
+        b.sport(),
+        81,
+        "the forwarded port did not return to the pool"
+    );
+    // With 81 taken too, the range is full: 80 is not handed out.
+    assert_eq!(
+        dropped(&mut e, 1000, tcp_pkt(IN_B, 90, R1, 444, 0x02)),
+        DropReason::PoolExhausted
+    );
+}

@@ -510,3 +510,56 @@ fn rfc7915_nat64_martians_make_no_session() {
     assert!(e.sessions(Time::from_secs(0)).is_empty());
     assert_eq!(e.stats().get("martian_address"), 8);
 }
+
+/// RFC 6146 1.2.2: a static BIB entry lets IPv4 hosts reach an IPv6 server -- an IPv4 client
+/// sends to the pool4 endpoint and the IPv6 server gets it from the client's pref64 form; the
+/// server's answer leaves from that endpoint; a TCP connection opens with a SYN from IPv4;
+/// anything not forwarded stays closed.
+#[test]
+fn rfc6146_static_bib_entry_admits_ipv4_initiated_flows() {
+    let mut c = config();
+    let server = u128::from_be_bytes(a6(C1));
+    let pool = u32::from_be_bytes(a4(POOL));
+    c.static_bib = [flow::Proto::Udp, flow::Proto::Tcp]
+        .map(|proto| PortForward {
+            proto,
+            inside: flow::Endpoint {
+                addr: server,
+                port: 2000,
+            },
+            outside: flow::Endpoint {
+                addr: pool,
+                port: 2000,
+            },
+            count: 1,
+        })
+        .to_vec();
+    let mut e = engine_with(c);
+    let (v, six) = at(
+        &mut e,
+        0,
+        ip4(a4(S4), a4(POOL), 17, udp(53, 2000, b"hello"), 64, 0, 1),
+    );
+    assert_eq!(v, Verdict::Forward);
+    verify6(&six);
+    assert_eq!((&six[8..24], &six[24..40]), (&a6(S6)[..], &a6(C1)[..]));
+    assert_eq!((port(&six, 40), port(&six, 42)), (53, 2000));
+    let (v, four) = at(&mut e, 0, ip6(a6(C1), a6(S6), 17, udp(2000, 53, b"hi"), 64));
+    assert_eq!(v, Verdict::Forward);
+    assert_eq!(&four[12..16], &a4(POOL)[..]);
+    assert_eq!(port(&four, 20), 2000);
+    let (v, syn) = at(
+        &mut e,
+        0,
+        ip4(a4(S4), a4(POOL), 6, tcp(40000, 2000, 0x02), 64, 0x4000, 2),
+    );
+    assert_eq!(v, Verdict::Forward);
+    verify6(&syn);
+    assert_eq!(port(&syn, 42), 2000);
+    let (v, _) = at(
+        &mut e,
+        0,
+        ip4(a4(S4), a4(POOL), 17, udp(53, 2001, b"no"), 64, 0, 3),
+    );
+    assert_eq!(v, Verdict::Drop(DropReason::NoMapping));
+}

@@ -586,3 +586,93 @@ fn pool_mode_and_isatap_run_on_one_worker_only() {
     assert_eq!(Shards::new(&isatap, 4).unwrap_err().key, "tunnel.isatap");
     assert_eq!(Shards::new(&config(), 65).unwrap_err().key, "workers");
 }
+
+/// A static BIB entry's outside endpoint belongs to its inside host's worker, whatever
+/// slice its port is in: the inbound packet goes where the host's outbound packets go, and
+/// that worker translates it, for NAT44 and NAT64 alike, with 4 workers.
+#[test]
+fn forwarded_ports_go_to_the_inside_hosts_worker() {
+    let mut cfg = config();
+    let n = cfg.nat44.as_mut().unwrap();
+    n.forwards = vec![PortForward {
+        proto: flow::Proto::Tcp,
+        inside: flow::Endpoint {
+            addr: u32::from_be_bytes(a4("10.0.0.7")),
+            port: 8080,
+        },
+        outside: flow::Endpoint {
+            addr: u32::from_be_bytes(a4("198.51.100.1")),
+            port: 80,
+        },
+        count: 1,
+    }];
+    let n6 = cfg.nat64.as_mut().unwrap();
+    n6.static_bib = vec![PortForward {
+        proto: flow::Proto::Udp,
+        inside: flow::Endpoint {
+            addr: u128::from_be_bytes(a6("2001:db8::5")),
+            port: 2000,
+        },
+        outside: flow::Endpoint {
+            addr: u32::from_be_bytes(a4("192.0.2.1")),
+            port: 2000,
+        },
+        count: 1,
+    }];
+    let s = Shards::new(&cfg, 4).unwrap();
+    let out44 = ip4(
+        a4("10.0.0.7"),
+        a4("203.0.113.9"),
+        6,
+        tcp(8080, 1, 0x12),
+        64,
+        0,
+        1,
+    );
+    let in44 = ip4(
+        a4("203.0.113.9"),
+        a4("198.51.100.1"),
+        6,
+        tcp(1, 80, 0x02),
+        64,
+        0,
+        1,
+    );
+    assert_eq!(s.of_inbound(&in44), s.of_outbound(&out44));
+    let out64 = ip6(
+        a6("2001:db8::5"),
+        a6("64:ff9b::cb00:7109"),
+        17,
+        udp(2000, 1, b"x"),
+        64,
+    );
+    let in64 = ip4(
+        a4("203.0.113.9"),
+        a4("192.0.2.1"),
+        17,
+        udp(1, 2000, b"x"),
+        64,
+        0,
+        1,
+    );
+    assert_eq!(s.of_inbound(&in64), s.of_outbound(&out64));
+    // Port 80 lies in no NAT44 slice (1024-65535): without the entry it would be nobody's.
+    let other = ip4(
+        a4("203.0.113.9"),
+        a4("198.51.100.1"),
+        6,
+        tcp(1, 81, 0x02),
+        64,
+        0,
+        1,
+    );
+    assert_eq!(s.of_inbound(&other), None);
+    // And that worker's engine translates it.
+    let w = s.of_inbound(&in44).unwrap();
+    let mut engines: Vec<Engine> = (0..4)
+        .map(|k| Engine::new_shard(cfg.clone(), &s, k).unwrap())
+        .collect();
+    let mut p = in44.clone();
+    let v = engines[w].process_vec(Time::from_secs(1), &mut p);
+    assert_eq!(v, Verdict::Forward);
+}

@@ -573,3 +573,50 @@ fn sigterm_exits_zero_and_removes_routes_rules_tun() {
         "TUN {tun} still exists"
     );
 }
+
+/// Port forwarding (a static NAPT entry, `[nat44] static` with a protocol): an outside client
+/// fetches a file from an inside web server at the pool address's port 80, the server sees
+/// the real client address, and the copy is whole; port 81, not forwarded, stays closed.
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn port_forward_reaches_the_inside_server() {
+    require_root();
+    let mut t = Topo::new(Opts::default());
+    let cfg = t.default_config().replace(
+        &format!("static = [{{ inside = \"{IN2_ADDR}\", outside = \"{STATIC_OUTSIDE}\" }}]"),
+        &format!("static = [{{ inside = \"{IN2_ADDR}\", outside = \"{STATIC_OUTSIDE}\" }}, {{ proto = \"tcp\", inside = \"{IN_ADDR}:8080\", outside = \"{POOL_ADDR}:80\" }}]"),
+    );
+    assert!(
+        cfg.contains("proto = \"tcp\""),
+        "the config template changed:\n{cfg}"
+    );
+    t.start_xlat(&cfg);
+    let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
+    // http.server looks its own address up before it listens (socket.getfqdn): a resolver
+    // that refuses at once, not one whose queries would wait behind the gateway.
+    t.resolv_conf(&inn, "127.0.0.1");
+    let (srv, blob) = t.serve_random_file(&inn, IN_ADDR, 8080, 1_048_576);
+    let (_, got) = t.curl(&out, &format!("http://{POOL_ADDR}:80/blob.bin"));
+    assert_same_file(&blob, &got);
+    let log = t.proc(srv).stderr_text();
+    assert_http_client(&log, "/blob.bin", OUT_ADDR);
+    // Not forwarded: nothing answers on port 81 (curl gives up; no connection is made).
+    let url = format!("http://{POOL_ADDR}:81/blob.bin");
+    let r = t.ns(
+        &out,
+        10,
+        &["curl", "-s", "-o", "/dev/null", "--max-time", "3", &url],
+    );
+    assert!(!r.ok(), "port 81 answered");
+    let stats = t.stats();
+    assert!(
+        Topo::drops(&stats, "no_mapping") > 0,
+        "the SYN to port 81 was not counted"
+    );
+    // The forwarded connection is listed with the session it made.
+    let forwarded = t.sessions().iter().any(|s| {
+        endpoint(s, "outside") == format!("{POOL_ADDR}:80")
+            && endpoint(s, "inside") == format!("{IN_ADDR}:8080")
+    });
+    assert!(forwarded, "no session of the forward in show sessions");
+}

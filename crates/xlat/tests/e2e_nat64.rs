@@ -857,3 +857,54 @@ fn tcp_echo_servers(lab: &mut Topo64) {
     );
     lab.wait_listening_on(&cli, "tcp", SIIT_CLI, 7100, Some(p));
 }
+
+/// A static BIB entry (`[nat64] static_bib`, RFC 6146 1.2.2): an IPv4-only host opens a TCP
+/// connection to pool4 port 7100 and reaches the IPv6-only server behind it, which sees the
+/// IPv4 host's pref64 form; UDP to a port without an entry stays unanswered.
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn nat64_static_bib_lets_ipv4_hosts_reach_an_ipv6_server() {
+    require_root_dns("NAT64");
+    let mut lab = build_lab(CLI);
+    let cfg = nat64_config(&lab, false).replace(
+        "filtering = \"address-dependent\"\n",
+        &format!("filtering = \"address-dependent\"\nstatic_bib = [{{ proto = \"tcp\", ipv6 = \"[{CLI}]:7100\", ipv4 = \"{POOL4}:7100\" }}]\n"),
+    );
+    assert!(
+        cfg.contains("static_bib"),
+        "the config template changed:\n{cfg}"
+    );
+    start_xlat(&mut lab, &cfg, false);
+    let (cli, srv) = (lab.cli.clone(), lab.srv.clone());
+    let p = lab.spawn(
+        &cli,
+        "tcp-echo-v6",
+        &[
+            "socat",
+            &format!("TCP6-LISTEN:7100,bind=[{CLI}],reuseaddr,fork"),
+            "SYSTEM:echo peer=$SOCAT_PEERADDR; cat",
+        ],
+    );
+    lab.wait_listening_on(&cli, "tcp", CLI, 7100, Some(p));
+    tcp_echo_sees(&lab, &srv, &format!("TCP4:{POOL4}:7100"), "via-bib", SRV_V6);
+    // The session it made is listed with the entry's endpoints.
+    let listed = lab.sessions().iter().any(|s| {
+        endpoint(s, "outside") == format!("{POOL4}:7100")
+            && endpoint(s, "inside") == format!("[{CLI}]:7100")
+    });
+    assert!(
+        listed,
+        "no session of the static BIB entry in show sessions"
+    );
+    // Not forwarded: a connection to another port gets nothing.
+    let r = lab.sh(
+        &srv,
+        10,
+        &format!("echo x | socat -T 2 -t 2 - TCP4:{POOL4}:7101,connect-timeout=2"),
+    );
+    assert!(
+        !r.ok() || !r.stdout.contains("peer="),
+        "port 7101 answered: {}",
+        r.stdout
+    );
+}

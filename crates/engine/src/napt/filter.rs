@@ -72,9 +72,13 @@ impl<A: InsideAddr> Napt<A> {
         hash: u64,
         c: &mut Counters,
     ) -> Result<Translation<A>, DropReason> {
-        let owner = self
-            .bib_by_outside(proto, ext)
-            .ok_or(DropReason::NoMapping)?;
+        let Some(owner) = self.bib_by_outside(proto, ext) else {
+            // A static BIB entry admits what reaches it even before its first mapping.
+            return match self.forwards.inside_of(proto, ext) {
+                Some(int) => self.create_forwarded(now, proto, int, ext, remote, tcp_flags, c),
+                None => Err(DropReason::NoMapping),
+            };
+        };
         // The mapping's expiry, inside address and filter entry for `remote.addr`; its
         // sessions may have expired (and will take it with them).
         let (expires, held, filter) = match owner {
@@ -93,7 +97,9 @@ impl<A: InsideAddr> Napt<A> {
             return Err(DropReason::NoMapping);
         }
         let int_addr = self.hosts.addr(held).ok_or(DropReason::Internal)?;
+        // A static BIB entry is open to every remote (the operator opened it).
         let admitted = match self.cfg.filtering {
+            _ if self.forwards.holds(proto, ext) => true,
             Filtering::EndpointIndependent => true,
             Filtering::AddressDependent => filter.is_some_and(|e| !e.passed(now)),
             Filtering::AddressAndPortDependent => false,

@@ -129,8 +129,13 @@ impl<A: InsideAddr> Napt<A> {
             }
         };
         let Some(owner) = found else {
-            // A new mapping, folded into the session it is made for.
-            let ext = match self.take_port(proto, int, host.pool, c) {
+            // A new mapping, folded into the session it is made for: a static BIB entry's
+            // outside endpoint, or a port from the host's pool address.
+            let port = match self.forwards.outside_of(proto, int) {
+                Some(ext) => Ok(ext),
+                None => self.take_port(proto, int, host.pool, c),
+            };
+            let ext = match port {
                 Ok(ext) => ext,
                 Err(e) => {
                     self.unhost(int.addr, host.new, new_maps);
@@ -303,7 +308,9 @@ impl<A: InsideAddr> Napt<A> {
         ext: Endpoint,
         now: Time,
     ) {
-        if let Some(&ix) = self.pool_index.get(&ext.addr) {
+        // A static BIB entry's port stays taken (`forward.rs`).
+        let pooled = !self.forwards.holds(proto, ext);
+        if let Some(&ix) = self.pool_index.get(&ext.addr).filter(|_| pooled) {
             if let Some(pm) = self
                 .pool
                 .get_mut(ix as usize)

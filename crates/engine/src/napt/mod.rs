@@ -36,6 +36,7 @@
 //! - `mapping.rs`: the BIB -- mapping records, folded mappings, making an outbound session;
 //! - `pool.rs`: hosts paired with pool addresses, and ports taken from them;
 //! - `filter.rs`: the address-dependent filter's entries, making an inbound session;
+//! - `forward.rs`: static BIB entries (port forwarding) and the sessions they admit;
 //! - `session.rs`: the session record, its TCP state and refresh, its removal;
 //! - `expiry.rs`: the budgeted sweep and the reclaiming pass of a full table;
 //! - `offload.rs`: sessions handed to a fast path ([`crate::offload`]) and its answers;
@@ -93,6 +94,7 @@ macro_rules! flat_endpoints {
 mod events;
 mod expiry;
 mod filter;
+mod forward;
 mod lookup;
 mod mapping;
 mod offload;
@@ -191,6 +193,8 @@ pub struct Napt<A> {
     pending_mask: [u64; 4],
     /// No reclaiming pass ([`Napt::reclaim`]) before this time: the last one found nothing.
     reclaim_after: Time,
+    /// Static BIB entries ([`Napt::set_forwards`]).
+    forwards: forward::Forwards<A>,
 }
 
 impl<A: InsideAddr> Napt<A> {
@@ -243,6 +247,7 @@ impl<A: InsideAddr> Napt<A> {
             pending: Vec::with_capacity(PENDING_MAX),
             pending_mask: [0; 4],
             reclaim_after: Time(0),
+            forwards: forward::Forwards::default(),
         }
     }
 

@@ -107,7 +107,7 @@ impl Nat44 {
             cfg.limits.max_fragments_held,
             cfg.timeouts.fragment,
         );
-        let napt = Napt::new(
+        let mut napt = Napt::new(
             NaptConfig {
                 mode: cfg.mode,
                 filtering: cfg.filtering,
@@ -119,6 +119,7 @@ impl Nat44 {
             &cfg.pool,
             seed,
         );
+        napt.set_forwards(&cfg.forwards);
         Nat44 {
             inside: PrefixSet4::new(&cfg.inside),
             cfg,

@@ -120,7 +120,7 @@ pub struct Nat64 {
 
 impl Nat64 {
     pub fn new(cfg: &Nat64Config, seed: u64) -> Nat64 {
-        Nat64 {
+        let mut n = Nat64 {
             prefix: cfg.prefix,
             napt: Napt::new(
                 NaptConfig {
@@ -147,7 +147,9 @@ impl Nat64 {
             ids: Ipv4Ids::new(seed),
             #[cfg(test)]
             rewrites: 0,
-        }
+        };
+        n.napt.set_forwards(&cfg.static_bib);
+        n
     }
 
     /// True for an IPv4 destination in pool4.
