@@ -24,7 +24,6 @@
 //! half the space apart) and counter slot, and the program counts in a table of its own
 //! ([`Ipv4Ids::recipe`]).
 
-use crate::index::KeyHasher;
 use crate::rng::Rng;
 
 /// RFC 7915 5.1: translated IPv4 packets up to this many bytes leave with DF clear.
@@ -38,32 +37,44 @@ pub const FAST_PATH_OFFSET: u16 = 0x8000;
 
 /// RFC 7739 5.3's generator for one translator.
 pub struct Ipv4Ids {
-    hasher: KeyHasher,
+    /// Secret keys of the hash (random per engine).
+    k: [u64; 4],
     counters: Box<[u16]>,
+}
+
+/// The 128-bit product of `a` and `b`, its halves folded (the mixing step of the engine's
+/// keyed hashes, `index::KeyHasher`).
+#[inline(always)]
+fn fold_mul(a: u64, b: u64) -> u64 {
+    let r = u128::from(a) * u128::from(b);
+    (r as u64) ^ ((r >> 64) as u64)
 }
 
 impl Ipv4Ids {
     /// A generator keyed from `seed`; the counters start at random values (RFC 7739 5.3).
     pub fn new(seed: u64) -> Ipv4Ids {
         let mut rng = Rng::new(seed ^ 0x6964_6964_6964_6964);
-        let hasher = KeyHasher::new(rng.next_u64());
+        let k = [0; 4].map(|_: u64| rng.next_u64() | 1);
         let counters = (0..SLOTS).map(|_| rng.next_u64() as u16).collect();
-        Ipv4Ids { hasher, counters }
+        Ipv4Ids { k, counters }
     }
 
-    /// The offset and counter slot of (`src`, `dst`, `proto`).
-    #[inline]
+    /// The offset and counter slot of (`src`, `dst`, `proto`): two keyed multiplications of
+    /// the packed triple (a keyed hash, not a cryptographic one: what an observer sees of its
+    /// own destinations' identifications does not give the keys away easily, and the keys
+    /// are new with every start).
+    #[inline(always)]
     fn place(&self, src: u32, dst: u32, proto: u8) -> (u16, usize) {
-        let h = self
-            .hasher
-            .hash([u64::from(src), u64::from(dst), u64::from(proto), 0]);
+        let [k0, k1, k2, k3] = self.k;
+        let pair = (u64::from(src) << 32) | u64::from(dst);
+        let h = fold_mul(fold_mul(pair ^ k0, u64::from(proto) ^ k1) ^ k2, k3);
         ((h >> 48) as u16, (h as usize) & (SLOTS - 1))
     }
 
     /// Identification and DF for an unfragmented IPv4 packet of `total_len` bytes from `src`
     /// to `dst` (RFC 7915 5.1): up to [`DF_LIMIT`] DF clear and the next identification of
     /// the triple, above it DF set and identification 0.
-    #[inline]
+    #[inline(always)]
     pub fn next(&mut self, total_len: usize, src: u32, dst: u32, proto: u8) -> (u16, bool) {
         if total_len > DF_LIMIT {
             return (0, true);
