@@ -661,3 +661,72 @@ fn rfc6946_4_atomic_fragments_are_whole_packets() {
     assert_eq!((o[20], o[21]), (3, 4), "Fragmentation Needed");
     assert_eq!(e.stats().get("fragmented_icmp_error"), 0);
 }
+
+/// An RFC 4884 extension structure (version 2, checksummed) with one object.
+fn icmp_extension() -> Vec<u8> {
+    let mut e = vec![0x20, 0, 0, 0, 0, 8, 1, 1, 0xde, 0xad, 0xbe, 0xef];
+    let c = !fold(sum16(0, &e));
+    e[2..4].copy_from_slice(&c.to_be_bytes());
+    e
+}
+
+/// RFC 7915 4.2 / 5.2 with RFC 4884: an error's extension structure stays an extension
+/// structure. The original datagram field is padded to the new family's boundary (at least
+/// 128 octets), the structure follows it unchanged, and the length attribute says the new
+/// field's length -- ICMPv4 Time Exceeded with a 128-octet field (attribute 32) becomes ICMPv6
+/// Time Exceeded with a 152-octet one (148 padded to 64 bits: attribute 19), and an ICMPv6
+/// Destination Unreachable with a 128-octet field (16) an ICMPv4 one with 128 octets (108
+/// padded to the RFC's minimum: 32). A Packet Too Big has no attribute: no extension.
+#[test]
+fn rfc7915_4_2_5_2_rfc4884_extensions_follow_the_translated_quote() {
+    let mut e = engine();
+    let ext = icmp_extension();
+    // IPv4 -> IPv6.
+    let quoted = ip4(a4(H4), a4(R4), 17, udp(5000, 53, &[7; 100]), 63, 0x4000, 0);
+    assert_eq!(quoted.len(), 128);
+    let mut err = vec![11, 0, 0, 0, 0, 32, 0, 0];
+    err.extend_from_slice(&quoted);
+    err.extend_from_slice(&ext);
+    let (v, o) = run(&mut e, ip4(a4(R4), a4(H4), 1, err, 64, 0, 9));
+    assert_eq!(v, Verdict::Forward);
+    verify6(&o);
+    assert_eq!(
+        (o[40], o[41], o[44]),
+        (3, 0, 19),
+        "Time Exceeded, attribute 19"
+    );
+    assert_eq!(o.len(), 40 + 8 + 152 + ext.len());
+    assert_eq!(&o[48 + 148..48 + 152], &[0; 4], "zero padding");
+    assert_eq!(&o[48 + 152..], &ext[..], "the structure unchanged");
+    // IPv6 -> IPv4.
+    let quoted = ip6(a6(R6), a6(H6), 17, udp(53, 5000, &[7; 80]), 60);
+    assert_eq!(quoted.len(), 128);
+    let mut err = vec![1, 4, 0, 0, 16, 0, 0, 0];
+    err.extend_from_slice(&quoted);
+    err.extend_from_slice(&ext);
+    let (v, o) = run(&mut e, ip6(a6(H6), a6(R6), 58, err, 64));
+    assert_eq!(v, Verdict::Forward);
+    verify4(&o);
+    assert_eq!(
+        (o[20], o[21], o[25]),
+        (3, 3, 32),
+        "port unreachable, attribute 32"
+    );
+    assert_eq!(o.len(), 20 + 8 + 128 + ext.len());
+    assert_eq!(
+        &o[28 + 108..28 + 128],
+        &[0; 20],
+        "zero padding to 128 octets"
+    );
+    assert_eq!(&o[28 + 128..], &ext[..]);
+    // Fragmentation Needed -> Packet Too Big: no attribute, so no structure.
+    let quoted = ip4(a4(H4), a4(R4), 17, udp(5000, 53, &[7; 100]), 63, 0x4000, 0);
+    let mut err = vec![3, 4, 0, 0, 0, 32, 0x05, 0xdc];
+    err.extend_from_slice(&quoted);
+    err.extend_from_slice(&ext);
+    let (v, o) = run(&mut e, ip4(a4(R4), a4(H4), 1, err, 64, 0, 9));
+    assert_eq!(v, Verdict::Forward);
+    verify6(&o);
+    assert_eq!((o[40], o[44]), (2, 0x00));
+    assert_eq!(o.len(), 40 + 8 + 148, "the structure is left off");
+}

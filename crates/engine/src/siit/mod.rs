@@ -19,6 +19,7 @@
 //! SIIT keeps no per-flow state; its only memory is that ICMP fragment bookkeeping.
 
 pub(crate) mod eam;
+pub(crate) mod ext;
 pub(crate) mod frag;
 pub(crate) mod icmp;
 pub(crate) mod reply;

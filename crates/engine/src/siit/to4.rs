@@ -21,7 +21,7 @@ use xlat_wire::ipv6::{self, addr4_sum, addr_sum, nh, Ipv6Header};
 use xlat_wire::l4::{icmp, icmpv6, tcp, udp};
 use xlat_wire::{Delta, PacketBuf};
 
-use super::{icmp as map, resize_front, Map, Ports};
+use super::{ext, icmp as map, resize_front, Map, Ports};
 use crate::config::XlatParams;
 use crate::flow::Proto;
 use crate::ipv4_id::Ipv4Ids;
@@ -354,8 +354,20 @@ fn emit_error(
         rewrite_l4(buf.data_mut(), inner_l4, ii.src, ii.dst, im, ports, len);
     }
     buf.truncate(h.total_len());
+    // RFC 4884 extensions come off here and go back after the translated quote (`ext`).
+    let saved = ext::take(buf, h.l4_off, ext::V6);
     let front = ipv4::MIN_HEADER + icmp::HEADER + ipv4::MIN_HEADER;
     resize_front(buf, inner_l4, front)?;
+    let length_attr = match &saved {
+        Some(s) if ext::V4.has(e.typ4) => ext::put(
+            buf,
+            ipv4::MIN_HEADER + icmp::HEADER,
+            ext::V4,
+            s,
+            ipv6::MIN_MTU,
+        ),
+        _ => 0,
+    };
     let total = buf.len();
     // RFC 7915 5.1 for the error itself (cut to 1280 bytes before, so never past 0xffff)
     // and 5.3 for the packet it quotes, translated "as any packet".
@@ -387,6 +399,9 @@ fn emit_error(
     set_u8(pkt, icmp_at + icmp::CODE, e.code4);
     set_u16(pkt, icmp_at + icmp::CHECKSUM, 0);
     set_u32(pkt, icmp_at + 4, e.rest4);
+    if length_attr != 0 {
+        set_u8(pkt, icmp_at + 5, length_attr);
+    }
     let frag = ii.frag;
     if let Some(ih) = pkt.get_mut(icmp_at + icmp::HEADER..) {
         ipv4::write_header(

@@ -23,7 +23,7 @@ use xlat_wire::ipv6::{self, addr4_sum, addr_sum, nh, Ipv6Fields};
 use xlat_wire::l4::{icmp, icmpv6, tcp, udp};
 use xlat_wire::{Delta, PacketBuf};
 
-use super::{icmp as map, resize_front, Map, Ports};
+use super::{ext, icmp as map, resize_front, Map, Ports};
 use crate::config::{UdpZeroChecksum, XlatParams};
 use crate::flow::Proto;
 use crate::DropReason;
@@ -436,6 +436,9 @@ fn emit_error(
     let inner_frag = ii.is_fragment();
     let inner_hdr6 = ipv6::HEADER + if inner_frag { ipv6::FRAGMENT_HEADER } else { 0 };
     let inner_payload = usize::from(ii.total_len).saturating_sub(ii.header_len);
+    // RFC 4884 extensions come off here and go back after the translated quote (`ext`).
+    buf.truncate(h.total_len);
+    let saved = ext::take(buf, h.header_len, ext::V4);
     if let Some(ports) = &e.inner_ports {
         // The quoted transport header is translated too (4.3: "just like a normal IP
         // packet"), including its checksum where quoted.
@@ -444,6 +447,11 @@ fn emit_error(
     }
     let front = ipv6::HEADER + icmpv6::HEADER + inner_hdr6;
     resize_front(buf, inner_l4, front)?;
+    let field = ipv6::HEADER + icmpv6::HEADER;
+    let length_attr = match &saved {
+        Some(s) if ext::V6.has(e.typ6) => ext::put(buf, field, ext::V6, s, ipv6::MIN_MTU),
+        _ => 0,
+    };
     // RFC 4443 2.4 c (RFC 7915 4.3): an ICMPv6 error fits the minimum MTU.
     buf.truncate(ipv6::MIN_MTU);
     let total = buf.len();
@@ -465,6 +473,9 @@ fn emit_error(
     set_u8(pkt, icmp_at + icmpv6::CODE, e.code6);
     set_u16(pkt, icmp_at + icmpv6::CHECKSUM, 0);
     xlat_wire::field::set_u32(pkt, icmp_at + icmpv6::MTU, e.rest6);
+    if length_attr != 0 {
+        set_u8(pkt, icmp_at + 4, length_attr);
+    }
     let inner_start = icmp_at + icmpv6::HEADER;
     let inner_next = proto6(ii.proto);
     if let Some(ih) = pkt.get_mut(inner_start..) {
