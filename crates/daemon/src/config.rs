@@ -199,13 +199,20 @@ struct RawFile {
 #[serde(deny_unknown_fields)]
 struct RawLogging {
     syslog: Option<Vec<String>>,
+    ipfix: Option<Vec<String>>,
+    ipfix_template_refresh: Option<i64>,
+    ipfix_domain_id: Option<i64>,
     events: Option<String>,
 }
 
 impl RawLogging {
     /// `[logging]`: collectors as socket addresses, the event level; `None` when it logs
     /// nothing (no collector, or `events = "none"`).
-    fn check(self, cx: &Ctx<'_>) -> Result<Option<crate::eventlog::LogConfig>, ConfigFileError> {
+    fn check(
+        self,
+        cx: &Ctx<'_>,
+        max_sessions_per_host: u32,
+    ) -> Result<Option<crate::eventlog::LogConfig>, ConfigFileError> {
         use crate::eventlog::{LogConfig, LogEvents};
         let events = match self.events.as_deref() {
             None | Some("sessions") => Some(LogEvents::Sessions),
@@ -220,27 +227,66 @@ impl RawLogging {
                 ))
             }
         };
-        let mut syslog = Vec::new();
-        for (i, a) in self.syslog.unwrap_or_default().iter().enumerate() {
-            let addr: std::net::SocketAddr = a.parse().map_err(|_| {
-                cx.invalid(
-                    format!("logging.syslog[{i}]"),
-                    format!("{a:?} is not an address and port; expected one like \"192.0.2.51:514\" or \"[2001:db8::51]:514\""),
-                )
-            })?;
-            if addr.port() == 0 || addr.ip().is_unspecified() || addr.ip().is_multicast() {
+        let syslog = collectors(cx, "syslog", self.syslog.unwrap_or_default(), 514)?;
+        let ipfix = collectors(cx, "ipfix", self.ipfix.unwrap_or_default(), 4739)?;
+        let refresh = match self.ipfix_template_refresh {
+            None => crate::ipfix::DEFAULT_REFRESH.as_secs(),
+            Some(s @ 1..=86_400) => s.unsigned_abs(),
+            Some(s) => {
                 return Err(cx.invalid(
-                    format!("logging.syslog[{i}]"),
-                    format!("{a:?} cannot receive: expected a unicast collector address and a port other than 0, like \"192.0.2.51:514\""),
-                ));
+                    "logging.ipfix_template_refresh",
+                    format!("{s} seconds is out of range; expected 1 to 86400 (a day), like 60: templates are resent this often (RFC 7011 10.3.6)"),
+                ))
             }
-            syslog.push(addr);
-        }
+        };
+        let domain = match self.ipfix_domain_id {
+            None => 1,
+            Some(d) => u32::try_from(d).map_err(|_| {
+                cx.invalid(
+                    "logging.ipfix_domain_id",
+                    format!("{d} is not an observation domain ID; expected 0 to 4294967295 (RFC 7011 3.1), like 1"),
+                )
+            })?,
+        };
         Ok(match events {
-            Some(events) if !syslog.is_empty() => Some(LogConfig { syslog, events }),
+            Some(events) if !syslog.is_empty() || !ipfix.is_empty() => Some(LogConfig {
+                syslog,
+                ipfix,
+                ipfix_template_refresh: std::time::Duration::from_secs(refresh),
+                ipfix_domain_id: domain,
+                max_sessions_per_host,
+                events,
+            }),
             _ => None,
         })
     }
+}
+
+/// `logging.KEY`: collector addresses, each `ADDR:PORT` with a unicast address and a port
+/// (`port` is the one an example names).
+fn collectors(
+    cx: &Ctx<'_>,
+    key: &str,
+    list: Vec<String>,
+    port: u16,
+) -> Result<Vec<std::net::SocketAddr>, ConfigFileError> {
+    let mut out = Vec::new();
+    for (i, a) in list.iter().enumerate() {
+        let addr: std::net::SocketAddr = a.parse().map_err(|_| {
+            cx.invalid(
+                format!("logging.{key}[{i}]"),
+                format!("{a:?} is not an address and port; expected one like \"192.0.2.51:{port}\" or \"[2001:db8::51]:{port}\""),
+            )
+        })?;
+        if addr.port() == 0 || addr.ip().is_unspecified() || addr.ip().is_multicast() {
+            return Err(cx.invalid(
+                format!("logging.{key}[{i}]"),
+                format!("{a:?} cannot receive: expected a unicast collector address and a port other than 0, like \"192.0.2.51:{port}\""),
+            ));
+        }
+        out.push(addr);
+    }
+    Ok(out)
 }
 
 #[derive(Deserialize, Default)]
@@ -865,7 +911,11 @@ impl Config {
             tunnel,
             dataplane,
             prefault,
-            logging: raw.logging.map(|l| l.check(&cx)).transpose()?.flatten(),
+            logging: raw
+                .logging
+                .map(|l| l.check(&cx, limits.max_sessions_per_host))
+                .transpose()?
+                .flatten(),
             metrics,
         };
         // At least one translator, and no two claiming the same addresses.
@@ -1594,8 +1644,62 @@ rfc6791 = "192.0.2.1"
             e.contains("logging.events") && e.contains("\"sessions\""),
             "{e}"
         );
-        let e = err(&format!("{NAT}[logging]\nipfix = [\"192.0.2.50:4739\"]\n"));
-        assert!(e.contains("ipfix"), "an unknown key is refused: {e}");
+        let e = err(&format!("{NAT}[logging]\nipfx = [\"192.0.2.50:4739\"]\n"));
+        assert!(e.contains("ipfx"), "an unknown key is refused: {e}");
+    }
+
+    #[test]
+    fn logging_ipfix_collectors_refresh_and_domain() {
+        use std::time::Duration;
+        const NAT: &str = "[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100\"]\n[limits]\nmax_sessions_per_host = 77\n";
+        // IPFIX alone turns logging on; defaults: templates every 60 s, domain 1.
+        let l = ok(&format!("{NAT}[logging]\nipfix = [\"192.0.2.50:4739\"]\n"))
+            .logging
+            .expect("logging on");
+        assert_eq!(l.ipfix, vec!["192.0.2.50:4739".parse().unwrap()]);
+        assert!(l.syslog.is_empty());
+        assert_eq!(l.ipfix_template_refresh, Duration::from_secs(60));
+        assert_eq!(l.ipfix_domain_id, 1);
+        assert_eq!(l.max_sessions_per_host, 77);
+        let l = ok(&format!(
+            "{NAT}[logging]\nipfix = [\"[2001:db8::50]:4739\"]\nipfix_template_refresh = 600\nipfix_domain_id = 4294967295\n"
+        ))
+        .logging
+        .expect("logging on");
+        assert_eq!(l.ipfix_template_refresh, Duration::from_secs(600));
+        assert_eq!(l.ipfix_domain_id, u32::MAX);
+        // Bad values name the key and say what would be right.
+        let e = err(&format!("{NAT}[logging]\nipfix = [\"192.0.2.50\"]\n"));
+        assert!(
+            e.contains("logging.ipfix[0]") && e.contains("192.0.2.51:4739"),
+            "{e}"
+        );
+        let e = err(&format!("{NAT}[logging]\nipfix = [\"192.0.2.50:0\"]\n"));
+        assert!(
+            e.contains("logging.ipfix[0]") && e.contains("unicast"),
+            "{e}"
+        );
+        for bad in ["0", "-5", "86401"] {
+            let e = err(&format!(
+                "{NAT}[logging]\nipfix = [\"192.0.2.50:4739\"]\nipfix_template_refresh = {bad}\n"
+            ));
+            assert!(
+                e.contains("logging.ipfix_template_refresh") && e.contains("1 to 86400"),
+                "{e}"
+            );
+        }
+        for bad in ["-1", "4294967296"] {
+            let e = err(&format!(
+                "{NAT}[logging]\nipfix = [\"192.0.2.50:4739\"]\nipfix_domain_id = {bad}\n"
+            ));
+            assert!(
+                e.contains("logging.ipfix_domain_id") && e.contains("4294967295"),
+                "{e}"
+            );
+        }
+        // events = "none" still turns everything off.
+        let none = format!("{NAT}[logging]\nipfix = [\"192.0.2.50:4739\"]\nevents = \"none\"\n");
+        assert_eq!(ok(&none).logging, None);
     }
 
     #[test]

@@ -1,36 +1,53 @@
 //! NAT event logging: the engine's state events (sessions, mappings, address pairings,
-//! exhaustion and quota refusals) sent as syslog lines over UDP, one line an event, so an
+//! exhaustion and quota refusals) sent as syslog lines and as IPFIX records over UDP, so an
 //! operator can answer "who had 198.19.0.100:40312 at 14:02:11?" (RFC 6888 REQ-12/13).
 //!
 //! The path an event takes never touches a packet worker's time: a worker drains its
 //! engine's events after a batch and hands the batch to a bounded channel (a full channel
 //! drops the batch and counts it, `log_events_dropped`, never blocks); this module's thread
-//! formats and sends. Lines follow RFC 5424 (section 6: `<PRI>1 TIMESTAMP HOSTNAME APP-NAME
-//! PROCID MSGID SD MSG`), facility local0, severity informational; MSGID is the event's
-//! RFC 8158 natEvent name (`NAT44_SESSION_CREATE`, ...), and MSG its values as `key=value`
-//! pairs in a fixed order (docs/OPERATIONS.md lists them). UDP syslog (RFC 5426) can lose
-//! lines on the way, which the collector's sequence check does not see: RFC 8158's IPFIX
-//! export with sequence numbers is the issue's next step.
+//! takes what the workers queued, formats and sends. Syslog lines follow RFC 5424 (section
+//! 6: `<PRI>1 TIMESTAMP HOSTNAME APP-NAME PROCID MSGID SD MSG`), facility local0, severity
+//! informational, one datagram a line; MSGID is the event's RFC 8158 natEvent name
+//! (`NAT44_SESSION_CREATE`, ...), and MSG its values as `key=value` pairs in a fixed order
+//! (docs/OPERATIONS.md lists them). UDP syslog (RFC 5426) can lose lines on the way
+//! unseen; the IPFIX export ([`crate::ipfix`], RFC 7011 / RFC 8158) packs the same events
+//! into messages with sequence numbers, so a collector counts what it missed.
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use tracing::warn;
+use xlat_engine::counters::NamedCount;
 use xlat_engine::events::{EndReason, EventKind, StateEvent, Translator};
+
+use crate::ipfix::Exporter;
 
 /// Batches of events waiting for the log thread: each worker sends at most one a batch of
 /// packets, so this is about as many batches as the workers translate in a second's stall.
 pub const QUEUE_BATCHES: usize = 4096;
+
+/// Batches the log thread takes from the queue at most before it sends: what the workers
+/// queued meanwhile goes out together, in full IPFIX messages.
+const TAKE_BATCHES: usize = 64;
 
 /// `[logging]`: where NAT events go and which.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogConfig {
     /// Syslog collectors (UDP, RFC 5426).
     pub syslog: Vec<SocketAddr>,
+    /// IPFIX collectors (UDP, RFC 7011 10.3).
+    pub ipfix: Vec<SocketAddr>,
+    /// IPFIX templates are resent this often (RFC 7011 10.3.6).
+    pub ipfix_template_refresh: Duration,
+    /// The IPFIX observation domain ID (RFC 7011 3.1).
+    pub ipfix_domain_id: u32,
+    /// `[limits] max_sessions_per_host`: the maxEntriesPerUser of a quota-exceeded record.
+    pub max_sessions_per_host: u32,
     pub events: LogEvents,
 }
 
@@ -56,10 +73,52 @@ impl LogEvents {
     }
 }
 
+/// What the log thread sent, for `xlat show stats` and `/metrics` (`xlat_log_*_total`).
+#[derive(Debug, Default)]
+pub struct LogCounters {
+    syslog_lines_sent: AtomicU64,
+    syslog_send_errors: AtomicU64,
+    ipfix_messages_sent: AtomicU64,
+    ipfix_records_sent: AtomicU64,
+    ipfix_send_errors: AtomicU64,
+}
+
+/// The counters' names and operator explanations, in their fixed order.
+pub const COUNTERS: &[(&str, &str)] = &[
+    ("syslog_lines_sent", "Syslog lines sent ([logging] syslog), one datagram each, summed over the collectors."),
+    ("syslog_send_errors", "Syslog datagrams the socket refused (no route to a collector, buffer full): those lines are lost. Check the route to the collector."),
+    ("ipfix_messages_sent", "IPFIX messages sent ([logging] ipfix, RFC 7011 over UDP), summed over the collectors."),
+    ("ipfix_records_sent", "IPFIX data records (one a NAT event, RFC 8158) in the messages sent, summed over the collectors. A collector that got fewer saw a gap in the sequence numbers."),
+    ("ipfix_send_errors", "IPFIX messages the socket refused (no route to a collector, buffer full): their records are lost, and the collector sees a gap in the sequence numbers. Check the route to the collector."),
+];
+
+impl LogCounters {
+    /// The counters with their names and explanations ([`COUNTERS`]' order).
+    pub fn named(&self) -> Vec<NamedCount> {
+        let values = [
+            &self.syslog_lines_sent,
+            &self.syslog_send_errors,
+            &self.ipfix_messages_sent,
+            &self.ipfix_records_sent,
+            &self.ipfix_send_errors,
+        ];
+        COUNTERS
+            .iter()
+            .zip(values)
+            .map(|((name, explain), v)| NamedCount {
+                name: (*name).to_string(),
+                value: v.load(Ordering::Relaxed),
+                explain: (*explain).to_string(),
+            })
+            .collect()
+    }
+}
+
 /// The workers' side: a bounded channel to the log thread.
 pub struct EventLog {
     tx: SyncSender<Vec<StateEvent>>,
     events: LogEvents,
+    counters: Arc<LogCounters>,
 }
 
 impl EventLog {
@@ -76,15 +135,36 @@ impl EventLog {
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .saturating_sub(start.elapsed());
-        let targets = cfg.syslog.clone();
+        let counters = Arc::new(LogCounters::default());
+        let sender = Sender {
+            sock,
+            syslog: cfg.syslog.clone(),
+            ipfix: cfg.ipfix.clone(),
+            exporter: Exporter::new(
+                cfg.ipfix_domain_id,
+                crate::ipfix::DEFAULT_MAX_LEN,
+                cfg.ipfix_template_refresh,
+                cfg.max_sessions_per_host,
+            ),
+            host,
+            pid,
+            epoch,
+            counters: counters.clone(),
+        };
         std::thread::Builder::new()
             .name("xlat-log".into())
-            .spawn(move || send_loop(&rx, &sock, &targets, &host, pid, epoch))
+            .spawn(move || sender.run(&rx))
             .context("starting the event log thread")?;
         Ok(Arc::new(EventLog {
             tx,
             events: cfg.events,
+            counters,
         }))
+    }
+
+    /// What the log thread has sent so far.
+    pub fn counters(&self) -> Vec<NamedCount> {
+        self.counters.named()
     }
 
     /// Which events go to the log.
@@ -103,33 +183,99 @@ impl EventLog {
     }
 }
 
-fn send_loop(
-    rx: &Receiver<Vec<StateEvent>>,
-    sock: &UdpSocket,
-    targets: &[SocketAddr],
-    host: &str,
+/// The log thread: the socket, the collectors, the IPFIX exporter's state.
+struct Sender {
+    sock: UdpSocket,
+    syslog: Vec<SocketAddr>,
+    ipfix: Vec<SocketAddr>,
+    exporter: Exporter,
+    host: String,
     pid: u32,
+    /// Wall time of the engines' clock zero.
     epoch: Duration,
-) {
-    let mut line = String::with_capacity(512);
-    let mut errors = 0u64;
-    let mut last_warn = Instant::now() - Duration::from_secs(60);
-    while let Ok(batch) = rx.recv() {
-        for ev in &batch {
+    counters: Arc<LogCounters>,
+}
+
+impl Sender {
+    /// Until the workers are gone: waits for a batch, takes what else is queued (up to
+    /// [`TAKE_BATCHES`]), sends it as syslog lines and IPFIX messages.
+    fn run(mut self, rx: &Receiver<Vec<StateEvent>>) {
+        let mut events: Vec<StateEvent> = Vec::new();
+        let mut line = String::with_capacity(512);
+        let mut messages = Vec::new();
+        let mut errors = 0u64;
+        let mut last_warn = Instant::now() - Duration::from_secs(60);
+        while let Ok(first) = rx.recv() {
+            events.clear();
+            events.extend(first);
+            for _ in 1..TAKE_BATCHES {
+                match rx.try_recv() {
+                    Ok(more) => events.extend(more),
+                    Err(_) => break,
+                }
+            }
+            errors += self.syslog(&events, &mut line);
+            errors += self.ipfix(&events, &mut messages);
+            if errors > 0 && last_warn.elapsed() >= Duration::from_secs(10) {
+                warn!(errors, "event log: sending to a collector failed");
+                errors = 0;
+                last_warn = Instant::now();
+            }
+        }
+    }
+
+    /// One line an event to every syslog collector; returns the failed sends.
+    fn syslog(&self, events: &[StateEvent], line: &mut String) -> u64 {
+        if self.syslog.is_empty() {
+            return 0;
+        }
+        let (mut sent, mut failed) = (0, 0);
+        for ev in events {
             line.clear();
-            let at = epoch + Duration::from_nanos(ev.at.0);
-            syslog_line(&mut line, ev, at, host, pid);
-            for t in targets {
-                if sock.send_to(line.as_bytes(), t).is_err() {
-                    errors += 1;
+            let at = self.epoch + Duration::from_nanos(ev.at.0);
+            syslog_line(line, ev, at, &self.host, self.pid);
+            for t in &self.syslog {
+                match self.sock.send_to(line.as_bytes(), t) {
+                    Ok(_) => sent += 1,
+                    Err(_) => failed += 1,
                 }
             }
         }
-        if errors > 0 && last_warn.elapsed() >= Duration::from_secs(10) {
-            warn!(errors, "event log: sending to a syslog collector failed");
-            errors = 0;
-            last_warn = Instant::now();
+        let c = &self.counters;
+        c.syslog_lines_sent.fetch_add(sent, Ordering::Relaxed);
+        c.syslog_send_errors.fetch_add(failed, Ordering::Relaxed);
+        failed
+    }
+
+    /// The events as IPFIX messages to every IPFIX collector (the same messages to each:
+    /// every collector's transport session sees the same sequence numbers); returns the
+    /// failed sends.
+    fn ipfix(&mut self, events: &[StateEvent], messages: &mut Vec<crate::ipfix::Message>) -> u64 {
+        if self.ipfix.is_empty() {
+            return 0;
         }
+        messages.clear();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        self.exporter.encode(events, self.epoch, now, messages);
+        let (mut sent, mut records, mut failed) = (0, 0, 0);
+        for m in messages.iter() {
+            for t in &self.ipfix {
+                match self.sock.send_to(&m.bytes, t) {
+                    Ok(_) => {
+                        sent += 1;
+                        records += u64::from(m.records);
+                    }
+                    Err(_) => failed += 1,
+                }
+            }
+        }
+        let c = &self.counters;
+        c.ipfix_messages_sent.fetch_add(sent, Ordering::Relaxed);
+        c.ipfix_send_errors.fetch_add(failed, Ordering::Relaxed);
+        c.ipfix_records_sent.fetch_add(records, Ordering::Relaxed);
+        failed
     }
 }
 
