@@ -125,9 +125,23 @@ impl EventLog {
     /// Starts the log thread. `start` is the instant the engines' clock counts from.
     pub fn start(cfg: &LogConfig, start: Instant) -> Result<Arc<EventLog>> {
         let (tx, rx) = sync_channel(QUEUE_BATCHES);
-        let sock = UdpSocket::bind("0.0.0.0:0")
-            .or_else(|_| UdpSocket::bind("[::]:0"))
-            .context("opening the syslog socket")?;
+        // One socket per address family the collectors use.
+        let wants = |v6: bool| {
+            cfg.syslog
+                .iter()
+                .chain(&cfg.ipfix)
+                .any(|a| a.is_ipv6() == v6)
+        };
+        let bind = |v6: bool, addr: &str| -> Result<Option<UdpSocket>> {
+            if !wants(v6) {
+                return Ok(None);
+            }
+            let s = UdpSocket::bind(addr)
+                .with_context(|| format!("opening the event log's socket on {addr}"))?;
+            Ok(Some(s))
+        };
+        let sock4 = bind(false, "0.0.0.0:0")?;
+        let sock6 = bind(true, "[::]:0")?;
         let host = hostname();
         let pid = std::process::id();
         // The engines' clock as wall time: the wall clock at `start`.
@@ -137,7 +151,8 @@ impl EventLog {
             .saturating_sub(start.elapsed());
         let counters = Arc::new(LogCounters::default());
         let sender = Sender {
-            sock,
+            sock4,
+            sock6,
             syslog: cfg.syslog.clone(),
             ipfix: cfg.ipfix.clone(),
             exporter: Exporter::new(
@@ -183,9 +198,10 @@ impl EventLog {
     }
 }
 
-/// The log thread: the socket, the collectors, the IPFIX exporter's state.
+/// The log thread: the sockets, the collectors, the IPFIX exporter's state.
 struct Sender {
-    sock: UdpSocket,
+    sock4: Option<UdpSocket>,
+    sock6: Option<UdpSocket>,
     syslog: Vec<SocketAddr>,
     ipfix: Vec<SocketAddr>,
     exporter: Exporter,
@@ -224,6 +240,19 @@ impl Sender {
         }
     }
 
+    /// Sends one datagram to `to` from the socket of its address family.
+    fn send(&self, buf: &[u8], to: &SocketAddr) -> std::io::Result<usize> {
+        let sock = if to.is_ipv6() {
+            &self.sock6
+        } else {
+            &self.sock4
+        };
+        match sock {
+            Some(s) => s.send_to(buf, to),
+            None => Err(std::io::ErrorKind::AddrNotAvailable.into()),
+        }
+    }
+
     /// One line an event to every syslog collector; returns the failed sends.
     fn syslog(&self, events: &[StateEvent], line: &mut String) -> u64 {
         if self.syslog.is_empty() {
@@ -235,7 +264,7 @@ impl Sender {
             let at = self.epoch + Duration::from_nanos(ev.at.0);
             syslog_line(line, ev, at, &self.host, self.pid);
             for t in &self.syslog {
-                match self.sock.send_to(line.as_bytes(), t) {
+                match self.send(line.as_bytes(), t) {
                     Ok(_) => sent += 1,
                     Err(_) => failed += 1,
                 }
@@ -262,7 +291,7 @@ impl Sender {
         let (mut sent, mut records, mut failed) = (0, 0, 0);
         for m in messages.iter() {
             for t in &self.ipfix {
-                match self.sock.send_to(&m.bytes, t) {
+                match self.send(&m.bytes, t) {
                     Ok(_) => {
                         sent += 1;
                         records += u64::from(m.records);
