@@ -6,14 +6,17 @@
 //! where nfcapd listens on 198.19.0.2:4739 and tshark captures OUT's link. A UDP flow from
 //! IN 198.18.0.20:555 to a UDP echo server at OUT 198.19.0.2:7000 makes a session; the
 //! records must name it as the echo server saw it (RFC 8158 natEvent, addresses and ports),
-//! and the sequence numbers must count the data records (RFC 7011 3.1). Needs root:
-//! `#[ignore]`d, run by scripts/test.sh (`--include-ignored`), failing when run as another
-//! user or without tshark and nfdump.
+//! and the sequence numbers must count the data records (RFC 7011 3.1). The NAT64 test does
+//! the same on the NAT64 topology (`Topo64`: an IPv6-only client, SRV 198.19.0.2 collects),
+//! and a third points xlat at a collector it has no route to: translation goes on and the
+//! failed sends are counted. Needs root: `#[ignore]`d, run by scripts/test.sh
+//! (`--include-ignored`), failing when run as another user or without tshark and nfdump.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod common;
 
+use common::topo64::{GW6, SRV};
 use common::*;
 use serde_json::Value;
 use std::time::Duration;
@@ -50,47 +53,156 @@ fn field(r: &Value, k: &str) -> String {
     }
 }
 
-#[test]
-#[ignore = "needs root: scripts/test.sh"]
-fn nat_events_decode_with_tshark_and_reach_nfcapd() {
+/// tshark and nfdump are installed (with root, which `require_root` checks).
+fn require_ipfix_tools() {
     require_root();
     let missing = missing_tools(&["tshark", "nfcapd", "nfdump"]);
     assert!(
         missing.is_empty(),
-        "the IPFIX end-to-end test needs {missing:?}: apt-get install tshark nfdump"
+        "the IPFIX end-to-end tests need {missing:?}: apt-get install tshark nfdump"
     );
-    let mut t = Topo::new(Opts::default());
-    let out = t.ns_out.clone();
-    let inn = t.ns_in.clone();
-    let pcap = t.dir.join("ipfix.pcap");
-    let flows = t.dir.join("nfcapd");
-    std::fs::create_dir_all(&flows).unwrap();
-    let pcap_s = pcap.display().to_string();
-    let flows_s = flows.display().to_string();
+}
 
-    // The wire, as tshark sees it (capture only; decoded after the run).
-    let dev = t.out_dev.clone();
-    let cap = t.spawn(
-        &out,
+/// Starts tshark capturing IPFIX's port on `dev` in `ns` into `dir/ipfix.pcap` and waits
+/// until it captures. Returns the process and the file.
+fn capture(lab: &mut Lab, ns: &str, dev: &str) -> (ProcId, String) {
+    let pcap = lab.dir.join("ipfix.pcap").display().to_string();
+    let filter = format!("udp port {IPFIX_PORT}");
+    let cap = lab.spawn(
+        ns,
         "tshark-capture",
-        &[
-            "tshark",
-            "-n",
-            "-i",
-            &dev,
-            "-f",
-            &format!("udp port {IPFIX_PORT}"),
-            "-w",
-            &pcap_s,
-        ],
+        &["tshark", "-n", "-i", dev, "-f", &filter, "-w", &pcap],
     );
     wait_for(
         "tshark to capture",
         Duration::from_secs(20),
         Duration::from_millis(100),
-        || t.proc(cap).stderr_text().contains("Capturing on"),
+        || lab.proc(cap).stderr_text().contains("Capturing on"),
     );
-    // The collector.
+    (cap, pcap)
+}
+
+/// The address and port a `udp_echo` server saw ("peer=A port=P").
+fn echo_peer(r: &Run) -> (String, u16) {
+    r.stdout
+        .lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            let a = w.next()?.strip_prefix("peer=")?.to_string();
+            let p: u16 = w.next()?.strip_prefix("port=")?.parse().ok()?;
+            Some((a, p))
+        })
+        .unwrap_or_else(|| panic!("no answer from the echo server: {}\n{}", r.stdout, r.stderr))
+}
+
+/// Waits until the log thread has sent at least `records` IPFIX records, none failed; then
+/// until the capture at `pcap` holds every message sent, and stops the capture. Returns
+/// the stats.
+fn wait_sent(lab: &mut Lab, ns: &str, cap: ProcId, pcap: &str, records: u64) -> Value {
+    let mut st = lab.stats();
+    let ok = poll(Duration::from_secs(10), Duration::from_millis(100), || {
+        st = lab.stats();
+        counter(&st, "log", "ipfix_records_sent") >= records
+    });
+    assert!(ok, "fewer than {records} IPFIX records sent: {st}");
+    assert_eq!(counter(&st, "log", "ipfix_send_errors"), 0, "{st}");
+    let messages = counter(&st, "log", "ipfix_messages_sent");
+    let ok = poll(Duration::from_secs(10), Duration::from_millis(200), || {
+        let r = lab.sh(
+            ns,
+            10,
+            &format!("tshark -n -r {pcap} -Y cflow 2>/dev/null | wc -l"),
+        );
+        r.stdout.trim().parse::<u64>().unwrap_or(0) >= messages
+    });
+    assert!(ok, "the capture has fewer than {messages} IPFIX messages");
+    lab.stop(cap);
+    st
+}
+
+/// tshark's decoding of the capture: checks every message's header (version 10, observation
+/// domain `domain`, sequence numbers counting the data records before it, RFC 7011 3.1, and
+/// Wireshark's own sequence analysis silent) against the stats `st`, and returns the records.
+fn decode(lab: &Lab, ns: &str, pcap: &str, domain: &str, st: &Value) -> Vec<Value> {
+    let r = lab.sh(
+        ns,
+        60,
+        &format!("tshark -n -r {pcap} -d udp.port=={IPFIX_PORT},cflow -T json --no-duplicate-keys"),
+    );
+    assert!(r.ok(), "tshark -r failed: {}", r.stderr);
+    let doc: Value = serde_json::from_str(&r.stdout).expect("tshark JSON");
+    let packets = doc.as_array().expect("a list of packets");
+    let messages = counter(st, "log", "ipfix_messages_sent");
+    assert_eq!(packets.len() as u64, messages, "one datagram a message");
+    let mut expect_seq = 0u64;
+    let mut records = Vec::new();
+    for p in packets {
+        let cflow = &p["_source"]["layers"]["cflow"];
+        assert_eq!(field(cflow, "cflow.version"), "10", "{cflow}");
+        assert_eq!(field(cflow, "cflow.od_id"), domain, "{cflow}");
+        let seq: u64 = field(cflow, "cflow.sequence").parse().expect("sequence");
+        assert_eq!(seq, expect_seq, "sequence number: {cflow}");
+        let mut here = Vec::new();
+        objects_with(cflow, "cflow.nat_event", &mut here);
+        expect_seq = seq + here.len() as u64;
+        records.extend(here.into_iter().cloned());
+    }
+    assert_eq!(
+        expect_seq,
+        counter(st, "log", "ipfix_records_sent"),
+        "records decoded = records sent"
+    );
+    let r = lab.sh(
+        ns,
+        60,
+        &format!(
+            "tshark -n -r {pcap} -d udp.port=={IPFIX_PORT},cflow -Y cflow.unexpected_sequence_number"
+        ),
+    );
+    assert!(
+        r.ok() && r.stdout.trim().is_empty(),
+        "tshark flags sequence numbers: {}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    eprintln!(
+        "tshark decoded {} records:\n{}",
+        records.len(),
+        show(&records)
+    );
+    records
+}
+
+fn show(records: &[Value]) -> String {
+    records
+        .iter()
+        .map(|r| r.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The first record with natEvent `ev` for which `also` holds.
+fn record<'a>(records: &'a [Value], ev: &str, also: impl Fn(&Value) -> bool) -> &'a Value {
+    records
+        .iter()
+        .find(|r| field(r, "cflow.nat_event") == ev && also(r))
+        .unwrap_or_else(|| panic!("no record with natEvent {ev}:\n{}", show(records)))
+}
+
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn nat_events_decode_with_tshark_and_reach_nfcapd() {
+    require_ipfix_tools();
+    let mut t = Topo::new(Opts::default());
+    let out = t.ns_out.clone();
+    let inn = t.ns_in.clone();
+    let flows = t.dir.join("nfcapd");
+    std::fs::create_dir_all(&flows).unwrap();
+    let flows_s = flows.display().to_string();
+
+    // The wire, as tshark sees it (capture only; decoded after the run), and the collector.
+    let dev = t.out_dev.clone();
+    let (cap, pcap) = capture(&mut t, &out, &dev);
     let port = IPFIX_PORT.to_string();
     let col = t.spawn(
         &out,
@@ -114,95 +226,20 @@ fn nat_events_decode_with_tshark_and_reach_nfcapd() {
         20,
         &format!("echo ipfix-hi | socat -T 5 -t 3 - UDP4:{OUT_ADDR}:7000,bind={IN_ADDR}:555"),
     );
-    let (peer, peer_port) = r
-        .stdout
-        .lines()
-        .find_map(|l| {
-            let mut w = l.split_whitespace();
-            let a = w.next()?.strip_prefix("peer=")?.to_string();
-            let p: u16 = w.next()?.strip_prefix("port=")?.parse().ok()?;
-            Some((a, p))
-        })
-        .unwrap_or_else(|| panic!("no answer from the echo server: {}\n{}", r.stdout, r.stderr));
+    let (peer, peer_port) = echo_peer(&r);
     assert_eq!(peer, POOL_ADDR);
     assert!(peer_port >= 1024, "outside port {peer_port}");
     // And its end: the operator clears it.
     t.xlat_cmd(&["clear", "sessions", "--all"]).check();
 
-    // Every event is sent: the log thread counts the records it handed to the socket.
-    let mut st = t.stats();
-    let sent = |st: &Value| counter(st, "log", "ipfix_records_sent");
-    let ok = poll(Duration::from_secs(10), Duration::from_millis(100), || {
-        st = t.stats();
-        // Session, mapping, binding: created and deleted.
-        sent(&st) >= 6
-    });
-    assert!(ok, "fewer than 6 IPFIX records sent: {st}");
-    assert_eq!(counter(&st, "log", "ipfix_send_errors"), 0, "{st}");
-    let messages = counter(&st, "log", "ipfix_messages_sent");
-    // Let the last datagrams reach the capture and the collector, then stop both (nfcapd
-    // writes its file when it stops).
-    let ok = poll(Duration::from_secs(10), Duration::from_millis(200), || {
-        let r = t.sh(
-            &out,
-            10,
-            &format!("tshark -n -r {pcap_s} -Y cflow 2>/dev/null | wc -l"),
-        );
-        r.stdout.trim().parse::<u64>().unwrap_or(0) >= messages
-    });
-    assert!(ok, "the capture has fewer than {messages} IPFIX messages");
-    t.stop(cap);
+    // Session, mapping, binding: created and deleted. nfcapd writes its file when it stops.
+    let st = wait_sent(&mut t, &out, cap, &pcap, 6);
     t.stop(col);
+    let records = decode(&t, &out, &pcap, "4242", &st);
 
-    // tshark decodes the messages: header, templates, records.
-    let r = t.sh(
-        &out,
-        60,
-        &format!(
-            "tshark -n -r {pcap_s} -d udp.port=={IPFIX_PORT},cflow -T json --no-duplicate-keys"
-        ),
-    );
-    assert!(r.ok(), "tshark -r failed: {}", r.stderr);
-    let doc: Value = serde_json::from_str(&r.stdout).expect("tshark JSON");
-    let packets = doc.as_array().expect("a list of packets");
-    assert_eq!(packets.len() as u64, messages, "one datagram a message");
-    let mut expect_seq: Option<u64> = None;
-    let mut records = Vec::new();
-    for p in packets {
-        let cflow = &p["_source"]["layers"]["cflow"];
-        assert_eq!(field(cflow, "cflow.version"), "10", "{cflow}");
-        assert_eq!(field(cflow, "cflow.od_id"), "4242", "{cflow}");
-        let seq: u64 = field(cflow, "cflow.sequence").parse().expect("sequence");
-        // RFC 7011 3.1: the data records sent before this message.
-        if let Some(e) = expect_seq {
-            assert_eq!(seq, e, "sequence number: {cflow}");
-        } else {
-            assert_eq!(seq, 0, "the first message's sequence number");
-        }
-        let mut here = Vec::new();
-        objects_with(cflow, "cflow.nat_event", &mut here);
-        expect_seq = Some(seq + here.len() as u64);
-        records.extend(here.into_iter().cloned());
-    }
-    assert_eq!(
-        expect_seq,
-        Some(sent(&st)),
-        "records decoded = records sent"
-    );
-    let show = || {
-        records
-            .iter()
-            .map(|r| r.to_string())
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    eprintln!("tshark decoded {} records:\n{}", records.len(), show());
     // The session's create (natEvent 4) and delete (5) name it as the echo server saw it.
     for ev in ["4", "5"] {
-        let rec = records
-            .iter()
-            .find(|r| field(r, "cflow.nat_event") == ev && field(r, "cflow.protocol") == "17")
-            .unwrap_or_else(|| panic!("no UDP record with natEvent {ev}:\n{}", show()));
+        let rec = record(&records, ev, |r| field(r, "cflow.protocol") == "17");
         assert_eq!(field(rec, "cflow.srcaddr"), IN_ADDR, "{rec}");
         assert_eq!(field(rec, "cflow.srcport"), "555", "{rec}");
         assert_eq!(
@@ -223,10 +260,7 @@ fn nat_events_decode_with_tshark_and_reach_nfcapd() {
     }
     // The mapping (BIB create 8 / delete 9) and the address binding (14 / 15).
     for ev in ["8", "9", "14", "15"] {
-        let rec = records
-            .iter()
-            .find(|r| field(r, "cflow.nat_event") == ev && field(r, "cflow.srcaddr") == IN_ADDR)
-            .unwrap_or_else(|| panic!("no record with natEvent {ev}:\n{}", show()));
+        let rec = record(&records, ev, |r| field(r, "cflow.srcaddr") == IN_ADDR);
         assert_eq!(
             field(rec, "cflow.post_natsource_ipv4_address"),
             POOL_ADDR,
@@ -280,6 +314,133 @@ fn nat_events_decode_with_tshark_and_reach_nfcapd() {
         found
             .iter()
             .all(|r| field(r, "src4_addr") == IN_ADDR && field(r, "src_port") == "555"),
+        "{}",
+        r.stdout
+    );
+}
+
+/// NAT64: the session and mapping records name the IPv6 host (sourceIPv6Address) and the
+/// IPv4 remote after translation (postNATDestinationIPv4Address and port).
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn nat64_events_name_the_ipv6_host() {
+    require_ipfix_tools();
+    const CLI: &str = "2001:2:0:1::10";
+    const PREF64: &str = "2001:2:0:64::/96";
+    const SRV_V6: &str = "2001:2:0:64::c613:2";
+    const POOL4: &str = "198.19.0.101";
+    let fast = std::env::var_os("XLAT_E2E_FAST_PATH").is_some();
+    let mut lab = Topo64::new('p', CLI, fast);
+    let (cli, srv, gw) = (lab.cli.clone(), lab.srv.clone(), lab.gw.clone());
+    lab.ip(&cli, &["-6", "route", "add", "default", "via", GW6]);
+    let dev = lab.srv_dev.clone();
+    let (cap, pcap) = capture(&mut lab, &srv, &dev);
+    // A sink for the messages (nothing answers "port unreachable").
+    let port = IPFIX_PORT.to_string();
+    let sink = lab.spawn(
+        &srv,
+        "ipfix-sink",
+        &[
+            "socat",
+            "-u",
+            &format!("UDP4-RECV:{port},bind={SRV}"),
+            "/dev/null",
+        ],
+    );
+    lab.wait_listening_on(&srv, "udp", SRV, IPFIX_PORT, Some(sink));
+
+    let mut cfg = format!(
+        "[tun]\nname = \"{tun}\"\nmtu = 1500\nauto_routes = true\n\n[nat64]\nprefix = \"{PREF64}\"\npool4 = [\"{POOL4}/32\"]\nports = \"1024-65535\"\n\n[control]\nsocket = \"{sock}\"\n\n[logging]\nipfix = [\"{SRV}:{IPFIX_PORT}\"]\n",
+        tun = lab.tun,
+        sock = lab.socket.display(),
+    );
+    if fast || workers_wanted().is_some() {
+        cfg.push_str("\n[dataplane]\n");
+    }
+    if fast {
+        cfg.push_str(&format!(
+            "fast_path = \"xdp\"\ninterfaces = [\"{}\", \"{}\"]\n",
+            lab.gw_cli_dev, lab.gw_srv_dev
+        ));
+    }
+    cfg.push_str(&workers_line());
+    let (tun, path) = (lab.tun.clone(), lab.dir.join("xlat.toml"));
+    let k = lab.spawn_xlat(&gw, "xlat", &["run"], &path, &cfg);
+    lab.wait_xlat_ready(
+        k,
+        &gw,
+        &tun,
+        &[&["-6", "route", "show"], &["-4", "route", "show"]],
+        &cfg,
+    );
+
+    lab.udp_echo(&srv, SRV, 7000);
+    let r = lab.sh(
+        &cli,
+        20,
+        &format!("echo ipfix64-hi | socat -T 5 -t 3 - UDP6:[{SRV_V6}]:7000,bind=[{CLI}]:555"),
+    );
+    let (peer, peer_port) = echo_peer(&r);
+    assert_eq!(peer, POOL4);
+
+    // Session and mapping made (binding events too, at least 2 more).
+    let st = wait_sent(&mut lab, &srv, cap, &pcap, 2);
+    let records = decode(&lab, &srv, &pcap, "1", &st);
+    // natEvent 6: NAT64 session create.
+    let rec = record(&records, "6", |_| true);
+    let want = [
+        ("cflow.srcaddrv6", CLI.to_string()),
+        ("cflow.srcport", "555".to_string()),
+        ("cflow.post_natsource_ipv4_address", POOL4.to_string()),
+        (
+            "cflow.post_naptsource_transport_port",
+            peer_port.to_string(),
+        ),
+        ("cflow.post_natdestination_ipv4_address", SRV.to_string()),
+        (
+            "cflow.post_naptdestination_transport_port",
+            "7000".to_string(),
+        ),
+        ("cflow.protocol", "17".to_string()),
+    ];
+    for (k, v) in &want {
+        assert_eq!(&field(rec, k), v, "{k}: {rec}");
+    }
+    // natEvent 10: NAT64 BIB create, the same inside and outside endpoints.
+    let rec = record(&records, "10", |_| true);
+    for (k, v) in &want[..4] {
+        assert_eq!(&field(rec, k), v, "{k}: {rec}");
+    }
+}
+
+/// A collector xlat has no route to: translation goes on, the failed sends are counted
+/// (`ipfix_send_errors`), nothing counts as sent.
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn an_unreachable_collector_is_counted_and_translation_goes_on() {
+    require_root();
+    let mut t = Topo::new(Opts::default());
+    // 203.0.113.50 (TEST-NET-3): GW has no route there.
+    let cfg = format!(
+        "{}\n[logging]\nipfix = [\"203.0.113.50:{IPFIX_PORT}\"]\n",
+        t.default_config()
+    );
+    t.start_xlat(&cfg);
+    let inn = t.ns_in.clone();
+    let r = t.ping_all(&inn, 3, &[], OUT_ADDR);
+    assert_all_replies(&r, 3);
+    let mut st = t.stats();
+    let ok = poll(Duration::from_secs(10), Duration::from_millis(100), || {
+        st = t.stats();
+        counter(&st, "log", "ipfix_send_errors") > 0
+    });
+    assert!(ok, "no failed IPFIX send counted: {st}");
+    assert_eq!(counter(&st, "log", "ipfix_messages_sent"), 0, "{st}");
+    assert_eq!(counter(&st, "log", "ipfix_records_sent"), 0, "{st}");
+    // And `xlat show stats --explain` tells the operator what it means.
+    let r = t.xlat_cmd(&["show", "stats", "--explain"]).check();
+    assert!(
+        r.stdout.contains("Event log") && r.stdout.contains("ipfix_send_errors"),
         "{}",
         r.stdout
     );
