@@ -463,15 +463,7 @@ fn reload(reloader: &Reloader, workers: &[WorkerLink]) -> Response {
     if new.prefault != old.prefault {
         return restart("limits.prefault");
     }
-    // `[limits] max_sessions_per_host` reloads; the IPFIX quota records keep the value
-    // the log thread started with (docs/OPERATIONS.md).
-    let logging = |c: &crate::config::Config| {
-        c.logging.clone().map(|mut l| {
-            l.max_sessions_per_host = 0;
-            l
-        })
-    };
-    if logging(&new) != logging(old) {
+    if crate::eventlog::restart_needed(old.logging.as_ref(), new.logging.as_ref()) {
         return restart("logging");
     }
     if new.seed.is_some_and(|s| s != ctx.seed) {

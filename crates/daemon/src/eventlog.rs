@@ -51,6 +51,19 @@ pub struct LogConfig {
     pub events: LogEvents,
 }
 
+/// Does a reload from `old` to `new` change `[logging]`, which the log thread fixes at
+/// start (a restart applies it)? `max_sessions_per_host` does not count: it is `[limits]`'s,
+/// which reloads; IPFIX quota records keep the value the log thread started with.
+pub fn restart_needed(old: Option<&LogConfig>, new: Option<&LogConfig>) -> bool {
+    let strip = |l: Option<&LogConfig>| {
+        l.map(|l| LogConfig {
+            max_sessions_per_host: 0,
+            ..l.clone()
+        })
+    };
+    strip(old) != strip(new)
+}
+
 /// Which events are logged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogEvents {
@@ -497,6 +510,36 @@ mod tests {
         assert_eq!(day(11_016), "2000-02-29");
         assert_eq!(day(11_017), "2000-03-01");
         assert_eq!(day(20_783), "2026-11-26");
+    }
+
+    #[test]
+    fn a_logging_change_needs_a_restart_a_limit_change_does_not() {
+        let a = LogConfig {
+            syslog: vec![],
+            ipfix: vec!["192.0.2.50:4739".parse().unwrap()],
+            ipfix_template_refresh: Duration::from_secs(60),
+            ipfix_domain_id: 1,
+            max_sessions_per_host: 100,
+            events: LogEvents::Sessions,
+        };
+        let limit = LogConfig {
+            max_sessions_per_host: 5,
+            ..a.clone()
+        };
+        assert!(!restart_needed(Some(&a), Some(&limit)));
+        assert!(!restart_needed(None, None));
+        assert!(restart_needed(Some(&a), None));
+        assert!(restart_needed(None, Some(&a)));
+        let domain = LogConfig {
+            ipfix_domain_id: 2,
+            ..a.clone()
+        };
+        assert!(restart_needed(Some(&a), Some(&domain)));
+        let refresh = LogConfig {
+            ipfix_template_refresh: Duration::from_secs(61),
+            ..a.clone()
+        };
+        assert!(restart_needed(Some(&a), Some(&refresh)));
     }
 
     #[test]
