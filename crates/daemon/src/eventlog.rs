@@ -542,6 +542,88 @@ mod tests {
         assert!(restart_needed(Some(&a), Some(&refresh)));
     }
 
+    /// 1M NAT44 session events offered at 1M/s (batches of 64, as a worker hands them over)
+    /// to the log thread exporting IPFIX to a collector on the loopback: how many the queue
+    /// dropped and how many records the collector got
+    /// (`cargo test --release -p xlat-daemon -- --ignored log_thread_keeps_up --nocapture`;
+    /// docs/OPERATIONS.md has the numbers). Prints; asserts only that nothing is lost
+    /// unseen: every event is dropped-and-counted, or sent.
+    #[test]
+    #[ignore = "measurement: run with --release --nocapture"]
+    fn log_thread_keeps_up_with_a_million_sessions_a_second() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let to = rx.local_addr().unwrap();
+        let cfg = LogConfig {
+            syslog: vec![],
+            ipfix: vec![to],
+            ipfix_template_refresh: Duration::from_secs(60),
+            ipfix_domain_id: 1,
+            max_sessions_per_host: 100,
+            events: LogEvents::Sessions,
+        };
+        let collector = std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            let (mut messages, mut got, mut last_seq, mut last_n) = (0u64, 0u64, 0u32, 0u32);
+            while let Ok(n) = rx.recv(&mut buf) {
+                messages += 1;
+                last_seq = u32::from_be_bytes(buf[8..12].try_into().unwrap());
+                // Records in this message: NAT44 session records of 28 octets after the
+                // header, the template set in the first one.
+                let mut at = 16;
+                last_n = 0;
+                while at + 4 <= n {
+                    let id = u16::from_be_bytes([buf[at], buf[at + 1]]);
+                    let len = usize::from(u16::from_be_bytes([buf[at + 2], buf[at + 3]]));
+                    if id == 256 {
+                        last_n += ((len - 4) / 28) as u32;
+                    }
+                    at += len.max(4);
+                }
+                got += u64::from(last_n);
+            }
+            // What the last sequence number says was sent, and what arrived.
+            (messages, u64::from(last_seq) + u64::from(last_n), got)
+        });
+        let log = EventLog::start(&cfg, Instant::now()).unwrap();
+        let ev = session(EventKind::SessionCreated);
+        let (total, batch) = (1_000_000u64, 64u64);
+        let mut dropped = 0;
+        let start = Instant::now();
+        for k in 0..total / batch {
+            // Paced: batch k leaves at k * 64 us.
+            let due = Duration::from_micros(k * batch);
+            while start.elapsed() < due {
+                std::hint::spin_loop();
+            }
+            dropped += log.send(vec![ev; batch as usize]);
+        }
+        let offered = start.elapsed();
+        let sent = |name: &str| {
+            log.counters()
+                .iter()
+                .find(|c| c.name == name)
+                .map_or(0, |c| c.value)
+        };
+        let mut waited = 0;
+        while sent("ipfix_records_sent") + dropped < total && waited < 100 {
+            std::thread::sleep(Duration::from_millis(50));
+            waited += 1;
+        }
+        let records = sent("ipfix_records_sent");
+        let (msgs_sent, errors) = (sent("ipfix_messages_sent"), sent("ipfix_send_errors"));
+        drop(log);
+        let (messages, by_seq, received) = collector.join().unwrap();
+        println!(
+            "log thread: {total} events offered in {offered:?}; dropped at the queue {dropped}, \
+             records sent {records} in {} messages (send errors {}), collector got {messages} \
+             messages holding {received} records; its sequence numbers say {by_seq} were sent",
+            msgs_sent, errors,
+        );
+        assert_eq!(records + dropped, total);
+    }
+
     #[test]
     fn which_events_each_level_takes() {
         use xlat_engine::offload::OffloadKind;

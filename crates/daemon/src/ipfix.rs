@@ -794,6 +794,40 @@ mod tests {
         assert_eq!(b[39], 6);
     }
 
+    /// How fast the log thread encodes: 1M NAT44 session events into messages
+    /// (`cargo test --release -p xlat-daemon -- --ignored ipfix_encode_rate --nocapture`;
+    /// docs/OPERATIONS.md has the number). Prints, asserts only the counts.
+    #[test]
+    #[ignore = "measurement: run with --release --nocapture"]
+    fn ipfix_encode_rate() {
+        let evs: Vec<StateEvent> = (0..1_000_000u32)
+            .map(|i| {
+                let mut e = session(EventKind::SessionCreated);
+                e.inside_port = (i % 60_000) as u16;
+                e.outside_port = (i % 50_000) as u16;
+                e
+            })
+            .collect();
+        let mut x = Exporter::new(1, DEFAULT_MAX_LEN, DEFAULT_REFRESH, 100);
+        let mut out = Vec::with_capacity(30_000);
+        let t = std::time::Instant::now();
+        // As the log thread does: batches of at most 64 x 64 events.
+        for chunk in evs.chunks(4096) {
+            x.encode(chunk, Duration::ZERO, Duration::from_secs(1), &mut out);
+        }
+        let took = t.elapsed();
+        let records: u64 = out.iter().map(|m| u64::from(m.records)).sum();
+        assert_eq!(records, 1_000_000);
+        let bytes: usize = out.iter().map(|m| m.bytes.len()).sum();
+        println!(
+            "ipfix: 1M NAT44 session records in {took:?} ({:.1} M records/s), {} messages, {:.1} records and {} octets a message",
+            1.0 / took.as_secs_f64(),
+            out.len(),
+            1e6 / out.len() as f64,
+            bytes / out.len()
+        );
+    }
+
     #[test]
     fn a_quota_record_says_entries_per_user_and_the_limit() {
         let e = session(EventKind::QuotaExceeded);
