@@ -217,12 +217,13 @@ impl RawLogging {
         let events = match self.events.as_deref() {
             None | Some("sessions") => Some(LogEvents::Sessions),
             Some("mappings") => Some(LogEvents::Mappings),
+            Some("port-blocks") => Some(LogEvents::PortBlocks),
             Some("none") => None,
             Some(other) => {
                 return Err(cx.invalid(
                     "logging.events",
                     format!(
-                    "unknown value {other:?}; expected one of \"sessions\", \"mappings\", \"none\""
+                    "unknown value {other:?}; expected one of \"sessions\", \"mappings\", \"port-blocks\", \"none\""
                 ),
                 ))
             }
@@ -325,6 +326,7 @@ struct RawNat44 {
     statics: Option<Vec<RawStatic>>,
     filtering: Option<String>,
     ports: Option<String>,
+    port_block_size: Option<i64>,
     inbound_refresh: Option<bool>,
     verify_ip_checksum: Option<bool>,
 }
@@ -335,6 +337,7 @@ struct RawNat64 {
     prefix: Option<String>,
     pool4: Option<Vec<String>>,
     ports: Option<String>,
+    port_block_size: Option<i64>,
     filtering: Option<String>,
     inbound_refresh: Option<bool>,
     verify_ip_checksum: Option<bool>,
@@ -466,6 +469,36 @@ impl Ctx<'_> {
         })
     }
 
+    /// `TABLE.port_block_size`: ports per block (RFC 7422 2 port-block allocation), 0 when
+    /// absent. A block must fit the TCP/UDP range `ports`, and the translator must give each
+    /// host its ports (`napt`: NAPT mode, NAT64 always).
+    fn port_block_size(
+        &self,
+        table: &str,
+        value: Option<i64>,
+        ports: (u16, u16),
+        napt: bool,
+    ) -> Result<u16, ConfigFileError> {
+        let Some(v) = value else {
+            return Ok(0);
+        };
+        let key = format!("{table}.port_block_size");
+        let span = i64::from(ports.1 - ports.0) + 1;
+        if !(8..=span).contains(&v) {
+            return Err(self.invalid(
+                key,
+                format!("{v} ports per block is out of range; expected 8 to {span} (the {span} ports of {table}.ports {}-{}), like 512", ports.0, ports.1),
+            ));
+        }
+        if !napt {
+            return Err(self.invalid(
+                key,
+                "port blocks are for NAPT (each host shares its address by port); set nat44.mode = \"napt\" or remove port_block_size".to_string(),
+            ));
+        }
+        Ok(u16::try_from(v).unwrap_or(u16::MAX))
+    }
+
     fn ports(&self, key: &str, value: Option<&str>) -> Result<(u16, u16), ConfigFileError> {
         let Some(v) = value else {
             return Ok(Nat44Config::default().ports);
@@ -577,10 +610,13 @@ impl Ctx<'_> {
         limits: Limits,
     ) -> Result<Nat64Config, ConfigFileError> {
         let d = Nat64Config::default();
+        let ports = self.ports("nat64.ports", n.ports.as_deref())?;
+        let mut limits = limits;
+        limits.port_block_size = self.port_block_size("nat64", n.port_block_size, ports, true)?;
         let cfg = Nat64Config {
             prefix: self.pref64("nat64.prefix", n.prefix.as_deref())?,
             pool4: self.prefixes("nat64.pool4", n.pool4)?,
-            ports: self.ports("nat64.ports", n.ports.as_deref())?,
+            ports,
             filtering: self.filtering("nat64.filtering", n.filtering.as_deref())?,
             timeouts,
             limits,
@@ -713,6 +749,8 @@ impl Config {
             max_sessions_per_host: l.max_sessions_per_host.unwrap_or(dl.max_sessions_per_host),
             max_fragment_flows: l.max_fragment_flows.unwrap_or(dl.max_fragment_flows),
             max_fragments_held: l.max_fragments_held.unwrap_or(dl.max_fragments_held),
+            // Per translator: [nat44] / [nat64] port_block_size.
+            port_block_size: 0,
         };
 
         // [nat44]
@@ -741,6 +779,9 @@ impl Config {
                     });
                 }
                 let ports = cx.ports("nat44.ports", n.ports.as_deref())?;
+                let mut limits = limits;
+                limits.port_block_size =
+                    cx.port_block_size("nat44", n.port_block_size, ports, mode == Nat44Mode::Napt)?;
 
                 let nat44 = Nat44Config {
                     inside,
@@ -952,6 +993,26 @@ impl Config {
                 let span = u64::from(hi.saturating_sub(lo)) + 1;
                 if span < w as u64 {
                     return Err(cx.invalid(key, format!("{w} workers need at least {w} ports in {section}, which has {span} ({lo}-{hi}): each worker takes its own slice; set fewer workers or a wider {section}")));
+                }
+            }
+        }
+        // Port blocks come from a worker's slice: one must fit.
+        for (table, ports, block) in [
+            (
+                "nat44",
+                self.nat44.as_ref().map(|n| n.ports),
+                self.nat44.as_ref().map(|n| n.limits.port_block_size),
+            ),
+            (
+                "nat64",
+                self.nat64.as_ref().map(|n| n.ports),
+                self.nat64.as_ref().map(|n| n.limits.port_block_size),
+            ),
+        ] {
+            if let (Some((lo, hi)), Some(b)) = (ports, block) {
+                let slice = (u64::from(hi.saturating_sub(lo)) + 1) / w as u64;
+                if u64::from(b) > slice {
+                    return Err(cx.invalid(key, format!("{w} workers each take {slice} of the ports of {table}.ports ({lo}-{hi}), fewer than {table}.port_block_size = {b}: set fewer workers or smaller blocks")));
                 }
             }
         }
@@ -1646,6 +1707,46 @@ rfc6791 = "192.0.2.1"
         );
         let e = err(&format!("{NAT}[logging]\nipfx = [\"192.0.2.50:4739\"]\n"));
         assert!(e.contains("ipfx"), "an unknown key is refused: {e}");
+    }
+
+    #[test]
+    fn port_block_size_per_translator() {
+        const NAT: &str = "[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100\"]\n";
+        assert_eq!(n44(&ok(NAT)).limits.port_block_size, 0, "off by default");
+        let c = ok(&format!("{NAT}port_block_size = 512\n"));
+        assert_eq!(n44(&c).limits.port_block_size, 512);
+        let c = ok("[nat64]\nprefix = \"2001:2:0:64::/96\"\npool4 = [\"198.19.0.101\"]\nport_block_size = 64\n");
+        assert_eq!(c.nat64.as_ref().map(|n| n.limits.port_block_size), Some(64));
+        for bad in ["4", "0", "-1", "64513"] {
+            let e = err(&format!("{NAT}port_block_size = {bad}\n"));
+            assert!(
+                e.contains("nat44.port_block_size") && e.contains("expected 8 to 64512"),
+                "{e}"
+            );
+        }
+        let e = err(&format!("{NAT}mode = \"pool\"\nport_block_size = 512\n"));
+        assert!(
+            e.contains("nat44.port_block_size") && e.contains("napt"),
+            "{e}"
+        );
+        // Each worker's slice holds a block.
+        let e = err(&format!(
+            "{NAT}ports = \"1024-2047\"\nport_block_size = 1000\n[dataplane]\nworkers = 2\n"
+        ));
+        assert!(
+            e.contains("dataplane.workers") && e.contains("port_block_size = 1000"),
+            "{e}"
+        );
+        ok(&format!(
+            "{NAT}ports = \"1024-2047\"\nport_block_size = 512\n[dataplane]\nworkers = 2\n"
+        ));
+        // Logging only the blocks.
+        let l = ok(&format!(
+            "{NAT}port_block_size = 512\n[logging]\nipfix = [\"192.0.2.50:4739\"]\nevents = \"port-blocks\"\n"
+        ))
+        .logging
+        .expect("logging on");
+        assert_eq!(l.events, crate::eventlog::LogEvents::PortBlocks);
     }
 
     #[test]

@@ -69,10 +69,13 @@ pub fn restart_needed(old: Option<&LogConfig>, new: Option<&LogConfig>) -> bool 
 pub enum LogEvents {
     /// Every session created and deleted, and everything `Mappings` logs.
     Sessions,
-    /// Mappings (BIB entries) created and deleted, address pairings, and refusals
-    /// (addresses or ports exhausted, quota exceeded): fewer lines, still enough to name
-    /// the inside host behind an outside address and port at a time.
+    /// Mappings (BIB entries) created and deleted, address pairings, port blocks, and
+    /// refusals (addresses or ports exhausted, quota exceeded): fewer lines, still enough to
+    /// name the inside host behind an outside address and port at a time.
     Mappings,
+    /// Port blocks given and freed (`port_block_size`, RFC 7422) and refusals: one event a
+    /// block instead of one a mapping; the block names the host behind each of its ports.
+    PortBlocks,
 }
 
 impl LogEvents {
@@ -81,6 +84,10 @@ impl LogEvents {
         match k {
             EventKind::FastPath(_) => false,
             EventKind::SessionCreated | EventKind::SessionDeleted(_) => self == LogEvents::Sessions,
+            EventKind::MappingCreated
+            | EventKind::MappingDeleted
+            | EventKind::HostBound
+            | EventKind::HostUnbound => self != LogEvents::PortBlocks,
             _ => true,
         }
     }
@@ -348,6 +355,8 @@ pub fn event_name(ev: &StateEvent) -> &'static str {
         (EventKind::QuotaExceeded, _) => "QUOTA_EXCEEDED",            // 13
         (EventKind::HostBound, _) => "ADDRESS_BINDING_CREATE",        // 14
         (EventKind::HostUnbound, _) => "ADDRESS_BINDING_DELETE",      // 15
+        (EventKind::PortBlockAllocated, _) => "PORT_BLOCK_ALLOC",     // 16
+        (EventKind::PortBlockReleased, _) => "PORT_BLOCK_DEALLOC",    // 17
         (EventKind::FastPath(_), _) => "FAST_PATH",
     }
 }
@@ -389,7 +398,18 @@ pub fn syslog_line(out: &mut String, ev: &StateEvent, at: Duration, host: &str, 
             let _ = write!(out, " inside_port={}", ev.inside_port);
         }
     }
-    if !ev.outside.is_unspecified() {
+    let block = matches!(
+        ev.kind,
+        EventKind::PortBlockAllocated | EventKind::PortBlockReleased
+    );
+    if block {
+        // A port block: its first and last port (`outside_port`, `remote_port`).
+        let _ = write!(
+            out,
+            " outside={} ports={}-{}",
+            ev.outside, ev.outside_port, ev.remote_port
+        );
+    } else if !ev.outside.is_unspecified() {
         let _ = write!(out, " outside={}", ev.outside);
         if ev.outside_port != 0 || ev.session.is_some() {
             let _ = write!(out, " outside_port={}", ev.outside_port);
@@ -625,10 +645,37 @@ mod tests {
     }
 
     #[test]
+    fn a_port_block_line_names_the_host_and_its_ports() {
+        let mut e = session(EventKind::PortBlockAllocated);
+        e.session = None;
+        e.proto = Proto::Udp;
+        e.inside_port = 0;
+        e.outside_port = 1536;
+        e.remote = Ipv4Addr::UNSPECIFIED;
+        e.remote_port = 2047;
+        let mut s = String::new();
+        syslog_line(&mut s, &e, Duration::from_secs(0), "gw", 1);
+        assert_eq!(
+            s,
+            "<134>1 1970-01-01T00:00:00.000000Z gw xlat 1 PORT_BLOCK_ALLOC - proto=udp \
+             inside=198.18.0.7 outside=198.19.0.100 ports=1536-2047"
+        );
+        e.kind = EventKind::PortBlockReleased;
+        s.clear();
+        syslog_line(&mut s, &e, Duration::from_secs(0), "gw", 1);
+        assert!(s.contains(" PORT_BLOCK_DEALLOC - "), "{s}");
+    }
+
+    #[test]
     fn which_events_each_level_takes() {
         use xlat_engine::offload::OffloadKind;
         let s = LogEvents::Sessions;
         let m = LogEvents::Mappings;
+        let b = LogEvents::PortBlocks;
+        assert!(b.takes(EventKind::PortBlockAllocated) && b.takes(EventKind::PortBlockReleased));
+        assert!(m.takes(EventKind::PortBlockAllocated) && s.takes(EventKind::PortBlockReleased));
+        assert!(!b.takes(EventKind::SessionCreated) && !b.takes(EventKind::MappingCreated));
+        assert!(!b.takes(EventKind::HostBound) && b.takes(EventKind::QuotaExceeded));
         assert!(s.takes(EventKind::SessionCreated) && !m.takes(EventKind::SessionCreated));
         assert!(s.takes(EventKind::MappingDeleted) && m.takes(EventKind::MappingDeleted));
         assert!(m.takes(EventKind::PortsExhausted));

@@ -67,6 +67,14 @@ pub mod ie {
     pub const NAT_QUOTA_EXCEEDED_EVENT: (u16, u16) = (466, 4);
     /// maxEntriesPerUser (RFC 8158 5.1), unsigned32.
     pub const MAX_ENTRIES_PER_USER: (u16, u16) = (473, 4);
+    /// portRangeStart, unsigned16.
+    pub const PORT_RANGE_START: (u16, u16) = (361, 2);
+    /// portRangeEnd, unsigned16.
+    pub const PORT_RANGE_END: (u16, u16) = (362, 2);
+    /// portRangeStepSize, unsigned16 (1: every port of the range).
+    pub const PORT_RANGE_STEP_SIZE: (u16, u16) = (363, 2);
+    /// portRangeNumPorts, unsigned16.
+    pub const PORT_RANGE_NUM_PORTS: (u16, u16) = (364, 2);
 }
 
 /// RFC 8158 4.1 natEvent values (IANA "natEvent" registry).
@@ -84,6 +92,8 @@ pub mod nat_event {
     pub const QUOTA_EXCEEDED: u8 = 13;
     pub const ADDRESS_BINDING_CREATE: u8 = 14;
     pub const ADDRESS_BINDING_DELETE: u8 = 15;
+    pub const PORT_BLOCK_ALLOCATION: u8 = 16;
+    pub const PORT_BLOCK_DEALLOCATION: u8 = 17;
 }
 
 /// RFC 8158 5.1 natQuotaExceededEvent 3: "Maximum entries per user".
@@ -121,10 +131,15 @@ pub enum Template {
     Nat44Quota,
     /// The same for an IPv6 host.
     Nat64Quota,
+    /// RFC 8158 4.4.6 port block allocation/de-allocation (an IPv4 host's block; with the
+    /// protocol, since blocks are per protocol here).
+    Nat44PortBlock,
+    /// The same for an IPv6 host.
+    Nat64PortBlock,
 }
 
 impl Template {
-    pub const ALL: [Template; 10] = [
+    pub const ALL: [Template; 12] = [
         Template::Nat44Session,
         Template::Nat64Session,
         Template::Nat44Bib,
@@ -135,6 +150,8 @@ impl Template {
         Template::PortsExhausted,
         Template::Nat44Quota,
         Template::Nat64Quota,
+        Template::Nat44PortBlock,
+        Template::Nat64PortBlock,
     ];
 
     /// The template ID (RFC 7011 3.4.1: 256 and up), also the Set ID of its data sets.
@@ -222,6 +239,28 @@ impl Template {
                 MAX_ENTRIES_PER_USER,
                 SOURCE_IPV6_ADDRESS,
             ],
+            Template::Nat44PortBlock => &[
+                OBSERVATION_TIME_MILLISECONDS,
+                SOURCE_IPV4_ADDRESS,
+                POST_NAT_SOURCE_IPV4_ADDRESS,
+                PROTOCOL_IDENTIFIER,
+                PORT_RANGE_START,
+                PORT_RANGE_END,
+                PORT_RANGE_STEP_SIZE,
+                PORT_RANGE_NUM_PORTS,
+                NAT_EVENT,
+            ],
+            Template::Nat64PortBlock => &[
+                OBSERVATION_TIME_MILLISECONDS,
+                SOURCE_IPV6_ADDRESS,
+                POST_NAT_SOURCE_IPV4_ADDRESS,
+                PROTOCOL_IDENTIFIER,
+                PORT_RANGE_START,
+                PORT_RANGE_END,
+                PORT_RANGE_STEP_SIZE,
+                PORT_RANGE_NUM_PORTS,
+                NAT_EVENT,
+            ],
         }
     }
 
@@ -273,6 +312,14 @@ pub fn classify(ev: &StateEvent) -> Option<(Template, u8)> {
         EventKind::QuotaExceeded => (
             pick(v6, Template::Nat44Quota, Template::Nat64Quota),
             QUOTA_EXCEEDED,
+        ),
+        EventKind::PortBlockAllocated => (
+            pick(v6, Template::Nat44PortBlock, Template::Nat64PortBlock),
+            PORT_BLOCK_ALLOCATION,
+        ),
+        EventKind::PortBlockReleased => (
+            pick(v6, Template::Nat44PortBlock, Template::Nat64PortBlock),
+            PORT_BLOCK_DEALLOCATION,
         ),
         EventKind::FastPath(_) => return None,
     })
@@ -326,6 +373,18 @@ fn put_record(out: &mut Vec<u8>, t: Template, code: u8, ev: &StateEvent, at_ms: 
                 out.extend_from_slice(&QUOTA_ENTRIES_PER_USER.to_be_bytes())
             }
             ie::MAX_ENTRIES_PER_USER => out.extend_from_slice(&quota.to_be_bytes()),
+            // A port block's first and last port ride in `outside_port` and `remote_port`
+            // (xlat_engine::events::EventKind::PortBlockAllocated).
+            ie::PORT_RANGE_START => out.extend_from_slice(&ev.outside_port.to_be_bytes()),
+            ie::PORT_RANGE_END => out.extend_from_slice(&ev.remote_port.to_be_bytes()),
+            ie::PORT_RANGE_STEP_SIZE => out.extend_from_slice(&1u16.to_be_bytes()),
+            ie::PORT_RANGE_NUM_PORTS => {
+                let n = ev
+                    .remote_port
+                    .saturating_sub(ev.outside_port)
+                    .saturating_add(1);
+                out.extend_from_slice(&n.to_be_bytes())
+            }
             // Every template's fields are listed above (a test checks the lengths).
             (_, len) => out.extend(std::iter::repeat_n(0, usize::from(len))),
         }
@@ -826,6 +885,25 @@ mod tests {
             1e6 / out.len() as f64,
             bytes / out.len()
         );
+    }
+
+    #[test]
+    fn a_port_block_record_has_its_range() {
+        let mut e = session(EventKind::PortBlockAllocated);
+        e.proto = Proto::Udp;
+        e.outside_port = 1536;
+        e.remote_port = 2047;
+        let mut b = Vec::new();
+        put_record(&mut b, Template::Nat44PortBlock, 16, &e, 0, 0);
+        assert_eq!(b.len(), Template::Nat44PortBlock.record_len());
+        assert_eq!(&b[8..12], &[198, 18, 0, 7]); // sourceIPv4Address
+        assert_eq!(&b[12..16], &[198, 19, 0, 100]); // postNATSourceIPv4Address
+        assert_eq!(b[16], 17); // protocolIdentifier
+        assert_eq!(u16_at(&b, 17), 1536); // portRangeStart
+        assert_eq!(u16_at(&b, 19), 2047); // portRangeEnd
+        assert_eq!(u16_at(&b, 21), 1); // portRangeStepSize
+        assert_eq!(u16_at(&b, 23), 512); // portRangeNumPorts
+        assert_eq!(b[25], 16); // natEvent: port block allocation
     }
 
     #[test]

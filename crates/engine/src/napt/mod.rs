@@ -215,6 +215,7 @@ impl<A: InsideAddr> Napt<A> {
                     addr,
                     hosts: 0,
                     ports: Default::default(),
+                    blocks: Default::default(),
                 });
             }
         }
