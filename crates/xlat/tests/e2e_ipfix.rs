@@ -445,3 +445,102 @@ fn an_unreachable_collector_is_counted_and_translation_goes_on() {
         r.stdout
     );
 }
+
+/// Port-block allocation (`port_block_size`, RFC 7422) logged per block (`events =
+/// "port-blocks"`): a UDP flow gives its host a block (natEvent 16) holding the port the
+/// echo server saw, clearing the sessions frees it (natEvent 17), and no per-session or
+/// per-mapping record is sent.
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn port_blocks_are_logged_once_a_block() {
+    require_ipfix_tools();
+    let mut t = Topo::new(Opts::default());
+    let out = t.ns_out.clone();
+    let inn = t.ns_in.clone();
+    let dev = t.out_dev.clone();
+    let (cap, pcap) = capture(&mut t, &out, &dev);
+    let flows = t.dir.join("nfcapd");
+    std::fs::create_dir_all(&flows).unwrap();
+    let flows_s = flows.display().to_string();
+    let port = IPFIX_PORT.to_string();
+    let col = t.spawn(
+        &out,
+        "nfcapd",
+        &["nfcapd", "-w", &flows_s, "-b", OUT_ADDR, "-p", &port],
+    );
+    t.wait_listening_on(&out, "udp", OUT_ADDR, IPFIX_PORT, Some(col));
+    let cfg = t.default_config().replace(
+        "mode = \"napt\"\n",
+        "mode = \"napt\"\nport_block_size = 64\n",
+    );
+    assert!(cfg.contains("port_block_size = 64"), "{cfg}");
+    let cfg = format!(
+        "{cfg}\n[logging]\nipfix = [\"{OUT_ADDR}:{IPFIX_PORT}\"]\nevents = \"port-blocks\"\n"
+    );
+    t.start_xlat(&cfg);
+
+    t.udp_echo(&out, OUT_ADDR, 7000);
+    let mut seen = Vec::new();
+    // Two flows from one host: one block holds both.
+    for src in [555, 556] {
+        let r = t.sh(
+            &inn,
+            20,
+            &format!("echo pba-hi | socat -T 5 -t 3 - UDP4:{OUT_ADDR}:7000,bind={IN_ADDR}:{src}"),
+        );
+        let (peer, peer_port) = echo_peer(&r);
+        assert_eq!(peer, POOL_ADDR);
+        seen.push(peer_port);
+    }
+    t.xlat_cmd(&["clear", "sessions", "--all"]).check();
+
+    let st = wait_sent(&mut t, &out, cap, &pcap, 2);
+    t.stop(col);
+    let records = decode(&t, &out, &pcap, "1", &st);
+    let events: Vec<String> = records
+        .iter()
+        .map(|r| field(r, "cflow.nat_event"))
+        .collect();
+    assert!(
+        events.iter().all(|e| e == "16" || e == "17"),
+        "only port-block records: {events:?}\n{}",
+        show(&records)
+    );
+    assert_eq!(
+        events.len(),
+        2,
+        "one block given, one freed:\n{}",
+        show(&records)
+    );
+    for ev in ["16", "17"] {
+        let rec = record(&records, ev, |r| field(r, "cflow.protocol") == "17");
+        assert_eq!(field(rec, "cflow.srcaddr"), IN_ADDR, "{rec}");
+        assert_eq!(
+            field(rec, "cflow.post_natsource_ipv4_address"),
+            POOL_ADDR,
+            "{rec}"
+        );
+        let num = |k: &str| -> u16 {
+            field(rec, k)
+                .parse()
+                .unwrap_or_else(|_| panic!("{k} in {rec}"))
+        };
+        let (first, last) = (num("cflow.port_range_start"), num("cflow.port_range_end"));
+        assert_eq!(num("cflow.port_range_num_ports"), 64, "{rec}");
+        assert_eq!(last - first, 63, "{rec}");
+        assert!(
+            seen.iter().all(|p| (first..=last).contains(p)),
+            "ports {seen:?} outside the block {first}-{last}: {rec}"
+        );
+    }
+
+    // nfdump reads the block back.
+    let r = t.sh(&out, 30, &format!("nfdump -R {flows_s} -o json"));
+    assert!(r.ok(), "nfdump failed: {}\n{}", r.stdout, r.stderr);
+    eprintln!("nfdump -o json:\n{}", r.stdout);
+    let stored: Value = serde_json::from_str(&r.stdout).expect("nfdump JSON");
+    let stored = stored.as_array().expect("a list of records");
+    let mut ids: Vec<String> = stored.iter().map(|r| field(r, "nat_event_id")).collect();
+    ids.sort();
+    assert_eq!(ids, ["16", "17"], "{}", r.stdout);
+}
