@@ -201,48 +201,95 @@ struct RawFile {
 #[serde(deny_unknown_fields)]
 struct RawLogging {
     syslog: Option<Vec<String>>,
+    ipfix: Option<Vec<String>>,
+    ipfix_template_refresh: Option<i64>,
+    ipfix_domain_id: Option<i64>,
     events: Option<String>,
 }
 
 impl RawLogging {
     /// `[logging]`: collectors as socket addresses, the event level; `None` when it logs
     /// nothing (no collector, or `events = "none"`).
-    fn check(self, cx: &Ctx<'_>) -> Result<Option<crate::eventlog::LogConfig>, ConfigFileError> {
+    fn check(
+        self,
+        cx: &Ctx<'_>,
+        max_sessions_per_host: u32,
+    ) -> Result<Option<crate::eventlog::LogConfig>, ConfigFileError> {
         use crate::eventlog::{LogConfig, LogEvents};
         let events = match self.events.as_deref() {
             None | Some("sessions") => Some(LogEvents::Sessions),
             Some("mappings") => Some(LogEvents::Mappings),
+            Some("port-blocks") => Some(LogEvents::PortBlocks),
             Some("none") => None,
             Some(other) => {
                 return Err(cx.invalid(
                     "logging.events",
                     format!(
-                    "unknown value {other:?}; expected one of \"sessions\", \"mappings\", \"none\""
+                    "unknown value {other:?}; expected one of \"sessions\", \"mappings\", \"port-blocks\", \"none\""
                 ),
                 ))
             }
         };
-        let mut syslog = Vec::new();
-        for (i, a) in self.syslog.unwrap_or_default().iter().enumerate() {
-            let addr: std::net::SocketAddr = a.parse().map_err(|_| {
-                cx.invalid(
-                    format!("logging.syslog[{i}]"),
-                    format!("{a:?} is not an address and port; expected one like \"192.0.2.51:514\" or \"[2001:db8::51]:514\""),
-                )
-            })?;
-            if addr.port() == 0 || addr.ip().is_unspecified() || addr.ip().is_multicast() {
+        let syslog = collectors(cx, "syslog", self.syslog.unwrap_or_default(), 514)?;
+        let ipfix = collectors(cx, "ipfix", self.ipfix.unwrap_or_default(), 4739)?;
+        let refresh = match self.ipfix_template_refresh {
+            None => crate::ipfix::DEFAULT_REFRESH.as_secs(),
+            Some(s @ 1..=86_400) => s.unsigned_abs(),
+            Some(s) => {
                 return Err(cx.invalid(
-                    format!("logging.syslog[{i}]"),
-                    format!("{a:?} cannot receive: expected a unicast collector address and a port other than 0, like \"192.0.2.51:514\""),
-                ));
+                    "logging.ipfix_template_refresh",
+                    format!("{s} seconds is out of range; expected 1 to 86400 (a day), like 60: templates are resent this often (RFC 7011 10.3.6)"),
+                ))
             }
-            syslog.push(addr);
-        }
+        };
+        let domain = match self.ipfix_domain_id {
+            None => 1,
+            Some(d) => u32::try_from(d).map_err(|_| {
+                cx.invalid(
+                    "logging.ipfix_domain_id",
+                    format!("{d} is not an observation domain ID; expected 0 to 4294967295 (RFC 7011 3.1), like 1"),
+                )
+            })?,
+        };
         Ok(match events {
-            Some(events) if !syslog.is_empty() => Some(LogConfig { syslog, events }),
+            Some(events) if !syslog.is_empty() || !ipfix.is_empty() => Some(LogConfig {
+                syslog,
+                ipfix,
+                ipfix_template_refresh: std::time::Duration::from_secs(refresh),
+                ipfix_domain_id: domain,
+                max_sessions_per_host,
+                events,
+            }),
             _ => None,
         })
     }
+}
+
+/// `logging.KEY`: collector addresses, each `ADDR:PORT` with a unicast address and a port
+/// (`port` is the one an example names).
+fn collectors(
+    cx: &Ctx<'_>,
+    key: &str,
+    list: Vec<String>,
+    port: u16,
+) -> Result<Vec<std::net::SocketAddr>, ConfigFileError> {
+    let mut out = Vec::new();
+    for (i, a) in list.iter().enumerate() {
+        let addr: std::net::SocketAddr = a.parse().map_err(|_| {
+            cx.invalid(
+                format!("logging.{key}[{i}]"),
+                format!("{a:?} is not an address and port; expected one like \"192.0.2.51:{port}\" or \"[2001:db8::51]:{port}\""),
+            )
+        })?;
+        if addr.port() == 0 || addr.ip().is_unspecified() || addr.ip().is_multicast() {
+            return Err(cx.invalid(
+                format!("logging.{key}[{i}]"),
+                format!("{a:?} cannot receive: expected a unicast collector address and a port other than 0, like \"192.0.2.51:{port}\""),
+            ));
+        }
+        out.push(addr);
+    }
+    Ok(out)
 }
 
 #[derive(Deserialize, Default)]
@@ -281,6 +328,7 @@ struct RawNat44 {
     statics: Option<Vec<RawStatic>>,
     filtering: Option<String>,
     ports: Option<String>,
+    port_block_size: Option<i64>,
     inbound_refresh: Option<bool>,
     verify_ip_checksum: Option<bool>,
 }
@@ -291,6 +339,7 @@ struct RawNat64 {
     prefix: Option<String>,
     pool4: Option<Vec<String>>,
     ports: Option<String>,
+    port_block_size: Option<i64>,
     filtering: Option<String>,
     inbound_refresh: Option<bool>,
     verify_ip_checksum: Option<bool>,
@@ -427,6 +476,36 @@ impl Ctx<'_> {
         })
     }
 
+    /// `TABLE.port_block_size`: ports per block (RFC 7422 2 port-block allocation), 0 when
+    /// absent. A block must fit the TCP/UDP range `ports`, and the translator must give each
+    /// host its ports (`napt`: NAPT mode, NAT64 always).
+    fn port_block_size(
+        &self,
+        table: &str,
+        value: Option<i64>,
+        ports: (u16, u16),
+        napt: bool,
+    ) -> Result<u16, ConfigFileError> {
+        let Some(v) = value else {
+            return Ok(0);
+        };
+        let key = format!("{table}.port_block_size");
+        let span = i64::from(ports.1 - ports.0) + 1;
+        if !(8..=span).contains(&v) {
+            return Err(self.invalid(
+                key,
+                format!("{v} ports per block is out of range; expected 8 to {span} (the {span} ports of {table}.ports {}-{}), like 512", ports.0, ports.1),
+            ));
+        }
+        if !napt {
+            return Err(self.invalid(
+                key,
+                "port blocks are for NAPT (each host shares its address by port); set nat44.mode = \"napt\" or remove port_block_size".to_string(),
+            ));
+        }
+        Ok(u16::try_from(v).unwrap_or(u16::MAX))
+    }
+
     fn ports(&self, key: &str, value: Option<&str>) -> Result<(u16, u16), ConfigFileError> {
         let Some(v) = value else {
             return Ok(Nat44Config::default().ports);
@@ -538,12 +617,15 @@ impl Ctx<'_> {
         limits: Limits,
     ) -> Result<Nat64Config, ConfigFileError> {
         let d = Nat64Config::default();
+        let ports = self.ports("nat64.ports", n.ports.as_deref())?;
+        let mut limits = limits;
+        limits.port_block_size = self.port_block_size("nat64", n.port_block_size, ports, true)?;
         let cfg = Nat64Config {
             prefix: self
                 .pref64("nat64.prefix", n.prefix.as_deref())?
                 .allowing_non_global(n.allow_non_global_wkp.unwrap_or(false)),
             pool4: self.prefixes("nat64.pool4", n.pool4)?,
-            ports: self.ports("nat64.ports", n.ports.as_deref())?,
+            ports,
             static_bib: n
                 .static_bib
                 .unwrap_or_default()
@@ -686,6 +768,8 @@ impl Config {
             max_sessions_per_host: l.max_sessions_per_host.unwrap_or(dl.max_sessions_per_host),
             max_fragment_flows: l.max_fragment_flows.unwrap_or(dl.max_fragment_flows),
             max_fragments_held: l.max_fragments_held.unwrap_or(dl.max_fragments_held),
+            // Per translator: [nat44] / [nat64] port_block_size.
+            port_block_size: 0,
         };
 
         // [nat44]
@@ -719,6 +803,9 @@ impl Config {
                     });
                 }
                 let ports = cx.ports("nat44.ports", n.ports.as_deref())?;
+                let mut limits = limits;
+                limits.port_block_size =
+                    cx.port_block_size("nat44", n.port_block_size, ports, mode == Nat44Mode::Napt)?;
 
                 let nat44 = Nat44Config {
                     inside,
@@ -890,7 +977,11 @@ impl Config {
             tunnel,
             dataplane,
             prefault,
-            logging: raw.logging.map(|l| l.check(&cx)).transpose()?.flatten(),
+            logging: raw
+                .logging
+                .map(|l| l.check(&cx, limits.max_sessions_per_host))
+                .transpose()?
+                .flatten(),
             metrics,
         };
         // At least one translator, and no two claiming the same addresses.
@@ -927,6 +1018,26 @@ impl Config {
                 let span = u64::from(hi.saturating_sub(lo)) + 1;
                 if span < w as u64 {
                     return Err(cx.invalid(key, format!("{w} workers need at least {w} ports in {section}, which has {span} ({lo}-{hi}): each worker takes its own slice; set fewer workers or a wider {section}")));
+                }
+            }
+        }
+        // Port blocks come from a worker's slice: one must fit.
+        for (table, ports, block) in [
+            (
+                "nat44",
+                self.nat44.as_ref().map(|n| n.ports),
+                self.nat44.as_ref().map(|n| n.limits.port_block_size),
+            ),
+            (
+                "nat64",
+                self.nat64.as_ref().map(|n| n.ports),
+                self.nat64.as_ref().map(|n| n.limits.port_block_size),
+            ),
+        ] {
+            if let (Some((lo, hi)), Some(b)) = (ports, block) {
+                let slice = (u64::from(hi.saturating_sub(lo)) + 1) / w as u64;
+                if u64::from(b) > slice {
+                    return Err(cx.invalid(key, format!("{w} workers each take {slice} of the ports of {table}.ports ({lo}-{hi}), fewer than {table}.port_block_size = {b}: set fewer workers or smaller blocks")));
                 }
             }
         }
@@ -1717,8 +1828,102 @@ rfc6791 = "192.0.2.1"
             e.contains("logging.events") && e.contains("\"sessions\""),
             "{e}"
         );
-        let e = err(&format!("{NAT}[logging]\nipfix = [\"192.0.2.50:4739\"]\n"));
-        assert!(e.contains("ipfix"), "an unknown key is refused: {e}");
+        let e = err(&format!("{NAT}[logging]\nipfx = [\"192.0.2.50:4739\"]\n"));
+        assert!(e.contains("ipfx"), "an unknown key is refused: {e}");
+    }
+
+    #[test]
+    fn port_block_size_per_translator() {
+        const NAT: &str = "[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100\"]\n";
+        assert_eq!(n44(&ok(NAT)).limits.port_block_size, 0, "off by default");
+        let c = ok(&format!("{NAT}port_block_size = 512\n"));
+        assert_eq!(n44(&c).limits.port_block_size, 512);
+        let c = ok("[nat64]\nprefix = \"2001:2:0:64::/96\"\npool4 = [\"198.19.0.101\"]\nport_block_size = 64\n");
+        assert_eq!(c.nat64.as_ref().map(|n| n.limits.port_block_size), Some(64));
+        for bad in ["4", "0", "-1", "64513"] {
+            let e = err(&format!("{NAT}port_block_size = {bad}\n"));
+            assert!(
+                e.contains("nat44.port_block_size") && e.contains("expected 8 to 64512"),
+                "{e}"
+            );
+        }
+        let e = err(&format!("{NAT}mode = \"pool\"\nport_block_size = 512\n"));
+        assert!(
+            e.contains("nat44.port_block_size") && e.contains("napt"),
+            "{e}"
+        );
+        // Each worker's slice holds a block.
+        let e = err(&format!(
+            "{NAT}ports = \"1024-2047\"\nport_block_size = 1000\n[dataplane]\nworkers = 2\n"
+        ));
+        assert!(
+            e.contains("dataplane.workers") && e.contains("port_block_size = 1000"),
+            "{e}"
+        );
+        ok(&format!(
+            "{NAT}ports = \"1024-2047\"\nport_block_size = 512\n[dataplane]\nworkers = 2\n"
+        ));
+        // Logging only the blocks.
+        let l = ok(&format!(
+            "{NAT}port_block_size = 512\n[logging]\nipfix = [\"192.0.2.50:4739\"]\nevents = \"port-blocks\"\n"
+        ))
+        .logging
+        .expect("logging on");
+        assert_eq!(l.events, crate::eventlog::LogEvents::PortBlocks);
+    }
+
+    #[test]
+    fn logging_ipfix_collectors_refresh_and_domain() {
+        use std::time::Duration;
+        const NAT: &str = "[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100\"]\n[limits]\nmax_sessions_per_host = 77\n";
+        // IPFIX alone turns logging on; defaults: templates every 60 s, domain 1.
+        let l = ok(&format!("{NAT}[logging]\nipfix = [\"192.0.2.50:4739\"]\n"))
+            .logging
+            .expect("logging on");
+        assert_eq!(l.ipfix, vec!["192.0.2.50:4739".parse().unwrap()]);
+        assert!(l.syslog.is_empty());
+        assert_eq!(l.ipfix_template_refresh, Duration::from_secs(60));
+        assert_eq!(l.ipfix_domain_id, 1);
+        assert_eq!(l.max_sessions_per_host, 77);
+        let l = ok(&format!(
+            "{NAT}[logging]\nipfix = [\"[2001:db8::50]:4739\"]\nipfix_template_refresh = 600\nipfix_domain_id = 4294967295\n"
+        ))
+        .logging
+        .expect("logging on");
+        assert_eq!(l.ipfix_template_refresh, Duration::from_secs(600));
+        assert_eq!(l.ipfix_domain_id, u32::MAX);
+        // Bad values name the key and say what would be right.
+        let e = err(&format!("{NAT}[logging]\nipfix = [\"192.0.2.50\"]\n"));
+        assert!(
+            e.contains("logging.ipfix[0]") && e.contains("192.0.2.51:4739"),
+            "{e}"
+        );
+        let e = err(&format!("{NAT}[logging]\nipfix = [\"192.0.2.50:0\"]\n"));
+        assert!(
+            e.contains("logging.ipfix[0]") && e.contains("unicast"),
+            "{e}"
+        );
+        for bad in ["0", "-5", "86401"] {
+            let e = err(&format!(
+                "{NAT}[logging]\nipfix = [\"192.0.2.50:4739\"]\nipfix_template_refresh = {bad}\n"
+            ));
+            assert!(
+                e.contains("logging.ipfix_template_refresh") && e.contains("1 to 86400"),
+                "{e}"
+            );
+        }
+        for bad in ["-1", "4294967296"] {
+            let e = err(&format!(
+                "{NAT}[logging]\nipfix = [\"192.0.2.50:4739\"]\nipfix_domain_id = {bad}\n"
+            ));
+            assert!(
+                e.contains("logging.ipfix_domain_id") && e.contains("4294967295"),
+                "{e}"
+            );
+        }
+        // events = "none" still turns everything off.
+        let none = format!("{NAT}[logging]\nipfix = [\"192.0.2.50:4739\"]\nevents = \"none\"\n");
+        assert_eq!(ok(&none).logging, None);
     }
 
     #[test]

@@ -2,11 +2,13 @@
 //! `[nat44] static` (an entry with a `proto`: a static NAPT entry, Cisco's `ip nat inside
 //! source static tcp`) and `[nat64] static_bib` (RFC 6146 1.2.2, Jool's `bib add`).
 //!
-//!     [nat44]
-//!     static = [{ proto = "tcp", inside = "198.18.0.10:8080", outside = "198.19.0.100:80" },
-//!               { proto = "udp", inside = "198.18.0.10:5000-5009", outside = "198.19.0.100:5000-5009" }]
-//!     [nat64]
-//!     static_bib = [{ proto = "udp", ipv6 = "[2001:db8::5]:2000", ipv4 = "198.19.0.101:2000" }]
+//! ```toml
+//! [nat44]
+//! static = [{ proto = "tcp", inside = "198.18.0.10:8080", outside = "198.19.0.100:80" },
+//!           { proto = "udp", inside = "198.18.0.10:5000-5009", outside = "198.19.0.100:5000-5009" }]
+//! [nat64]
+//! static_bib = [{ proto = "udp", ipv6 = "[2001:db8::5]:2000", ipv4 = "198.19.0.101:2000" }]
+//! ```
 //!
 //! ICMP entries forward echo identifiers (`proto = "icmp"`). The engine checks the rest
 //! (outside addresses in the pool, no endpoint twice: `xlat_engine::PortForward`).

@@ -132,6 +132,9 @@ pub struct DaemonStats {
     /// The XDP fast path's state and counters, when `[dataplane] fast_path = "xdp"` runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fast_path: Option<FastPathStats>,
+    /// The event log's counters (`[logging]`: syslog lines and IPFIX messages sent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<Vec<NamedCount>>,
     /// The packet workers (`[dataplane] workers`), in order; empty from a daemon older than
     /// this field.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -259,6 +262,9 @@ fn add_stats(a: &mut DaemonStats, b: DaemonStats) {
     }
     if a.fast_path.is_none() {
         a.fast_path = b.fast_path;
+    }
+    if a.log.is_none() {
+        a.log = b.log;
     }
 }
 
@@ -457,7 +463,7 @@ fn reload(reloader: &Reloader, workers: &[WorkerLink]) -> Response {
     if new.prefault != old.prefault {
         return restart("limits.prefault");
     }
-    if new.logging != old.logging {
+    if crate::eventlog::restart_needed(old.logging.as_ref(), new.logging.as_ref()) {
         return restart("logging");
     }
     if new.seed.is_some_and(|s| s != ctx.seed) {

@@ -7,7 +7,8 @@
 //!   failing closed when the daemon dies.
 //! - [`journal`]: what the daemon changed on the machine, on disk before each change, so a
 //!   killed run's leftovers are undone and the true originals restored on the next start.
-//! - [`eventlog`]: NAT event logging, the engine's state events as syslog lines.
+//! - [`eventlog`]: NAT event logging, the engine's state events as syslog lines and IPFIX.
+//! - [`ipfix`]: the IPFIX encoding of NAT events (RFC 7011, RFC 8158).
 //! - [`control`]: the control socket protocol, its server thread and the `xlat show` client.
 //! - [`metrics`]: the Prometheus text of the daemon's counters (docs/METRICS.md).
 //! - [`notify`]: systemd's READY/WATCHDOG/STOPPING notifications (`Type=notify`).
@@ -23,6 +24,7 @@ pub mod config;
 pub mod control;
 pub mod eventlog;
 pub mod http;
+pub mod ipfix;
 pub mod journal;
 pub mod metrics;
 pub mod notify;

@@ -14,6 +14,7 @@
 //! - table sizes -> gauges (`xlat_sessions`, `xlat_pool_ports_used{proto}`, ...);
 //! - TUN driver -> `xlat_tun_*_total`; DNS64 counter `D` -> `xlat_dns64_D_total`;
 //! - fast-path counter `xdp_C` -> `xlat_xdp_C_total`, installed recipes -> `xlat_xdp_recipes`;
+//! - event log counter `L` (`[logging]`) -> `xlat_log_L_total`;
 //! - per packet worker -> `xlat_worker_*{worker="K"}`.
 //!
 //! Written by hand rather than with prometheus-client: that crate writes OpenMetrics only,
@@ -251,6 +252,13 @@ pub fn encode(s: &DaemonStats) -> String {
         }
     }
 
+    if let Some(log) = &s.log {
+        for k in log {
+            let m = metric_name(&format!("log_{}", k.name), "_total");
+            o.single(&m, c, &k.explain, k.value);
+        }
+    }
+
     if !s.workers.is_empty() {
         let rows = &s.workers;
         let ids: Vec<String> = rows.iter().map(|w| w.worker.to_string()).collect();
@@ -364,6 +372,7 @@ pub fn everything() -> DaemonStats {
             counters: xdp,
             ..Default::default()
         }),
+        log: Some(named(crate::eventlog::COUNTERS)),
         workers: vec![worker(0), worker(1)],
     }
 }

@@ -11,7 +11,7 @@
 //! every batch and every expiry pass (`drain_state`, under a mutex the workers share, taken
 //! only when there are instructions); a failed attach is logged and the workers run without.
 //! With `[logging]` the engines' state events go, after the same batches, to the event log
-//! thread ([`crate::eventlog`]), which sends them to the syslog collectors.
+//! thread ([`crate::eventlog`]), which sends them to the syslog and IPFIX collectors.
 //! Under systemd (`NOTIFY_SOCKET`) it sends READY=1 once the TUN device and its routes are
 //! up, WATCHDOG=1 while every worker answers, STOPPING=1 at the end ([`crate::notify`]).
 //! With `[metrics]` an HTTP listener ([`crate::http`]) serves Prometheus text and the live
@@ -299,7 +299,7 @@ pub fn run(cfg: &Config) -> Result<()> {
                 w.set_events(xlat_engine::events::DEFAULT_CAPACITY);
             }
             let log = crate::eventlog::EventLog::start(l, start)?;
-            info!(syslog = ?l.syslog, events = ?l.events, "NAT event logging on");
+            info!(syslog = ?l.syslog, ipfix = ?l.ipfix, events = ?l.events, "NAT event logging on");
             Some(log)
         }
         None => None,

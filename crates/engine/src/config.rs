@@ -139,6 +139,10 @@ pub struct Limits {
     pub max_fragment_flows: u32,
     /// Out-of-order non-first fragments held at once, waiting for their first fragment.
     pub max_fragments_held: u32,
+    /// Port-block allocation (RFC 7422 2: each subscriber's ports come from blocks of this
+    /// many ports, taken as it needs them and freed when empty, so a log names one block
+    /// instead of every mapping); 0: off, each mapping's port from the whole range.
+    pub port_block_size: u16,
 }
 
 impl Default for Limits {
@@ -148,6 +152,7 @@ impl Default for Limits {
             max_sessions_per_host: 10_000,
             max_fragment_flows: 4096,
             max_fragments_held: 256,
+            port_block_size: 0,
         }
     }
 }

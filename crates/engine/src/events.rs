@@ -67,6 +67,14 @@ pub enum EventKind {
     PortsExhausted,
     /// The host reached `limits.max_sessions_per_host` (natEvent 13 quota exceeded).
     QuotaExceeded,
+    /// A block of ports on the host's outside address was given to it (`limits.port_block_size`,
+    /// RFC 8158 natEvent 16 port block allocation): `outside_port` is the block's first port
+    /// and `remote_port` its last (a block event has no remote), `proto` the protocol whose
+    /// ports (ICMP identifiers) it holds.
+    PortBlockAllocated,
+    /// The block's last mapping ended; its ports are free for any host (natEvent 17 port
+    /// block de-allocation). Ports as in `PortBlockAllocated`.
+    PortBlockReleased,
     /// For the fast path only ([`crate::offload`]): install the session's recipes (a UDP
     /// session made, a TCP session established), withdraw them (the session ended or left
     /// the established state), or query when the fast path last saw its packets (its timer

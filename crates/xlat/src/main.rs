@@ -411,6 +411,9 @@ fn show(what: ShowCmd) -> Result<()> {
                 if let Some(f) = &stats.fast_path {
                     text.push_str(&show::fast_path_text(f, explain, all));
                 }
+                if let Some(l) = &stats.log {
+                    text.push_str(&show::log_text(l, explain));
+                }
                 if !stats.workers.is_empty() {
                     text.push_str(&show::workers_text(&stats.workers, explain, all));
                 }

@@ -6,6 +6,7 @@ use std::net::IpAddr;
 
 use xlat_daemon::control::{FastPathStats, IoCounters, WorkerStats};
 use xlat_daemon::translate::PcapCounters;
+use xlat_engine::counters::NamedCount;
 use xlat_engine::{SessionInfo, Stats};
 
 /// Seconds as `H:MM:SS`.
@@ -167,6 +168,20 @@ pub fn dns64_text(fields: &[(&str, u64)]) -> String {
     let mut out = String::from("DNS64\n");
     for (name, value) in fields {
         let _ = writeln!(out, "  {name:<26} {value}");
+    }
+    out
+}
+
+/// The event log's part of `xlat show stats` (`[logging]`): syslog lines and IPFIX
+/// messages and records sent, and failed sends -- every counter, each followed by its
+/// explanation with `explain`.
+pub fn log_text(counters: &[NamedCount], explain: bool) -> String {
+    let mut out = String::from("Event log\n");
+    for c in counters {
+        let _ = writeln!(out, "  {:<26} {}", c.name, c.value);
+        if explain {
+            out.push_str(&wrap(&c.explain, 6, 92));
+        }
     }
     out
 }

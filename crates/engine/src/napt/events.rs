@@ -64,6 +64,30 @@ impl<A: InsideAddr> Napt<A> {
         self.events.push(event(now, kind, proto, int, ext, None));
     }
 
+    /// A port block's event (allocated, released): host `int`, pool address `ext`, the
+    /// block's first and last port ([`EventKind::PortBlockAllocated`] says where they go).
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn block_event(
+        &mut self,
+        now: Time,
+        kind: EventKind,
+        proto: Proto,
+        int: A,
+        ext: u32,
+        first: u16,
+        last: u16,
+    ) {
+        let int = Endpoint { addr: int, port: 0 };
+        let ext = Endpoint {
+            addr: ext,
+            port: first,
+        };
+        let mut e = event(now, kind, proto, int, ext, None);
+        e.remote_port = last;
+        self.events.push(e);
+    }
+
     /// The address of the pool address at index `ix` (0.0.0.0 if none).
     pub(super) fn pool_addr(&self, ix: u32) -> u32 {
         self.pool.get(ix as usize).map_or(0, |p| p.addr)

@@ -130,13 +130,19 @@ impl<A: InsideAddr> Napt<A> {
         };
         let Some(owner) = found else {
             // A new mapping, folded into the session it is made for: a static BIB entry's
-            // outside endpoint, or a port from the host's pool address.
+            // outside endpoint, or a port from the host's pool address (or its port block).
             let port = match self.forwards.outside_of(proto, int) {
-                Some(ext) => Ok(ext),
+                Some(ext) => Ok((ext, None)),
                 None => self.take_port(proto, int, host.pool, c),
             };
             let ext = match port {
-                Ok(ext) => ext,
+                Ok((ext, block)) => {
+                    if let (Some((first, last)), true) = (block, self.events.on()) {
+                        let kind = EventKind::PortBlockAllocated;
+                        self.block_event(now, kind, proto, int.addr, ext.addr, first, last);
+                    }
+                    ext
+                }
                 Err(e) => {
                     self.unhost(int.addr, host.new, new_maps);
                     if self.events.on() {
@@ -310,13 +316,15 @@ impl<A: InsideAddr> Napt<A> {
     ) {
         // A static BIB entry's port stays taken (`forward.rs`).
         let pooled = !self.forwards.holds(proto, ext);
-        if let Some(&ix) = self.pool_index.get(&ext.addr).filter(|_| pooled) {
-            if let Some(pm) = self
-                .pool
-                .get_mut(ix as usize)
-                .and_then(|p| p.ports.get_mut(proto as usize))
-            {
-                pm.free(ext.port);
+        let freed = match self.pool_index.get(&ext.addr).filter(|_| pooled) {
+            Some(&ix) => self.free_port(ix, proto, ext.port),
+            None => None,
+        };
+        if let (Some((first, last)), true) = (freed, self.events.on()) {
+            // Named before the host goes (its number is reused at once).
+            if let Some(a) = self.hosts.addr(int_held) {
+                let kind = EventKind::PortBlockReleased;
+                self.block_event(now, kind, proto, a, ext.addr, first, last);
             }
         }
         let Some(num) = self.hosts.number_of_held(int_held) else {

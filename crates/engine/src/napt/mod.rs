@@ -219,6 +219,7 @@ impl<A: InsideAddr> Napt<A> {
                     addr,
                     hosts: 0,
                     ports: Default::default(),
+                    blocks: Default::default(),
                 });
             }
         }

@@ -14,7 +14,28 @@ pub(super) struct PoolAddr {
     pub(super) addr: u32,
     pub(super) hosts: u32,
     pub(super) ports: [PortMap; 3],
+    /// Port blocks per protocol (`limits.port_block_size`; empty when off).
+    pub(super) blocks: [Blocks; 3],
 }
+
+/// The port blocks of one pool address and protocol (RFC 7422 2): block `b` holds the ports
+/// `lo + b * size ..= min(lo + (b + 1) * size - 1, hi)` of the range `lo..=hi`, owned by one
+/// host (its number + 1; 0: free) with a count of its ports in use. Sized on first use.
+#[derive(Default)]
+pub(super) struct Blocks {
+    owner: Vec<u32>,
+    used: Vec<u16>,
+}
+
+/// A block's first and last port in `lo..=hi`.
+fn block_ports(lo: u16, hi: u16, size: u16, b: usize) -> (u16, u16) {
+    let first = u32::from(lo) + b as u32 * u32::from(size);
+    let last = (first + u32::from(size) - 1).min(u32::from(hi));
+    (first.min(u32::from(hi)) as u16, last as u16)
+}
+
+/// What taking a port from a block did: the block the host got for it, if it is new.
+pub(super) type NewBlock = Option<(u16, u16)>;
 
 /// What [`Napt::host_for`] tells about the host of a new session.
 pub(super) struct HostUse {
@@ -112,7 +133,7 @@ impl<A: InsideAddr> Napt<A> {
         int: Endpoint<A>,
         pool_ix: u32,
         c: &mut Counters,
-    ) -> Result<Endpoint, DropReason> {
+    ) -> Result<(Endpoint, NewBlock), DropReason> {
         // ICMP identifiers are not ports: any value may be kept or chosen (RFC 5508 3.1).
         let (lo, hi) = match proto {
             Proto::Icmp => self.icmp_ids,
@@ -121,24 +142,123 @@ impl<A: InsideAddr> Napt<A> {
         let span = u64::from(hi - lo) + 1;
         let start = lo.wrapping_add(self.rng.below(span) as u16);
         let mode = self.cfg.mode;
+        let size = self.cfg.limits.port_block_size;
+        // The host's number names its blocks (port-block allocation only).
+        let owner = match size {
+            0 => 0,
+            _ => self.hosts.number(int.addr).map_or(0, |n| n + 1),
+        };
+        // Where the search for a new block starts (drawn only with port blocks, so the
+        // ports chosen without them stay as they were for a given seed).
+        let pick = match owner {
+            0 => 0,
+            _ => self.rng.below(span.div_ceil(u64::from(size))) as usize,
+        };
         let p = self
             .pool
             .get_mut(pool_ix as usize)
             .ok_or(DropReason::PoolExhausted)?;
-        let ports = p
-            .ports
-            .get_mut(proto as usize)
-            .ok_or(DropReason::PoolExhausted)?;
-        let port = match mode {
-            // Basic NAT keeps every port: the address is this host's alone.
-            Nat44Mode::Pool if ports.take_exact(int.port) => int.port,
-            _ => ports
-                .take(int.port, lo, hi, start)
-                .ok_or(DropReason::PoolExhausted)?,
+        let (ports, blocks) = match (
+            p.ports.get_mut(proto as usize),
+            p.blocks.get_mut(proto as usize),
+        ) {
+            (Some(ports), Some(blocks)) => (ports, blocks),
+            _ => return Err(DropReason::PoolExhausted),
+        };
+        let mut new_block = None;
+        let port = if size > 0 && owner > 0 {
+            let (port, fresh) =
+                take_in_blocks(ports, blocks, (lo, hi), size, owner, int.port, pick)
+                    .ok_or(DropReason::PoolExhausted)?;
+            new_block = fresh;
+            port
+        } else {
+            match mode {
+                // Basic NAT keeps every port: the address is this host's alone.
+                Nat44Mode::Pool if ports.take_exact(int.port) => int.port,
+                _ => ports
+                    .take(int.port, lo, hi, start)
+                    .ok_or(DropReason::PoolExhausted)?,
+            }
         };
         if port == int.port {
             c.event(Event::PortsPreserved);
         }
-        Ok(Endpoint { addr: p.addr, port })
+        Ok((Endpoint { addr: p.addr, port }, new_block))
     }
+
+    /// Gives back a mapping's port on pool address `ix`; with port blocks, its block's count
+    /// too. Returns the block's ports when that was its last port in use (the block is free
+    /// again).
+    pub(super) fn free_port(&mut self, ix: u32, proto: Proto, port: u16) -> NewBlock {
+        let (lo, hi) = match proto {
+            Proto::Icmp => self.icmp_ids,
+            _ => self.cfg.ports,
+        };
+        let size = self.cfg.limits.port_block_size;
+        let p = self.pool.get_mut(ix as usize)?;
+        if let Some(pm) = p.ports.get_mut(proto as usize) {
+            pm.free(port);
+        }
+        if size == 0 || port < lo || port > hi {
+            return None;
+        }
+        let blocks = p.blocks.get_mut(proto as usize)?;
+        let b = usize::from((port - lo) / size);
+        let used = blocks.used.get_mut(b)?;
+        *used = used.saturating_sub(1);
+        if *used > 0 {
+            return None;
+        }
+        if let Some(o) = blocks.owner.get_mut(b) {
+            *o = 0;
+        }
+        Some(block_ports(lo, hi, size, b))
+    }
+}
+
+/// A port for host `owner` (its number + 1) from its blocks in `range` (the inside port
+/// `want` if free there, else the first free one), or from a new block when they are full:
+/// the first free block from `pick` on (RFC 7422 2; paired pooling keeps the host on one
+/// address). Returns the port and the new block's ports if one was taken; `None` when
+/// every block is full or owned.
+fn take_in_blocks(
+    ports: &mut PortMap,
+    blocks: &mut Blocks,
+    range: (u16, u16),
+    size: u16,
+    owner: u32,
+    want: u16,
+    pick: usize,
+) -> Option<(u16, NewBlock)> {
+    let (lo, hi) = range;
+    let n = (usize::from(hi - lo) + 1).div_ceil(usize::from(size));
+    if blocks.owner.len() != n {
+        blocks.owner = vec![0; n];
+        blocks.used = vec![0; n];
+    }
+    // The host's blocks first.
+    for b in 0..n {
+        if blocks.owner.get(b) != Some(&owner) {
+            continue;
+        }
+        let (first, last) = block_ports(lo, hi, size, b);
+        if let Some(port) = ports.take(want, first, last, first) {
+            if let Some(u) = blocks.used.get_mut(b) {
+                *u += 1;
+            }
+            return Some((port, None));
+        }
+    }
+    // A new block: the first free one from `pick`, wrapping.
+    let b = (0..n)
+        .map(|i| (pick + i) % n)
+        .find(|&b| blocks.owner.get(b) == Some(&0))?;
+    let (first, last) = block_ports(lo, hi, size, b);
+    let port = ports.take(want, first, last, first)?;
+    if let (Some(o), Some(u)) = (blocks.owner.get_mut(b), blocks.used.get_mut(b)) {
+        *o = owner;
+        *u = 1;
+    }
+    Some((port, Some((first, last))))
 }

@@ -26,6 +26,11 @@ pub(super) fn napt(max: u32) -> Napt<u32> {
 
 /// [`napt`] for inside addresses of type `A` (`u128`: NAT64's).
 fn napt_of<A: InsideAddr>(max: u32) -> Napt<A> {
+    napt_blocks(max, 0)
+}
+
+/// [`napt_of`] with port blocks of `block` ports (`limits.port_block_size`).
+fn napt_blocks<A: InsideAddr>(max: u32, block: u16) -> Napt<A> {
     Napt::new(
         NaptConfig {
             mode: Nat44Mode::Napt,
@@ -35,6 +40,7 @@ fn napt_of<A: InsideAddr>(max: u32) -> Napt<A> {
             limits: Limits {
                 max_sessions: max,
                 max_sessions_per_host: max,
+                port_block_size: block,
                 ..Limits::default()
             },
             inbound_refresh: true,
@@ -171,4 +177,104 @@ proptest::proptest! {
         prop_assert_eq!((n.hosts.len(), n.sessions.len), (0, 0));
         prop_assert_eq!((n.flows.len(), n.bib.len()), (0, 0));
     }
+}
+
+proptest::proptest! {
+    /// Port-block allocation (RFC 7422 2, `limits.port_block_size`): hosts come and go on
+    /// one pool address; every outside port a host is given lies in a block it was given
+    /// (a `PortBlockAllocated` event) and not released since, no block is any other host's
+    /// at the same time, and when all is gone every block was released.
+    #[test]
+    fn port_blocks_are_one_hosts_alone_and_freed_when_empty(
+        ops in proptest::collection::vec((0u8..4, 0u32..5, 0u16..40, 0u64..200), 1..300)
+    ) {
+        use crate::events::EventKind;
+        use proptest::prelude::*;
+        const SIZE: u16 = 16;
+        let mut n: Napt<u32> = napt_blocks(10_000, SIZE);
+        n.set_events(1 << 16);
+        let mut c = Counters::default();
+        let r = REMOTE;
+        // 198.18.0.h: one pool address (198.19.0.0/31 has two; paired pooling keeps each
+        // host on one).
+        let ep = |h: u32, port: u16| Endpoint { addr: 0xc612_0000 | h, port: 1000 + port };
+        // (pool address, proto, first port) -> the host holding that block.
+        let mut held: HashMap<(std::net::Ipv4Addr, u16), std::net::IpAddr> = HashMap::new();
+        let mut evs = Vec::new();
+        let mut check = |n: &mut Napt<u32>, held: &mut HashMap<(std::net::Ipv4Addr, u16), std::net::IpAddr>| -> Result<(), TestCaseError> {
+            evs.clear();
+            n.drain_events(&mut evs);
+            for e in &evs {
+                match e.kind {
+                    EventKind::PortBlockAllocated => {
+                        prop_assert_eq!(e.remote_port - e.outside_port, SIZE - 1);
+                        prop_assert_eq!((e.outside_port - 1024) % SIZE, 0);
+                        let prev = held.insert((e.outside, e.outside_port), e.inside);
+                        prop_assert!(prev.is_none(), "block given twice: {:?}", e);
+                    }
+                    EventKind::PortBlockReleased => {
+                        let was = held.remove(&(e.outside, e.outside_port));
+                        prop_assert_eq!(was, Some(e.inside), "released by its host: {:?}", e);
+                    }
+                    EventKind::SessionCreated | EventKind::MappingCreated => {
+                        let first = 1024 + (e.outside_port - 1024) / SIZE * SIZE;
+                        prop_assert_eq!(held.get(&(e.outside, first)), Some(&e.inside), "port outside the host's blocks: {:?}", e);
+                    }
+                    _ => {}
+                }
+            }
+            Ok(())
+        };
+        let mut now = Time::from_secs(1);
+        for (op, h, port, dt) in ops {
+            now = now.plus_secs(dt);
+            match op {
+                0..=2 => {
+                    let _ = n.outbound(now, Proto::Udp, ep(h, port), r, 0, &mut c);
+                }
+                _ => {
+                    n.expire(now, 1024, &mut c);
+                }
+            }
+            check(&mut n, &mut held)?;
+        }
+        while n.expire(now.plus_secs(100_000), 1024, &mut c) > 0 {}
+        check(&mut n, &mut held)?;
+        prop_assert!(held.is_empty(), "blocks never released: {:?}", held);
+    }
+}
+
+#[test]
+fn a_host_takes_a_second_block_when_its_first_is_full_and_none_when_all_are_taken() {
+    // Ports 1024-65535 in blocks of 32256: two blocks per pool address and protocol, two
+    // pool addresses.
+    let mut n: Napt<u32> = napt_blocks(200_000, 32_256);
+    let mut c = Counters::default();
+    let ep = |h: u32, port: u16| Endpoint {
+        addr: 0xc612_0000 | h,
+        port,
+    };
+    let now = Time::from_secs(1);
+    let mut exts = Vec::new();
+    for port in 0..32_257u32 {
+        let ext = n
+            .outbound(
+                now,
+                Proto::Udp,
+                ep(1, 1024 + port as u16),
+                REMOTE,
+                0,
+                &mut c,
+            )
+            .unwrap();
+        exts.push(ext);
+    }
+    // One pool address (paired pooling), both its blocks.
+    assert!(exts.iter().all(|e| e.addr == exts[0].addr));
+    // A second host on the same address finds no free block.
+    let other = (2..200).find(|&h| {
+        n.outbound(now, Proto::Udp, ep(h, 5000), REMOTE, 0, &mut c)
+            .is_ok_and(|e| e.addr == exts[0].addr)
+    });
+    assert_eq!(other, None, "a block given to a second host");
 }
