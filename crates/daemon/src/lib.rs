@@ -19,6 +19,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod afxdp;
 pub mod config;
 pub mod control;
 pub mod eventlog;
