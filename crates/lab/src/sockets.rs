@@ -49,8 +49,14 @@ pub fn endpoints(device: &str) -> Result<Endpoints> {
     let a6: IpAddr = A6_ADDR.parse()?;
     let d6: IpAddr = D6_ADDR.parse()?;
     Ok(match device {
-        "forward4" | "kernel-nat44" | "kernel-nat44-heavy" | "xlat-nat44" | "xlat-nat44-2w"
-        | "xlat-nat44-xdp" | "xlat-nat44-afxdp" => Endpoints {
+        "forward4"
+        | "kernel-nat44"
+        | "kernel-nat44-heavy"
+        | "xlat-nat44"
+        | "xlat-nat44-2w"
+        | "xlat-nat44-xdp"
+        | "xlat-nat44-afxdp"
+        | "xlat-nat44-xdp-afxdp" => Endpoints {
             client: a4,
             server: d4,
             target: d4,
