@@ -26,6 +26,12 @@ if [ $# -eq 0 ]; then
     # applied by every worker, events logged from both).
     say "NAT44, NAT64, fast-path, reload, metrics, logging and IPFIX end-to-end tests on two packet workers"
     XLAT_E2E_WORKERS=2 timeout -k 10 1200 cargo test --release -p xlat --test e2e_nat44 --test e2e_nat64 --test e2e_fast_path --test e2e_reload --test e2e_metrics --test e2e_logging --test e2e_ipfix -- --include-ignored --test-threads=1
+    # And with the AF_XDP slow path ([dataplane] slow_path = "af_xdp": what the engine
+    # translates comes from AF_XDP sockets and leaves through them, not the TUN device; with
+    # the fast path's recipes too in e2e_fast_path), on one worker and on two.
+    say "NAT44, NAT64/SIIT, fast-path, metrics and logging end-to-end tests with the AF_XDP slow path"
+    XLAT_E2E_AF_XDP=1 timeout -k 10 1200 cargo test --release -p xlat --test e2e_nat44 --test e2e_nat64 --test e2e_fast_path --test e2e_metrics --test e2e_logging -- --include-ignored --test-threads=1
+    XLAT_E2E_AF_XDP=1 XLAT_E2E_WORKERS=2 timeout -k 10 1200 cargo test --release -p xlat --test e2e_nat44 --test e2e_nat64 --test e2e_afxdp -- --include-ignored --test-threads=1
 fi
 leftover=$(ip netns list | grep -E '^x[0-9a-f]+[ndtp][0-9]+-(in|in2|gw|out|cli|srv|a|r|b)( |$)' || true)
 [ -z "$leftover" ] || die "test namespaces were left behind: $leftover"

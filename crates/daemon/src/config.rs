@@ -100,10 +100,23 @@ pub enum FastPath {
     Xdp,
 }
 
+/// `[dataplane].slow_path`: how packets the fast path does not carry reach the engine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SlowPath {
+    /// The kernel routes them into the TUN device; the engine's output goes back through it.
+    #[default]
+    Tun,
+    /// The XDP program on `[dataplane].interfaces` redirects them to AF_XDP sockets; the
+    /// engine's output leaves through the egress interface's socket (the TUN device stays
+    /// for what the kernel must see, and as the fallback).
+    AfXdp,
+}
+
 /// `[dataplane]`
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DataplaneConfig {
     pub fast_path: FastPath,
+    pub slow_path: SlowPath,
     /// Interfaces the XDP program attaches to and may redirect to (inside and outside).
     pub interfaces: Vec<String>,
     /// Recipes the fast path can hold (two per session).
@@ -123,6 +136,7 @@ impl Default for DataplaneConfig {
     fn default() -> Self {
         DataplaneConfig {
             fast_path: FastPath::None,
+            slow_path: SlowPath::Tun,
             interfaces: Vec::new(),
             table_size: DEFAULT_FAST_PATH_TABLE,
             slow_path_pps: 0,
@@ -302,6 +316,7 @@ struct RawMetrics {
 #[serde(deny_unknown_fields)]
 struct RawDataplane {
     fast_path: Option<String>,
+    slow_path: Option<String>,
     interfaces: Option<Vec<String>>,
     table_size: Option<u32>,
     slow_path_pps: Option<u32>,
@@ -885,6 +900,16 @@ impl Config {
                 ))
             }
         };
+        let slow_path = match raw.dataplane.slow_path.as_deref() {
+            None | Some("tun") => SlowPath::Tun,
+            Some("af_xdp") => SlowPath::AfXdp,
+            Some(other) => {
+                return Err(cx.invalid(
+                    "dataplane.slow_path",
+                    format!("{other:?} is not a slow path; expected \"tun\" or \"af_xdp\""),
+                ))
+            }
+        };
         let interfaces = raw.dataplane.interfaces.unwrap_or_default();
         if let Some(bad) = interfaces.iter().find(|i| !xlat_io::tun::valid_ifname(i)) {
             return Err(cx.invalid(
@@ -896,6 +921,18 @@ impl Config {
             return Err(cx.invalid(
                 "dataplane.interfaces",
                 "fast_path = \"xdp\" needs the interfaces to attach to, like [\"eth0\", \"eth1\"] (inside and outside)",
+            ));
+        }
+        if slow_path == SlowPath::AfXdp && interfaces.is_empty() {
+            return Err(cx.invalid(
+                "dataplane.interfaces",
+                "slow_path = \"af_xdp\" needs the interfaces to receive on and send from, like [\"eth0\", \"eth1\"] (inside and outside)",
+            ));
+        }
+        if interfaces.len() as u64 > 64 {
+            return Err(cx.invalid(
+                "dataplane.interfaces",
+                format!("{} interfaces; expected at most 64", interfaces.len()),
             ));
         }
         if fast_path == FastPath::Xdp && nat44.is_none() && nat64.is_none() {
@@ -933,6 +970,7 @@ impl Config {
         };
         let dataplane = DataplaneConfig {
             fast_path,
+            slow_path,
             interfaces,
             table_size,
             slow_path_pps,
@@ -1715,6 +1753,22 @@ rfc6791 = "192.0.2.1"
             "{NAT}[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"a\"]\nslow_path_pps = 200000000\n"
         ));
         assert!(e.starts_with("xlat.toml: dataplane.slow_path_pps: "), "{e}");
+        let c = ok(&format!(
+            "{NAT}[dataplane]\nslow_path = \"af_xdp\"\ninterfaces = [\"in0\", \"out0\"]\n"
+        ));
+        assert_eq!(c.dataplane.slow_path, SlowPath::AfXdp);
+        assert_eq!(c.dataplane.fast_path, FastPath::None);
+        assert_eq!(ok(NAT).dataplane.slow_path, SlowPath::Tun);
+        let e = err(&format!("{NAT}[dataplane]\nslow_path = \"af_xdp\"\n"));
+        assert!(
+            e.starts_with("xlat.toml: dataplane.interfaces: slow_path"),
+            "{e}"
+        );
+        let e = err(&format!("{NAT}[dataplane]\nslow_path = \"dpdk\"\n"));
+        assert!(
+            e.starts_with("xlat.toml: dataplane.slow_path: \"dpdk\""),
+            "{e}"
+        );
         let e = err(&format!("{NAT}[dataplane]\nfast_path = \"dpdk\"\n"));
         assert!(
             e.starts_with("xlat.toml: dataplane.fast_path: \"dpdk\""),

@@ -20,6 +20,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod afxdp;
 pub mod config;
 pub mod control;
 pub mod eventlog;

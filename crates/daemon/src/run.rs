@@ -33,7 +33,7 @@ use xlat_io::ring::{ring, Doorbell};
 use xlat_io::sys::{install_stop_handler, stop_signal, Waker};
 use xlat_io::tun::Tun;
 
-use crate::config::{Config, FastPath};
+use crate::config::{Config, FastPath, SlowPath};
 use crate::control::{ControlServer, WorkerLink};
 use crate::routes::{RoutePlan, Routes};
 use crate::worker::{ring_slots, FragOwners, HaltOnExit, Shared, Worker};
@@ -222,36 +222,64 @@ pub fn run(cfg: &Config) -> Result<()> {
     // the engines' recipes; without it (or where XDP cannot attach) every packet crosses the
     // TUN device, which is slower but complete. One program and one recipe table for all
     // workers: their sessions, and so their recipes' keys, are disjoint.
-    let fast = match cfg.dataplane.fast_path {
-        FastPath::None => None,
-        FastPath::Xdp => {
-            match xlat_xdp::FastPath::attach(
-                &cfg.dataplane.interfaces,
-                cfg.dataplane.table_size,
-                cfg.dataplane.slow_path_pps,
-            ) {
-                Ok(f) => {
+    let want_xdp =
+        cfg.dataplane.fast_path == FastPath::Xdp || cfg.dataplane.slow_path == SlowPath::AfXdp;
+    let mut fast = if want_xdp {
+        match xlat_xdp::FastPath::attach(
+            &cfg.dataplane.interfaces,
+            cfg.dataplane.table_size,
+            cfg.dataplane.slow_path_pps,
+        ) {
+            Ok(f) => {
+                if cfg.dataplane.fast_path == FastPath::Xdp {
                     for e in engines.iter_mut() {
                         e.set_offload(true);
                     }
-                    info!(
-                        interfaces = ?f.interfaces(),
-                        table_size = cfg.dataplane.table_size,
-                        slow_path_pps = cfg.dataplane.slow_path_pps,
-                        "XDP fast path attached"
-                    );
-                    Some(Mutex::new(f))
                 }
-                Err(e) => {
-                    warn!(
-                        "{}: dataplane.fast_path = \"xdp\" is not available, running on the TUN device alone: {e:#}",
-                        cfg.file
-                    );
-                    None
-                }
+                info!(
+                    interfaces = ?f.interfaces(),
+                    table_size = cfg.dataplane.table_size,
+                    slow_path_pps = cfg.dataplane.slow_path_pps,
+                    recipes = cfg.dataplane.fast_path == FastPath::Xdp,
+                    "XDP program attached"
+                );
+                Some(f)
+            }
+            Err(e) => {
+                warn!(
+                    "{}: dataplane.fast_path = \"xdp\" / slow_path = \"af_xdp\" is not available, running on the TUN device alone: {e:#}",
+                    cfg.file
+                );
+                None
             }
         }
+    } else {
+        None
     };
+
+    // [dataplane] slow_path = "af_xdp": sockets on every queue of every interface, worker
+    // q % n taking queue q's; the resolver thread keeps the egress table. Anything that fails
+    // leaves the TUN path in charge.
+    let hops = Arc::new(xlat_xdp::nexthop::Hops::default());
+    let mut ports: Vec<Vec<xlat_xdp::xsk::Xsk>> = (0..n).map(|_| Vec::new()).collect();
+    let mut macs: std::collections::HashMap<u32, [u8; 6]> = std::collections::HashMap::new();
+    if let (SlowPath::AfXdp, Some(f)) = (cfg.dataplane.slow_path, fast.as_mut()) {
+        match open_slow_path(f, &cfg.dataplane.interfaces, tun.name(), n) {
+            Ok((socks, m)) => {
+                info!(
+                    sockets = socks.iter().map(Vec::len).sum::<usize>(),
+                    "AF_XDP slow path on"
+                );
+                ports = socks;
+                macs = m;
+            }
+            Err(e) => warn!(
+                "{}: dataplane.slow_path = \"af_xdp\" is not available, the slow path stays on the TUN device: {e:#}",
+                cfg.file
+            ),
+        }
+    }
+    let fast = fast.map(Mutex::new);
 
     // The handoff rings: one per ordered pair of workers, slots sized for the TUN's MTU.
     let mut to: Vec<Vec<Option<xlat_io::ring::Producer>>> =
@@ -280,7 +308,11 @@ pub fn run(cfg: &Config) -> Result<()> {
         .enumerate()
     {
         let host = if k == 0 { isatap_host.take() } else { None };
-        workers.push(Worker::new(k, engine, tun, control, to, from, host));
+        let mut w = Worker::new(k, engine, tun, control, to, from, host);
+        if let Some(socks) = ports.get_mut(k).filter(|p| !p.is_empty()) {
+            w.set_afxdp(crate::afxdp::Port::new(std::mem::take(socks), hops.clone()));
+        }
+        workers.push(w);
     }
 
     info!(
@@ -338,9 +370,19 @@ pub fn run(cfg: &Config) -> Result<()> {
     }
     let mut iter = workers.into_iter();
     let mut first = iter.next().context("no packet worker")?;
+    let resolver_stop = AtomicBool::new(false);
     let results: Vec<WorkerEnd> = std::thread::scope(|s| {
         let shared = &shared;
         let mut handles = Vec::new();
+        if !macs.is_empty() {
+            let (hops, macs, rs) = (&hops, &macs, &resolver_stop);
+            if let Err(e) = std::thread::Builder::new()
+                .name("xlat-nexthop".into())
+                .spawn_scoped(s, move || hops.resolve_loop(macs, rs))
+            {
+                warn!("AF_XDP slow path: no resolver thread ({e}); every packet leaves through the TUN device");
+            }
+        }
         for mut w in iter {
             let k = w.id;
             let h = std::thread::Builder::new()
@@ -354,6 +396,7 @@ pub fn run(cfg: &Config) -> Result<()> {
                 Ok(h) => handles.push(h),
                 Err(e) => {
                     halt.store(true, Ordering::SeqCst);
+                    resolver_stop.store(true, Ordering::SeqCst);
                     handles.clear();
                     return vec![(
                         k,
@@ -368,6 +411,7 @@ pub fn run(cfg: &Config) -> Result<()> {
             first.run(shared)
         };
         let mut out = vec![(0, r0, first.totals())];
+        resolver_stop.store(true, Ordering::SeqCst);
         for (k, h) in handles.into_iter().enumerate() {
             out.push(h.join().unwrap_or_else(|_| {
                 (
@@ -408,6 +452,41 @@ pub fn run(cfg: &Config) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Opens the AF_XDP slow path's sockets (one per receive queue of each interface, queue q
+/// for worker q % `workers`) and switches the XDP program's redirect on; returns each
+/// worker's sockets and the interfaces' own MACs by ifindex.
+type SlowPorts = (
+    Vec<Vec<xlat_xdp::xsk::Xsk>>,
+    std::collections::HashMap<u32, [u8; 6]>,
+);
+
+fn open_slow_path(
+    fast: &mut xlat_xdp::FastPath,
+    interfaces: &[String],
+    tun: &str,
+    workers: usize,
+) -> Result<SlowPorts> {
+    let mut per: Vec<Vec<xlat_xdp::xsk::Xsk>> = (0..workers).map(|_| Vec::new()).collect();
+    let mut macs = std::collections::HashMap::new();
+    for name in interfaces {
+        let i = xlat_xdp::ifindex(name)?;
+        let mac = xlat_xdp::nexthop::interface_mac(name)
+            .with_context(|| format!("{name} has no Ethernet address"))?;
+        macs.insert(i, mac);
+        let queues = xlat_xdp::nexthop::rx_queues(name).min(xlat_xdp::MAX_QUEUES);
+        for q in 0..queues {
+            let x = xlat_xdp::xsk::Xsk::open(i, q)
+                .with_context(|| format!("opening an AF_XDP socket on {name} queue {q}"))?;
+            if let Some(p) = per.get_mut(q as usize % workers.max(1)) {
+                p.push(x);
+            }
+        }
+    }
+    let all: Vec<&xlat_xdp::xsk::Xsk> = per.iter().flatten().collect();
+    fast.enable_slow_path(xlat_xdp::ifindex(tun)?, &all)?;
+    Ok((per, macs))
 }
 
 /// Starts the DNS64 service; a bind error names the file and the `dns64.listen[i]` key.

@@ -100,6 +100,14 @@ worker_counters! {
     FragmentWaitExpired = "fragment_wait_expired": "Waiting non-first fragments dropped because their first fragment did not arrive within the fragment timeout ([timeouts] fragment).",
     FragmentWaitFull = "fragment_wait_full": "Non-first fragments dropped because this worker already held as many fragments waiting for their first fragment as it may (64).",
     LogEventsDropped = "log_events_dropped": "NAT events ([logging]) not logged because the queue to the log thread was full: it could not send as fast as sessions were made and ended. Log fewer events (events = \"mappings\"), or look at what slows the collector's path. Translation never waits for the log.",
+    AfxdpRx = "afxdp_rx": "Packets this worker read from its AF_XDP sockets ([dataplane] slow_path = \"af_xdp\"): packets for the engine that crossed neither the kernel's stack nor the TUN device.",
+    AfxdpTx = "afxdp_tx": "Translated packets this worker sent out through the AF_XDP socket of their egress interface, with the next hop's MAC from the kernel's neighbour table.",
+    AfxdpFallbackUnresolved = "afxdp_fallback_unresolved": "Translated packets sent through the TUN device because their destination's egress was not known yet: a new destination (resolved within milliseconds), a next hop without a neighbour entry (the kernel resolves it while routing this packet), or a route that does not leave through one of [dataplane] interfaces (a local address, the TUN device). A few per new destination is normal; steady growth means a destination that never resolves.",
+    AfxdpFallbackNoSocket = "afxdp_fallback_no_socket": "Translated packets sent through the TUN device because their egress interface's socket belongs to another worker (one socket per receive queue: an interface with fewer queues than workers). More receive queues on the interfaces (ethtool -L) or fewer workers avoid it.",
+    AfxdpFallbackTxFull = "afxdp_fallback_tx_full": "Translated packets sent through the TUN device because the egress socket had no free transmit frame or ring slot: the interface sends slower than packets come.",
+    AfxdpFallbackTtl = "afxdp_fallback_ttl": "Translated packets sent through the TUN device because their TTL or hop limit would expire at this hop: the kernel answers with ICMP Time Exceeded (RFC 1812 5.3.1).",
+    AfxdpRxInvalid = "afxdp_rx_invalid": "Frames read from an AF_XDP socket that were not a whole IPv4 or IPv6 packet (the XDP program redirects none such): dropped.",
+    AfxdpKernelDrops = "afxdp_kernel_drops": "Frames the kernel could not deliver to this worker's AF_XDP sockets (its XDP_STATISTICS: receive ring full, no free frame in the fill ring, invalid): the worker did not keep up. More workers on more queues, or a core of its own for the worker, help.",
 }
 
 /// Every [`WorkerCounter`] at zero, with its explanation (the names a worker's stats row
@@ -248,6 +256,8 @@ pub struct Worker {
     io: IoCounters,
     /// An ISATAP host's routes follow its engine (one worker only: `[dataplane] workers`).
     isatap_host: Option<crate::tunnel_routes::IsatapHostRoutes>,
+    /// The AF_XDP slow path's sockets of this worker (`[dataplane] slow_path = "af_xdp"`).
+    afxdp: Option<crate::afxdp::Port>,
 }
 
 /// A worker's side of the handoff: which packets of a batch it keeps, the rings it hands
@@ -447,10 +457,23 @@ impl Worker {
             from,
             io: IoCounters::default(),
             isatap_host,
+            afxdp: None,
         }
     }
 
-    fn send(tun: &Tun, io: &mut IoCounters, pkt: &[u8]) {
+    /// Gives this worker its AF_XDP sockets (`[dataplane] slow_path = "af_xdp"`).
+    pub fn set_afxdp(&mut self, port: crate::afxdp::Port) {
+        self.afxdp = Some(port);
+    }
+
+    /// Sends a translated packet: out of its egress interface's AF_XDP socket when the slow
+    /// path has one for it, else through the TUN device.
+    fn send(tun: &Tun, io: &mut IoCounters, afxdp: &mut Option<crate::afxdp::Port>, pkt: &[u8]) {
+        if let Some(port) = afxdp.as_mut() {
+            if port.transmit(pkt) {
+                return;
+            }
+        }
         match tun.send(pkt) {
             Ok(()) => io.tun_tx_packets += 1,
             Err(_) => io.tun_write_errors += 1,
@@ -466,6 +489,11 @@ impl Worker {
             .context("no doorbell for this worker")?
             .clone();
         let mut batch = RecvBatch::new(DEFAULT_BATCH);
+        let mut xbatch = RecvBatch::new(if self.afxdp.is_some() {
+            DEFAULT_BATCH
+        } else {
+            1
+        });
         let mut verdicts = vec![Verdict::Held; DEFAULT_BATCH];
         let mut ops = FastPathBufs::default();
         let mut last_expire = Time(0);
@@ -481,11 +509,11 @@ impl Worker {
             } else {
                 TICK
             };
-            let [tun_ready, wake_ready] = if sh.shards.is_none() {
+            let [tun_ready, wake_ready, xsk_ready] = if sh.shards.is_none() {
                 // One worker: nobody hands it packets, no doorbell.
-                wait_readable([self.tun.as_fd(), bell.waker().as_fd()], timeout)
+                self.wait(&bell, timeout)
             } else if self.rings_waiting() {
-                wait_readable([self.tun.as_fd(), bell.waker().as_fd()], Duration::ZERO)
+                self.wait(&bell, Duration::ZERO)
             } else {
                 bell.sleep();
                 let t = if self.rings_waiting() {
@@ -493,7 +521,7 @@ impl Worker {
                 } else {
                     timeout
                 };
-                let r = wait_readable([self.tun.as_fd(), bell.waker().as_fd()], t);
+                let r = self.wait(&bell, t);
                 bell.awake();
                 r
             }
@@ -524,11 +552,32 @@ impl Worker {
                 self.engine.process_batch(now, &mut pkts, &mut verdicts);
                 for (pkt, v) in pkts.iter().zip(verdicts.iter()) {
                     if v.transmit() {
-                        Self::send(&self.tun, &mut self.io, pkt.data());
+                        Self::send(&self.tun, &mut self.io, &mut self.afxdp, pkt.data());
                     }
                 }
             }
-            if tun_ready || handed > 0 {
+            if xsk_ready {
+                if let Some(port) = self.afxdp.as_mut() {
+                    port.refresh();
+                    let n = port.read(&mut xbatch);
+                    if n > 0 {
+                        now = sh.clock();
+                        backlog |= n == xbatch.capacity();
+                        let mut pkts = xbatch.packets_mut();
+                        if let Some(shards) = sh.shards {
+                            self.handoff.place(shards, sh.owners, now, &mut pkts);
+                            self.handoff.ring_owners(sh.bells);
+                        }
+                        self.engine.process_batch(now, &mut pkts, &mut verdicts);
+                        for (pkt, v) in pkts.iter().zip(verdicts.iter()) {
+                            if v.transmit() {
+                                Self::send(&self.tun, &mut self.io, &mut self.afxdp, pkt.data());
+                            }
+                        }
+                    }
+                }
+            }
+            if tun_ready || handed > 0 || xsk_ready {
                 self.send_ready();
                 // A full read means more packets wait: keep the pass short (less than a batch).
                 self.engine.expire_step(now, backlog);
@@ -558,6 +607,11 @@ impl Worker {
                 {
                     h.apply(&st);
                 }
+            }
+            // Everything this turn sent (batches, released fragments, timers) goes out now:
+            // one kick per socket that has frames queued.
+            if let Some(port) = self.afxdp.as_mut() {
+                port.flush();
             }
             if self.io.tun_write_errors != reported_errors
                 && last_report.elapsed() >= Duration::from_secs(10)
@@ -602,20 +656,37 @@ impl Worker {
             if removed == 0 && spent >= EXPIRE_BUDGET {
                 break;
             }
-            let [tun, wake] =
-                wait_readable([self.tun.as_fd(), bell.waker().as_fd()], Duration::ZERO)
-                    .context("waiting on the TUN device")?;
-            if tun || wake || self.rings_waiting() {
+            let [tun, wake, xsk] = self
+                .wait(bell, Duration::ZERO)
+                .context("waiting on the TUN device")?;
+            if tun || wake || xsk || self.rings_waiting() {
                 break;
             }
         }
         Ok(())
     }
 
+    /// Waits on the TUN queue, the doorbell and the AF_XDP sockets: which are ready (the
+    /// sockets as one).
+    fn wait(&self, bell: &Doorbell, timeout: Duration) -> std::io::Result<[bool; 3]> {
+        let Some(port) = self.afxdp.as_ref() else {
+            let [t, w] = wait_readable([self.tun.as_fd(), bell.waker().as_fd()], timeout)?;
+            return Ok([t, w, false]);
+        };
+        if port.rx_ready() {
+            let [t, w] = wait_readable([self.tun.as_fd(), bell.waker().as_fd()], Duration::ZERO)?;
+            return Ok([t, w, true]);
+        }
+        let mut fds = vec![self.tun.as_fd(), bell.waker().as_fd()];
+        fds.extend(port.fds());
+        let r = xlat_io::sys::wait_readable_any(&fds, timeout)?;
+        Ok([r & 1 != 0, r & 2 != 0, r >> 2 != 0])
+    }
+
     /// Writes what the engine released outside a batch's verdicts.
     fn send_ready(&mut self) {
         while let Some(p) = self.engine.pop_ready() {
-            Self::send(&self.tun, &mut self.io, &p);
+            Self::send(&self.tun, &mut self.io, &mut self.afxdp, &p);
         }
     }
 
@@ -638,7 +709,7 @@ impl Worker {
             self.engine.process_batch(now, &mut pkts, verdicts);
             for (pkt, v) in pkts.iter().zip(verdicts.iter()) {
                 if v.transmit() {
-                    Self::send(&self.tun, &mut self.io, pkt.data());
+                    Self::send(&self.tun, &mut self.io, &mut self.afxdp, pkt.data());
                 }
             }
             self.handoff
@@ -655,7 +726,7 @@ impl Worker {
         for mut pkt in self.handoff.retry(sh.owners, now, sh.frag_timeout) {
             // Rare (a fragment that arrived before its first one): the allocating entry point.
             if self.engine.process_vec(now, &mut pkt).transmit() {
-                Self::send(&self.tun, &mut self.io, &pkt);
+                Self::send(&self.tun, &mut self.io, &mut self.afxdp, &pkt);
             }
         }
         self.send_ready();
@@ -669,7 +740,15 @@ impl Worker {
             tun_rx_packets: self.io.tun_rx_packets,
             packets_in: self.engine.counters().count(xlat_engine::Event::PacketsIn),
             sessions: 0,
-            counters: self.handoff.named(),
+            counters: {
+                let mut c = self.handoff.named();
+                if let Some(port) = self.afxdp.as_ref() {
+                    for (n, &k) in c.iter_mut().zip(WorkerCounter::ALL) {
+                        n.value = n.value.saturating_add(port.get(k));
+                    }
+                }
+                c
+            },
         }
     }
 

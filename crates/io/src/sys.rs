@@ -35,6 +35,36 @@ pub fn wait_readable<const N: usize>(
         .map(|p| p.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0))
 }
 
+/// [`wait_readable`] for a number of descriptors known at run time (at most 64): bit i of
+/// the answer is set when `fds[i]` is ready.
+pub fn wait_readable_any(fds: &[BorrowedFd<'_>], timeout: Duration) -> io::Result<u64> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .take(64)
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `pfds` holds pfds.len() initialised pollfd structs and outlives the call; every
+    // fd is borrowed, so open for the duration of the call.
+    let rc = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    Ok(pfds.iter().enumerate().fold(0u64, |acc, (i, p)| {
+        let ready =
+            p.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0;
+        acc | (u64::from(ready) << i)
+    }))
+}
+
 /// An eventfd another thread writes to wake a thread waiting in [`wait_readable`].
 #[derive(Debug)]
 pub struct Waker {

@@ -310,6 +310,25 @@ impl RecvBatch {
         Ok(self.lens.len())
     }
 
+    /// Empties the batch (for [`RecvBatch::push`]).
+    pub fn clear(&mut self) {
+        self.lens.clear();
+    }
+
+    /// Copies `pkt` into the next free buffer (behind its headroom); false when the batch is
+    /// full or `pkt` is larger than [`MAX_PACKET`].
+    pub fn push(&mut self, pkt: &[u8]) -> bool {
+        let Some(buf) = self.bufs.get_mut(self.lens.len()) else {
+            return false;
+        };
+        let Some(room) = buf.get_mut(xlat_wire::HEADROOM..xlat_wire::HEADROOM + pkt.len()) else {
+            return false;
+        };
+        room.copy_from_slice(pkt);
+        self.lens.push(pkt.len());
+        true
+    }
+
     /// All packets of the last fill, mutable, with their headroom, in order.
     pub fn packets_mut(&mut self) -> Vec<xlat_wire::PacketBuf<'_>> {
         self.bufs

@@ -10,6 +10,8 @@
 //! | xlat-nat44 | `xlat run` (NAPT over 198.19.0.128/25), the binary next to this one |
 //! | xlat-nat64-xdp | xlat-nat64 with the same fast path (IPv6<->IPv4 header swap in XDP) |
 //! | xlat-nat44-xdp | the same with `[dataplane] fast_path = "xdp"` on the DUT's two ports: established flows are rewritten by the XDP program, the rest crosses the TUN |
+//! | xlat-nat44-xdp-afxdp | xlat-nat44-xdp's recipes with the AF_XDP slow path for the rest, no policer |
+//! | xlat-nat44-afxdp, xlat-nat64-afxdp, xlat-siit-afxdp | xlat-nat44, xlat-nat64, xlat-siit with `[dataplane] slow_path = "af_xdp"` on the DUT's two ports (no recipes): every packet the engine translates comes from an AF_XDP socket and leaves through one, not the TUN |
 //! | tayga-nat64 | TAYGA, prefix 2001:2:0:64::/96, dynamic pool 198.19.1.0/24 (S2's NAT64) |
 //! | xlat-nat64 | `xlat run` with stateful NAT64, the same prefix, pool4 198.19.0.128/25 |
 //! | xlat-siit | `xlat run` with SIIT: the same prefix, an EAM 198.19.2.0/24 = 2001:2:0:1::1:0/120 |
@@ -51,6 +53,22 @@ pub const DEVICES: &[(&str, &str)] = &[
     (
         "xlat-nat44-xdp",
         "xlat run (NAPT) with the XDP fast path on the DUT's ports (established flows in XDP)",
+    ),
+    (
+        "xlat-nat44-afxdp",
+        "xlat run (NAPT) with the AF_XDP slow path on the DUT's ports (no recipes: every packet through AF_XDP sockets, not the TUN)",
+    ),
+    (
+        "xlat-nat44-xdp-afxdp",
+        "xlat run (NAPT) with the XDP fast path and the AF_XDP slow path for what has no recipe (no policer)",
+    ),
+    (
+        "xlat-nat64-afxdp",
+        "xlat run (stateful NAT64) with the AF_XDP slow path on the DUT's ports",
+    ),
+    (
+        "xlat-siit-afxdp",
+        "xlat run (SIIT) with the AF_XDP slow path on the DUT's ports",
     ),
     ("forward6", "kernel IPv6 routing, no translation (baseline)"),
     (
@@ -161,6 +179,22 @@ pub fn make(name: &str) -> Result<Box<dyn Device>> {
         }),
         "xlat-nat44-xdp" => Box::new(Daemon {
             kind: DaemonKind::XlatXdp,
+            ..Daemon::xlat()
+        }),
+        "xlat-nat44-afxdp" => Box::new(Daemon {
+            kind: DaemonKind::XlatAfxdp,
+            ..Daemon::xlat()
+        }),
+        "xlat-nat44-xdp-afxdp" => Box::new(Daemon {
+            kind: DaemonKind::XlatXdpAfxdp,
+            ..Daemon::xlat()
+        }),
+        "xlat-nat64-afxdp" => Box::new(Daemon {
+            kind: DaemonKind::Xlat64Afxdp,
+            ..Daemon::xlat()
+        }),
+        "xlat-siit-afxdp" => Box::new(Daemon {
+            kind: DaemonKind::XlatSiitAfxdp,
             ..Daemon::xlat()
         }),
         "tayga-nat64" => Box::new(Daemon::tayga()),
@@ -455,6 +489,12 @@ enum DaemonKind {
     XlatXdp,
     /// NAT64 with the same fast path.
     Xlat64Xdp,
+    /// NAT44, NAT64, SIIT with `[dataplane] slow_path = "af_xdp"` (no recipes).
+    XlatAfxdp,
+    /// NAT44 with the fast path's recipes and the AF_XDP slow path.
+    XlatXdpAfxdp,
+    Xlat64Afxdp,
+    XlatSiitAfxdp,
     Xlat64,
     XlatSiit,
     Xlat6to4,
@@ -467,10 +507,28 @@ impl DaemonKind {
     fn is_xlat(self) -> bool {
         self != DaemonKind::Tayga
     }
-    /// Does it run the XDP fast path?
+    /// Does it run the XDP program (the fast path's recipes or the AF_XDP slow path's
+    /// redirect)?
     fn is_xdp(self) -> bool {
-        matches!(self, DaemonKind::XlatXdp | DaemonKind::Xlat64Xdp)
+        matches!(
+            self,
+            DaemonKind::XlatXdp
+                | DaemonKind::Xlat64Xdp
+                | DaemonKind::XlatAfxdp
+                | DaemonKind::XlatXdpAfxdp
+                | DaemonKind::Xlat64Afxdp
+                | DaemonKind::XlatSiitAfxdp
+        )
     }
+}
+
+/// `[dataplane]` of the AF_XDP devices: the slow path on the DUT's two ports, no recipes, no
+/// policer (as xlat-nat44 over the TUN device, which it replaces).
+fn dataplane_afxdp(topo: &Topo) -> String {
+    format!(
+        "\n[dataplane]\nslow_path = \"af_xdp\"\ninterfaces = [\"{}\", \"{}\"]\n",
+        topo.ua.dev, topo.ud.dev
+    )
 }
 
 /// `[dataplane]` of the XDP devices: the fast path on the DUT's two ports, room for 4M
@@ -778,6 +836,10 @@ impl Device for Daemon {
             DaemonKind::Xlat2w => "xlat-nat44-2w",
             DaemonKind::XlatXdp => "xlat-nat44-xdp",
             DaemonKind::Xlat64Xdp => "xlat-nat64-xdp",
+            DaemonKind::XlatAfxdp => "xlat-nat44-afxdp",
+            DaemonKind::XlatXdpAfxdp => "xlat-nat44-xdp-afxdp",
+            DaemonKind::Xlat64Afxdp => "xlat-nat64-afxdp",
+            DaemonKind::XlatSiitAfxdp => "xlat-siit-afxdp",
             DaemonKind::Xlat64 => "xlat-nat64",
             DaemonKind::XlatSiit => "xlat-siit",
             DaemonKind::Xlat6to4 => "xlat-6to4",
@@ -788,14 +850,20 @@ impl Device for Daemon {
     fn v6_in(&self) -> bool {
         !matches!(
             self.kind,
-            DaemonKind::Xlat | DaemonKind::Xlat2w | DaemonKind::XlatXdp
+            DaemonKind::Xlat
+                | DaemonKind::Xlat2w
+                | DaemonKind::XlatXdp
+                | DaemonKind::XlatAfxdp
+                | DaemonKind::XlatXdpAfxdp
         )
     }
     fn flows_at(&self, first: u32, n: u32, seed: u32) -> Vec<Flow> {
         match self.kind {
-            DaemonKind::Xlat | DaemonKind::Xlat2w | DaemonKind::XlatXdp => {
-                crate::packet::flows_v4_at(first, n, seed, D_ADDR)
-            }
+            DaemonKind::Xlat
+            | DaemonKind::Xlat2w
+            | DaemonKind::XlatXdp
+            | DaemonKind::XlatAfxdp
+            | DaemonKind::XlatXdpAfxdp => crate::packet::flows_v4_at(first, n, seed, D_ADDR),
             DaemonKind::Xlat6to4 | DaemonKind::XlatIsatap => {
                 let t = tunnel_of(self.name()).unwrap_or(crate::packet::Tunnel6in4::SixToFour);
                 let dst = v6(crate::topo::D6_ADDR);
@@ -804,6 +872,8 @@ impl Device for Daemon {
             DaemonKind::Tayga
             | DaemonKind::Xlat64
             | DaemonKind::Xlat64Xdp
+            | DaemonKind::Xlat64Afxdp
+            | DaemonKind::XlatSiitAfxdp
             | DaemonKind::XlatSiit => {
                 // RFC 6052 2.2: /96 prefix, IPv4 address in the last 32 bits.
                 let mut dst = v6("2001:2:0:64::");
@@ -830,6 +900,21 @@ impl Device for Daemon {
                     }
                     DaemonKind::Xlat64Xdp => {
                         format!("{}{}", xlat64_config(&tun, &sock), dataplane_xdp(topo))
+                    }
+                    DaemonKind::XlatAfxdp => {
+                        format!("{}{}", xlat_config(&tun, &sock), dataplane_afxdp(topo))
+                    }
+                    DaemonKind::XlatXdpAfxdp => format!(
+                        "{}\n[dataplane]\nfast_path = \"xdp\"\nslow_path = \"af_xdp\"\ninterfaces = [\"{}\", \"{}\"]\ntable_size = 8388608\n",
+                        xlat_config(&tun, &sock),
+                        topo.ua.dev,
+                        topo.ud.dev
+                    ),
+                    DaemonKind::Xlat64Afxdp => {
+                        format!("{}{}", xlat64_config(&tun, &sock), dataplane_afxdp(topo))
+                    }
+                    DaemonKind::XlatSiitAfxdp => {
+                        format!("{}{}", siit_config(&tun, &sock), dataplane_afxdp(topo))
                     }
                     DaemonKind::Xlat2w => {
                         format!("{}\n[dataplane]\nworkers = 2\n", xlat_config(&tun, &sock))

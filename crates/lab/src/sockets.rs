@@ -49,8 +49,14 @@ pub fn endpoints(device: &str) -> Result<Endpoints> {
     let a6: IpAddr = A6_ADDR.parse()?;
     let d6: IpAddr = D6_ADDR.parse()?;
     Ok(match device {
-        "forward4" | "kernel-nat44" | "kernel-nat44-heavy" | "xlat-nat44" | "xlat-nat44-2w"
-        | "xlat-nat44-xdp" => Endpoints {
+        "forward4"
+        | "kernel-nat44"
+        | "kernel-nat44-heavy"
+        | "xlat-nat44"
+        | "xlat-nat44-2w"
+        | "xlat-nat44-xdp"
+        | "xlat-nat44-afxdp"
+        | "xlat-nat44-xdp-afxdp" => Endpoints {
             client: a4,
             server: d4,
             target: d4,
@@ -60,12 +66,12 @@ pub fn endpoints(device: &str) -> Result<Endpoints> {
             server: d6,
             target: d6,
         },
-        "xlat-nat64" | "tayga-nat64" | "xlat-nat64-xdp" => Endpoints {
+        "xlat-nat64" | "tayga-nat64" | "xlat-nat64-xdp" | "xlat-nat64-afxdp" => Endpoints {
             client: a6,
             server: d4,
             target: pref64(D_ADDR),
         },
-        "xlat-siit" => Endpoints {
+        "xlat-siit" | "xlat-siit-afxdp" => Endpoints {
             client: SIIT_CLIENT6.parse()?,
             server: d4,
             target: pref64(D_ADDR),

@@ -123,6 +123,7 @@ enum counter {
 	C_PASS_BAD_CHECKSUM,
 	C_PASS_NO_ROOM,
 	C_DROP_POLICED,
+	C_TO_AFXDP,
 	C_MAX,
 };
 
@@ -185,6 +186,93 @@ static __always_inline int count(__u32 c, int verdict)
 	return verdict;
 }
 
+// The AF_XDP slow path ([dataplane] slow_path = "af_xdp", issue 25). What the kernel would
+// route into xlat's TUN device -- the engine's packets: NAT44 inside sources, pool and static
+// outside addresses, pref64, SIIT's and the tunnels' prefixes, exactly what the daemon's routes
+// and rules send there -- goes instead to the AF_XDP socket of the receiving interface and
+// queue (Documentation/networking/af_xdp.rst: an XSKMAP entry per queue; a frame is delivered
+// only to the socket bound to the queue it arrived on). "Would route into the TUN device" is
+// asked of the kernel itself: bpf_fib_lookup of the packet as it arrived, with the kernel's
+// policy rules, and BPF_FIB_LOOKUP_SKIP_NEIGH (the TUN device has no neighbours). Anything
+// else -- ARP, ND, traffic for the gateway itself, transit the gateway only routes -- stays
+// XDP_PASS. No socket for the queue: XDP_PASS (the redirect's fallback action), and the
+// kernel's TUN path carries it.
+struct slow_cfg {
+	__u32 tun_ifindex; // 0: the AF_XDP slow path is off
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct slow_cfg);
+	__uint(max_entries, 1);
+} slowcfg SEC(".maps");
+
+// The daemon's AF_XDP sockets: interface i's queue q at xsk_base[ifindex] + q.
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, 1024);
+} xsks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, 64);
+} xsk_base SEC(".maps");
+
+#ifndef BPF_FIB_LOOKUP_SKIP_NEIGH
+#define BPF_FIB_LOOKUP_SKIP_NEIGH (1U << 2)
+#endif
+
+// Redirects a packet for the engine to the AF_XDP socket of its queue when the kernel would
+// route it into the TUN device; otherwise passes it with counter `c`. `fib` holds the
+// packet's family, addresses, protocol and length as it arrived.
+static __always_inline int engine_or_pass(struct xdp_md *ctx, struct bpf_fib_lookup *fib,
+					  __u32 c)
+{
+	__u32 zero = 0;
+	struct slow_cfg *cfg = bpf_map_lookup_elem(&slowcfg, &zero);
+	if (!cfg || !cfg->tun_ifindex)
+		return count(c, XDP_PASS);
+	__u32 in = ctx->ingress_ifindex;
+	__u32 *base = bpf_map_lookup_elem(&xsk_base, &in);
+	if (!base)
+		return count(c, XDP_PASS);
+	fib->ifindex = in;
+	long rc = bpf_fib_lookup(ctx, fib, sizeof(*fib), BPF_FIB_LOOKUP_SKIP_NEIGH);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS || fib->ifindex != cfg->tun_ifindex)
+		return count(c, XDP_PASS);
+	count(C_TO_AFXDP, 0);
+	return bpf_redirect_map(&xsks, *base + ctx->rx_queue_index, XDP_PASS);
+}
+
+static __always_inline int engine4(struct xdp_md *ctx, struct iphdr *ip, __u32 c)
+{
+	struct bpf_fib_lookup fib = {};
+	fib.family = AF_INET;
+	fib.tos = ip->tos;
+	fib.l4_protocol = ip->protocol;
+	fib.tot_len = bpf_ntohs(ip->tot_len);
+	fib.ipv4_src = ip->saddr;
+	fib.ipv4_dst = ip->daddr;
+	return engine_or_pass(ctx, &fib, c);
+}
+
+static __always_inline int engine6(struct xdp_md *ctx, struct ipv6hdr *ip6, __u32 c)
+{
+	struct bpf_fib_lookup fib = {};
+	fib.family = AF_INET6;
+	fib.l4_protocol = ip6->nexthdr;
+	fib.tot_len = bpf_ntohs(ip6->payload_len) + 40;
+	__builtin_memcpy(fib.ipv6_src, &ip6->saddr, 16);
+	__builtin_memcpy(fib.ipv6_dst, &ip6->daddr, 16);
+	return engine_or_pass(ctx, &fib, c);
+}
+
 // The slow-path policer ([dataplane] slow_path_pps): TCP/UDP packets with no recipe (new
 // flows) and TCP SYN/FIN/RST go to the kernel and the engine, which costs this CPU microseconds
 // each before the engine even sees them; a flood of new flows would take the CPU from the
@@ -242,12 +330,20 @@ static __always_inline int admit(void)
 	return 1;
 }
 
-// A packet for the engine: passed to the kernel if the policer admits it.
-static __always_inline int slow_path(__u32 c)
+// A packet for the engine: passed to the kernel (or the AF_XDP slow path) if the policer
+// admits it.
+static __always_inline int slow_path4(struct xdp_md *ctx, struct iphdr *ip, __u32 c)
 {
 	if (!admit())
 		return count(C_DROP_POLICED, XDP_DROP);
-	return count(c, XDP_PASS);
+	return engine4(ctx, ip, c);
+}
+
+static __always_inline int slow_path6(struct xdp_md *ctx, struct ipv6hdr *ip6, __u32 c)
+{
+	if (!admit())
+		return count(C_DROP_POLICED, XDP_DROP);
+	return engine6(ctx, ip6, c);
 }
 
 // RFC 1624 eqn. 3: HC' = ~(~HC + delta), delta = sum of (~m + m') over the changed words.
@@ -389,10 +485,10 @@ static __always_inline int ipv4(struct xdp_md *ctx, struct ethhdr *eth, void *en
 	if (ip->version != 4 || ip->ihl != 5)
 		return count(C_PASS_OPTIONS, XDP_PASS);
 	// MF set or a non-zero offset: fragments need the engine's reassembly-free tracking.
-	if (ip->frag_off & bpf_htons(0x3fff))
-		return count(C_PASS_FRAGMENT, XDP_PASS);
 	if (ip->ttl <= 1)
 		return count(C_PASS_TTL, XDP_PASS);
+	if (ip->frag_off & bpf_htons(0x3fff))
+		return engine4(ctx, ip, C_PASS_FRAGMENT);
 
 	struct flow_key key = {.src = ip->saddr, .dst = ip->daddr, .proto = ip->protocol};
 	int udp = 0;
@@ -403,7 +499,7 @@ static __always_inline int ipv4(struct xdp_md *ctx, struct ethhdr *eth, void *en
 		if ((void *)(th + 1) > end)
 			return count(C_PASS_TRUNCATED, XDP_PASS);
 		if (th->syn || th->fin || th->rst)
-			return slow_path(C_PASS_TCP_CONTROL);
+			return slow_path4(ctx, ip, C_PASS_TCP_CONTROL);
 		key.sport = th->source;
 		key.dport = th->dest;
 		l4check = th->check;
@@ -416,14 +512,14 @@ static __always_inline int ipv4(struct xdp_md *ctx, struct ethhdr *eth, void *en
 		l4check = uh->check;
 		udp = 1;
 	} else {
-		return count(C_PASS_PROTO, XDP_PASS);
+		return engine4(ctx, ip, C_PASS_PROTO);
 	}
 
 	struct recipe *r = bpf_map_lookup_elem(&recipes, &key);
 	if (!r) {
 		struct recipe46 *r46 = bpf_map_lookup_elem(&recipes46, &key);
 		if (!r46)
-			return slow_path(C_PASS_NO_RECIPE);
+			return slow_path4(ctx, ip, C_PASS_NO_RECIPE);
 		return xlat46(ctx, ip, r46, udp, l4check);
 	}
 
@@ -462,11 +558,12 @@ static __always_inline int ipv6(struct xdp_md *ctx, struct ethhdr *eth, void *en
 		return count(C_PASS_TRUNCATED, XDP_PASS);
 	if (ip6->version != 6)
 		return count(C_PASS_TRUNCATED, XDP_PASS);
-	// Extension headers (fragments among them), ICMPv6, ND: the engine's or the kernel's.
-	if (ip6->nexthdr != IPPROTO_TCP && ip6->nexthdr != IPPROTO_UDP)
-		return count(C_PASS_PROTO, XDP_PASS);
 	if (ip6->hop_limit <= 1)
 		return count(C_PASS_TTL, XDP_PASS);
+	// Extension headers (fragments among them), ICMPv6, ND: the engine's or the kernel's
+	// (ND is addressed to the gateway or to multicast: the kernel's, never routed to the TUN).
+	if (ip6->nexthdr != IPPROTO_TCP && ip6->nexthdr != IPPROTO_UDP)
+		return engine6(ctx, ip6, C_PASS_PROTO);
 	struct flow_key6 key = {.proto = ip6->nexthdr};
 	__builtin_memcpy(key.src, &ip6->saddr, 16);
 	__builtin_memcpy(key.dst, &ip6->daddr, 16);
@@ -483,13 +580,13 @@ static __always_inline int ipv6(struct xdp_md *ctx, struct ethhdr *eth, void *en
 		if ((void *)(th + 1) > end)
 			return count(C_PASS_TRUNCATED, XDP_PASS);
 		if (th->syn || th->fin || th->rst)
-			return slow_path(C_PASS_TCP_CONTROL);
+			return slow_path6(ctx, ip6, C_PASS_TCP_CONTROL);
 		key.sport = th->source;
 		key.dport = th->dest;
 	}
 	struct recipe64 *r = bpf_map_lookup_elem(&recipes64, &key);
 	if (!r)
-		return slow_path(C_PASS_NO_RECIPE);
+		return slow_path6(ctx, ip6, C_PASS_NO_RECIPE);
 
 	__u16 payload = bpf_ntohs(ip6->payload_len);
 	struct bpf_fib_lookup fib = {};

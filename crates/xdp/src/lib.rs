@@ -20,16 +20,23 @@
 //! sessions cost one or two system calls, not two per session. Ops are applied in the order
 //! staged (a removal and a later install of the same key stay in that order).
 //!
+//! The AF_XDP slow path (issue 25, `[dataplane] slow_path = "af_xdp"`): the same program
+//! redirects what the kernel would route into the TUN device to AF_XDP sockets
+//! ([`FastPath::enable_slow_path`]; the sockets and rings are [`xsk`], the egress table
+//! [`nexthop`]).
+//!
 //! [`lab_rx`] is the second program here: the lab tester's receive counter.
 
 pub mod batch;
 pub mod lab_rx;
+pub mod nexthop;
+pub mod xsk;
 
 use std::ffi::CString;
 use std::mem::size_of;
 
 use anyhow::{bail, Context, Result};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 
 use aya::maps::{Array, DevMapHash, HashMap as BpfHashMap, IterableMap, MapData, PerCpuArray};
 use aya::programs::{Xdp, XdpMode};
@@ -41,6 +48,20 @@ use xlat_engine::offload::{
 
 /// The largest `slow_path_pps` (keeps the policer's token arithmetic inside 64 bits).
 pub const MAX_SLOW_PATH_PPS: u32 = 100_000_000;
+
+/// `struct slow_cfg` of the C program.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct SlowCfg {
+    tun_ifindex: u32,
+    pad: u32,
+}
+
+// SAFETY: two u32, no padding.
+unsafe impl Pod for SlowCfg {}
+
+/// Most receive queues per interface the AF_XDP slow path serves (the stride of `xsk_base`).
+pub const MAX_QUEUES: u32 = 16;
 
 /// `struct policer_cfg` of the C program.
 #[repr(C)]
@@ -246,6 +267,7 @@ pub const COUNTERS: &[(&str, &str)] = &[
     ("xdp_pass_bad_checksum", "NAT64: IPv4 packets whose header checksum does not verify passed to the engine, which drops and counts them."),
     ("xdp_pass_no_room", "NAT64: packets the driver had no headroom to grow (bpf_xdp_adjust_head) passed to the engine."),
     ("xdp_drop_policed", "Packets for the slow path (no recipe, TCP SYN/FIN/RST) dropped in XDP over [dataplane] slow_path_pps: a flood of new flows does not take the CPU from established ones."),
+    ("xdp_to_afxdp", "Packets for the engine (the kernel would have routed them into the TUN device) redirected to the daemon's AF_XDP socket instead ([dataplane] slow_path = \"af_xdp\"); they cross neither the kernel's stack nor the TUN device. The afxdp_* counters say what became of them."),
 ];
 
 /// A named counter value, as `xlat show stats` lists them.
@@ -298,6 +320,9 @@ pub struct FastPath {
     recipes46: BpfHashMap<MapData, Key, Value46>,
     counters: PerCpuArray<MapData, u64>,
     _egress: DevMapHash<MapData>,
+    slowcfg: Array<MapData, SlowCfg>,
+    xsks: aya::maps::XskMap<MapData>,
+    xsk_base: BpfHashMap<MapData, u32, u32>,
     interfaces: Vec<String>,
     installed: u64,
     install_errors: u64,
@@ -309,7 +334,7 @@ pub struct FastPath {
     _bpf: Ebpf,
 }
 
-fn ifindex(name: &str) -> Result<u32> {
+pub fn ifindex(name: &str) -> Result<u32> {
     let c = CString::new(name).context("interface name contains a NUL byte")?;
     // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
     let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
@@ -406,7 +431,25 @@ impl FastPath {
             .context("the program has no `counters` map")?
             .try_into()
             .context("the `counters` map")?;
+        let slowcfg = bpf
+            .take_map("slowcfg")
+            .context("the program has no `slowcfg` map")?
+            .try_into()
+            .context("the `slowcfg` map")?;
+        let xsks = bpf
+            .take_map("xsks")
+            .context("the program has no `xsks` map")?
+            .try_into()
+            .context("the `xsks` map")?;
+        let xsk_base = bpf
+            .take_map("xsk_base")
+            .context("the program has no `xsk_base` map")?
+            .try_into()
+            .context("the `xsk_base` map")?;
         Ok(FastPath {
+            slowcfg,
+            xsks,
+            xsk_base,
             recipes,
             recipes64,
             recipes46,
@@ -425,6 +468,43 @@ impl FastPath {
     /// The interfaces the program is attached to.
     pub fn interfaces(&self) -> &[String] {
         &self.interfaces
+    }
+
+    /// Turns the AF_XDP slow path on: `sockets` (bound to one of [`FastPath::interfaces`]
+    /// and a queue below [`MAX_QUEUES`] each) receive what the kernel would route into the
+    /// TUN device `tun_ifindex` (see the C source). Sockets go in before the switch, so no
+    /// packet is redirected to a queue without one (it would pass anyway: the redirect's
+    /// fallback is XDP_PASS).
+    pub fn enable_slow_path(&mut self, tun_ifindex: u32, sockets: &[&xsk::Xsk]) -> Result<()> {
+        for (slot, name) in self.interfaces.iter().enumerate() {
+            let i = ifindex(name)?;
+            let base = u32::try_from(slot)
+                .ok()
+                .and_then(|s| s.checked_mul(MAX_QUEUES))
+                .context("too many interfaces")?;
+            self.xsk_base
+                .insert(i, base, 0)
+                .with_context(|| format!("adding {name} to the xsk_base map"))?;
+            for s in sockets.iter().filter(|s| s.ifindex() == i) {
+                if s.queue() >= MAX_QUEUES {
+                    bail!(
+                        "{name}: queue {} is past the {MAX_QUEUES} served",
+                        s.queue()
+                    );
+                }
+                self.xsks
+                    .set(base + s.queue(), s.as_raw_fd(), 0)
+                    .with_context(|| format!("adding {name}'s queue {} socket", s.queue()))?;
+            }
+        }
+        let cfg = SlowCfg {
+            tun_ifindex,
+            pad: 0,
+        };
+        self.slowcfg
+            .set(0, cfg, 0)
+            .context("switching the AF_XDP slow path on")?;
+        Ok(())
     }
 
     /// Carries out an `Install` or `Remove` at once (one system call per map touched);

@@ -34,8 +34,8 @@ use std::time::Duration;
 
 use common::topo64::{GW4, GW6, SRV};
 use common::{
-    assert_same_file, counter, endpoint, http_clients, poll, require_root_dns, show, workers_line,
-    workers_wanted, xdp, Pkt, Topo64, ICMP_PROBE, UDP4_SEND,
+    afxdp_wanted, assert_same_file, counter, endpoint, http_clients, poll, require_root_dns, show,
+    workers_line, workers_wanted, xdp, Pkt, Topo64, ICMP_PROBE, UDP4_SEND,
 };
 
 /// The IPv6-only client (NAT64 tests).
@@ -73,7 +73,7 @@ fn fast_path() -> bool {
 
 /// The CLI, GW and SRV namespaces with the client at `cli_addr`, and SRV2 on SRV's link.
 fn build_lab(cli_addr: &str) -> Topo64 {
-    let lab = Topo64::new('p', cli_addr, fast_path());
+    let lab = Topo64::new('p', cli_addr, fast_path() || afxdp_wanted());
     lab.ip(
         &lab.srv,
         &["addr", "add", &format!("{SRV2}/24"), "dev", &lab.srv_dev],
@@ -129,16 +129,29 @@ socket = "{sock}"
             "\n[dns64]\nlisten = [\"[{GW6}]:53\"]\nupstream = [\"{SRV}:53\"]\nprefix = \"{PREF64}\"\n"
         ));
     }
-    if fast_path() || workers_wanted().is_some() {
+    if fast_path() || afxdp_wanted() || workers_wanted().is_some() {
         c.push_str("\n[dataplane]\n");
     }
     if fast_path() {
-        c.push_str(&format!(
-            "fast_path = \"xdp\"\ninterfaces = [\"{}\", \"{}\"]\n",
-            lab.gw_cli_dev, lab.gw_srv_dev
-        ));
+        c.push_str("fast_path = \"xdp\"\n");
     }
-    c + &workers_line()
+    c + &slow_path_lines(lab) + &workers_line()
+}
+
+/// `slow_path = "af_xdp"` and the interfaces when `XLAT_E2E_AF_XDP` asks for it (the
+/// interfaces also when the fast path does).
+fn slow_path_lines(lab: &Topo64) -> String {
+    let mut s = String::new();
+    if afxdp_wanted() {
+        s += "slow_path = \"af_xdp\"\n";
+    }
+    if afxdp_wanted() || fast_path() {
+        s += &format!(
+            "interfaces = [\"{}\", \"{}\"]\n",
+            lab.gw_cli_dev, lab.gw_srv_dev
+        );
+    }
+    s
 }
 
 /// The SIIT configuration: the client's /124 as EAM, and `extra_eam` entries.
@@ -159,10 +172,19 @@ socket = "{sock}"
 {dataplane}"#,
         tun = lab.tun,
         sock = lab.socket.display(),
-        // XLAT_E2E_WORKERS: SIIT on several workers too.
-        dataplane = match workers_wanted() {
-            Some(_) => format!("\n[dataplane]\n{}", workers_line()),
-            None => String::new(),
+        // XLAT_E2E_WORKERS, XLAT_E2E_AF_XDP: SIIT on several workers and on AF_XDP too.
+        dataplane = if workers_wanted().is_some() || afxdp_wanted() {
+            let slow = if afxdp_wanted() {
+                format!(
+                    "slow_path = \"af_xdp\"\ninterfaces = [\"{}\", \"{}\"]\n",
+                    lab.gw_cli_dev, lab.gw_srv_dev
+                )
+            } else {
+                String::new()
+            };
+            format!("\n[dataplane]\n{slow}{}", workers_line())
+        } else {
+            String::new()
         },
     )
 }

@@ -789,8 +789,10 @@ pub fn dataplane_mode(config: &str) -> String {
             (k.trim() == key).then(|| v.trim().trim_matches('"').to_string())
         })
     };
-    let path = match value("fast_path").as_deref() {
-        Some("xdp") => "xdp",
+    let path = match (value("fast_path").as_deref(), value("slow_path").as_deref()) {
+        (Some("xdp"), Some("af_xdp")) => "xdp+af_xdp",
+        (Some("xdp"), _) => "xdp",
+        (_, Some("af_xdp")) => "af_xdp",
         _ => "tun",
     };
     let workers = value("workers").unwrap_or_else(|| "1".to_string());

@@ -190,6 +190,9 @@ pub struct Opts {
     /// Run xlat with the XDP fast path (`[dataplane] fast_path = "xdp"`); also on for every
     /// topology when `XLAT_E2E_FAST_PATH` is set, so a whole suite can run both ways.
     pub fast_path: bool,
+    /// Run xlat with the AF_XDP slow path (`[dataplane] slow_path = "af_xdp"`); also on for
+    /// every topology when `XLAT_E2E_AF_XDP` is set.
+    pub af_xdp: bool,
 }
 
 /// Packet workers asked for by `XLAT_E2E_WORKERS` (scripts/test.sh runs the NAT44 and NAT64
@@ -208,6 +211,12 @@ pub fn workers_line() -> String {
     workers_wanted()
         .map(|n| format!("workers = {n}\n"))
         .unwrap_or_default()
+}
+
+/// Is the AF_XDP slow path asked for (`XLAT_E2E_AF_XDP`, scripts/test.sh: `[dataplane]
+/// slow_path = "af_xdp"`)? Its hosts are wired as for the XDP fast path.
+pub fn afxdp_wanted() -> bool {
+    std::env::var_os("XLAT_E2E_AF_XDP").is_some()
 }
 
 /// Is the XDP fast path asked for, by `opts` or by `XLAT_E2E_FAST_PATH`?
@@ -235,6 +244,8 @@ pub struct Topo {
     pub config: PathBuf,
     /// xlat runs with the XDP fast path on GW's two veth devices.
     pub fast_path: bool,
+    /// xlat runs with the AF_XDP slow path on them (`XLAT_E2E_AF_XDP`).
+    pub af_xdp: bool,
     /// The inside segment is a bridge (two inside hosts); otherwise IN links to GW directly.
     pub bridged: bool,
 }
@@ -313,9 +324,11 @@ impl Topo {
             tun: format!("{id}t"),
             config: lab.dir.join("xlat.toml"),
             fast_path: fast_path_wanted(&opts),
+            af_xdp: opts.af_xdp || afxdp_wanted(),
             // A bridge for two inside hosts, and without the fast path (the historical
             // topology); XDP redirects need the host's veth peer to be GW's own port.
-            bridged: opts.second_inside_host || !fast_path_wanted(&opts),
+            bridged: opts.second_inside_host
+                || !(fast_path_wanted(&opts) || opts.af_xdp || afxdp_wanted()),
             lab,
         };
         t.build();
@@ -368,7 +381,7 @@ impl Topo {
             &["addr", "add", &format!("{OUT_ADDR2}/24"), "dev", od],
         );
         self.offloads_off(&gw, go, false);
-        self.offloads_off(&out, od, self.fast_path);
+        self.offloads_off(&out, od, self.fast_path || self.af_xdp);
         self.ip(&gw, &["link", "set", go, "up"]);
         self.ip(&out, &["link", "set", od, "up"]);
         // OUT deliberately has no route to 198.18.0.0/24 and no default route.
@@ -392,7 +405,7 @@ impl Topo {
         }
         self.ip(ns, &["addr", "add", &format!("{addr}/24"), "dev", dev]);
         self.offloads_off(gw, gw_dev, false);
-        self.offloads_off(ns, dev, self.fast_path);
+        self.offloads_off(ns, dev, self.fast_path || self.af_xdp);
         self.ip(gw, &["link", "set", gw_dev, "up"]);
         self.ip(ns, &["link", "set", dev, "up"]);
         self.ip(ns, &["route", "add", "default", "via", GW_IN_ADDR]);
@@ -440,13 +453,19 @@ socket = "{sock}"
     /// workers `XLAT_E2E_WORKERS` asks for, or nothing.
     pub fn dataplane_section(&self) -> String {
         let workers = workers_line();
-        if !self.fast_path && workers.is_empty() {
+        if !self.fast_path && !self.af_xdp && workers.is_empty() {
             return String::new();
         }
         let mut s = String::from("\n[dataplane]\n");
         if self.fast_path {
+            s += "fast_path = \"xdp\"\n";
+        }
+        if self.af_xdp {
+            s += "slow_path = \"af_xdp\"\n";
+        }
+        if self.fast_path || self.af_xdp {
             s += &format!(
-                "fast_path = \"xdp\"\ninterfaces = [\"{}\", \"{}\"]\n",
+                "interfaces = [\"{}\", \"{}\"]\n",
                 self.gw_in_dev, self.gw_out_dev
             );
         }
@@ -539,6 +558,16 @@ pub fn counter(stats: &serde_json::Value, list: &str, name: &str) -> u64 {
         .find(|e| e["name"].as_str() == Some(name))
         .and_then(|e| e["value"].as_u64())
         .unwrap_or_else(|| panic!("stats {list:?} has no counter {name:?}: {stats}"))
+}
+
+/// A packet-worker counter in `show stats --json`, summed over the workers.
+pub fn worker_counter(stats: &serde_json::Value, name: &str) -> u64 {
+    stats["workers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("stats has no workers: {stats}"))
+        .iter()
+        .map(|w| counter(w, "counters", name))
+        .sum()
 }
 
 /// A counter of the XDP fast path in `show stats --json` (`recipes`: the number installed).
