@@ -1135,6 +1135,28 @@ impl Config {
         w
     }
 
+    /// Advice on speed for `xlat check`, one line each (not warnings: the settings are
+    /// right, only slower than they need be). Today: the TUN-only data path, which a user who
+    /// writes no `[dataplane]` runs (issue 25: docs/PERFORMANCE.md measures both).
+    pub fn advice(&self) -> Vec<String> {
+        let d = &self.dataplane;
+        let stateful = self.nat44.is_some() || self.nat64.is_some();
+        if d.fast_path == FastPath::None
+            && d.slow_path == SlowPath::Tun
+            && (stateful || self.siit.is_some())
+        {
+            let fast = if stateful {
+                "fast_path = \"xdp\", "
+            } else {
+                ""
+            };
+            return vec![format!(
+                "every packet crosses the TUN device (the default data path, the slowest); for speed on Linux 6.3 or later set [dataplane] {fast}slow_path = \"af_xdp\", interfaces = [\"INSIDE\", \"OUTSIDE\"] (docs/CONFIG.md, docs/PERFORMANCE.md)"
+            )];
+        }
+        Vec::new()
+    }
+
     /// The engine's configuration, seeded with `[engine].seed` or else `default_seed`.
     pub fn engine_config(&self, default_seed: u64) -> EngineConfig {
         EngineConfig {
@@ -1588,6 +1610,21 @@ static = [{ inside = "198.18.0.10", outside = "198.19.0.10" }]
         let w = c.warnings();
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("timeouts.udp"), "{w:?}");
+    }
+
+    /// `xlat check` points a TUN-only configuration at the fast data path, and says nothing
+    /// once it is set.
+    #[test]
+    fn advice_points_at_the_fast_data_path() {
+        let base = "[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100/32\"]\n";
+        let a = ok(base).advice();
+        assert_eq!(a.len(), 1, "{a:?}");
+        assert!(
+            a[0].contains("fast_path = \"xdp\", slow_path = \"af_xdp\""),
+            "{a:?}"
+        );
+        let fast = format!("{base}[dataplane]\nfast_path = \"xdp\"\nslow_path = \"af_xdp\"\ninterfaces = [\"eth0\", \"eth1\"]\n");
+        assert!(ok(&fast).advice().is_empty());
     }
 
     /// Static BIB entries: `[nat44] static` entries with a protocol (port ranges too) and

@@ -277,6 +277,9 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             for w in cfg.warnings() {
                 out.push_str(&format!("{}: warning: {w}\n", cfg.file));
             }
+            for a in cfg.advice() {
+                out.push_str(&format!("{}: note: {a}\n", cfg.file));
+            }
             print(&out)
         }
         Cmd::Run { config } => {
