@@ -47,6 +47,7 @@ fn limits() -> Limits {
         max_sessions_per_host: 64,
         max_fragment_flows: 16,
         max_fragments_held: 8,
+        port_block_size: 0,
     }
 }
 
@@ -81,7 +82,11 @@ fn nat44(v: u8) -> Nat44Config {
         } else {
             (1024, 65535)
         },
-        limits: limits(),
+        // Port blocks of 8 (NAPT only), so a block fills and a second one is taken.
+        limits: Limits {
+            port_block_size: if v % 4 < 2 && v & 0x80 != 0 { 8 } else { 0 },
+            ..limits()
+        },
         verify_ip_checksum: v & 0x20 != 0,
         // Port forwarding to the vectors' inside host, with NAPT.
         forwards: if v % 4 < 2 && v & 0x40 != 0 {

@@ -6,6 +6,7 @@
 
 #![forbid(unsafe_code)]
 
+mod lookup;
 mod show;
 
 use std::io::{IsTerminal, Write};
@@ -67,6 +68,23 @@ enum Cmd {
     Clear {
         #[command(subcommand)]
         what: ClearCmd,
+    },
+    /// Who held an outside address and port at a time, from the NAT event log (syslog lines
+    /// a collector stored; docs/OPERATIONS.md): every session, mapping or port block open then.
+    /// Exit 1 when the log names nobody.
+    Lookup {
+        /// The outside endpoint, ADDRESS:PORT (a pool address; ICMP: the identifier).
+        #[arg(long, value_name = "ADDR:PORT")]
+        outside: String,
+        /// The time, RFC 3339 in UTC: 2026-11-26T14:02:11Z (fractions allowed).
+        #[arg(long, value_name = "TIME")]
+        at: String,
+        /// Only this protocol: tcp, udp or icmp.
+        #[arg(long, value_parser = ["tcp", "udp", "icmp"])]
+        proto: Option<String>,
+        /// Log files, or directories whose files are all read.
+        #[arg(long, value_name = "FILE-or-DIR", required = true)]
+        log: Vec<PathBuf>,
     },
     /// Translate a pcap capture offline with the configuration's NAT settings.
     Translate {
@@ -291,6 +309,12 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             xlat_daemon::run::run_dns64(&config.display().to_string(), &d)
         }
         Cmd::Show { what } => show(what),
+        Cmd::Lookup {
+            outside,
+            at,
+            proto,
+            log,
+        } => lookup_cmd(&outside, &at, proto, &log),
         Cmd::Reload { target } => {
             let socket = target.socket()?;
             match ask(&socket, &Request::Reload {}) {
@@ -443,4 +467,72 @@ fn translate(config: &Path, input: &Path, output: &Path, as_json: bool) -> Resul
             &stats.pcap,
         ))
     }
+}
+
+/// `xlat lookup`: reads the logs, prints every session, mapping or port block that held the
+/// endpoint at the time (docs/CLI.md).
+fn lookup_cmd(outside: &str, at: &str, proto: Option<String>, logs: &[PathBuf]) -> Result<()> {
+    let (addr, port) = outside
+        .rsplit_once(':')
+        .and_then(|(a, p)| Some((a.parse().ok()?, p.parse().ok()?)))
+        .ok_or_else(|| {
+            BadFile(anyhow::anyhow!(
+                "--outside {outside:?}: expected ADDRESS:PORT like 198.19.0.100:40312"
+            ))
+        })?;
+    let t = lookup::parse_time(at).ok_or_else(|| {
+        BadFile(anyhow::anyhow!(
+            "--at {at:?}: expected an RFC 3339 UTC time like 2026-11-26T14:02:11Z"
+        ))
+    })?;
+    let mut files = Vec::new();
+    for l in logs {
+        if l.is_dir() {
+            let mut in_dir: Vec<PathBuf> = std::fs::read_dir(l)
+                .with_context(|| format!("{}: cannot read the directory", l.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_file())
+                .collect();
+            in_dir.sort();
+            files.extend(in_dir);
+        } else {
+            files.push(l.clone());
+        }
+    }
+    let mut lines = Vec::new();
+    for f in &files {
+        let bytes = std::fs::read(f).with_context(|| format!("{}: cannot read", f.display()))?;
+        lines.extend(String::from_utf8_lossy(&bytes).lines().map(str::to_string));
+    }
+    let q = lookup::Query {
+        addr,
+        port,
+        at: t,
+        proto,
+    };
+    let hits = lookup::lookup(&lines, &q);
+    if hits.is_empty() {
+        bail!(
+            "no session, mapping or port block held {outside} at {} in {} file(s) ({} lines)",
+            lookup::show_time(t),
+            files.len(),
+            lines.len()
+        );
+    }
+    let mut out = format!("{outside} at {}:\n", lookup::show_time(t));
+    for h in &hits {
+        let fields: Vec<String> = h.fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let until = match &h.until {
+            Some((end, Some(r))) => format!("{} ({r})", lookup::show_time(*end)),
+            Some((end, None)) => lookup::show_time(*end),
+            None => "open at the end of the log".to_string(),
+        };
+        out.push_str(&format!(
+            "  {} {}\n    from {} until {until}\n",
+            h.what,
+            fields.join(" "),
+            lookup::show_time(h.from)
+        ));
+    }
+    print(&out)
 }
