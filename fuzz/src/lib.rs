@@ -175,6 +175,8 @@ fn siit(v: u8, with_prefix: bool) -> SiitConfig {
             ipv6: p("2001:2:0:6::/124"),
         }],
         rfc6791: Some(p("192.0.2.1/32")),
+        // Without a pref64, IPv4 routers' errors take their source from here.
+        rfc6791v6: (!with_prefix).then(|| p("2001:db8:6791::/96")),
         params: params(v),
         ..SiitConfig::default()
     }

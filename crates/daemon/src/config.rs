@@ -372,6 +372,7 @@ struct RawSiit {
     pool4: Option<Vec<String>>,
     eam: Option<Vec<RawEam>>,
     rfc6791: Option<String>,
+    rfc6791v6: Option<String>,
     lowest_ipv6_mtu: Option<u32>,
     udp_zero_checksum: Option<String>,
 }
@@ -683,11 +684,16 @@ impl Ctx<'_> {
             Some(r) => Some(self.prefix4("siit.rfc6791".into(), r)?),
             None => None,
         };
+        let rfc6791v6 = match s.rfc6791v6.as_deref() {
+            Some(r) => Some(self.prefix6("siit.rfc6791v6".into(), r)?),
+            None => None,
+        };
         let cfg = SiitConfig {
             prefix,
             pool4: self.prefixes("siit.pool4", s.pool4)?,
             eam,
             rfc6791,
+            rfc6791v6,
             params: self.params(
                 "siit",
                 tun.mtu,
@@ -1764,8 +1770,16 @@ prefix = "2001:2:0:46::/96"
 pool4 = ["203.0.113.0/24"]
 eam = [{ ipv4 = "198.19.1.0/28", ipv6 = "2001:2:0:6::/124" }, { ipv4 = "192.0.2.7", ipv6 = "2001:db8::7" }]
 rfc6791 = "192.0.2.1"
+rfc6791v6 = "2001:db8:6791::/96"
 "#);
         let s = c.siit.unwrap();
+        assert_eq!(
+            s.rfc6791v6.map(|r| r.to_string()).as_deref(),
+            Some("2001:db8:6791::/96")
+        );
+        // Overlapping the pref64: refused, naming the key.
+        let e = err("[siit]\nprefix = \"2001:2:0:46::/96\"\nrfc6791v6 = \"2001:2:0:46::/112\"\n");
+        assert!(e.starts_with("xlat.toml: siit.rfc6791v6: "), "{e}");
         assert_eq!(s.eam.len(), 2);
         assert_eq!(s.eam[1].ipv6.to_string(), "2001:db8::7/128");
         assert_eq!(

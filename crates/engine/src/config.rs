@@ -653,6 +653,10 @@ pub struct SiitConfig {
     /// Source addresses for ICMPv6 errors from IPv6 nodes whose address has no IPv4 form
     /// (RFC 6791); also the source of this translator's own ICMPv4 errors.
     pub rfc6791: Option<Prefix4>,
+    /// Source addresses for ICMPv4 errors from IPv4 nodes whose address has no IPv6 form
+    /// (no EAM entry and no pref64 it may go in): RFC 6791's idea the other way (Jool's
+    /// `rfc6791v6`).
+    pub rfc6791v6: Option<Prefix6>,
     pub params: XlatParams,
 }
 
@@ -710,6 +714,18 @@ impl SiitConfig {
                 return err(
                     "siit.pool4",
                     format!("entry {i} ({p}) overlaps an EAM entry's IPv4 prefix"),
+                );
+            }
+        }
+        if let Some(r) = self.rfc6791v6 {
+            if self.eam.iter().any(|e| e.ipv6.overlaps(&r))
+                || self
+                    .prefix
+                    .is_some_and(|p| r.contains(p.addr()) || p.contains(r.addr))
+            {
+                return err(
+                    "siit.rfc6791v6",
+                    format!("{r} overlaps an EAM entry or siit.prefix; its addresses must name nobody else"),
                 );
             }
         }

@@ -726,6 +726,7 @@ fn siit_engine(wide: bool, mtu: u32) -> Engine {
             }],
             pool4: vec!["192.0.2.0/28".parse().unwrap()],
             rfc6791: Some("198.18.255.1/32".parse().unwrap()),
+            rfc6791v6: None,
             params: XlatParams {
                 mtu,
                 ..XlatParams::default()

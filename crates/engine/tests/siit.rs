@@ -730,3 +730,50 @@ fn rfc7915_4_2_5_2_rfc4884_extensions_follow_the_translated_quote() {
     assert_eq!((o[40], o[44]), (2, 0x00));
     assert_eq!(o.len(), 40 + 8 + 148, "the structure is left off");
 }
+
+/// `siit.rfc6791v6` (RFC 6791's rule the other way, Jool's `rfc6791v6`): with EAM entries
+/// only, an ICMPv4 error from an IPv4 router that has no IPv6 form takes its source from the
+/// prefix -- the same router, the same address -- instead of being dropped.
+#[test]
+fn rfc6791v6_gives_untranslatable_ipv4_routers_a_source() {
+    let eam_only = |v6pool: Option<&str>| SiitConfig {
+        prefix: None,
+        eam: vec![
+            Eam {
+                ipv4: "198.19.0.0/28".parse().unwrap(),
+                ipv6: "2001:2:0:6::/124".parse().unwrap(),
+            },
+            Eam {
+                ipv4: "198.51.100.7/32".parse().unwrap(),
+                ipv6: "2001:2:0:7::7/128".parse().unwrap(),
+            },
+        ],
+        rfc6791v6: v6pool.map(|p| p.parse().unwrap()),
+        ..SiitConfig::default()
+    };
+    let quoted = ip4(a4(H4), a4(R4), 17, udp(5000, 53, b"x"), 1, 0x4000, 0);
+    let mut err = vec![11, 0, 0, 0, 0, 0, 0, 0];
+    err.extend_from_slice(&quoted);
+    let p = ip4(a4("198.51.100.1"), a4(H4), 1, err, 64, 0, 9);
+    let mut e = engine_with(eam_only(None));
+    assert_eq!(
+        run(&mut e, p.clone()).0,
+        Verdict::Drop(DropReason::UntranslatableAddress)
+    );
+    let mut e = engine_with(eam_only(Some("2001:db8:6791::/96")));
+    let (v, o) = run(&mut e, p.clone());
+    assert_eq!(v, Verdict::Forward);
+    verify6(&o);
+    assert_eq!(
+        &o[8..20],
+        &a6("2001:db8:6791::")[..12],
+        "source in the prefix"
+    );
+    assert_eq!(&o[24..40], &a6(H6)[..]);
+    let (_, again) = run(&mut e, p);
+    assert_eq!(
+        &again[8..24],
+        &o[8..24],
+        "the same router, the same address"
+    );
+}

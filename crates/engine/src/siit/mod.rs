@@ -326,6 +326,7 @@ pub struct Siit {
     map: AddrMap,
     pool4: Vec<Prefix4>,
     rfc6791: Option<Prefix4>,
+    rfc6791v6: Option<crate::config::Prefix6>,
     params: XlatParams,
     frags: FragTable,
     ready: VecDeque<Vec<u8>>,
@@ -343,6 +344,7 @@ impl Siit {
             },
             pool4: cfg.pool4.clone(),
             rfc6791: cfg.rfc6791,
+            rfc6791v6: cfg.rfc6791v6,
             params: cfg.params,
             frags: FragTable::new(
                 limits.max_fragment_flows,
@@ -391,6 +393,15 @@ impl Siit {
         let p = self.rfc6791?;
         let fold = (src as u64) ^ ((src >> 64) as u64);
         Some(p.nth(fold % p.size()))
+    }
+
+    /// An address of `siit.rfc6791v6` for an ICMPv4 error from `src`, which has no IPv6 form;
+    /// the same source always gets the same address (its host bits a hash of `src`).
+    fn rfc6791v6_for(&self, src: u32) -> Option<u128> {
+        let p = self.rfc6791v6?;
+        let host = !p.mask();
+        let h = u128::from(u64::from(src).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        Some(p.addr | (h & host))
     }
 
     /// Source of this translator's own ICMPv4 errors: the first RFC 6791 address, else the
@@ -593,7 +604,16 @@ impl Siit {
         };
         let (m, inner) = match &in4.kind {
             Kind4::Error(e) => (
-                Map::keep_ports(src6(h.src)?, self.map.to6(h.dst)?, None),
+                // An error from an IPv4 router with no IPv6 form gets a source from
+                // `siit.rfc6791v6` (RFC 6791's rule, the other way), if set.
+                Map::keep_ports(
+                    match src6(h.src) {
+                        Ok(a) => a,
+                        Err(r) => self.rfc6791v6_for(h.src).ok_or(r)?,
+                    },
+                    self.map.to6(h.dst)?,
+                    None,
+                ),
                 Some(Map::keep_ports(
                     self.map.to6(e.inner.src)?,
                     self.map.to6(e.inner.dst)?,
