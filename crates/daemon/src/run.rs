@@ -263,6 +263,7 @@ pub fn run(cfg: &Config) -> Result<()> {
     let hops = Arc::new(xlat_xdp::nexthop::Hops::default());
     let mut ports: Vec<Vec<xlat_xdp::xsk::Xsk>> = (0..n).map(|_| Vec::new()).collect();
     let mut macs: std::collections::HashMap<u32, [u8; 6]> = std::collections::HashMap::new();
+    let mut slow_on = false;
     if let (SlowPath::AfXdp, Some(f)) = (cfg.dataplane.slow_path, fast.as_mut()) {
         match open_slow_path(f, &cfg.dataplane.interfaces, tun.name(), n) {
             Ok((socks, m)) => {
@@ -272,6 +273,7 @@ pub fn run(cfg: &Config) -> Result<()> {
                 );
                 ports = socks;
                 macs = m;
+                slow_on = true;
             }
             Err(e) => warn!(
                 "{}: dataplane.slow_path = \"af_xdp\" is not available, the slow path stays on the TUN device: {e:#}",
@@ -309,8 +311,12 @@ pub fn run(cfg: &Config) -> Result<()> {
     {
         let host = if k == 0 { isatap_host.take() } else { None };
         let mut w = Worker::new(k, engine, tun, control, to, from, host);
-        if let Some(socks) = ports.get_mut(k).filter(|p| !p.is_empty()) {
-            w.set_afxdp(crate::afxdp::Port::new(std::mem::take(socks), hops.clone()));
+        // Every worker gets a port when the slow path is on, also one with no socket (an
+        // interface with fewer queues than workers): what it translates for that interface
+        // goes through the TUN device, counted (`afxdp_fallback_no_socket`), never unseen.
+        if slow_on {
+            let socks = ports.get_mut(k).map(std::mem::take).unwrap_or_default();
+            w.set_afxdp(crate::afxdp::Port::new(socks, hops.clone()));
         }
         workers.push(w);
     }
@@ -476,6 +482,14 @@ fn open_slow_path(
             .with_context(|| format!("{name} has no Ethernet address"))?;
         macs.insert(i, mac);
         let queues = xlat_xdp::nexthop::rx_queues(name).min(xlat_xdp::MAX_QUEUES);
+        if (queues as usize) < workers {
+            warn!(
+                interface = %name,
+                queues,
+                workers,
+                "{name} has fewer receive queues than packet workers: workers {queues}.. have no AF_XDP socket on it, so what they translate for {name} leaves through the TUN device (afxdp_fallback_no_socket); give it {workers} queues (ethtool -L {name} combined {workers}) or set fewer workers"
+            );
+        }
         for q in 0..queues {
             let x = xlat_xdp::xsk::Xsk::open(i, q)
                 .with_context(|| format!("opening an AF_XDP socket on {name} queue {q}"))?;

@@ -529,6 +529,12 @@ impl Worker {
             if wake_ready {
                 bell.waker().drain();
             }
+            // The resolver's newest egress table before anything this turn sends (one atomic
+            // load): packets handed by other workers and read from the TUN device leave
+            // through the sockets too, also on a worker whose own sockets see no traffic.
+            if let Some(port) = self.afxdp.as_mut() {
+                port.refresh();
+            }
             let handed = if sh.shards.is_some() {
                 self.translate_handed(sh, &mut verdicts)
             } else {
@@ -558,7 +564,6 @@ impl Worker {
             }
             if xsk_ready {
                 if let Some(port) = self.afxdp.as_mut() {
-                    port.refresh();
                     let n = port.read(&mut xbatch);
                     if n > 0 {
                         now = sh.clock();

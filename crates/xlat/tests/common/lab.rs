@@ -142,14 +142,22 @@ impl Lab {
         run_host(10, &v).check()
     }
 
-    /// A veth pair: `dev_a` in `ns_a`, its peer `dev_b` in `ns_b`.
+    /// A veth pair: `dev_a` in `ns_a`, its peer `dev_b` in `ns_b`. With several packet workers
+    /// asked for (`XLAT_E2E_WORKERS`), each end gets as many queues, as a real multi-queue NIC
+    /// has one per core: the XDP program then sees packets on every queue and the AF_XDP slow
+    /// path has a socket for every worker.
     pub fn veth(&self, ns_a: &str, dev_a: &str, ns_b: &str, dev_b: &str) {
-        self.ip(
-            ns_a,
-            &[
-                "link", "add", "name", dev_a, "type", "veth", "peer", "name", dev_b, "netns", ns_b,
-            ],
-        );
+        let q = super::workers_wanted().unwrap_or(1).to_string();
+        let mut args = vec!["link", "add", "name", dev_a];
+        if q != "1" {
+            args.extend(["numtxqueues", &q, "numrxqueues", &q]);
+        }
+        args.extend(["type", "veth", "peer", "name", dev_b]);
+        if q != "1" {
+            args.extend(["numtxqueues", &q, "numrxqueues", &q]);
+        }
+        args.extend(["netns", ns_b]);
+        self.ip(ns_a, &args);
     }
 
     /// Runs `args` inside namespace `ns` with a time limit, capturing output.
