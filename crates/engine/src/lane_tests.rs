@@ -87,6 +87,11 @@ fn ip4(
     p
 }
 
+/// A UDP packet of 8 payload bytes from `src:sport` to `dst:dport` (other modules' tests).
+pub(crate) fn udp4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
+    ip4(src, dst, UDP, &udp(sport, dport, 8), 0, false, 64, 0)
+}
+
 fn udp(sport: u16, dport: u16, payload: usize) -> Vec<u8> {
     let mut l = vec![0u8; 8 + payload];
     l[0..2].copy_from_slice(&sport.to_be_bytes());

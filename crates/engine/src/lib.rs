@@ -55,6 +55,7 @@ mod rng;
 pub mod shard;
 mod siit;
 pub mod snapshot;
+pub mod synced;
 mod tcp;
 pub mod tunnel;
 

@@ -265,6 +265,15 @@ impl Shards {
         }
     }
 
+    /// The worker that owns an inside host's sessions (as [`Shards::of_outbound`] places
+    /// its packets): where a session synced from a peer is installed.
+    pub fn of_inside(&self, a: std::net::IpAddr) -> usize {
+        match a {
+            std::net::IpAddr::V4(a) => self.by_source4(u32::from(a)),
+            std::net::IpAddr::V6(a) => self.by_source6(u128::from(a)),
+        }
+    }
+
     /// The worker of an IPv4 source address (a multiplicative hash spread over the workers).
     #[inline]
     fn by_source4(&self, a: u32) -> usize {

@@ -242,7 +242,7 @@ impl<A: InsideAddr> Napt<A> {
 
     /// The mapping of an inside endpoint (RFC 4787 REQ-1: one per endpoint and protocol).
     /// `h` is its [`Napt::bib_hash`].
-    fn bib_by_inside(&self, proto: Proto, int: Endpoint<A>, h: u64) -> Option<Owner> {
+    pub(super) fn bib_by_inside(&self, proto: Proto, int: Endpoint<A>, h: u64) -> Option<Owner> {
         self.index_get(true, false, h, |v| {
             v & 2 == 0
                 && self

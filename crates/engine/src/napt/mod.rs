@@ -95,6 +95,7 @@ mod events;
 mod expiry;
 mod filter;
 mod forward;
+mod install;
 mod lookup;
 mod mapping;
 mod offload;
@@ -108,6 +109,7 @@ mod slab;
 mod tests;
 
 pub use expiry::REMOVE_UNITS;
+pub use install::InstallRefused;
 
 use hashbrown::HashMap;
 

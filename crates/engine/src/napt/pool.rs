@@ -187,6 +187,54 @@ impl<A: InsideAddr> Napt<A> {
         Ok((Endpoint { addr: p.addr, port }, new_block))
     }
 
+    /// Takes port `port` of pool address `ix` for a mapping of host `int_addr` whose outside
+    /// endpoint is given (a synced session, `install.rs`); with port blocks, the block that
+    /// holds it becomes the host's if free. False if the port or its block is another's.
+    pub(super) fn take_exact_port(
+        &mut self,
+        ix: u32,
+        proto: Proto,
+        int_addr: A,
+        port: u16,
+    ) -> bool {
+        let (lo, hi) = match proto {
+            Proto::Icmp => self.icmp_ids,
+            _ => self.cfg.ports,
+        };
+        let size = self.cfg.limits.port_block_size;
+        let owner = self.hosts.number(int_addr).map_or(0, |n| n + 1);
+        let Some(p) = self.pool.get_mut(ix as usize) else {
+            return false;
+        };
+        let (Some(ports), Some(blocks)) = (
+            p.ports.get_mut(proto as usize),
+            p.blocks.get_mut(proto as usize),
+        ) else {
+            return false;
+        };
+        if size == 0 || owner == 0 || port < lo || port > hi {
+            return ports.take_exact(port);
+        }
+        let n = (usize::from(hi - lo) + 1).div_ceil(usize::from(size));
+        if blocks.owner.len() != n {
+            blocks.owner = vec![0; n];
+            blocks.used = vec![0; n];
+        }
+        let b = usize::from((port - lo) / size);
+        match blocks.owner.get(b) {
+            Some(&o) if o == 0 || o == owner => {}
+            _ => return false,
+        }
+        if !ports.take_exact(port) {
+            return false;
+        }
+        if let (Some(o), Some(u)) = (blocks.owner.get_mut(b), blocks.used.get_mut(b)) {
+            *o = owner;
+            *u += 1;
+        }
+        true
+    }
+
     /// Gives back a mapping's port on pool address `ix`; with port blocks, its block's count
     /// too. Returns the block's ports when that was its last port in use (the block is free
     /// again).

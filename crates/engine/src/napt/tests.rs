@@ -30,7 +30,7 @@ fn napt_of<A: InsideAddr>(max: u32) -> Napt<A> {
 }
 
 /// [`napt_of`] with port blocks of `block` ports (`limits.port_block_size`).
-fn napt_blocks<A: InsideAddr>(max: u32, block: u16) -> Napt<A> {
+pub(super) fn napt_blocks<A: InsideAddr>(max: u32, block: u16) -> Napt<A> {
     Napt::new(
         NaptConfig {
             mode: Nat44Mode::Napt,

@@ -712,6 +712,11 @@ impl Nat44 {
         self.napt.clear(now, f)
     }
 
+    /// Its NAPT state, for sessions synced from another gateway ([`crate::synced`]).
+    pub(crate) fn napt_mut(&mut self) -> &mut Napt<u32> {
+        &mut self.napt
+    }
+
     /// Adds NAT44's table sizes and pool use to `st`.
     /// Lets NAPT sessions be handed to a fast path ([`crate::offload`]).
     pub fn set_offload(&mut self, on: bool) {

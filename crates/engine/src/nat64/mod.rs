@@ -266,6 +266,11 @@ impl Nat64 {
         self.napt.clear(now, f)
     }
 
+    /// Its NAPT state, for sessions synced from another gateway ([`crate::synced`]).
+    pub(crate) fn napt_mut(&mut self) -> &mut Napt<u128> {
+        &mut self.napt
+    }
+
     /// The pref64 form (RFC 6052) of an IPv4 remote, as the IPv6 side addresses it.
     pub fn remote6(&self, remote: std::net::Ipv4Addr) -> Option<std::net::Ipv6Addr> {
         self.prefix
