@@ -33,6 +33,6 @@ if [ $# -eq 0 ]; then
     XLAT_E2E_AF_XDP=1 timeout -k 10 1200 cargo test --release -p xlat --test e2e_nat44 --test e2e_nat64 --test e2e_fast_path --test e2e_metrics --test e2e_logging -- --include-ignored --test-threads=1
     XLAT_E2E_AF_XDP=1 XLAT_E2E_WORKERS=2 timeout -k 10 1200 cargo test --release -p xlat --test e2e_nat44 --test e2e_nat64 --test e2e_afxdp -- --include-ignored --test-threads=1
 fi
-leftover=$(ip netns list | grep -E '^x[0-9a-f]+[ndtp][0-9]+-(in|in2|gw|out|cli|srv|a|r|b)( |$)' || true)
+leftover=$(ip netns list | grep -E '^x[0-9a-f]+[ndtpf][0-9]+-(in|in2|gw|out|cli|srv|a|r|b|swi|swo)( |$)' || true)
 [ -z "$leftover" ] || die "test namespaces were left behind: $leftover"
 echo "all tests passed"

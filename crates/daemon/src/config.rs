@@ -35,6 +35,8 @@ pub const MAX_WORKERS: usize = xlat_engine::shard::MAX_WORKERS;
 
 #[path = "config_forward.rs"]
 mod forward;
+#[path = "config_sync.rs"]
+mod sync;
 #[path = "config_tunnel.rs"]
 mod tunnel;
 pub use tunnel::{max_tunnel_mtu, min_tunnel_mtu, DEFAULT_ROUTER_LIFETIME};
@@ -173,6 +175,8 @@ pub struct Config {
     pub logging: Option<crate::eventlog::LogConfig>,
     /// `[metrics]`, when present: the HTTP listener for Prometheus and the live page.
     pub metrics: Option<MetricsConfig>,
+    /// `[sync]`, when present: session sync with a peer gateway (stateful failover).
+    pub sync: Option<crate::sync::SyncConfig>,
 }
 
 /// `[metrics]`: where the HTTP listener for `/metrics` (Prometheus), `/stats.json` and the
@@ -209,6 +213,7 @@ struct RawFile {
     dataplane: RawDataplane,
     logging: Option<RawLogging>,
     metrics: Option<RawMetrics>,
+    sync: Option<sync::RawSync>,
 }
 
 #[derive(Deserialize, Default)]
@@ -1027,6 +1032,7 @@ impl Config {
                 .transpose()?
                 .flatten(),
             metrics,
+            sync: raw.sync.map(|s| s.check(&cx)).transpose()?,
         };
         // At least one translator, and no two claiming the same addresses.
         cfg.engine_config(0)
@@ -1896,6 +1902,64 @@ rfc6791v6 = "2001:db8:6791::/96"
         ok("[nat44]\ninside = [\"198.18.0.0/24\"]\nmode = \"static\"\nstatic = [{ inside = \"198.18.0.10\", outside = \"198.19.0.10\" }]\n[dataplane]\nworkers = 4\n");
         ok("[siit]\nprefix = \"2001:2:0:64::/96\"\n[dataplane]\nworkers = 4\n");
         ok("[nat64]\nprefix = \"2001:2:0:64::/96\"\npool4 = [\"198.19.0.101\"]\n[dataplane]\nworkers = 4\n");
+    }
+
+    #[test]
+    fn sync_section() {
+        use crate::sync::StartRole;
+        const NAT: &str = "[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100\"]\n";
+        const SYNC: &str = "[sync]\nlisten = \"198.18.254.1:4790\"\npeer = \"198.18.254.2:4790\"\n";
+        let key = "key = \"0123456789abcdef\"\n";
+        assert_eq!(ok(NAT).sync, None);
+        let s = ok(&format!("{NAT}{SYNC}{key}")).sync.expect("sync on");
+        assert_eq!(s.role, StartRole::Auto);
+        assert_eq!(s.peer.to_string(), "198.18.254.2:4790");
+        assert_eq!(s.key, b"0123456789abcdef");
+        // The key never appears in the config's debug form (logs).
+        assert!(!format!("{s:?}").contains("0123456789abcdef"));
+        let role = ok(&format!("{NAT}{SYNC}{key}role = \"active\"\n"))
+            .sync
+            .unwrap()
+            .role;
+        assert_eq!(role, StartRole::Active);
+        for (extra, key_named, says) in [
+            ("", "sync.key", "missing"),
+            ("key = \"short\"\n", "sync.key", "16 or more"),
+            (
+                &format!("{key}role = \"master\"\n") as &str,
+                "sync.role",
+                "\"standby\"",
+            ),
+            (
+                &format!("{key}key_file = \"/nonexistent\"\n"),
+                "sync.key_file",
+                "keep one",
+            ),
+        ] {
+            let e = err(&format!("{NAT}{SYNC}{extra}"));
+            assert!(e.contains(key_named) && e.contains(says), "{extra:?}: {e}");
+        }
+        let e = err(&format!(
+            "{NAT}[sync]\nlisten = \"198.18.254.1:4790\"\npeer = \"198.18.254.1:4790\"\n{key}"
+        ));
+        assert!(e.contains("sync.peer") && e.contains("own"), "{e}");
+        let e = err(&format!(
+            "{NAT}[sync]\nlisten = \"198.18.254.1\"\npeer = \"198.18.254.2:4790\"\n{key}"
+        ));
+        assert!(
+            e.contains("sync.listen") && e.contains("198.18.254.1:4790"),
+            "{e}"
+        );
+        let e = err(&format!("{NAT}[sync]\npeer = \"198.18.254.2:4790\"\n{key}"));
+        assert!(e.contains("sync.listen") && e.contains("missing"), "{e}");
+        // A key file: trailing newline trimmed.
+        let f = std::env::temp_dir().join(format!("xlat-sync-key-{}", std::process::id()));
+        std::fs::write(&f, "0123456789abcdefXYZ\n").unwrap();
+        let s = ok(&format!("{NAT}{SYNC}key_file = \"{}\"\n", f.display()))
+            .sync
+            .unwrap();
+        let _ = std::fs::remove_file(&f);
+        assert_eq!(s.key, b"0123456789abcdefXYZ");
     }
 
     #[test]

@@ -79,6 +79,22 @@ pub enum Request {
     Reconfigure(Arc<Vec<EngineConfig>>),
     /// Counters and table sizes.
     Stats {},
+    /// Session sync (`[sync]`): make this gateway active (it forwards, with the synced
+    /// table) or standby (it drops its sessions and asks the active for its table);
+    /// keepalived's notify hook sends it (`xlat sync role active|standby`).
+    SyncRole { role: String },
+    /// Session sync's state and counters (`xlat show sync`).
+    SyncStatus {},
+    /// Internal, from the sync thread to a packet worker: the peer's session events whose
+    /// inside hosts this worker owns, to install or remove.
+    #[serde(skip)]
+    SyncApply(Arc<Vec<xlat_engine::events::StateEvent>>),
+    /// Internal: a full resync begins, drop the synced copies.
+    #[serde(skip)]
+    SyncClear,
+    /// Internal: put a snapshot of the table in the sync queue (the peer asked for it).
+    #[serde(skip)]
+    SyncSnapshot,
     /// Liveness and version.
     Ping {},
 }
@@ -178,6 +194,8 @@ pub enum Response {
     Refused(String),
     Stats(Box<DaemonStats>),
     Pong(Pong),
+    /// Session sync's state (`{"cmd":"sync_status"}`, and the answer to `sync_role`).
+    Sync(Box<crate::sync::SyncStatus>),
     Error(String),
 }
 
@@ -218,6 +236,7 @@ pub fn merge(request: &Request, answers: Vec<Response>) -> Response {
             (Response::Reloaded(_), Response::Reloaded(_)) => {}
             (Response::Stats(all), Response::Stats(more)) => add_stats(all, *more),
             (Response::Pong(_), Response::Pong(_)) => {}
+            (Response::Sync(_), Response::Sync(_)) => {}
             _ => return Response::Error("the packet workers answered differently".to_string()),
         }
     }
@@ -459,6 +478,9 @@ fn reload(reloader: &Reloader, workers: &[WorkerLink]) -> Response {
     }
     if new.metrics != old.metrics {
         return restart("metrics");
+    }
+    if new.sync != old.sync {
+        return restart("sync");
     }
     if new.prefault != old.prefault {
         return restart("limits.prefault");

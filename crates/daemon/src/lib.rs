@@ -31,6 +31,8 @@ pub mod metrics;
 pub mod notify;
 pub mod routes;
 pub mod run;
+pub mod sync;
+pub mod sync_wire;
 pub mod translate;
 pub mod tunnel_routes;
 pub mod worker;

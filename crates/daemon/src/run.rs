@@ -141,6 +141,7 @@ pub fn run(cfg: &Config) -> Result<()> {
         seed,
         workers: n,
     };
+    let sync_links = links.clone();
     let metric_links = links.clone();
     let watchdog_links = links.clone();
     let _control = ControlServer::start_reloadable(&cfg.socket, links, Some(reload))?;
@@ -342,6 +343,26 @@ pub fn run(cfg: &Config) -> Result<()> {
         }
         None => None,
     };
+    // [sync]: the engines make state events; the sync thread sends an active's to the peer
+    // and hands a standby the peer's.
+    let sync = match &cfg.sync {
+        Some(sc) => {
+            if log.is_none() {
+                for w in workers.iter_mut() {
+                    w.set_events(xlat_engine::events::DEFAULT_CAPACITY);
+                }
+            }
+            Some(
+                crate::sync::start(sc, sync_links)
+                    .with_context(|| format!("{}: [sync]", cfg.file))?,
+            )
+        }
+        None => None,
+    };
+    let (sync_shared, syncer) = match sync {
+        Some((a, b)) => (Some(a), Some(b)),
+        None => (None, None),
+    };
     let owners = FragOwners::new(seed.rotate_left(17) ^ 0x5bd1_e995, fragment_timeout(cfg));
     let shared = Shared {
         shards: shards.as_ref(),
@@ -356,6 +377,7 @@ pub fn run(cfg: &Config) -> Result<()> {
         // The XDP program stamps recipes with CLOCK_MONOTONIC, the clock Instant reads.
         mono_start: xlat_xdp::monotonic_ns(),
         dns64: dns64_stats.as_deref(),
+        sync: sync_shared.as_deref(),
     };
     // systemd (Type=notify): ready now that the TUN device, its routes and the control
     // socket are up; keep-alives while every worker answers (crate::notify).
@@ -380,6 +402,15 @@ pub fn run(cfg: &Config) -> Result<()> {
     let results: Vec<WorkerEnd> = std::thread::scope(|s| {
         let shared = &shared;
         let mut handles = Vec::new();
+        if let Some(sy) = syncer {
+            let (sh, rs) = (shards.as_ref(), &resolver_stop);
+            if let Err(e) = std::thread::Builder::new()
+                .name("xlat-sync".into())
+                .spawn_scoped(s, move || sy.run(sh, rs))
+            {
+                warn!("session sync: no sync thread ({e}); the peer gets nothing");
+            }
+        }
         if !macs.is_empty() {
             let (hops, macs, rs) = (&hops, &macs, &resolver_stop);
             if let Err(e) = std::thread::Builder::new()

@@ -208,6 +208,8 @@ pub struct Shared<'a> {
     pub fast: Option<&'a Mutex<xlat_xdp::FastPath>>,
     /// NAT event logging (`[logging]`), when on.
     pub log: Option<&'a crate::eventlog::EventLog>,
+    /// Session sync (`[sync]`), when on.
+    pub sync: Option<&'a crate::sync::SyncShared>,
     /// SIGINT / SIGTERM.
     pub stop: &'a AtomicBool,
     /// Set when a worker ends (an error): every worker stops.
@@ -221,6 +223,12 @@ pub struct Shared<'a> {
 impl Shared<'_> {
     fn clock(&self) -> Time {
         Time::from_nanos(u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// A standby forwards nothing (`[sync]`): its table is the active's copy.
+    #[inline]
+    fn standby(&self) -> bool {
+        self.sync.is_some_and(|s| !s.is_active())
     }
 
     fn stopping(&self) -> bool {
@@ -549,6 +557,10 @@ impl Worker {
                 now = sh.clock();
                 backlog |= n == batch.capacity();
                 self.io.tun_rx_packets += n as u64;
+                if sh.standby() {
+                    standby_drop(sh, n);
+                    batch.clear();
+                }
                 let mut pkts = batch.packets_mut();
                 if let Some(shards) = sh.shards {
                     self.handoff.place(shards, sh.owners, now, &mut pkts);
@@ -564,7 +576,12 @@ impl Worker {
             }
             if xsk_ready {
                 if let Some(port) = self.afxdp.as_mut() {
-                    let n = port.read(&mut xbatch);
+                    let mut n = port.read(&mut xbatch);
+                    if n > 0 && sh.standby() {
+                        standby_drop(sh, n);
+                        xbatch.clear();
+                        n = 0;
+                    }
                     if n > 0 {
                         now = sh.clock();
                         backlog |= n == xbatch.capacity();
@@ -644,10 +661,19 @@ impl Worker {
     /// After a batch or an expiry pass: the engine's state events to the fast path and the
     /// event log ([`drain_state`]), when either is on.
     fn drain_state(&mut self, sh: &Shared<'_>, bufs: &mut FastPathBufs, now: Time) {
-        if sh.fast.is_none() && sh.log.is_none() {
+        if sh.fast.is_none() && sh.log.is_none() && sh.sync.is_none() {
             return;
         }
-        let lost = drain_state(&mut self.engine, sh.fast, sh.log, bufs, now, sh.mono_start);
+        let sync = sh.sync.filter(|s| s.is_active());
+        let lost = drain_state(
+            &mut self.engine,
+            sh.fast,
+            sh.log,
+            sync,
+            bufs,
+            now,
+            sh.mono_start,
+        );
         if lost > 0 {
             self.handoff.count(WorkerCounter::LogEventsDropped, lost);
         }
@@ -804,7 +830,65 @@ impl Worker {
                 version: env!("CARGO_PKG_VERSION").to_string(),
                 uptime_secs,
             }),
+            Request::SyncRole { role } => self.sync_role(role, now, sh),
+            Request::SyncStatus {} => match sh.sync {
+                Some(s) => Response::Sync(Box::new(s.status())),
+                None => Response::Error(NO_SYNC.to_string()),
+            },
+            Request::SyncApply(evs) => {
+                let Some(sy) = sh.sync else {
+                    return Response::Error(NO_SYNC.to_string());
+                };
+                let (mut installed, mut removed, mut refused) = (0, 0, 0);
+                for ev in evs.iter() {
+                    match (self.engine.apply_synced(now, ev), ev.kind) {
+                        (Ok(true), xlat_engine::events::EventKind::SessionCreated) => {
+                            installed += 1
+                        }
+                        (Ok(true), _) => removed += 1,
+                        (Ok(false), _) => {}
+                        (Err(_), _) => refused += 1,
+                    }
+                }
+                sy.count(&sy.counters.installed, installed);
+                sy.count(&sy.counters.removed, removed);
+                sy.count(&sy.counters.refused, refused);
+                Response::Cleared(installed)
+            }
+            Request::SyncClear => Response::Cleared(self.engine.clear_synced(now)),
+            Request::SyncSnapshot => {
+                if let Some(sy) = sh.sync {
+                    sy.send_snapshot(snapshot_events(&self.engine, now));
+                }
+                Response::Cleared(0)
+            }
         }
+    }
+
+    /// `xlat sync role active|standby`: active thaws the synced copies (their timers start
+    /// now, the fast path gets those it may carry); standby drops every session (the new
+    /// active's table replaces them through a full resync).
+    fn sync_role(&mut self, role: &str, now: Time, sh: &Shared<'_>) -> Response {
+        let Some(sy) = sh.sync else {
+            return Response::Error(NO_SYNC.to_string());
+        };
+        let active = match role {
+            "active" => true,
+            "standby" => false,
+            other => {
+                return Response::Error(format!(
+                    "unknown role {other:?}; expected \"active\" or \"standby\""
+                ))
+            }
+        };
+        sy.set_active(active);
+        if active {
+            self.engine.thaw_synced(now);
+        } else {
+            self.engine
+                .clear_sessions(now, &xlat_engine::SessionFilter::default());
+        }
+        Response::Sync(Box::new(sy.status()))
     }
 
     /// Totals for the log line at exit: packets in and out of the engine, failed writes.
@@ -816,6 +900,41 @@ impl Worker {
             self.io.tun_write_errors,
         )
     }
+}
+
+const NO_SYNC: &str = "session sync is off: add a [sync] section (docs/FAILOVER.md)";
+
+/// Packets a standby read and dropped (`sync_standby_dropped`).
+fn standby_drop(sh: &Shared<'_>, n: usize) {
+    if let Some(s) = sh.sync {
+        s.count(&s.counters.standby_dropped, n as u64);
+    }
+}
+
+/// This worker's sessions as session-created events (a full resync's snapshot).
+fn snapshot_events(engine: &Engine, now: Time) -> Vec<xlat_engine::events::StateEvent> {
+    use xlat_engine::events::{EventKind, StateEvent};
+    engine
+        .sessions(now)
+        .into_iter()
+        .filter(|s| s.state != xlat_engine::SessionState::Static)
+        .filter_map(|s| {
+            let (outside, remote) = (s.outside, s.remote?);
+            Some(StateEvent {
+                at: now,
+                kind: EventKind::SessionCreated,
+                translator: s.translator,
+                session: None,
+                proto: s.proto?,
+                inside: s.inside,
+                inside_port: s.inside_port?,
+                outside,
+                outside_port: s.outside_port?,
+                remote,
+                remote_port: s.remote_port.unwrap_or(0),
+            })
+        })
+        .collect()
 }
 
 fn fast_path_stats(f: &Mutex<xlat_xdp::FastPath>) -> FastPathStats {
@@ -855,10 +974,12 @@ pub struct FastPathBufs {
 /// so produce removals (and deletion events): a few rounds, bounded. The fast path is shared
 /// by the workers (their sessions' recipes are disjoint); its lock is taken only when there
 /// are instructions, once per round.
+#[allow(clippy::too_many_arguments)]
 pub fn drain_state(
     engine: &mut Engine,
     fast: Option<&Mutex<xlat_xdp::FastPath>>,
     log: Option<&crate::eventlog::EventLog>,
+    sync: Option<&crate::sync::SyncShared>,
     bufs: &mut FastPathBufs,
     now: Time,
     mono_start: u64,
@@ -871,6 +992,16 @@ pub fn drain_state(
         engine.drain_events(events);
         if events.is_empty() {
             break;
+        }
+        if let Some(sy) = sync {
+            let batch: Vec<_> = events
+                .iter()
+                .filter(|e| xlat_engine::synced::synced_kind(e.kind))
+                .copied()
+                .collect();
+            if !batch.is_empty() {
+                sy.send_events(batch);
+            }
         }
         if let Some(l) = log {
             let wanted = l.events();

@@ -64,6 +64,13 @@ enum Cmd {
         #[command(flatten)]
         target: Target,
     },
+    /// Session sync (`[sync]`, stateful failover): set this gateway's role. keepalived's
+    /// notify hooks run it: `xlat sync role active` (forward, with the synced table) and
+    /// `xlat sync role standby` (drop the sessions, take the active's table).
+    Sync {
+        #[command(subcommand)]
+        what: SyncCmd,
+    },
     /// Remove state from a running gateway.
     Clear {
         #[command(subcommand)]
@@ -129,6 +136,17 @@ enum ShowCmd {
         #[command(flatten)]
         target: Target,
     },
+    /// Session sync with the peer gateway ([sync]): role, peer, in sync, counters.
+    Sync {
+        /// Print the state as one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Explain each counter.
+        #[arg(long)]
+        explain: bool,
+        #[command(flatten)]
+        target: Target,
+    },
     /// Counters, table sizes and drop reasons.
     Stats {
         /// Print the statistics as one JSON object.
@@ -140,6 +158,17 @@ enum ShowCmd {
         /// List every drop reason, including those never seen.
         #[arg(long)]
         all: bool,
+        #[command(flatten)]
+        target: Target,
+    },
+}
+
+#[derive(Subcommand)]
+enum SyncCmd {
+    /// Make the gateway active or standby; prints the sync state after.
+    Role {
+        #[arg(value_parser = ["active", "standby"])]
+        role: String,
         #[command(flatten)]
         target: Target,
     },
@@ -335,6 +364,18 @@ fn dispatch(cmd: Cmd) -> Result<()> {
                 },
             }
         }
+        Cmd::Sync {
+            what: SyncCmd::Role { role, target },
+        } => {
+            let socket = target.socket()?;
+            let Response::Sync(st) = ask(&socket, &Request::SyncRole { role })? else {
+                bail!(
+                    "{}: the daemon sent an answer of the wrong kind",
+                    socket.display()
+                );
+            };
+            print(&show::sync_status(&st, false))
+        }
         Cmd::Clear {
             what:
                 ClearCmd::Sessions {
@@ -392,6 +433,24 @@ fn ask(socket: &Path, req: &Request) -> Result<Response> {
 
 fn show(what: ShowCmd) -> Result<()> {
     match what {
+        ShowCmd::Sync {
+            json: as_json,
+            explain,
+            target,
+        } => {
+            let socket = target.socket()?;
+            let Response::Sync(st) = ask(&socket, &Request::SyncStatus {})? else {
+                bail!(
+                    "{}: the daemon sent an answer of the wrong kind",
+                    socket.display()
+                );
+            };
+            if as_json {
+                print(&json(&st)?)
+            } else {
+                print(&show::sync_status(&st, explain))
+            }
+        }
         ShowCmd::Sessions {
             json: as_json,
             limit,

@@ -267,6 +267,39 @@ pub fn translate_summary(input: &str, output: &str, s: &Stats, p: &PcapCounters)
     out
 }
 
+/// `xlat show sync` (and `xlat sync role`): the role, the peer, whether the table is whole,
+/// then the counters (with `explain`, what each means).
+pub fn sync_status(st: &xlat_daemon::sync::SyncStatus, explain: bool) -> String {
+    let mut out = String::new();
+    let seen = match st.peer_seen_secs_ago {
+        Some(s) => format!("heard {s} s ago"),
+        None => "never heard".to_string(),
+    };
+    let peer_role = st.peer_role.as_deref().unwrap_or("unknown");
+    let _ = writeln!(out, "role: {}", st.role);
+    let _ = writeln!(out, "peer: {} ({seen}, {peer_role})", st.peer);
+    let _ = writeln!(
+        out,
+        "in sync: {}{}",
+        if st.in_sync { "yes" } else { "no" },
+        if st.role == "active" {
+            " (as the standby says)"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(out, "unacknowledged datagrams: {}", st.unacked);
+    let values = serde_json::to_value(&st.counters).unwrap_or_default();
+    for (name, text) in xlat_daemon::sync::COUNTERS {
+        let v = values.get(*name).and_then(|v| v.as_u64()).unwrap_or(0);
+        let _ = writeln!(out, "  {name:<22} {v}");
+        if explain {
+            let _ = writeln!(out, "      {text}");
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,753 @@
+//! Stateful failover (`[sync]`, docs/FAILOVER.md): two gateways, one active and one standby,
+//! keep the same session table, so that when the active dies the standby takes over
+//! (keepalived moves the addresses and runs `xlat sync role active`) and every established
+//! session's packets find their translation there.
+//!
+//! The active's packet workers drain their engines' session events after each batch
+//! ([`xlat_engine::events`]) and hand them to this module's thread through a bounded
+//! channel (a full channel drops the batch, counts it, never blocks a worker). The thread
+//! packs them into datagrams ([`crate::sync_wire`]: sequence numbers, HMAC) and sends them to
+//! the peer; the peer acknowledges what arrived in order, and what it did not acknowledge
+//! within [`RESEND_AFTER`] is sent again -- a lost datagram is repaired, not silently
+//! missed. The standby's thread puts the events back in order and hands each to the packet
+//! worker that owns the session's inside host, which installs a frozen copy in its engine
+//! (`xlat_engine::synced`) between batches; a standby forwards nothing (its packets are
+//! dropped and counted: `sync_standby_dropped`).
+//!
+//! A standby that starts, restarts, or sees a gap it cannot fill asks for a full resync:
+//! the active's workers each put a snapshot of their table into the same channel as their
+//! events (so a session ended after the snapshot is ended after it on the standby too), and
+//! the thread sends it between a BULK_BEGIN datagram (the standby drops its copies) and a
+//! BULK_END one (the standby is in sync). Both send HELLO every [`HELLO_EVERY`]; a peer
+//! that is also active is split brain, counted and logged.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+use xlat_engine::events::StateEvent;
+use xlat_engine::shard::Shards;
+use xlat_engine::Time;
+
+use crate::control::{ControlMsg, Request, WorkerLink};
+use crate::sync_wire::{self as wire, Header, Key, WireError};
+
+/// How often each side says hello (role, workers, whether it wants a resync).
+pub const HELLO_EVERY: Duration = Duration::from_secs(1);
+/// A datagram not acknowledged this long after it was sent is sent again.
+pub const RESEND_AFTER: Duration = Duration::from_millis(30);
+/// Datagrams sent again per turn at most.
+const RESEND_BURST: usize = 64;
+/// Datagrams kept for resending; past it the oldest is abandoned (counted) and the standby
+/// will ask for a resync.
+const MAX_UNACKED: usize = 16_384;
+/// Datagrams a standby holds ahead of a gap; past it the gap counts as lost: resync.
+const MAX_AHEAD: usize = 4096;
+/// A peer not heard from this long is gone: what it did not acknowledge is abandoned.
+const PEER_GONE: Duration = Duration::from_secs(3);
+/// After a full resync, requests for another are ignored this long (those in flight).
+const RESYNC_QUIET: Duration = Duration::from_secs(2);
+/// Event batches waiting for the sync thread (as the log's queue, crate::eventlog).
+pub const QUEUE_BATCHES: usize = 4096;
+
+/// `[sync] role`: what the gateway is when it starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StartRole {
+    Active,
+    Standby,
+    /// Standby until keepalived (its notify hook: `xlat sync role active`) says otherwise.
+    Auto,
+}
+
+/// `[sync]`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SyncConfig {
+    pub listen: SocketAddr,
+    pub peer: SocketAddr,
+    pub role: StartRole,
+    /// The shared HMAC key (never logged or shown).
+    pub key: Vec<u8>,
+}
+
+impl std::fmt::Debug for SyncConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SyncConfig")
+            .field("listen", &self.listen)
+            .field("peer", &self.peer)
+            .field("role", &self.role)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the workers hand the sync thread.
+pub enum Outgoing {
+    /// Session events of one batch, in the order the engine made them.
+    Events(Vec<StateEvent>),
+    /// One worker's whole table as session-created events (a full resync).
+    Snapshot(Vec<StateEvent>),
+}
+
+macro_rules! sync_counters {
+    ($($field:ident: $explain:literal,)*) => {
+        /// The sync channel's counters (`xlat show sync`, `--explain`).
+        #[derive(Debug, Default)]
+        pub struct SyncCounters { $(pub $field: AtomicU64,)* }
+
+        /// Their values, by name.
+        #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        pub struct SyncCounts { $(pub $field: u64,)* }
+
+        impl SyncCounters {
+            pub fn snapshot(&self) -> SyncCounts {
+                SyncCounts { $($field: self.$field.load(Ordering::Relaxed),)* }
+            }
+        }
+
+        /// Every counter's name and explanation.
+        pub const COUNTERS: &[(&str, &str)] = &[$((stringify!($field), $explain),)*];
+    };
+}
+
+sync_counters! {
+    events_sent: "Session events sent to the peer (created and ended), first sending only.",
+    datagrams_sent: "Sync datagrams sent, resent ones included.",
+    bytes_sent: "Bytes of sync datagrams sent (UDP payload), resent ones included.",
+    datagrams_resent: "Datagrams sent again because the peer had not acknowledged them within 30 ms: loss on the way, or a slow peer.",
+    datagrams_abandoned: "Datagrams given up (the peer was gone for 3 s, or more than 16,384 waited for acknowledgement): the peer asks for a full resync when it is back.",
+    events_dropped: "Session events a packet worker could not queue for the sync thread (its queue was full): the standby misses them until its next resync. The sync thread could not send as fast as sessions changed.",
+    events_received: "Session events received from the peer, in order.",
+    installed: "Sessions installed as copies of the peer's (a standby's table).",
+    removed: "Copies removed because the peer ended its session.",
+    refused: "Peer sessions not installed: the table here contradicts them (another mapping for the inside endpoint or the outside port) or is full. A full resync repairs the former; different [nat44]/[nat64] pools or limits on the two gateways cause it.",
+    resyncs_sent: "Full resyncs this gateway sent (the peer asked: it started, restarted or lost events).",
+    resyncs_received: "Full resyncs received from the peer.",
+    bad_datagrams: "Datagrams dropped before they were believed: too short, another format, or records that cannot be read.",
+    auth_failures: "Datagrams whose HMAC did not verify with [sync] key, or that came from an address other than [sync] peer: another key, or someone else. Dropped.",
+    version_mismatches: "Datagrams of another sync format version: the two gateways run different xlat releases. Dropped.",
+    gaps: "Sequence gaps the standby could not fill (more than 4,096 datagrams ahead, or the peer started over): it asked for a full resync.",
+    split_brain: "HELLOs from a peer that is active while this gateway is active too: both forward, with separate tables. keepalived's state or the network between them is at fault.",
+    standby_dropped: "Packets a standby received and dropped: a standby forwards nothing (its table is the active's copy). keepalived should route nothing here until it makes this gateway active.",
+}
+
+/// What `xlat show sync` prints.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyncStatus {
+    /// "active" or "standby".
+    pub role: String,
+    pub peer: String,
+    /// Seconds since the peer was last heard (None: never).
+    pub peer_seen_secs_ago: Option<u64>,
+    /// The peer's role as its last HELLO said.
+    pub peer_role: Option<String>,
+    /// A standby: whether it holds the whole table (its last full resync completed and no
+    /// event was lost since). An active: whether the peer said so.
+    pub in_sync: bool,
+    /// Datagrams waiting for the peer's acknowledgement.
+    pub unacked: u64,
+    pub counters: SyncCounts,
+}
+
+/// What the workers, the control socket and the sync thread share.
+pub struct SyncShared {
+    active: AtomicBool,
+    tx: SyncSender<Outgoing>,
+    pub counters: SyncCounters,
+    status: Mutex<SyncStatus>,
+    peer: SocketAddr,
+}
+
+impl SyncShared {
+    /// Does this gateway forward (and send its events)?
+    #[inline]
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Sets the role; true if it changed.
+    pub fn set_active(&self, on: bool) -> bool {
+        self.active.swap(on, Ordering::SeqCst) != on
+    }
+
+    /// A worker's session events after a batch (an active's only); a full queue drops and
+    /// counts them.
+    pub fn send_events(&self, evs: Vec<StateEvent>) {
+        let n = evs.len() as u64;
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
+            self.tx.try_send(Outgoing::Events(evs))
+        {
+            self.counters.events_dropped.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// A worker's snapshot for a full resync: waits for room (a resync is rare, and the
+    /// standby needs every row).
+    pub fn send_snapshot(&self, evs: Vec<StateEvent>) {
+        if self.tx.send(Outgoing::Snapshot(evs)).is_err() {
+            warn!("session sync: the sync thread is gone; the snapshot is lost");
+        }
+    }
+
+    pub fn count(&self, c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// `xlat show sync`.
+    pub fn status(&self) -> SyncStatus {
+        let mut s = match self.status.lock() {
+            Ok(s) => s.clone(),
+            Err(p) => p.into_inner().clone(),
+        };
+        s.role = if self.is_active() {
+            "active"
+        } else {
+            "standby"
+        }
+        .into();
+        s.peer = self.peer.to_string();
+        s.counters = self.counters.snapshot();
+        s
+    }
+}
+
+/// Starts the sync side: the shared state (for the workers and the control socket) and
+/// the thread's state, which [`Syncer::run`] drives on a thread of the caller's.
+pub fn start(
+    cfg: &SyncConfig,
+    workers: Vec<WorkerLink>,
+) -> anyhow::Result<(Arc<SyncShared>, Syncer)> {
+    use anyhow::Context;
+    let sock = UdpSocket::bind(cfg.listen)
+        .with_context(|| format!("sync.listen: cannot bind {}", cfg.listen))?;
+    sock.set_read_timeout(Some(Duration::from_millis(5)))
+        .context("sync socket timeout")?;
+    let (tx, rx) = sync_channel(QUEUE_BATCHES);
+    let shared = Arc::new(SyncShared {
+        active: AtomicBool::new(cfg.role == StartRole::Active),
+        tx,
+        counters: SyncCounters::default(),
+        status: Mutex::new(SyncStatus::default()),
+        peer: cfg.peer,
+    });
+    let epoch = random_u32();
+    info!(listen = %cfg.listen, peer = %cfg.peer, role = ?cfg.role, "session sync on");
+    let syncer = Syncer {
+        sh: shared.clone(),
+        sock,
+        key: Key::new(&cfg.key),
+        peer: cfg.peer,
+        rx,
+        workers,
+        epoch,
+        next_seq: 1,
+        unacked: VecDeque::new(),
+        cur: Vec::new(),
+        cur_count: 0,
+        cur_flags: 0,
+        bulk: None,
+        last_bulk_end: None,
+        peer_epoch: None,
+        expect: 0,
+        ahead: BTreeMap::new(),
+        in_sync: false,
+        peer_in_sync: false,
+        peer_seen: None,
+        peer_active: None,
+        last_hello: None,
+        last_split_warn: None,
+        warned_workers: false,
+        was_active: cfg.role == StartRole::Active,
+    };
+    Ok((shared, syncer))
+}
+
+fn random_u32() -> u32 {
+    let mut b = [0u8; 4];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+        .is_err()
+    {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos() ^ d.as_secs() as u32)
+            .unwrap_or(1);
+        b = t.to_be_bytes();
+    }
+    u32::from_be_bytes(b).max(1)
+}
+
+struct Sent {
+    seq: u32,
+    bytes: Vec<u8>,
+    at: Instant,
+}
+
+/// A received DATA datagram waiting for its turn.
+struct Ahead {
+    flags: u8,
+    events: Vec<StateEvent>,
+}
+
+/// The sync thread's state.
+pub struct Syncer {
+    sh: Arc<SyncShared>,
+    sock: UdpSocket,
+    key: Key,
+    peer: SocketAddr,
+    rx: Receiver<Outgoing>,
+    workers: Vec<WorkerLink>,
+    // Sending.
+    epoch: u32,
+    next_seq: u32,
+    unacked: VecDeque<Sent>,
+    cur: Vec<u8>,
+    cur_count: u16,
+    cur_flags: u8,
+    /// A full resync in progress: snapshots still to come.
+    bulk: Option<usize>,
+    last_bulk_end: Option<Instant>,
+    // Receiving.
+    peer_epoch: Option<u32>,
+    expect: u32,
+    ahead: BTreeMap<u32, Ahead>,
+    in_sync: bool,
+    peer_in_sync: bool,
+    peer_seen: Option<Instant>,
+    peer_active: Option<bool>,
+    last_hello: Option<Instant>,
+    last_split_warn: Option<Instant>,
+    /// The peer's worker count differs (said once).
+    warned_workers: bool,
+    was_active: bool,
+}
+
+impl Syncer {
+    /// Runs until `stop`: sends what the workers queue, receives the peer's datagrams,
+    /// resends, says hello.
+    pub fn run(mut self, shards: Option<&Shards>, stop: &AtomicBool) {
+        let mut buf = vec![0u8; 65_536];
+        let mut per_worker: Vec<Vec<StateEvent>> = vec![Vec::new(); self.workers.len()];
+        while !stop.load(Ordering::Relaxed) {
+            let active = self.sh.is_active();
+            if active != self.was_active {
+                self.role_changed(active);
+            }
+            // What the workers queued (an active's).
+            for _ in 0..256 {
+                match self.rx.try_recv() {
+                    Ok(Outgoing::Events(evs)) if active => self.queue_events(&evs),
+                    Ok(Outgoing::Events(_)) => {}
+                    Ok(Outgoing::Snapshot(evs)) => {
+                        self.queue_events(&evs);
+                        if let Some(left) = self.bulk.as_mut() {
+                            *left = left.saturating_sub(1);
+                            if *left == 0 {
+                                self.bulk = None;
+                                self.cur_flags |= wire::F_BULK_END;
+                                self.flush();
+                                self.last_bulk_end = Some(Instant::now());
+                            }
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+            self.flush();
+            // The peer's datagrams (the socket waits up to 5 ms for the first).
+            let mut got = false;
+            for _ in 0..256 {
+                match self.sock.recv_from(&mut buf) {
+                    Ok((n, from)) => {
+                        got = true;
+                        let d = buf.get(..n).unwrap_or(&[]);
+                        self.receive(d, from, &mut per_worker, shards);
+                    }
+                    Err(_) => break,
+                }
+            }
+            if got {
+                self.hand_to_workers(&mut per_worker);
+                if !active {
+                    self.send_ack();
+                }
+            }
+            self.resend();
+            if self.last_hello.is_none_or(|t| t.elapsed() >= HELLO_EVERY) {
+                self.hello();
+            }
+            self.publish();
+        }
+    }
+
+    fn role_changed(&mut self, active: bool) {
+        self.was_active = active;
+        info!(
+            role = if active { "active" } else { "standby" },
+            "session sync: role changed"
+        );
+        if active {
+            // What arrives from the old active now is stale: its table is ours.
+            self.ahead.clear();
+        } else {
+            // The workers dropped their sessions; ask the (new) active for its table.
+            self.in_sync = false;
+            self.unacked.clear();
+            self.bulk = None;
+        }
+        self.hello();
+    }
+
+    /// Packs `evs` into datagrams, sending each full one.
+    fn queue_events(&mut self, evs: &[StateEvent]) {
+        for ev in evs {
+            let len = wire::record_len(ev);
+            if len == 0 {
+                continue;
+            }
+            if self.cur.is_empty() {
+                self.start_data();
+            }
+            if wire::room(self.cur.len()) < len || self.cur_count == u16::MAX {
+                self.flush();
+                self.start_data();
+            }
+            if wire::put_record(&mut self.cur, ev) {
+                self.cur_count += 1;
+                self.sh.count(&self.sh.counters.events_sent, 1);
+            }
+        }
+    }
+
+    fn start_data(&mut self) {
+        let h = Header {
+            kind: wire::T_DATA,
+            flags: 0,
+            count: 0,
+            epoch: self.epoch,
+            seq: self.next_seq,
+            aux: 0,
+        };
+        wire::begin(&mut self.cur, &h);
+        self.cur_count = 0;
+    }
+
+    /// Sends the datagram being filled (also an empty one that carries a bulk flag).
+    fn flush(&mut self) {
+        if self.cur_count == 0 && self.cur_flags & (wire::F_BULK_BEGIN | wire::F_BULK_END) == 0 {
+            return;
+        }
+        if self.cur.is_empty() {
+            self.start_data();
+        }
+        let flags = self.cur_flags | wire::F_ACTIVE;
+        wire::seal(&mut self.cur, &self.key, self.cur_count, flags);
+        let bytes = std::mem::take(&mut self.cur);
+        self.send_bytes(&bytes);
+        if self.unacked.len() >= MAX_UNACKED {
+            self.unacked.pop_front();
+            self.sh.count(&self.sh.counters.datagrams_abandoned, 1);
+        }
+        self.unacked.push_back(Sent {
+            seq: self.next_seq,
+            bytes,
+            at: Instant::now(),
+        });
+        self.next_seq = self.next_seq.wrapping_add(1).max(1);
+        self.cur_count = 0;
+        self.cur_flags = 0;
+    }
+
+    fn send_bytes(&self, b: &[u8]) {
+        if self.sock.send_to(b, self.peer).is_ok() {
+            self.sh.count(&self.sh.counters.datagrams_sent, 1);
+            self.sh.count(&self.sh.counters.bytes_sent, b.len() as u64);
+        }
+    }
+
+    /// Sends again what the peer has not acknowledged in time; abandons it all when the
+    /// peer is gone.
+    fn resend(&mut self) {
+        if self.unacked.is_empty() {
+            return;
+        }
+        if self.peer_seen.is_none_or(|t| t.elapsed() >= PEER_GONE)
+            && self
+                .unacked
+                .front()
+                .is_some_and(|s| s.at.elapsed() >= PEER_GONE)
+        {
+            let n = self.unacked.len() as u64;
+            self.unacked.clear();
+            self.sh.count(&self.sh.counters.datagrams_abandoned, n);
+            return;
+        }
+        let now = Instant::now();
+        let mut again = Vec::new();
+        for s in self.unacked.iter_mut() {
+            if again.len() >= RESEND_BURST {
+                break;
+            }
+            if now.duration_since(s.at) >= RESEND_AFTER {
+                s.at = now;
+                again.push(s.bytes.clone());
+            }
+        }
+        for b in &again {
+            self.send_bytes(b);
+        }
+        self.sh
+            .count(&self.sh.counters.datagrams_resent, again.len() as u64);
+    }
+
+    fn control(&mut self, kind: u8, flags: u8, count: u16, seq: u32, aux: u32) {
+        let mut b = Vec::with_capacity(wire::HEADER + wire::TAG);
+        let h = Header {
+            kind,
+            flags,
+            count: 0,
+            epoch: self.epoch,
+            seq,
+            aux,
+        };
+        wire::begin(&mut b, &h);
+        wire::seal(&mut b, &self.key, count, flags);
+        self.send_bytes(&b);
+    }
+
+    fn hello(&mut self) {
+        let active = self.sh.is_active();
+        let mut flags = if active { wire::F_ACTIVE } else { 0 };
+        if !active && !self.in_sync {
+            flags |= wire::F_WANT_RESYNC;
+        }
+        // HELLO's aux: whether this side holds the whole table (a standby in sync).
+        let aux = u32::from(!active && self.in_sync);
+        let workers = u16::try_from(self.workers.len()).unwrap_or(u16::MAX);
+        self.control(wire::T_HELLO, flags, workers, 0, aux);
+        self.last_hello = Some(Instant::now());
+    }
+
+    fn send_ack(&mut self) {
+        if let Some(pe) = self.peer_epoch {
+            let upto = self.expect.wrapping_sub(1);
+            self.control(wire::T_ACK, 0, 0, upto, pe);
+        }
+    }
+
+    /// One datagram from the network.
+    fn receive(
+        &mut self,
+        d: &[u8],
+        from: SocketAddr,
+        per_worker: &mut [Vec<StateEvent>],
+        shards: Option<&Shards>,
+    ) {
+        let c = &self.sh.counters;
+        if from.ip() != self.peer.ip() {
+            self.sh.count(&c.auth_failures, 1);
+            return;
+        }
+        let (h, recs) = match wire::open(d, &self.key) {
+            Ok(x) => x,
+            Err(WireError::Auth) => return self.sh.count(&c.auth_failures, 1),
+            Err(WireError::Version(_)) => return self.sh.count(&c.version_mismatches, 1),
+            Err(_) => return self.sh.count(&c.bad_datagrams, 1),
+        };
+        self.peer_seen = Some(Instant::now());
+        match h.kind {
+            wire::T_HELLO => self.on_hello(&h),
+            wire::T_ACK => {
+                if h.aux == self.epoch {
+                    while self.unacked.front().is_some_and(|s| seq_le(s.seq, h.seq)) {
+                        self.unacked.pop_front();
+                    }
+                }
+            }
+            wire::T_DATA if !self.sh.is_active() => {
+                let mut events = Vec::with_capacity(usize::from(h.count));
+                if wire::records(recs, h.count, Time(0), &mut events).is_err() {
+                    self.sh.count(&c.bad_datagrams, 1);
+                    return;
+                }
+                self.on_data(&h, events, per_worker, shards);
+            }
+            // An active ignores the data of a peer that thinks it is active (split brain
+            // is counted from its HELLOs).
+            wire::T_DATA => {}
+            _ => self.sh.count(&c.bad_datagrams, 1),
+        }
+    }
+
+    fn on_hello(&mut self, h: &Header) {
+        let peer_active = h.flags & wire::F_ACTIVE != 0;
+        self.peer_active = Some(peer_active);
+        let active = self.sh.is_active();
+        if active && peer_active {
+            self.sh.count(&self.sh.counters.split_brain, 1);
+            if self
+                .last_split_warn
+                .is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
+            {
+                warn!(peer = %self.peer, "session sync: split brain -- the peer is active too; both gateways forward with separate tables");
+                self.last_split_warn = Some(Instant::now());
+            }
+        }
+        if usize::from(h.count) != self.workers.len() && !self.warned_workers {
+            self.warned_workers = true;
+            warn!(peer = %self.peer, peer_workers = h.count, workers = self.workers.len(), "session sync: the peer runs another number of packet workers ([dataplane] workers); after a takeover, inbound packets would reach workers without the session");
+        }
+        if active {
+            self.peer_in_sync = h.aux == 1;
+            let quiet = self
+                .last_bulk_end
+                .is_some_and(|t| t.elapsed() < RESYNC_QUIET);
+            if h.flags & wire::F_WANT_RESYNC != 0 && self.bulk.is_none() && !quiet {
+                self.start_bulk();
+            }
+        }
+    }
+
+    /// A full resync: the datagram after this one starts it; each worker puts its snapshot
+    /// in the queue behind the events it sent before.
+    fn start_bulk(&mut self) {
+        info!(peer = %self.peer, "session sync: the peer asked for the whole table; sending it");
+        self.flush();
+        self.cur_flags |= wire::F_BULK_BEGIN;
+        self.bulk = Some(self.workers.len().max(1));
+        self.sh.count(&self.sh.counters.resyncs_sent, 1);
+        for w in &self.workers {
+            let (reply, _rx) = std::sync::mpsc::channel();
+            let _ = w.tx.send(ControlMsg {
+                request: Request::SyncSnapshot,
+                reply,
+            });
+            w.waker.wake();
+        }
+    }
+
+    fn on_data(
+        &mut self,
+        h: &Header,
+        events: Vec<StateEvent>,
+        per_worker: &mut [Vec<StateEvent>],
+        shards: Option<&Shards>,
+    ) {
+        if self.peer_epoch != Some(h.epoch) {
+            // The peer started (over): its numbers restart here. Unless this begins a full
+            // resync, what came before is unknown.
+            if self.peer_epoch.is_some() || h.flags & wire::F_BULK_BEGIN == 0 {
+                self.in_sync = false;
+            }
+            self.peer_epoch = Some(h.epoch);
+            self.expect = h.seq;
+            self.ahead.clear();
+        }
+        if seq_le(h.seq, self.expect.wrapping_sub(1)) {
+            return; // a duplicate (a resend of what arrived)
+        }
+        self.ahead.insert(
+            h.seq,
+            Ahead {
+                flags: h.flags,
+                events,
+            },
+        );
+        if self.ahead.len() > MAX_AHEAD {
+            // The gap will not be filled: start over from what is here, and ask.
+            self.sh.count(&self.sh.counters.gaps, 1);
+            self.in_sync = false;
+            if let Some((&first, _)) = self.ahead.iter().next() {
+                self.expect = first;
+            }
+        }
+        while let Some(a) = self.ahead.remove(&self.expect) {
+            if a.flags & wire::F_BULK_BEGIN != 0 {
+                self.hand_to_workers(per_worker);
+                self.clear_workers();
+                self.sh.count(&self.sh.counters.resyncs_received, 1);
+            }
+            self.sh
+                .count(&self.sh.counters.events_received, a.events.len() as u64);
+            for ev in a.events {
+                let k = shards.map_or(0, |s| s.of_inside(ev.inside));
+                if let Some(v) = per_worker.get_mut(k) {
+                    v.push(ev);
+                }
+            }
+            if a.flags & wire::F_BULK_END != 0 {
+                self.in_sync = true;
+                info!(peer = %self.peer, "session sync: in sync with the active's table");
+            }
+            self.expect = self.expect.wrapping_add(1).max(1);
+        }
+    }
+
+    fn clear_workers(&self) {
+        for w in &self.workers {
+            let (reply, _rx) = std::sync::mpsc::channel();
+            let _ = w.tx.send(ControlMsg {
+                request: Request::SyncClear,
+                reply,
+            });
+            w.waker.wake();
+        }
+    }
+
+    /// Hands each worker the events of its sessions (between its batches).
+    fn hand_to_workers(&self, per_worker: &mut [Vec<StateEvent>]) {
+        for (w, evs) in self.workers.iter().zip(per_worker.iter_mut()) {
+            if evs.is_empty() {
+                continue;
+            }
+            let (reply, _rx) = std::sync::mpsc::channel();
+            let _ = w.tx.send(ControlMsg {
+                request: Request::SyncApply(Arc::new(std::mem::take(evs))),
+                reply,
+            });
+            w.waker.wake();
+        }
+    }
+
+    /// Updates what `xlat show sync` reads.
+    fn publish(&self) {
+        let mut s = match self.sh.status.lock() {
+            Ok(s) => s,
+            Err(p) => p.into_inner(),
+        };
+        s.peer_seen_secs_ago = self.peer_seen.map(|t| t.elapsed().as_secs());
+        s.peer_role = self
+            .peer_active
+            .map(|a| if a { "active" } else { "standby" }.to_string());
+        s.in_sync = if self.sh.is_active() {
+            self.peer_in_sync
+        } else {
+            self.in_sync
+        };
+        s.unacked = self.unacked.len() as u64;
+    }
+}
+
+/// `a <= b` in sequence-number arithmetic (RFC 1982 style, 32 bits).
+fn seq_le(a: u32, b: u32) -> bool {
+    b.wrapping_sub(a) < 1 << 31
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequence_numbers_compare_across_the_wrap() {
+        assert!(seq_le(1, 1));
+        assert!(seq_le(1, 2));
+        assert!(!seq_le(2, 1));
+        assert!(seq_le(u32::MAX, 3));
+        assert!(!seq_le(3, u32::MAX));
+    }
+}
