@@ -151,6 +151,9 @@ pub struct DaemonStats {
     /// The event log's counters (`[logging]`: syslog lines and IPFIX messages sent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<Vec<NamedCount>>,
+    /// Session sync's state and counters (`[sync]`), when on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync: Option<crate::sync::SyncStatus>,
     /// The packet workers (`[dataplane] workers`), in order; empty from a daemon older than
     /// this field.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -284,6 +287,9 @@ fn add_stats(a: &mut DaemonStats, b: DaemonStats) {
     }
     if a.log.is_none() {
         a.log = b.log;
+    }
+    if a.sync.is_none() {
+        a.sync = b.sync;
     }
 }
 

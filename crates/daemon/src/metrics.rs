@@ -15,6 +15,7 @@
 //! - TUN driver -> `xlat_tun_*_total`; DNS64 counter `D` -> `xlat_dns64_D_total`;
 //! - fast-path counter `xdp_C` -> `xlat_xdp_C_total`, installed recipes -> `xlat_xdp_recipes`;
 //! - event log counter `L` (`[logging]`) -> `xlat_log_L_total`;
+//! - session sync counter `S` (`[sync]`) -> `xlat_sync_S_total`, and its state as gauges;
 //! - per packet worker -> `xlat_worker_*{worker="K"}`.
 //!
 //! Written by hand rather than with prometheus-client: that crate writes OpenMetrics only,
@@ -259,6 +260,31 @@ pub fn encode(s: &DaemonStats) -> String {
         }
     }
 
+    if let Some(sy) = &s.sync {
+        o.single(
+            "xlat_sync_active",
+            g,
+            "1 while this gateway is the active one of a [sync] pair (it forwards), 0 while standby.",
+            u64::from(sy.role == "active"),
+        );
+        o.single(
+            "xlat_sync_in_sync",
+            g,
+            "1 when the standby holds the whole table (as it says; on the active, as the standby said last).",
+            u64::from(sy.in_sync),
+        );
+        o.single(
+            "xlat_sync_unacked_datagrams",
+            g,
+            "Sync datagrams sent and not acknowledged by the peer yet.",
+            sy.unacked,
+        );
+        for k in sy.counters.named() {
+            let m = metric_name(&format!("sync_{}", k.name), "_total");
+            o.single(&m, c, &k.explain, k.value);
+        }
+    }
+
     if !s.workers.is_empty() {
         let rows = &s.workers;
         let ids: Vec<String> = rows.iter().map(|w| w.worker.to_string()).collect();
@@ -373,6 +399,7 @@ pub fn everything() -> DaemonStats {
             ..Default::default()
         }),
         log: Some(named(crate::eventlog::COUNTERS)),
+        sync: Some(crate::sync::SyncStatus::default()),
         workers: vec![worker(0), worker(1)],
     }
 }

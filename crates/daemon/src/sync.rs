@@ -109,6 +109,17 @@ macro_rules! sync_counters {
             }
         }
 
+        impl SyncCounts {
+            /// The values with their names and explanations ([`COUNTERS`]' order).
+            pub fn named(&self) -> Vec<xlat_engine::counters::NamedCount> {
+                vec![$(xlat_engine::counters::NamedCount {
+                    name: stringify!($field).to_string(),
+                    value: self.$field,
+                    explain: $explain.to_string(),
+                },)*]
+            }
+        }
+
         /// Every counter's name and explanation.
         pub const COUNTERS: &[(&str, &str)] = &[$((stringify!($field), $explain),)*];
     };

@@ -823,6 +823,7 @@ impl Worker {
                     dns64: sh.dns64.filter(|_| first).map(|s| s.snapshot()),
                     fast_path: sh.fast.filter(|_| first).map(fast_path_stats),
                     log: sh.log.filter(|_| first).map(|l| l.counters()),
+                    sync: sh.sync.filter(|_| first).map(|s| s.status()),
                     workers: vec![row],
                 }))
             }

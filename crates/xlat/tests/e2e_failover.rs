@@ -12,7 +12,7 @@
 //!                                    A 198.18.1.2 / B 198.18.1.3   (VIP 198.18.1.1)
 //!  SRV 198.18.1.10 --[SWO bridge]---/          pool 198.19.0.100 routed via 198.18.1.1
 //! ```
-//! Needs root, keepalived, curl and python3: `#[ignore]`d, run by scripts/test.sh.
+//! Needs root, keepalived, curl, python3 and promtool: `#[ignore]`d, run by scripts/test.sh.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -86,10 +86,10 @@ struct Pair {
 
 fn build() -> Pair {
     require_root();
-    let missing = missing_tools(&["keepalived", "curl", "python3"]);
+    let missing = missing_tools(&["keepalived", "curl", "python3", "promtool"]);
     assert!(
         missing.is_empty(),
-        "the failover test needs {missing:?}: apt-get install keepalived curl python3"
+        "the failover test needs {missing:?}: apt-get install keepalived curl python3 prometheus"
     );
     let mut lab = Lab::new('f');
     let id = lab.id.clone();
@@ -182,7 +182,7 @@ impl Pair {
         let peer = format!("198.18.0.{}", 3 - k);
         let tun = format!("{}t{k}", self.lab.id);
         let cfg = format!(
-            "[tun]\nname = \"{tun}\"\nmtu = 1500\nauto_routes = true\n\n[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"{POOL}/32\"]\nmode = \"napt\"\n\n[control]\nsocket = \"{sock}\"\n\n[sync]\nlisten = \"{me}:4790\"\npeer = \"{peer}:4790\"\nrole = \"auto\"\nkey = \"{KEY}\"\n",
+            "[tun]\nname = \"{tun}\"\nmtu = 1500\nauto_routes = true\n\n[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"{POOL}/32\"]\nmode = \"napt\"\n\n[control]\nsocket = \"{sock}\"\n\n[metrics]\nlisten = \"127.0.0.1:9641\"\n\n[sync]\nlisten = \"{me}:4790\"\npeer = \"{peer}:4790\"\nrole = \"auto\"\nkey = \"{KEY}\"\n",
             sock = self.sock[k].display(),
         );
         let path = self.lab.dir.join(format!("xlat-{k}.toml"));
@@ -452,6 +452,37 @@ fn tcp_download_and_udp_stream_survive_the_death_of_the_active_gateway() {
         "the server saw the stream from more than one outside endpoint (the mapping did not survive): {peers:?}\n{dump}"
     );
     assert!(peers[0].starts_with(&format!("PEER {POOL} ")), "{peers:?}");
+    // What Prometheus scrapes from B says the same, and promtool accepts it.
+    let gb = t.gw[1].clone();
+    let m = t.lab.ns(
+        &gb,
+        10,
+        &[
+            "curl",
+            "-sS",
+            "--max-time",
+            "5",
+            "http://127.0.0.1:9641/metrics",
+        ],
+    );
+    assert!(m.ok(), "scraping B: {}", m.stderr);
+    let sample = |name: &str| {
+        m.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no {name} in B's /metrics"))
+    };
+    assert_eq!(sample("xlat_sync_active"), 1);
+    assert!(sample("xlat_sync_installed_total") >= 2);
+    assert_eq!(sample("xlat_sync_auth_failures_total"), 0);
+    let file = t.lab.dir.join("b.metrics");
+    std::fs::write(&file, &m.stdout).unwrap();
+    let check = t.lab.sh(
+        &gb,
+        30,
+        &format!("promtool check metrics < {}", file.display()),
+    );
+    assert!(check.ok(), "promtool: {}{}", check.stdout, check.stderr);
     let b = t.sync_status(1);
     assert!(b["counters"]["installed"].as_u64().unwrap_or(0) >= 2, "{b}");
     assert_eq!(b["counters"]["auth_failures"], 0, "{b}");
