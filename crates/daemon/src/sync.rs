@@ -752,6 +752,170 @@ fn seq_le(a: u32, b: u32) -> bool {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use std::net::{IpAddr, Ipv4Addr};
+    use std::sync::mpsc;
+    use xlat_engine::events::{EventKind, Translator};
+    use xlat_engine::flow::Proto;
+
+    /// A sync side on a loopback socket with one worker whose control channel the test
+    /// reads.
+    fn side(active: bool) -> (Arc<SyncShared>, Syncer, mpsc::Receiver<ControlMsg>) {
+        let (tx, rx) = mpsc::channel();
+        let waker = Arc::new(xlat_io::sys::Waker::new().unwrap());
+        let cfg = SyncConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            peer: "127.0.0.1:9".parse().unwrap(),
+            role: if active {
+                StartRole::Active
+            } else {
+                StartRole::Standby
+            },
+            key: b"0123456789abcdef".to_vec(),
+        };
+        let (sh, sy) = start(&cfg, vec![WorkerLink { tx, waker }]).unwrap();
+        (sh, sy, rx)
+    }
+
+    fn created(port: u16) -> StateEvent {
+        StateEvent {
+            at: Time(0),
+            kind: EventKind::SessionCreated,
+            translator: Translator::Nat44,
+            session: None,
+            proto: Proto::Udp,
+            inside: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 7)),
+            inside_port: port,
+            outside: Ipv4Addr::new(198, 19, 0, 100),
+            outside_port: port,
+            remote: Ipv4Addr::new(203, 0, 113, 9),
+            remote_port: 53,
+        }
+    }
+
+    fn header(epoch: u32, seq: u32, flags: u8) -> Header {
+        Header {
+            kind: wire::T_DATA,
+            flags,
+            count: 1,
+            epoch,
+            seq,
+            aux: 0,
+        }
+    }
+
+    /// What the worker was handed: `Clear` or the inside ports of the events applied.
+    fn handed(rx: &mpsc::Receiver<ControlMsg>) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            match m.request {
+                Request::SyncClear => out.push("clear".to_string()),
+                Request::SyncApply(evs) => {
+                    out.extend(evs.iter().map(|e| e.inside_port.to_string()))
+                }
+                _ => out.push("other".to_string()),
+            }
+        }
+        out
+    }
+
+    /// A standby applies datagrams in sequence order: one ahead of a gap waits for it,
+    /// a duplicate is skipped, and the acknowledgement covers what arrived in order.
+    #[test]
+    fn a_standby_puts_datagrams_back_in_order() {
+        let (sh, mut sy, rx) = side(false);
+        let mut per = vec![Vec::new()];
+        sy.on_data(
+            &header(7, 1, wire::F_BULK_BEGIN),
+            vec![created(1)],
+            &mut per,
+            None,
+        );
+        sy.on_data(&header(7, 3, 0), vec![created(3)], &mut per, None);
+        sy.hand_to_workers(&mut per);
+        assert_eq!(handed(&rx), ["clear", "1"], "3 waits for 2");
+        assert_eq!(sy.expect, 2);
+        sy.on_data(
+            &header(7, 2, wire::F_BULK_END),
+            vec![created(2)],
+            &mut per,
+            None,
+        );
+        sy.on_data(&header(7, 2, 0), vec![created(2)], &mut per, None); // a resend
+        sy.hand_to_workers(&mut per);
+        assert_eq!(handed(&rx), ["2", "3"]);
+        assert_eq!(sy.expect, 4);
+        assert!(sy.in_sync, "BULK_END arrived and nothing is missing");
+        assert_eq!(sh.counters.snapshot().events_received, 3);
+        assert_eq!(sh.counters.snapshot().resyncs_received, 1);
+    }
+
+    /// A peer that starts over (a new epoch) without a full resync leaves the standby out
+    /// of sync (it asks in its HELLO); a gap past what it holds ahead is counted.
+    #[test]
+    fn a_new_epoch_or_a_lost_gap_means_out_of_sync() {
+        let (sh, mut sy, _rx) = side(false);
+        let mut per = vec![Vec::new()];
+        sy.on_data(
+            &header(7, 1, wire::F_BULK_BEGIN | wire::F_BULK_END),
+            vec![],
+            &mut per,
+            None,
+        );
+        assert!(sy.in_sync);
+        sy.on_data(&header(8, 50, 0), vec![created(5)], &mut per, None);
+        assert!(!sy.in_sync, "a new epoch without BULK_BEGIN");
+        assert_eq!(sy.expect, 51);
+        for k in 0..=MAX_AHEAD as u32 {
+            sy.on_data(&header(8, 60 + k, 0), vec![created(6)], &mut per, None);
+        }
+        assert_eq!(sh.counters.snapshot().gaps, 1);
+        assert!(sy.ahead.len() <= MAX_AHEAD);
+        assert!(sy.expect > 60, "it went on from what it holds");
+    }
+
+    /// The active keeps what it sent until the peer acknowledges it, sends it again when
+    /// the acknowledgement is late, and drops it once acknowledged.
+    #[test]
+    fn the_active_resends_until_acknowledged() {
+        let (sh, mut sy, _rx) = side(true);
+        let evs: Vec<StateEvent> = (0..200).map(created).collect();
+        sy.queue_events(&evs);
+        sy.flush();
+        let n = sy.unacked.len();
+        assert!(
+            n >= 3,
+            "200 NAT44 events are three datagrams of 1,400 bytes: {n}"
+        );
+        assert_eq!(sh.counters.snapshot().events_sent, 200);
+        sy.peer_seen = Some(Instant::now());
+        std::thread::sleep(RESEND_AFTER + Duration::from_millis(5));
+        sy.resend();
+        assert_eq!(sh.counters.snapshot().datagrams_resent, n as u64);
+        // The peer's ACK up to the second datagram.
+        let mut ack = Vec::new();
+        let h = Header {
+            kind: wire::T_ACK,
+            flags: 0,
+            count: 0,
+            epoch: 99,
+            seq: 2,
+            aux: sy.epoch,
+        };
+        wire::begin(&mut ack, &h);
+        wire::seal(&mut ack, &sy.key, 0, 0);
+        let mut per = vec![Vec::new()];
+        sy.receive(&ack, sy.peer, &mut per, None);
+        assert_eq!(sy.unacked.len(), n - 2);
+        // From elsewhere, or with another key: dropped, counted.
+        let elsewhere: SocketAddr = "127.0.0.2:9".parse().unwrap();
+        sy.receive(&ack, elsewhere, &mut per, None);
+        let mut forged = ack.clone();
+        let last = forged.len() - 1;
+        forged[last] ^= 1;
+        sy.receive(&forged, sy.peer, &mut per, None);
+        assert_eq!(sh.counters.snapshot().auth_failures, 2);
+        assert_eq!(sy.unacked.len(), n - 2);
+    }
 
     #[test]
     fn sequence_numbers_compare_across_the_wrap() {

@@ -190,4 +190,50 @@ mod tests {
         }
         assert_eq!(reason_of(9), None);
     }
+
+    /// A NAT64 session's event (an IPv6 inside host) installs in the NAT64 translator,
+    /// listed with its IPv6 host, the outside endpoint and the remote, established; an
+    /// engine without NAT64 refuses it.
+    #[test]
+    fn nat64_sessions_install_too() {
+        use crate::config::Nat64Config;
+        let mut e = Engine::new(EngineConfig {
+            nat64: Some(Nat64Config {
+                prefix: "64:ff9b::/96".parse().unwrap(),
+                pool4: vec!["198.19.0.100/32".parse().unwrap()],
+                ..Nat64Config::default()
+            }),
+            seed: 7,
+            ..EngineConfig::default()
+        })
+        .unwrap();
+        let ev = StateEvent {
+            at: Time(0),
+            kind: EventKind::SessionCreated,
+            translator: Translator::Nat64,
+            session: None,
+            proto: crate::flow::Proto::Tcp,
+            inside: "2001:db8::7".parse::<std::net::Ipv6Addr>().unwrap().into(),
+            inside_port: 40000,
+            outside: Ipv4Addr::new(198, 19, 0, 100),
+            outside_port: 2048,
+            remote: Ipv4Addr::new(203, 0, 113, 9),
+            remote_port: 443,
+        };
+        let now = Time::from_secs(1);
+        assert_eq!(e.apply_synced(now, &ev), Ok(true));
+        let rows = e.sessions(now);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].inside, ev.inside);
+        assert_eq!(rows[0].outside_port, Some(2048));
+        assert_eq!(rows[0].remote, Some(ev.remote));
+        assert_eq!(
+            rows[0].state,
+            crate::SessionState::of_tcp(crate::tcp::TcpState::Established)
+        );
+        assert_eq!(
+            engine().apply_synced(now, &ev),
+            Err(InstallRefused::NotInPool)
+        );
+    }
 }
