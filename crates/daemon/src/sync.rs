@@ -351,20 +351,7 @@ impl Syncer {
             // What the workers queued (an active's).
             for _ in 0..256 {
                 match self.rx.try_recv() {
-                    Ok(Outgoing::Events(evs)) if active => self.queue_events(&evs),
-                    Ok(Outgoing::Events(_)) => {}
-                    Ok(Outgoing::Snapshot(evs)) => {
-                        self.queue_events(&evs);
-                        if let Some(left) = self.bulk.as_mut() {
-                            *left = left.saturating_sub(1);
-                            if *left == 0 {
-                                self.bulk = None;
-                                self.cur_flags |= wire::F_BULK_END;
-                                self.flush();
-                                self.last_bulk_end = Some(Instant::now());
-                            }
-                        }
-                    }
+                    Ok(m) => self.outgoing(m, active),
                     Err(_) => break,
                 }
             }
@@ -392,6 +379,27 @@ impl Syncer {
                 self.hello();
             }
             self.publish();
+        }
+    }
+
+    /// What a worker queued: an active's events go out; a snapshot goes out, and the last
+    /// worker's ends the full resync (BULK_END).
+    fn outgoing(&mut self, m: Outgoing, active: bool) {
+        match m {
+            Outgoing::Events(evs) if active => self.queue_events(&evs),
+            Outgoing::Events(_) => {}
+            Outgoing::Snapshot(evs) => {
+                self.queue_events(&evs);
+                if let Some(left) = self.bulk.as_mut() {
+                    *left = left.saturating_sub(1);
+                    if *left == 0 {
+                        self.bulk = None;
+                        self.cur_flags |= wire::F_BULK_END;
+                        self.flush();
+                        self.last_bulk_end = Some(Instant::now());
+                    }
+                }
+            }
         }
     }
 
@@ -871,6 +879,44 @@ mod tests {
         assert_eq!(sh.counters.snapshot().gaps, 1);
         assert!(sy.ahead.len() <= MAX_AHEAD);
         assert!(sy.expect > 60, "it went on from what it holds");
+    }
+
+    /// A peer that says it is active while this side is active too is split brain; an
+    /// active's HELLO asking for the table starts a full resync (once, not again while the
+    /// requests in flight arrive).
+    #[test]
+    fn split_brain_is_counted_and_a_resync_request_starts_one_bulk() {
+        let (sh, mut sy, rx) = side(true);
+        let hello = |flags: u8| Header {
+            kind: wire::T_HELLO,
+            flags,
+            count: 1,
+            epoch: 5,
+            seq: 0,
+            aux: 0,
+        };
+        sy.on_hello(&hello(wire::F_ACTIVE));
+        assert_eq!(sh.counters.snapshot().split_brain, 1);
+        sy.on_hello(&hello(wire::F_WANT_RESYNC));
+        sy.on_hello(&hello(wire::F_WANT_RESYNC));
+        assert_eq!(sh.counters.snapshot().resyncs_sent, 1);
+        assert!(matches!(
+            rx.try_recv().unwrap().request,
+            Request::SyncSnapshot
+        ));
+        assert!(rx.try_recv().is_err(), "one snapshot request per worker");
+        // The worker's snapshot ends the bulk: the last datagram carries BULK_END.
+        sh.send_snapshot(vec![created(1), created(2)]);
+        let m = sy.rx.try_recv().unwrap();
+        sy.outgoing(m, true);
+        assert!(sy.bulk.is_none());
+        let last = sy.unacked.back().unwrap();
+        let (h, _) = wire::open(&last.bytes, &sy.key).unwrap();
+        assert_eq!(
+            h.flags & (wire::F_BULK_BEGIN | wire::F_BULK_END),
+            wire::F_BULK_BEGIN | wire::F_BULK_END
+        );
+        assert_eq!(h.count, 2);
     }
 
     /// The active keeps what it sent until the peer acknowledges it, sends it again when
