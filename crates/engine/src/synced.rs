@@ -191,6 +191,34 @@ mod tests {
         assert_eq!(reason_of(9), None);
     }
 
+    /// A standby forwards nothing, also not in XDP: a copy goes to the fast path only when
+    /// it thaws.
+    #[test]
+    fn copies_reach_the_fast_path_at_takeover_only() {
+        let mut active = engine();
+        active.set_events(1024);
+        let now = Time::from_secs(5);
+        let mut pkt = crate::lane_tests::udp4([198, 18, 0, 7], [203, 0, 113, 9], 40000, 53);
+        assert!(active.process_vec(now, &mut pkt).transmit());
+        let mut evs = Vec::new();
+        active.drain_events(&mut evs);
+        let created = *evs.iter().find(|e| synced_kind(e.kind)).unwrap();
+        let mut standby = engine();
+        standby.set_offload(true);
+        standby.set_events(1024);
+        assert_eq!(standby.apply_synced(now, &created), Ok(true));
+        let fast = |e: &mut Engine| {
+            let mut v = Vec::new();
+            e.drain_events(&mut v);
+            v.iter()
+                .filter(|e| matches!(e.kind, EventKind::FastPath(_)))
+                .count()
+        };
+        assert_eq!(fast(&mut standby), 0, "no recipe while standby");
+        standby.thaw_synced(now);
+        assert_eq!(fast(&mut standby), 1, "installed at takeover");
+    }
+
     /// A NAT64 session's event (an IPv6 inside host) installs in the NAT64 translator,
     /// listed with its IPv6 host, the outside endpoint and the remote, established; an
     /// engine without NAT64 refuses it.

@@ -87,6 +87,39 @@ impl<A: InsideAddr> Napt<A> {
             return Err(InstallRefused::Conflict);
         }
         let host = self.host_at(int.addr, pool_ix, u32::from(found.is_none()))?;
+        // A copy is not handed to the fast path: a standby forwards nothing, also not in
+        // XDP. `thaw` hands it over at takeover.
+        let offload = std::mem::replace(&mut self.offload, false);
+        let sid = self.install_session(
+            found, host, pool_ix, proto, int, ext, remote, now, hash, h_bib, c,
+        );
+        self.offload = offload;
+        let sid = sid?;
+        if let Some(s) = self.sessions.get_mut(sid) {
+            s.expires = FROZEN;
+            if proto == Proto::Tcp {
+                s.state = SessState::Tcp(TcpState::Established);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The session (and, for a new mapping, its exact port) of [`Napt::install`].
+    #[allow(clippy::too_many_arguments)]
+    fn install_session(
+        &mut self,
+        found: Option<Owner>,
+        host: HostUse,
+        pool_ix: u32,
+        proto: Proto,
+        int: Endpoint<A>,
+        ext: Endpoint,
+        remote: Endpoint,
+        now: Time,
+        hash: u64,
+        h_bib: u64,
+        c: &mut Counters,
+    ) -> Result<u32, InstallRefused> {
         let sid = match found {
             Some(owner) => {
                 let Some((mid, ends)) = self.promote(owner) else {
@@ -118,13 +151,7 @@ impl<A: InsideAddr> Napt<A> {
                 sid
             }
         };
-        if let Some(s) = self.sessions.get_mut(sid) {
-            s.expires = FROZEN;
-            if proto == Proto::Tcp {
-                s.state = SessState::Tcp(TcpState::Established);
-            }
-        }
-        Ok(true)
+        Ok(sid)
     }
 
     /// Removes the copy of the active's session `int` to `remote` when the active ended it
