@@ -1,0 +1,447 @@
+//! Application-level gateways: the FTP ALG of NAT44 (RFC 959 / RFC 2428 as NATs do it,
+//! RFC 3022 2.3 / RFC 2663 8.2 on payload changes and TCP sequence numbers) and NAT64
+//! (RFC 6384). Off unless configured (`alg = ["ftp"]`); when off, the packet paths test one
+//! boolean.
+//!
+//! The ALG works on the IPv4 side of a translator, where NAT44 and NAT64 look alike: an
+//! outbound control segment after its translation (source = the outside endpoint), an
+//! inbound one before (destination = the outside endpoint). A control connection is keyed by
+//! (outside endpoint, remote endpoint) and holds the sequence offsets of both directions
+//! ([`ftp::SeqAdj`]). Outbound lines it rewrites:
+//! - NAT44, an inside client's `PORT h1,..,p2` and `EPRT |1|a.b.c.d|p|` (RFC 959 4.1.2,
+//!   RFC 2428 2): the outside address and a port mapped for it, the mapping made (and the
+//!   server's address admitted) before the server connects ([`crate::napt`]'s expectations);
+//! - NAT44, a port-forwarded inside server's `227 (h1,..,p2)` reply to PASV (RFC 959
+//!   4.2.2): the same, for the client's connection to the passive port;
+//! - NAT64, an IPv6 client's `EPRT |2|ipv6|p|`: RFC 6384 has it become `PORT` with the
+//!   translator's IPv4 address and a mapped port (an IPv4-only server knows PORT; RFC 959
+//!   makes it mandatory, EPRT is not).
+//!
+//! EPSV and its 229 reply carry no address (RFC 2428 3) and pass unchanged.
+//!
+//! What the ALG does not do, and why:
+//! - a line split across TCP segments is not reassembled (RFC 6384 accepts an ALG that
+//!   handles whole commands in one segment; reassembly would mean holding data): counted
+//!   ([`crate::counters::Event::AlgFtpSplit`]) and passed unmodified;
+//! - the address in PORT / EPRT / 227 must be the control connection's own inside address;
+//!   anything else (a bounce, RFC 2577) passes unmodified and is counted;
+//! - SACK blocks are not adjusted (an offset only exists after a rewrite changed a
+//!   length, and the control channel's segments are small and rarely reordered);
+//! - TLS-protected control channels (RFC 4217) cannot be read and pass as they are.
+//!
+//! Retransmission: a rewritten segment sent again (the same sequence number) is rewritten to
+//! the same bytes -- the mapped port is remembered with the sequence number -- and adds no
+//! second offset ([`ftp::SeqAdj::record`]).
+
+pub mod ftp;
+
+use hashbrown::HashMap;
+use xlat_wire::field::{set_u16, set_u32, u16_at, u32_at, u8_at};
+use xlat_wire::ipv4::{self, proto as ipproto};
+use xlat_wire::l4::tcp;
+use xlat_wire::{checksum, Delta, PacketBuf};
+
+use crate::counters::{Counters, Event};
+use crate::flow::Endpoint;
+use crate::Time;
+
+use self::ftp::{Command, Reply, SeqAdj};
+
+/// The FTP control port (RFC 959 3.2, L).
+pub const FTP_PORT: u16 = 21;
+
+/// Control connections tracked per translator (per worker); more pass untracked.
+pub const MAX_CONTROLS: usize = 4096;
+
+/// Lines of one segment looked at.
+const MAX_LINES: usize = 16;
+
+/// A data endpoint a control line announced, in the inside host's address family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Announced {
+    V4(u32, u16),
+    V6(u128, u16),
+}
+
+/// One tracked control connection.
+#[derive(Clone, Copy, Debug, Default)]
+struct Ctl {
+    /// Offsets of the inside-to-outside stream (its seq, the remote's acks).
+    out: SeqAdj,
+    /// Offsets of the outside-to-inside stream.
+    inb: SeqAdj,
+    /// The last rewritten outbound segment's sequence number and mapped port, for its
+    /// retransmission.
+    last: Option<(u32, Endpoint)>,
+    /// Last packet seen (idle control connections are forgotten after the TCP established
+    /// timeout).
+    seen: Time,
+}
+
+/// The FTP ALG's state for one translator.
+#[derive(Default)]
+pub struct FtpAlg {
+    ctl: HashMap<(Endpoint, Endpoint), Ctl>,
+    /// Rewritten payload under construction (grown once, reused).
+    scratch: Vec<u8>,
+}
+
+/// Where the TCP segment of an IPv4 packet lies.
+#[derive(Clone, Copy)]
+struct Seg {
+    l4: usize,
+    data: usize,
+    end: usize,
+    flags: u8,
+}
+
+/// The TCP segment of an unfragmented IPv4 packet (`None`: not TCP, a fragment, malformed).
+fn segment(pkt: &[u8]) -> Option<Seg> {
+    let v = u8_at(pkt, 0)?;
+    let ihl = usize::from(v & 0x0f) * 4;
+    if v >> 4 != 4 || ihl < ipv4::MIN_HEADER || u8_at(pkt, ipv4::off::PROTO)? != ipproto::TCP {
+        return None;
+    }
+    if u16_at(pkt, ipv4::off::FLAGS_FRAG)? & 0x3fff != 0 {
+        return None;
+    }
+    let end = usize::from(u16_at(pkt, ipv4::off::TOTAL_LEN)?);
+    let doff = usize::from(u8_at(pkt, ihl + 12)? >> 4) * 4;
+    let data = ihl + doff;
+    if doff < 20 || data > end || end > pkt.len() {
+        return None;
+    }
+    Some(Seg {
+        l4: ihl,
+        data,
+        end,
+        flags: u8_at(pkt, ihl + tcp::FLAGS)?,
+    })
+}
+
+/// Reads an endpoint pair at the IPv4 source and TCP source port (`src = true`) or the
+/// destination's.
+fn endpoint(pkt: &[u8], l4: usize, src: bool) -> Option<Endpoint> {
+    let (a, p) = if src {
+        (ipv4::off::SRC, 0)
+    } else {
+        (ipv4::off::DST, 2)
+    };
+    Some(Endpoint {
+        addr: u32_at(pkt, a)?,
+        port: u16_at(pkt, l4 + p)?,
+    })
+}
+
+/// Is this TCP packet (IPv4 header) to or from the FTP control port? Cheap: for the
+/// translators' ALG branch.
+pub fn is_control4(pkt: &[u8]) -> bool {
+    let Some(v) = u8_at(pkt, 0) else {
+        return false;
+    };
+    let l4 = usize::from(v & 0x0f) * 4;
+    u8_at(pkt, ipv4::off::PROTO) == Some(ipproto::TCP)
+        && (u16_at(pkt, l4) == Some(FTP_PORT) || u16_at(pkt, l4 + 2) == Some(FTP_PORT))
+}
+
+/// The TCP checksum of the segment `pkt[l4..end]` verifies with the IPv4 pseudo-header.
+fn tcp_verifies(pkt: &[u8], l4: usize, end: usize) -> bool {
+    tcp_sum(pkt, l4, end) == Some(0)
+}
+
+/// The folded one's-complement sum of the IPv4 pseudo-header and `pkt[l4..end]`,
+/// complemented (0 when a checksum in it verifies).
+fn tcp_sum(pkt: &[u8], l4: usize, end: usize) -> Option<u16> {
+    let seg = pkt.get(l4..end)?;
+    let src = pkt.get(ipv4::off::SRC..ipv4::off::SRC + 8)?;
+    let len = u32::try_from(seg.len()).ok()?;
+    let pseudo = checksum::sum(src, u32::from(ipproto::TCP) + len);
+    Some(checksum::finish(checksum::sum(seg, pseudo)))
+}
+
+/// Rewrites a 32-bit TCP field and returns the checksum delta.
+fn set_word(pkt: &mut [u8], off: usize, new: u32) -> Delta {
+    let old = u32_at(pkt, off).unwrap_or(new);
+    set_u32(pkt, off, new);
+    Delta::ZERO.addr(old, new)
+}
+
+impl FtpAlg {
+    /// Control connections tracked.
+    pub fn controls(&self) -> usize {
+        self.ctl.len()
+    }
+
+    /// Forgets control connections idle for `idle_secs` (the TCP established timeout).
+    pub fn expire(&mut self, now: Time, idle_secs: u64) {
+        if self.ctl.is_empty() {
+            return;
+        }
+        self.ctl.retain(|_, c| c.seen.plus_secs(idle_secs) > now);
+    }
+
+    fn entry(
+        &mut self,
+        key: (Endpoint, Endpoint),
+        now: Time,
+        c: &mut Counters,
+    ) -> Option<&mut Ctl> {
+        if !self.ctl.contains_key(&key) && self.ctl.len() >= MAX_CONTROLS {
+            c.event(Event::AlgFtpNoRoom);
+            return None;
+        }
+        let e = self.ctl.entry(key).or_default();
+        e.seen = now;
+        Some(e)
+    }
+
+    /// An outbound control segment, translated (IPv4, source = the outside endpoint):
+    /// rewrites the lines the module doc lists -- `map` turns an announced inside data
+    /// endpoint into the outside one it made a mapping for (`None`: not the control
+    /// connection's host, or no port) -- and moves sequence and acknowledgement numbers.
+    pub fn outbound(
+        &mut self,
+        now: Time,
+        buf: &mut PacketBuf,
+        map: &mut dyn FnMut(Announced, &mut Counters) -> Option<Endpoint>,
+        c: &mut Counters,
+    ) {
+        let pkt = buf.data();
+        let Some(seg) = segment(pkt) else {
+            return;
+        };
+        let (Some(ext), Some(remote)) = (endpoint(pkt, seg.l4, true), endpoint(pkt, seg.l4, false))
+        else {
+            return;
+        };
+        if seg.flags & tcp::RST != 0 {
+            self.ctl.remove(&(ext, remote));
+            return;
+        }
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let Some(ctl) = self.entry((ext, remote), now, c) else {
+            self.scratch = scratch;
+            return;
+        };
+        let seq = u32_at(pkt, seg.l4 + 4).unwrap_or(0);
+        let mut ctl_v = *ctl;
+        let diff = if seg.data < seg.end {
+            rewrite_lines(&mut scratch, buf, &seg, seq, &mut ctl_v, map, c)
+        } else {
+            0
+        };
+        ctl_v.out.record(seq, diff);
+        if let Some(ctl) = self.ctl.get_mut(&(ext, remote)) {
+            *ctl = ctl_v;
+        }
+        self.scratch = scratch;
+        adjust(
+            buf.data_mut(),
+            &seg_after(&seg, diff),
+            &ctl_v.out,
+            &ctl_v.inb,
+            diff != 0,
+        );
+    }
+
+    /// An inbound control segment before its translation (IPv4, destination = the outside
+    /// endpoint): moves its sequence number by what the ALG added to this direction (none
+    /// today) and its acknowledgement by what it added to the other.
+    pub fn inbound(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) {
+        let pkt = buf.data();
+        let Some(seg) = segment(pkt) else {
+            return;
+        };
+        let (Some(remote), Some(ext)) = (endpoint(pkt, seg.l4, true), endpoint(pkt, seg.l4, false))
+        else {
+            return;
+        };
+        if seg.flags & tcp::RST != 0 {
+            self.ctl.remove(&(ext, remote));
+            return;
+        }
+        let Some(ctl) = self.entry((ext, remote), now, c) else {
+            return;
+        };
+        let ctl = *ctl;
+        adjust(buf.data_mut(), &seg, &ctl.inb, &ctl.out, false);
+    }
+}
+
+/// The segment bounds after its payload changed by `diff`.
+fn seg_after(seg: &Seg, diff: i32) -> Seg {
+    Seg {
+        end: seg.end.saturating_add_signed(diff as isize),
+        ..*seg
+    }
+}
+
+/// Moves the segment's sequence number by `own` and its acknowledgement by `peer`, with an
+/// incremental checksum update (RFC 1624) -- or a full one when the payload was rewritten
+/// (`full`; the original checksum was verified before).
+fn adjust(pkt: &mut [u8], seg: &Seg, own: &SeqAdj, peer: &SeqAdj, full: bool) {
+    if !full && !own.changed() && !peer.changed() {
+        return;
+    }
+    let mut d = Delta::ZERO;
+    if let Some(seq) = u32_at(pkt, seg.l4 + 4) {
+        d = d.plus(set_word(pkt, seg.l4 + 4, own.seq(seq)));
+    }
+    if seg.flags & tcp::ACK != 0 {
+        if let Some(ack) = u32_at(pkt, seg.l4 + 8) {
+            d = d.plus(set_word(pkt, seg.l4 + 8, peer.ack(ack)));
+        }
+    }
+    let ck = seg.l4 + tcp::CHECKSUM;
+    if full {
+        set_u16(pkt, ck, 0);
+        if let Some(sum) = tcp_sum(pkt, seg.l4, seg.end) {
+            set_u16(pkt, ck, sum);
+        }
+    } else if let Some(old) = u16_at(pkt, ck) {
+        set_u16(pkt, ck, d.apply(old));
+    }
+}
+
+/// Rewrites the whole lines of an outbound segment's payload that the ALG acts on, in
+/// place (the packet grows or shrinks at its tail); returns the change of length.
+fn rewrite_lines(
+    scratch: &mut Vec<u8>,
+    buf: &mut PacketBuf,
+    seg: &Seg,
+    seq: u32,
+    ctl: &mut Ctl,
+    map: &mut dyn FnMut(Announced, &mut Counters) -> Option<Endpoint>,
+    c: &mut Counters,
+) -> i32 {
+    let pkt = buf.data();
+    let Some(payload) = pkt.get(seg.data..seg.end) else {
+        return 0;
+    };
+    scratch.clear();
+    let mut rest = payload;
+    let mut changed = false;
+    for _ in 0..MAX_LINES {
+        if rest.is_empty() {
+            break;
+        }
+        let Some((line, n)) = ftp::first_line(rest) else {
+            // RFC 6384 / practical ALGs: only whole lines are rewritten.
+            if wanted(rest) {
+                c.event(Event::AlgFtpSplit);
+            }
+            break;
+        };
+        let new = match (ftp::parse_command(line), ftp::parse_reply(line)) {
+            (Some(Command::Port { addr, port }), _) => {
+                announce(ctl, seq, Announced::V4(addr, port), map, c)
+                    .map(|e| ftp::write_port(e.addr, e.port))
+            }
+            (Some(Command::Eprt4 { addr, port }), _) => {
+                announce(ctl, seq, Announced::V4(addr, port), map, c)
+                    .map(|e| ftp::write_eprt4(e.addr, e.port))
+            }
+            // RFC 6384: EPRT with an IPv6 address becomes PORT with the IPv4 one.
+            (Some(Command::Eprt6 { addr, port }), _) => {
+                announce(ctl, seq, Announced::V6(addr, port), map, c)
+                    .map(|e| ftp::write_port(e.addr, e.port))
+            }
+            (_, Some(Reply::Pasv227 { addr, port })) => {
+                announce(ctl, seq, Announced::V4(addr, port), map, c)
+                    .map(|e| ftp::write_227(e.addr, e.port))
+            }
+            _ => {
+                if wanted(line) {
+                    c.event(Event::AlgFtpMalformed);
+                }
+                None
+            }
+        };
+        match new {
+            Some(o) => {
+                scratch.extend_from_slice(o.as_bytes());
+                changed = true;
+                c.event(Event::AlgFtpRewritten);
+            }
+            None => scratch.extend_from_slice(rest.get(..n).unwrap_or(&[])),
+        }
+        rest = rest.get(n..).unwrap_or(&[]);
+    }
+    if !changed {
+        return 0;
+    }
+    scratch.extend_from_slice(rest);
+    // Never rewrite over a bad checksum: the receiver would accept what the sender's
+    // corruption made (a bad checksum stays bad).
+    if !tcp_verifies(pkt, seg.l4, seg.end) {
+        c.event(Event::AlgFtpMalformed);
+        return 0;
+    }
+    let old_len = seg.end - seg.data;
+    let new_total = seg.data + scratch.len();
+    let Ok(total16) = u16::try_from(new_total) else {
+        c.event(Event::AlgFtpNoRoom);
+        return 0;
+    };
+    if new_total > buf.len() && !buf.set_len(new_total) {
+        c.event(Event::AlgFtpNoRoom);
+        return 0;
+    }
+    if new_total < buf.len() {
+        buf.truncate(new_total);
+    }
+    let pkt = buf.data_mut();
+    if let Some(dst) = pkt.get_mut(seg.data..new_total) {
+        dst.copy_from_slice(scratch);
+    }
+    set_u16(pkt, ipv4::off::TOTAL_LEN, total16);
+    let hl = seg.l4;
+    ipv4::fill_checksum(pkt, hl);
+    i32::try_from(scratch.len()).unwrap_or(0) - i32::try_from(old_len).unwrap_or(0)
+}
+
+/// Does a line start like one the ALG rewrites (for the split and malformed counters)?
+fn wanted(line: &[u8]) -> bool {
+    let head = line.get(..4).unwrap_or(line);
+    head.eq_ignore_ascii_case(b"PORT")
+        || head.eq_ignore_ascii_case(b"EPRT")
+        || head.starts_with(b"227")
+}
+
+/// The outside endpoint for an announced data endpoint: the one mapped for this segment
+/// before if it is a retransmission, else a new one from `map`.
+fn announce(
+    ctl: &mut Ctl,
+    seq: u32,
+    a: Announced,
+    map: &mut dyn FnMut(Announced, &mut Counters) -> Option<Endpoint>,
+    c: &mut Counters,
+) -> Option<Endpoint> {
+    if let Some((s, e)) = ctl.last {
+        if s == seq {
+            return Some(e);
+        }
+    }
+    match map(a, c) {
+        Some(e) => {
+            ctl.last = Some((seq, e));
+            Some(e)
+        }
+        None => {
+            c.event(Event::AlgFtpMalformed);
+            None
+        }
+    }
+}
+
+/// Is a session-index key an FTP control connection's (TCP, port 21 at either end)? The
+/// lanes send those to the full path when the ALG is on.
+#[inline]
+pub fn is_control_key<A>(key: &crate::flow::FlowKey<A>) -> bool {
+    use crate::flow::{FlowKey, Proto};
+    match key {
+        FlowKey::Out(Proto::Tcp, a, b) => a.port == FTP_PORT || b.port == FTP_PORT,
+        FlowKey::In(Proto::Tcp, a, b) => a.port == FTP_PORT || b.port == FTP_PORT,
+        _ => false,
+    }
+}
