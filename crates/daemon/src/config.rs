@@ -1539,7 +1539,9 @@ static = [{ inside = "198.18.0.10", outside = "198.19.0.10" }]
         assert!(n44(&c).alg_ftp);
         let e = err(&format!("{base}alg = [\"ftp\", \"sip\"]\n"));
         assert!(
-            e.starts_with("xlat.toml: nat44.alg[1]: unknown ALG \"sip\"; the one xlat has is \"ftp\""),
+            e.starts_with(
+                "xlat.toml: nat44.alg[1]: unknown ALG \"sip\"; the one xlat has is \"ftp\""
+            ),
             "{e}"
         );
         let c = ok("[nat64]\npool4 = [\"198.19.0.101/32\"]\nprefix = \"2001:2:0:64::/96\"\nalg = [\"ftp\"]\n");
