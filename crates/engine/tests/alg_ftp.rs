@@ -539,3 +539,177 @@ fn rfc6384_eprt2_becomes_port_with_the_pool4_address() {
     );
     assert_eq!(q.data, b"EPSV\r\n");
 }
+
+fn nat64(alg: bool) -> Engine {
+    Engine::new(EngineConfig {
+        nat64: Some(Nat64Config {
+            prefix: "2001:2:0:64::/96".parse().unwrap(),
+            pool4: vec!["198.19.0.101/32".parse().unwrap()],
+            alg_ftp: alg,
+            ..Nat64Config::default()
+        }),
+        seed: 1,
+        ..EngineConfig::default()
+    })
+    .unwrap()
+}
+
+/// The TCP payload, sequence and acknowledgement numbers of an IPv6 packet (40-byte header).
+fn seg6(p: &[u8]) -> (u32, u32, Vec<u8>) {
+    assert_eq!(p[0] >> 4, 6);
+    let t = &p[40..];
+    let mut ph = Vec::new();
+    ph.extend_from_slice(&p[8..40]);
+    ph.extend_from_slice(&(t.len() as u32).to_be_bytes());
+    ph.extend_from_slice(&[0, 0, 0, 6]);
+    assert_eq!(
+        checksum::finish(checksum::sum(t, checksum::sum(&ph, 0))),
+        0,
+        "TCP checksum"
+    );
+    assert_eq!(usize::from(u16::from_be_bytes([p[4], p[5]])), t.len());
+    let doff = usize::from(t[12] >> 4) * 4;
+    (
+        u32::from_be_bytes(t[4..8].try_into().unwrap()),
+        u32::from_be_bytes(t[8..12].try_into().unwrap()),
+        t[doff..].to_vec(),
+    )
+}
+
+#[test]
+fn rfc6384_epsv_rejected_becomes_pasv_and_227_becomes_229() {
+    let mut e = nat64(true);
+    let client: Ipv6Addr = "2001:2::20".parse().unwrap();
+    let server6: Ipv6Addr = "2001:2:0:64::c613:2".parse().unwrap();
+    let pool4 = Ipv4Addr::new(198, 19, 0, 101).octets();
+    let ext = seg4(
+        &run(
+            &mut e,
+            1,
+            tcp6(client, 40000, server6, 21, 100, 0, SYN, b""),
+        )
+        .unwrap(),
+    )
+    .sport;
+    run(
+        &mut e,
+        2,
+        tcp4(SERVER, 21, pool4, ext, 500, 101, SYN | ACK, b""),
+    )
+    .unwrap();
+    // The first EPSV passes; the server does not know it (RFC 959 4.2.1: 500).
+    let q = seg4(
+        &run(
+            &mut e,
+            3,
+            tcp6(client, 40000, server6, 21, 101, 501, PSH_ACK, b"EPSV\r\n"),
+        )
+        .unwrap(),
+    );
+    assert_eq!(q.data, b"EPSV\r\n");
+    let no = b"500 Unknown command.\r\n";
+    let (_, _, d) = seg6(
+        &run(
+            &mut e,
+            4,
+            tcp4(SERVER, 21, pool4, ext, 501, 107, PSH_ACK, no),
+        )
+        .unwrap(),
+    );
+    assert_eq!(d, no);
+    // The next EPSV goes as PASV (same length here).
+    let q = seg4(
+        &run(
+            &mut e,
+            5,
+            tcp6(
+                client,
+                40000,
+                server6,
+                21,
+                107,
+                501 + no.len() as u32,
+                PSH_ACK,
+                b"EPSV\r\n",
+            ),
+        )
+        .unwrap(),
+    );
+    assert_eq!(q.data, b"PASV\r\n");
+    // Its 227 reaches the client as a 229 with the same port (RFC 2428 3).
+    // RFC 1123 4.1.2.6: the numbers need no parentheses.
+    let s227 = b"227 Passive (198,19,0,2,156,64)\r\n";
+    let srv_seq = 501 + no.len() as u32;
+    let (seq, ack, d) = seg6(
+        &run(
+            &mut e,
+            6,
+            tcp4(SERVER, 21, pool4, ext, srv_seq, 113, PSH_ACK, s227),
+        )
+        .unwrap(),
+    );
+    assert_eq!(d, b"229 Entering Extended Passive Mode (|||40000|)\r\n");
+    assert_eq!((seq, ack), (srv_seq, 113));
+    // The server's next reply moves by the difference; the client's ack moves back.
+    let diff = d.len() as i64 - s227.len() as i64;
+    assert_ne!(diff, 0);
+    let next = srv_seq + s227.len() as u32;
+    let (seq, _, _) = seg6(
+        &run(
+            &mut e,
+            7,
+            tcp4(SERVER, 21, pool4, ext, next, 113, PSH_ACK, b"150 ok\r\n"),
+        )
+        .unwrap(),
+    );
+    assert_eq!(i64::from(seq), i64::from(next) + diff);
+    let client_ack = (i64::from(next) + diff) as u32;
+    let a = seg4(
+        &run(
+            &mut e,
+            8,
+            tcp6(client, 40000, server6, 21, 113, client_ack, ACK, b""),
+        )
+        .unwrap(),
+    );
+    assert_eq!(a.ack, next);
+    // A retransmitted 227 becomes the same 229.
+    let (_, _, d2) = seg6(
+        &run(
+            &mut e,
+            9,
+            tcp4(SERVER, 21, pool4, ext, srv_seq, 113, PSH_ACK, s227),
+        )
+        .unwrap(),
+    );
+    assert_eq!(d2, d);
+    assert_eq!(e.counters().count(Event::AlgFtpRewritten), 3);
+}
+
+#[test]
+fn control_sessions_stay_off_the_fast_path_with_the_alg() {
+    for alg in [false, true] {
+        let mut e = nat44(alg);
+        e.set_offload(true);
+        e.set_events(1024);
+        let ext = open44(&mut e);
+        // A data connection (not port 21) is offloaded either way.
+        let d = seg4(&run(&mut e, 4, tcp4(CLIENT, 41000, SERVER, 8080, 1, 0, SYN, b"")).unwrap());
+        run(
+            &mut e,
+            5,
+            tcp4(SERVER, 8080, POOL, d.sport, 9, 2, SYN | ACK, b""),
+        )
+        .unwrap();
+        let mut evs = Vec::new();
+        e.drain_events(&mut evs);
+        let installs: Vec<u16> = evs
+            .iter()
+            .filter_map(|ev| e.offload_op(ev).map(|op| (op, ev)))
+            .filter(|(op, _)| op.kind == offload::OffloadKind::Install)
+            .map(|(_, ev)| ev.outside_port)
+            .collect();
+        assert!(installs.contains(&d.sport), "alg={alg}: {installs:?}");
+        assert_eq!(installs.contains(&ext), !alg, "alg={alg}: {installs:?}");
+    }
+}

@@ -17,7 +17,13 @@
 //!   translator's IPv4 address and a mapped port (an IPv4-only server knows PORT; RFC 959
 //!   makes it mandatory, EPRT is not).
 //!
-//! EPSV and its 229 reply carry no address (RFC 2428 3) and pass unchanged.
+//! EPSV and its 229 reply carry no address (RFC 2428 3) and pass unchanged. NAT64 only
+//! (RFC 6384's EPSV-to-PASV translation): when an IPv4 server answers an EPSV with 500-504
+//! (it lacks the optional command), later EPSVs on that control connection go to it as PASV
+//! and the 227 reply comes back to the IPv6 client as a 229 with the same port (an IPv6 client
+//! cannot use the IPv4 address of a 227). The first rejection reaches the client (the ALG
+//! would have to make up a PASV of its own to hide it); curl and most clients then send PASV
+//! themselves, whose 227 passes.
 //!
 //! What the ALG does not do, and why:
 //! - a line split across TCP segments is not reassembled (RFC 6384 accepts an ALG that
@@ -73,6 +79,16 @@ struct Ctl {
     /// The last rewritten outbound segment's sequence number and mapped port, for its
     /// retransmission.
     last: Option<(u32, Endpoint)>,
+    /// The sequence number of the last inbound segment whose 227 became a 229, for its
+    /// retransmission.
+    last_229: Option<u32>,
+    /// NAT64: the client's EPSV is on its way; its reply tells whether the server has it.
+    epsv_sent: bool,
+    /// NAT64: the server answered EPSV with a 5xx (RFC 2428 3 is optional for servers):
+    /// later EPSVs go to it as PASV (RFC 6384).
+    epsv_rejected: bool,
+    /// NAT64: a PASV the ALG made from an EPSV is on its way: its 227 becomes a 229.
+    pasv_for_epsv: bool,
     /// Last packet seen (idle control connections are forgotten after the TCP established
     /// timeout).
     seen: Time,
@@ -84,6 +100,8 @@ pub struct FtpAlg {
     ctl: HashMap<(Endpoint, Endpoint), Ctl>,
     /// Rewritten payload under construction (grown once, reused).
     scratch: Vec<u8>,
+    /// NAT64 (RFC 6384's EPSV fallback applies); NAT44 otherwise.
+    nat64: bool,
 }
 
 /// Where the TCP segment of an IPv4 packet lies.
@@ -167,6 +185,14 @@ fn set_word(pkt: &mut [u8], off: usize, new: u32) -> Delta {
 }
 
 impl FtpAlg {
+    /// The ALG of a NAT64 (`nat64`, RFC 6384) or of a NAT44.
+    pub fn new(nat64: bool) -> FtpAlg {
+        FtpAlg {
+            nat64,
+            ..FtpAlg::default()
+        }
+    }
+
     /// Control connections tracked.
     pub fn controls(&self) -> usize {
         self.ctl.len()
@@ -180,19 +206,15 @@ impl FtpAlg {
         self.ctl.retain(|_, c| c.seen.plus_secs(idle_secs) > now);
     }
 
-    fn entry(
-        &mut self,
-        key: (Endpoint, Endpoint),
-        now: Time,
-        c: &mut Counters,
-    ) -> Option<&mut Ctl> {
+    /// The tracked connection `key` as of `now` (made if new and there is room).
+    fn entry(&mut self, key: (Endpoint, Endpoint), now: Time, c: &mut Counters) -> Option<Ctl> {
         if !self.ctl.contains_key(&key) && self.ctl.len() >= MAX_CONTROLS {
             c.event(Event::AlgFtpNoRoom);
             return None;
         }
         let e = self.ctl.entry(key).or_default();
         e.seen = now;
-        Some(e)
+        Some(*e)
     }
 
     /// An outbound control segment, translated (IPv4, source = the outside endpoint):
@@ -214,39 +236,43 @@ impl FtpAlg {
         else {
             return;
         };
+        let key = (ext, remote);
         if seg.flags & tcp::RST != 0 {
-            self.ctl.remove(&(ext, remote));
+            self.ctl.remove(&key);
             return;
         }
-        let mut scratch = std::mem::take(&mut self.scratch);
-        let Some(ctl) = self.entry((ext, remote), now, c) else {
-            self.scratch = scratch;
+        let Some(mut ctl) = self.entry(key, now, c) else {
             return;
         };
         let seq = u32_at(pkt, seg.l4 + 4).unwrap_or(0);
-        let mut ctl_v = *ctl;
-        let diff = if seg.data < seg.end {
-            rewrite_lines(&mut scratch, buf, &seg, seq, &mut ctl_v, map, c)
+        let nat64 = self.nat64;
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let rewritten = if seg.data < seg.end {
+            let mut line_fn =
+                |line: &[u8], c: &mut Counters| outbound_line(line, seq, nat64, &mut ctl, map, c);
+            rewrite_lines(&mut scratch, buf, &seg, wanted_out, &mut line_fn, c)
         } else {
-            0
+            None
         };
-        ctl_v.out.record(seq, diff);
-        if let Some(ctl) = self.ctl.get_mut(&(ext, remote)) {
-            *ctl = ctl_v;
-        }
+        let diff = rewritten.unwrap_or(0);
         self.scratch = scratch;
+        ctl.out.record(seq, diff);
+        if let Some(e) = self.ctl.get_mut(&key) {
+            *e = ctl;
+        }
         adjust(
             buf.data_mut(),
             &seg_after(&seg, diff),
-            &ctl_v.out,
-            &ctl_v.inb,
-            diff != 0,
+            &ctl.out,
+            &ctl.inb,
+            rewritten.is_some(),
         );
     }
 
     /// An inbound control segment before its translation (IPv4, destination = the outside
-    /// endpoint): moves its sequence number by what the ALG added to this direction (none
-    /// today) and its acknowledgement by what it added to the other.
+    /// endpoint): NAT64's 227 answering a PASV the ALG made from an EPSV becomes a 229
+    /// (RFC 6384); its sequence number moves by what the ALG changed in this direction and
+    /// its acknowledgement by what it changed in the other.
     pub fn inbound(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) {
         let pkt = buf.data();
         let Some(seg) = segment(pkt) else {
@@ -256,15 +282,37 @@ impl FtpAlg {
         else {
             return;
         };
+        let key = (ext, remote);
         if seg.flags & tcp::RST != 0 {
-            self.ctl.remove(&(ext, remote));
+            self.ctl.remove(&key);
             return;
         }
-        let Some(ctl) = self.entry((ext, remote), now, c) else {
+        let Some(mut ctl) = self.entry(key, now, c) else {
             return;
         };
-        let ctl = *ctl;
-        adjust(buf.data_mut(), &seg, &ctl.inb, &ctl.out, false);
+        let seq = u32_at(pkt, seg.l4 + 4).unwrap_or(0);
+        let mut rewritten = None;
+        if self.nat64
+            && seg.data < seg.end
+            && (ctl.epsv_sent || ctl.pasv_for_epsv || ctl.last_229 == Some(seq))
+        {
+            let mut scratch = std::mem::take(&mut self.scratch);
+            let mut line_fn = |line: &[u8], _: &mut Counters| inbound_line(line, seq, &mut ctl);
+            rewritten = rewrite_lines(&mut scratch, buf, &seg, wanted_in, &mut line_fn, c);
+            self.scratch = scratch;
+        }
+        let diff = rewritten.unwrap_or(0);
+        ctl.inb.record(seq, diff);
+        if let Some(e) = self.ctl.get_mut(&key) {
+            *e = ctl;
+        }
+        adjust(
+            buf.data_mut(),
+            &seg_after(&seg, diff),
+            &ctl.inb,
+            &ctl.out,
+            rewritten.is_some(),
+        );
     }
 }
 
@@ -303,21 +351,93 @@ fn adjust(pkt: &mut [u8], seg: &Seg, own: &SeqAdj, peer: &SeqAdj, full: bool) {
     }
 }
 
-/// Rewrites the whole lines of an outbound segment's payload that the ALG acts on, in
-/// place (the packet grows or shrinks at its tail); returns the change of length.
+/// What an outbound line becomes (`None`: unchanged).
+fn outbound_line(
+    line: &[u8],
+    seq: u32,
+    nat64: bool,
+    ctl: &mut Ctl,
+    map: &mut dyn FnMut(Announced, &mut Counters) -> Option<Endpoint>,
+    c: &mut Counters,
+) -> Option<ftp::Out> {
+    match (ftp::parse_command(line), ftp::parse_reply(line)) {
+        (Some(Command::Port { addr, port }), _) => {
+            announce(ctl, seq, Announced::V4(addr, port), map, c)
+                .map(|e| ftp::write_port(e.addr, e.port))
+        }
+        (Some(Command::Eprt4 { addr, port }), _) => {
+            announce(ctl, seq, Announced::V4(addr, port), map, c)
+                .map(|e| ftp::write_eprt4(e.addr, e.port))
+        }
+        // RFC 6384: EPRT with an IPv6 address becomes PORT with the IPv4 one.
+        (Some(Command::Eprt6 { addr, port }), _) => {
+            announce(ctl, seq, Announced::V6(addr, port), map, c)
+                .map(|e| ftp::write_port(e.addr, e.port))
+        }
+        // RFC 6384: EPSV passes; once the server has rejected it, it goes as PASV and the
+        // 227 comes back as a 229.
+        (Some(Command::Epsv), _) if nat64 => {
+            if ctl.epsv_rejected {
+                ctl.pasv_for_epsv = true;
+                Some(ftp::write_pasv())
+            } else {
+                ctl.epsv_sent = true;
+                None
+            }
+        }
+        (_, Some(Reply::Pasv227 { addr, port })) => {
+            announce(ctl, seq, Announced::V4(addr, port), map, c)
+                .map(|e| ftp::write_227(e.addr, e.port))
+        }
+        _ => {
+            if wanted_out(line) {
+                c.event(Event::AlgFtpMalformed);
+            }
+            None
+        }
+    }
+}
+
+/// What an inbound line becomes (NAT64 only; `None`: unchanged).
+fn inbound_line(line: &[u8], seq: u32, ctl: &mut Ctl) -> Option<ftp::Out> {
+    let reply = ftp::parse_reply(line)?;
+    if ctl.epsv_sent {
+        ctl.epsv_sent = false;
+        // RFC 959 4.2.1: 500 / 501 / 502 / 504, the server has no EPSV.
+        if let Reply::Other(500..=504) = reply {
+            ctl.epsv_rejected = true;
+        }
+        return None;
+    }
+    match reply {
+        Reply::Pasv227 { port, .. } if ctl.pasv_for_epsv || ctl.last_229 == Some(seq) => {
+            ctl.pasv_for_epsv = false;
+            ctl.last_229 = Some(seq);
+            Some(ftp::write_229(port))
+        }
+        Reply::Other(_) if ctl.pasv_for_epsv => {
+            // The PASV failed too: its error reaches the client as the EPSV's.
+            ctl.pasv_for_epsv = false;
+            None
+        }
+        _ => None,
+    }
+}
+
+/// Rewrites the whole lines of a segment's payload that `line_fn` changes, in place (the
+/// packet grows or shrinks at its tail); returns the change of length, `None` when nothing
+/// was rewritten. A trailing part line
+/// `wanted` would act on is counted as split.
 fn rewrite_lines(
     scratch: &mut Vec<u8>,
     buf: &mut PacketBuf,
     seg: &Seg,
-    seq: u32,
-    ctl: &mut Ctl,
-    map: &mut dyn FnMut(Announced, &mut Counters) -> Option<Endpoint>,
+    wanted: fn(&[u8]) -> bool,
+    line_fn: &mut dyn FnMut(&[u8], &mut Counters) -> Option<ftp::Out>,
     c: &mut Counters,
-) -> i32 {
+) -> Option<i32> {
     let pkt = buf.data();
-    let Some(payload) = pkt.get(seg.data..seg.end) else {
-        return 0;
-    };
+    let payload = pkt.get(seg.data..seg.end)?;
     scratch.clear();
     let mut rest = payload;
     let mut changed = false;
@@ -326,38 +446,13 @@ fn rewrite_lines(
             break;
         }
         let Some((line, n)) = ftp::first_line(rest) else {
-            // RFC 6384 / practical ALGs: only whole lines are rewritten.
+            // Only whole lines are rewritten (no reassembly across segments).
             if wanted(rest) {
                 c.event(Event::AlgFtpSplit);
             }
             break;
         };
-        let new = match (ftp::parse_command(line), ftp::parse_reply(line)) {
-            (Some(Command::Port { addr, port }), _) => {
-                announce(ctl, seq, Announced::V4(addr, port), map, c)
-                    .map(|e| ftp::write_port(e.addr, e.port))
-            }
-            (Some(Command::Eprt4 { addr, port }), _) => {
-                announce(ctl, seq, Announced::V4(addr, port), map, c)
-                    .map(|e| ftp::write_eprt4(e.addr, e.port))
-            }
-            // RFC 6384: EPRT with an IPv6 address becomes PORT with the IPv4 one.
-            (Some(Command::Eprt6 { addr, port }), _) => {
-                announce(ctl, seq, Announced::V6(addr, port), map, c)
-                    .map(|e| ftp::write_port(e.addr, e.port))
-            }
-            (_, Some(Reply::Pasv227 { addr, port })) => {
-                announce(ctl, seq, Announced::V4(addr, port), map, c)
-                    .map(|e| ftp::write_227(e.addr, e.port))
-            }
-            _ => {
-                if wanted(line) {
-                    c.event(Event::AlgFtpMalformed);
-                }
-                None
-            }
-        };
-        match new {
+        match line_fn(line, c) {
             Some(o) => {
                 scratch.extend_from_slice(o.as_bytes());
                 changed = true;
@@ -368,24 +463,24 @@ fn rewrite_lines(
         rest = rest.get(n..).unwrap_or(&[]);
     }
     if !changed {
-        return 0;
+        return None;
     }
     scratch.extend_from_slice(rest);
     // Never rewrite over a bad checksum: the receiver would accept what the sender's
     // corruption made (a bad checksum stays bad).
     if !tcp_verifies(pkt, seg.l4, seg.end) {
         c.event(Event::AlgFtpMalformed);
-        return 0;
+        return None;
     }
     let old_len = seg.end - seg.data;
     let new_total = seg.data + scratch.len();
     let Ok(total16) = u16::try_from(new_total) else {
         c.event(Event::AlgFtpNoRoom);
-        return 0;
+        return None;
     };
     if new_total > buf.len() && !buf.set_len(new_total) {
         c.event(Event::AlgFtpNoRoom);
-        return 0;
+        return None;
     }
     if new_total < buf.len() {
         buf.truncate(new_total);
@@ -395,17 +490,22 @@ fn rewrite_lines(
         dst.copy_from_slice(scratch);
     }
     set_u16(pkt, ipv4::off::TOTAL_LEN, total16);
-    let hl = seg.l4;
-    ipv4::fill_checksum(pkt, hl);
-    i32::try_from(scratch.len()).unwrap_or(0) - i32::try_from(old_len).unwrap_or(0)
+    ipv4::fill_checksum(pkt, seg.l4);
+    Some(i32::try_from(scratch.len()).unwrap_or(0) - i32::try_from(old_len).unwrap_or(0))
 }
 
-/// Does a line start like one the ALG rewrites (for the split and malformed counters)?
-fn wanted(line: &[u8]) -> bool {
+/// Does an outbound line start like one the ALG rewrites (for the split and malformed
+/// counters)?
+fn wanted_out(line: &[u8]) -> bool {
     let head = line.get(..4).unwrap_or(line);
     head.eq_ignore_ascii_case(b"PORT")
         || head.eq_ignore_ascii_case(b"EPRT")
         || head.starts_with(b"227")
+}
+
+/// Does an inbound line start like one the ALG rewrites (a 227 it may make a 229)?
+fn wanted_in(line: &[u8]) -> bool {
+    line.starts_with(b"227")
 }
 
 /// The outside endpoint for an announced data endpoint: the one mapped for this segment

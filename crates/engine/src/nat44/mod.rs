@@ -123,7 +123,7 @@ impl Nat44 {
             seed,
         );
         napt.set_forwards(&cfg.forwards);
-        let ftp = cfg.alg_ftp.then(Box::<FtpAlg>::default);
+        let ftp = cfg.alg_ftp.then(|| Box::new(FtpAlg::new(false)));
         if ftp.is_some() {
             napt.set_alg_port(alg::FTP_PORT);
         }

@@ -147,7 +147,7 @@ impl Nat64 {
             rate: RateLimit::new(),
             own4: cfg.pool4.first().map_or(0, |p| p.addr),
             ids: Ipv4Ids::new(seed),
-            ftp: cfg.alg_ftp.then(Box::<crate::alg::FtpAlg>::default),
+            ftp: cfg.alg_ftp.then(|| Box::new(crate::alg::FtpAlg::new(true))),
             #[cfg(test)]
             rewrites: 0,
         };
