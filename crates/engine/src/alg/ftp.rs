@@ -342,6 +342,11 @@ impl SeqAdj {
         }
     }
 
+    /// Where the last change was recorded (`None`: none yet).
+    pub fn pos(&self) -> Option<u32> {
+        self.changed.then_some(self.pos)
+    }
+
     /// True once a change was recorded.
     pub fn changed(&self) -> bool {
         self.changed
