@@ -713,3 +713,41 @@ fn control_sessions_stay_off_the_fast_path_with_the_alg() {
         assert_eq!(installs.contains(&ext), !alg, "alg={alg}: {installs:?}");
     }
 }
+
+#[test]
+fn rfc2428_229_of_a_forwarded_inside_server_gets_a_mapped_port() {
+    let mut e = nat44(true);
+    run(&mut e, 1, tcp4(SERVER, 33000, POOL, 21, 10, 0, SYN, b"")).unwrap();
+    run(
+        &mut e,
+        2,
+        tcp4(SERVER_IN, 21, SERVER, 33000, 70, 11, SYN | ACK, b""),
+    )
+    .unwrap();
+    let reply = b"229 Entering Extended Passive Mode (|||40000|)\r\n";
+    let out = seg4(
+        &run(
+            &mut e,
+            3,
+            tcp4(SERVER_IN, 21, SERVER, 33000, 71, 11, PSH_ACK, reply),
+        )
+        .unwrap(),
+    );
+    let s = String::from_utf8(out.data).unwrap();
+    let port: u16 = s[s.find("(|||").unwrap() + 4..s.find("|)").unwrap()]
+        .parse()
+        .unwrap();
+    let data = seg4(&run(&mut e, 4, tcp4(SERVER, 33001, POOL, port, 1, 0, SYN, b"")).unwrap());
+    assert_eq!((data.dst, data.dport), (SERVER_IN, 40000));
+    // A 229 reaching an inside client is left alone.
+    let ext = open44(&mut e);
+    let back = seg4(
+        &run(
+            &mut e,
+            5,
+            tcp4(SERVER, 21, POOL, ext, 501, 101, PSH_ACK, reply),
+        )
+        .unwrap(),
+    );
+    assert_eq!(back.data, reply);
+}

@@ -183,6 +183,48 @@ fn nat44_curl_fetches_through_the_ftp_alg_active_and_passive() {
 
 #[test]
 #[ignore = "needs root: scripts/test.sh"]
+fn nat44_curl_reaches_a_port_forwarded_inside_ftp_server_passive_and_active() {
+    // vsftpd on IN behind `static = [{ proto = "tcp", inside = IN:21, outside = pool:21 }]`:
+    // its 227 and 229 replies name its own address and passive port, which the ALG maps
+    // (RFC 959 4.2.2, RFC 2428 3); curl on OUT uses the 227's address (not the control
+    // connection's), so the address rewrite is what it connects to.
+    require_vsftpd();
+    let mut t = Topo::new(Opts::default());
+    let fwd = format!(
+        "static = [{{ inside = \"{}\", outside = \"{}\" }}, {{ proto = \"tcp\", inside = \"{}:21\", outside = \"{POOL_ADDR}:21\" }}]\n",
+        common::IN2_ADDR,
+        common::STATIC_OUTSIDE,
+        common::IN_ADDR
+    );
+    let cfg = t.default_config();
+    let start = cfg.find("static = [").unwrap();
+    let end = start + cfg[start..].find('\n').unwrap() + 1;
+    let cfg = format!("{}{fwd}alg = [\"ftp\"]\n{}", &cfg[..start], &cfg[end..]);
+    t.start_xlat(&cfg);
+    let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
+    let (_srv, blob) = start_vsftpd(&mut t, &inn, common::IN_ADDR, BLOB_LEN);
+    let url = format!("ftp://{POOL_ADDR}/blob.bin");
+    fetch_all(
+        &t,
+        &out,
+        &url,
+        &blob,
+        &[
+            ("fwd-epsv", &[]),
+            ("fwd-pasv", &["--disable-epsv", "--no-ftp-skip-pasv-ip"]),
+            ("fwd-active", &["-P", "-"]),
+        ],
+    );
+    let st = t.stats();
+    assert!(
+        event(&st, "alg_ftp_rewritten") >= 2,
+        "the 229 and 227 replies should have been rewritten: {st}"
+    );
+    assert!(event(&st, "alg_ftp_data_opened") >= 2, "{st}");
+}
+
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
 fn nat44_without_the_alg_active_mode_fails() {
     // The control for the test above: without the ALG, vsftpd refuses the inside address
     // in PORT (or cannot reach it), so the active fetch must fail.

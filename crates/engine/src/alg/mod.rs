@@ -13,11 +13,15 @@
 //!   server's address admitted) before the server connects ([`crate::napt`]'s expectations);
 //! - NAT44, a port-forwarded inside server's `227 (h1,..,p2)` reply to PASV (RFC 959
 //!   4.2.2): the same, for the client's connection to the passive port;
+//! - NAT44 (and NAT64 with a static BIB entry), an inside server's `229 (|||p|)` reply to
+//!   EPSV (RFC 2428 3): the address is the control connection's, but the passive port needs
+//!   a mapping too, so it becomes the mapped one;
 //! - NAT64, an IPv6 client's `EPRT |2|ipv6|p|`: RFC 6384 has it become `PORT` with the
 //!   translator's IPv4 address and a mapped port (an IPv4-only server knows PORT; RFC 959
 //!   makes it mandatory, EPRT is not).
 //!
-//! EPSV and its 229 reply carry no address (RFC 2428 3) and pass unchanged. NAT64 only
+//! EPSV carries no address (RFC 2428 3) and passes unchanged, as a 229 to an inside client
+//! does. NAT64 only
 //! (RFC 6384's EPSV-to-PASV translation): when an IPv4 server answers an EPSV with 500-504
 //! (it lacks the optional command), later EPSVs on that control connection go to it as PASV
 //! and the 227 reply comes back to the IPv6 client as a 229 with the same port (an IPv6 client
@@ -67,6 +71,8 @@ const MAX_LINES: usize = 16;
 pub enum Announced {
     V4(u32, u16),
     V6(u128, u16),
+    /// A port of the control connection's own inside host (a 229 reply names no address).
+    Own(u16),
 }
 
 /// One tracked control connection.
@@ -389,6 +395,11 @@ fn outbound_line(
             announce(ctl, seq, Announced::V4(addr, port), map, c)
                 .map(|e| ftp::write_227(e.addr, e.port))
         }
+        // RFC 2428 3: a 229 going out comes from an inside server (port-forwarded, or a
+        // static BIB entry): its passive port needs a mapping as a 227's does.
+        (_, Some(Reply::Epsv229 { port })) => {
+            announce(ctl, seq, Announced::Own(port), map, c).map(|e| ftp::write_229(e.port))
+        }
         _ => {
             if wanted_out(line) {
                 c.event(Event::AlgFtpMalformed);
@@ -501,6 +512,7 @@ fn wanted_out(line: &[u8]) -> bool {
     head.eq_ignore_ascii_case(b"PORT")
         || head.eq_ignore_ascii_case(b"EPRT")
         || head.starts_with(b"227")
+        || head.starts_with(b"229")
 }
 
 /// Does an inbound line start like one the ALG rewrites (a 227 it may make a 229)?

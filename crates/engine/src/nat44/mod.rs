@@ -196,6 +196,9 @@ impl Nat44 {
                 Announced::V4(addr, port) if addr == src && port != 0 => {
                     napt.expect(now, Endpoint { addr, port }, ext, remote, c)
                 }
+                Announced::Own(port) if port != 0 => {
+                    napt.expect(now, Endpoint { addr: src, port }, ext, remote, c)
+                }
                 _ => None,
             };
             ftp.outbound(now, buf, &mut map, c);

@@ -472,6 +472,10 @@ impl Nat64 {
             crate::alg::Announced::V6(addr, port) if addr == src6 && port != 0 => {
                 napt.expect(now, crate::flow::Endpoint { addr, port }, ext, remote, c)
             }
+            crate::alg::Announced::Own(port) if port != 0 => {
+                let int = crate::flow::Endpoint { addr: src6, port };
+                napt.expect(now, int, ext, remote, c)
+            }
             _ => None,
         };
         ftp.outbound(now, buf, &mut map, c);
