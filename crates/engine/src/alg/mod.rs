@@ -63,6 +63,10 @@ pub const FTP_PORT: u16 = 21;
 /// Control connections tracked per translator (per worker); more pass untracked.
 pub const MAX_CONTROLS: usize = 4096;
 
+/// With the table full, control connections idle this long (s, RFC 6146's TCP transitory
+/// time) are forgotten to make room.
+pub const IDLE_AT_CAPACITY: u64 = 240;
+
 /// Lines of one segment looked at.
 const MAX_LINES: usize = 16;
 
@@ -98,6 +102,20 @@ struct Ctl {
     /// Last packet seen (idle control connections are forgotten after the TCP established
     /// timeout).
     seen: Time,
+}
+
+impl Ctl {
+    /// Does it hold anything a later segment needs (offsets, a mapped port to repeat,
+    /// NAT64's EPSV state)?
+    fn holds(&self) -> bool {
+        self.out.changed()
+            || self.inb.changed()
+            || self.last.is_some()
+            || self.last_229.is_some()
+            || self.epsv_sent
+            || self.epsv_rejected
+            || self.pasv_for_epsv
+    }
 }
 
 /// The FTP ALG's state for one translator.
@@ -212,15 +230,37 @@ impl FtpAlg {
         self.ctl.retain(|_, c| c.seen.plus_secs(idle_secs) > now);
     }
 
-    /// The tracked connection `key` as of `now` (made if new and there is room).
-    fn entry(&mut self, key: (Endpoint, Endpoint), now: Time, c: &mut Counters) -> Option<Ctl> {
-        if !self.ctl.contains_key(&key) && self.ctl.len() >= MAX_CONTROLS {
-            c.event(Event::AlgFtpNoRoom);
-            return None;
+    /// The state of control connection `key` as of `now`: its entry, or a fresh one when
+    /// there is room to keep it (`None`: the table is full even after forgetting the
+    /// connections idle for [`IDLE_AT_CAPACITY`] s). A fresh one is kept only if it comes to
+    /// hold something ([`Ctl::holds`]): plain control connections (EPSV and replies) take no
+    /// entry, so a flood of port-21 packets cannot fill the table.
+    fn state(&mut self, key: (Endpoint, Endpoint), now: Time, c: &mut Counters) -> Option<Ctl> {
+        if let Some(e) = self.ctl.get_mut(&key) {
+            e.seen = now;
+            return Some(*e);
         }
-        let e = self.ctl.entry(key).or_default();
-        e.seen = now;
-        Some(*e)
+        if self.ctl.len() >= MAX_CONTROLS {
+            self.ctl
+                .retain(|_, e| e.seen.plus_secs(IDLE_AT_CAPACITY) > now);
+            if self.ctl.len() >= MAX_CONTROLS {
+                c.event(Event::AlgFtpNoRoom);
+                return None;
+            }
+        }
+        Some(Ctl {
+            seen: now,
+            ..Ctl::default()
+        })
+    }
+
+    /// Keeps `ctl` as the state of `key` if it holds anything.
+    fn keep(&mut self, key: (Endpoint, Endpoint), ctl: Ctl) {
+        if let Some(e) = self.ctl.get_mut(&key) {
+            *e = ctl;
+        } else if ctl.holds() {
+            self.ctl.insert(key, ctl);
+        }
     }
 
     /// An outbound control segment, translated (IPv4, source = the outside endpoint):
@@ -247,7 +287,7 @@ impl FtpAlg {
             self.ctl.remove(&key);
             return;
         }
-        let Some(mut ctl) = self.entry(key, now, c) else {
+        let Some(mut ctl) = self.state(key, now, c) else {
             return;
         };
         let seq = u32_at(pkt, seg.l4 + 4).unwrap_or(0);
@@ -263,9 +303,7 @@ impl FtpAlg {
         let diff = rewritten.unwrap_or(0);
         self.scratch = scratch;
         ctl.out.record(seq, diff);
-        if let Some(e) = self.ctl.get_mut(&key) {
-            *e = ctl;
-        }
+        self.keep(key, ctl);
         adjust(
             buf.data_mut(),
             &seg_after(&seg, diff),
@@ -289,13 +327,15 @@ impl FtpAlg {
             return;
         };
         let key = (ext, remote);
-        if seg.flags & tcp::RST != 0 {
-            self.ctl.remove(&key);
-            return;
-        }
-        let Some(mut ctl) = self.entry(key, now, c) else {
+        // (An inbound RST does not end the state: a spoofed one the endpoint ignores would
+        // break the stream's numbering. Idle expiry does.)
+        // Inbound segments never make state: until the ALG changed something going out,
+        // there is nothing to do to them.
+        let Some(e) = self.ctl.get_mut(&key) else {
             return;
         };
+        e.seen = now;
+        let mut ctl = *e;
         let seq = u32_at(pkt, seg.l4 + 4).unwrap_or(0);
         let mut rewritten = None;
         if self.nat64
@@ -309,9 +349,7 @@ impl FtpAlg {
         }
         let diff = rewritten.unwrap_or(0);
         ctl.inb.record(seq, diff);
-        if let Some(e) = self.ctl.get_mut(&key) {
-            *e = ctl;
-        }
+        self.keep(key, ctl);
         adjust(
             buf.data_mut(),
             &seg_after(&seg, diff),
@@ -555,5 +593,95 @@ pub fn is_control_key<A>(key: &crate::flow::FlowKey<A>) -> bool {
         FlowKey::Out(Proto::Tcp, a, b) => a.port == FTP_PORT || b.port == FTP_PORT,
         FlowKey::In(Proto::Tcp, a, b) => a.port == FTP_PORT || b.port == FTP_PORT,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An IPv4 TCP segment with valid checksums.
+    fn seg(src: Endpoint, dst: Endpoint, seq: u32, data: &[u8]) -> Vec<u8> {
+        let total = 40 + data.len();
+        let mut p = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0];
+        p.extend_from_slice(&src.addr.to_be_bytes());
+        p.extend_from_slice(&dst.addr.to_be_bytes());
+        p.extend_from_slice(&src.port.to_be_bytes());
+        p.extend_from_slice(&dst.port.to_be_bytes());
+        p.extend_from_slice(&seq.to_be_bytes());
+        p.extend_from_slice(&[0, 0, 0, 1, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0]);
+        p.extend_from_slice(data);
+        set_u16(&mut p, ipv4::off::TOTAL_LEN, total as u16);
+        ipv4::fill_checksum(&mut p, 20);
+        let s = tcp_sum(&p, 20, total).unwrap();
+        set_u16(&mut p, 20 + tcp::CHECKSUM, s);
+        p
+    }
+
+    #[test]
+    fn plain_control_connections_take_no_entry_and_a_full_table_refuses() {
+        let mut alg = FtpAlg::new(false);
+        let mut c = Counters::default();
+        let server = Endpoint {
+            addr: 0xc613_0002,
+            port: FTP_PORT,
+        };
+        let mut none = |_: Announced, _: &mut Counters| None;
+        for i in 0..(MAX_CONTROLS as u32 + 10) {
+            let ext = Endpoint {
+                addr: 0xc613_0064,
+                port: 1024 + (i % 60000) as u16,
+            };
+            let mut b = seg(ext, server, i, b"EPSV\r\nRETR x\r\n");
+            let mut room = vec![0u8; b.len() + 64];
+            room[..b.len()].copy_from_slice(&b);
+            let mut buf = PacketBuf::new(&mut room, 0, b.len()).unwrap();
+            alg.outbound(Time(u64::from(i)), &mut buf, &mut none, &mut c);
+            b.copy_from_slice(buf.data());
+        }
+        assert_eq!(alg.controls(), 0, "EPSV and RETR need no state");
+        // Fill the table with connections that hold a mapped port (a bounce refused by
+        // `map` keeps nothing; a port it maps does).
+        let mut map = |_: Announced, _: &mut Counters| {
+            Some(Endpoint {
+                addr: 0xc613_0064,
+                port: 40000,
+            })
+        };
+        let port_line = b"PORT 198,18,0,20,195,80\r\n";
+        for i in 0..(MAX_CONTROLS as u32 + 1) {
+            let ext = Endpoint {
+                addr: 0xc613_0064 + (i >> 15),
+                port: 1024 + (i & 0x7fff) as u16,
+            };
+            let b = seg(ext, server, 1, port_line);
+            let mut room = vec![0u8; b.len() + 64];
+            room[..b.len()].copy_from_slice(&b);
+            let mut buf = PacketBuf::new(&mut room, 0, b.len()).unwrap();
+            alg.outbound(Time(1), &mut buf, &mut map, &mut c);
+        }
+        assert_eq!(alg.controls(), MAX_CONTROLS);
+        assert_eq!(c.count(Event::AlgFtpNoRoom), 1);
+        // Idle past IDLE_AT_CAPACITY, the old ones make room.
+        let b = seg(
+            Endpoint {
+                addr: 0xc613_0070,
+                port: 5000,
+            },
+            server,
+            1,
+            port_line,
+        );
+        let mut room = vec![0u8; b.len() + 64];
+        room[..b.len()].copy_from_slice(&b);
+        let mut buf = PacketBuf::new(&mut room, 0, b.len()).unwrap();
+        alg.outbound(
+            Time::from_secs(IDLE_AT_CAPACITY + 2),
+            &mut buf,
+            &mut map,
+            &mut c,
+        );
+        assert_eq!(alg.controls(), 1);
+        assert_eq!(c.count(Event::AlgFtpRewritten), MAX_CONTROLS as u64 + 1);
     }
 }
