@@ -751,3 +751,45 @@ fn rfc2428_229_of_a_forwarded_inside_server_gets_a_mapped_port() {
     );
     assert_eq!(back.data, reply);
 }
+
+#[test]
+fn rfc2663_static_host_port_keeps_its_port_and_gets_its_outside_address() {
+    let mut e = Engine::new(EngineConfig {
+        nat44: Some(Nat44Config {
+            inside: vec!["198.18.0.0/24".parse().unwrap()],
+            pool: vec!["198.19.0.100/32".parse().unwrap()],
+            statics: vec![StaticEntry {
+                inside: Ipv4Addr::new(198, 18, 0, 10),
+                outside: Ipv4Addr::new(198, 19, 0, 10),
+            }],
+            alg_ftp: true,
+            ..Nat44Config::default()
+        }),
+        seed: 5,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let host = [198, 18, 0, 10];
+    run(&mut e, 1, tcp4(host, 40000, SERVER, 21, 100, 0, SYN, b"")).unwrap();
+    let cmd = b"PORT 198,18,0,10,195,80\r\n";
+    let out = seg4(
+        &run(
+            &mut e,
+            2,
+            tcp4(host, 40000, SERVER, 21, 101, 501, PSH_ACK, cmd),
+        )
+        .unwrap(),
+    );
+    assert_eq!(out.src, [198, 19, 0, 10]);
+    assert_eq!(parse_port(&out.data), ([198, 19, 0, 10], 50000));
+    // The server's connection reaches the host by the static entry.
+    let data = seg4(
+        &run(
+            &mut e,
+            3,
+            tcp4(SERVER, 20, [198, 19, 0, 10], 50000, 1, 0, SYN, b""),
+        )
+        .unwrap(),
+    );
+    assert_eq!((data.dst, data.dport), (host, 50000));
+}

@@ -185,21 +185,26 @@ impl Nat44 {
         let v = self.process_plain(now, buf, c);
         if outbound && !hairpin && v == Verdict::Forward {
             let napt = &mut self.napt;
+            // A static 1:1 host keeps its ports and admits every remote (RFC 2663 4.1.1):
+            // its announced endpoint only changes address.
+            let static_out = self.static_in.get(&src).copied();
             let (ext, remote) = (
                 u32_at(buf.data(), ipv4::off::SRC).unwrap_or(0),
                 u32_at(buf.data(), ipv4::off::DST).unwrap_or(0),
             );
-            // RFC 959 4.1.2 PORT / RFC 2428 EPRT |1| from an inside client, 227 from a
-            // port-forwarded inside server: only the control connection's own host (a PORT
+            // RFC 959 4.1.2 PORT / RFC 2428 EPRT |1| from an inside client, 227 / 229 from
+            // a port-forwarded inside server: only the control connection's own host (a PORT
             // naming another is a bounce, RFC 2577) gets a mapping.
-            let mut map = |a: Announced, c: &mut Counters| match a {
-                Announced::V4(addr, port) if addr == src && port != 0 => {
-                    napt.expect(now, Endpoint { addr, port }, ext, remote, c)
+            let mut map = |a: Announced, c: &mut Counters| {
+                let port = match a {
+                    Announced::V4(addr, port) if addr == src && port != 0 => port,
+                    Announced::Own(port) if port != 0 => port,
+                    _ => return None,
+                };
+                if let Some(addr) = static_out {
+                    return Some(Endpoint { addr, port });
                 }
-                Announced::Own(port) if port != 0 => {
-                    napt.expect(now, Endpoint { addr: src, port }, ext, remote, c)
-                }
-                _ => None,
+                napt.expect(now, Endpoint { addr: src, port }, ext, remote, c)
             };
             ftp.outbound(now, buf, &mut map, c);
         }
