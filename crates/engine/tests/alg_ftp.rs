@@ -793,3 +793,55 @@ fn rfc2663_static_host_port_keeps_its_port_and_gets_its_outside_address() {
     );
     assert_eq!((data.dst, data.dport), (host, 50000));
 }
+
+#[test]
+fn rfc7422_port_blocks_taken_for_expectations_are_logged_and_given_back() {
+    use xlat_engine::events::EventKind;
+    let mut e = Engine::new(EngineConfig {
+        nat44: Some(Nat44Config {
+            inside: vec!["198.18.0.0/24".parse().unwrap()],
+            pool: vec!["198.19.0.100/32".parse().unwrap()],
+            limits: Limits {
+                port_block_size: 8,
+                ..Limits::default()
+            },
+            alg_ftp: true,
+            ..Nat44Config::default()
+        }),
+        seed: 5,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    e.set_events(4096);
+    let ext = open44(&mut e);
+    let _ = ext;
+    // Ten PORT commands (a new data port each): more ports than one block of 8 holds.
+    let mut seq = 101u32;
+    for i in 0..10u16 {
+        let cmd = format!("PORT 198,18,0,20,200,{i}\r\n");
+        let out = seg4(
+            &run(
+                &mut e,
+                4,
+                tcp4(CLIENT, 40000, SERVER, 21, seq, 501, PSH_ACK, cmd.as_bytes()),
+            )
+            .unwrap(),
+        );
+        assert!(out.data.starts_with(b"PORT 198,19,0,100,"));
+        seq += cmd.len() as u32;
+    }
+    let count = |e: &mut Engine, k: fn(&EventKind) -> bool| {
+        let mut evs = Vec::new();
+        e.drain_events(&mut evs);
+        evs.iter().filter(|ev| k(&ev.kind)).count()
+    };
+    let allocated = count(&mut e, |k| matches!(k, EventKind::PortBlockAllocated));
+    assert!(
+        allocated >= 2,
+        "the expectations needed a second block: {allocated}"
+    );
+    // Unused, they expire with the transitory timeout and give their ports back.
+    e.expire(Time::from_secs(400), 100_000);
+    let released = count(&mut e, |k| matches!(k, EventKind::PortBlockReleased));
+    assert!(released >= 1, "no block given back");
+}

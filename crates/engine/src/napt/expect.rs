@@ -11,6 +11,7 @@
 //! expires (the TCP transitory timeout, RFC 6146 3.5.2.2's 4 minutes by default).
 
 use crate::counters::{Counters, DropReason, Event};
+use crate::events::EventKind;
 use crate::flow::{Endpoint, InsideAddr, Proto};
 use crate::Time;
 
@@ -60,7 +61,12 @@ impl<A: InsideAddr> Napt<A> {
             }
         }
         let ix = *self.pool_index.get(&ctl_ext)?;
-        let (ext, _) = self.take_port(Proto::Tcp, int, ix, c).ok()?;
+        let (ext, block) = self.take_port(Proto::Tcp, int, ix, c).ok()?;
+        // A port block taken for it is logged as any other (RFC 7422; `xlat lookup`).
+        if let (Some((first, last)), true) = (block, self.events.on()) {
+            let kind = EventKind::PortBlockAllocated;
+            self.block_event(now, kind, Proto::Tcp, int.addr, ext.addr, first, last);
+        }
         let until = now.plus_secs(self.cfg.timeouts.tcp_transitory);
         self.expects.push(Expect {
             int,
@@ -107,8 +113,13 @@ impl<A: InsideAddr> Napt<A> {
                 continue;
             }
             self.expects.swap_remove(i);
-            if let Some(&ix) = self.pool_index.get(&e.ext.addr) {
-                self.free_port(ix, Proto::Tcp, e.ext.port);
+            let freed = match self.pool_index.get(&e.ext.addr) {
+                Some(&ix) => self.free_port(ix, Proto::Tcp, e.ext.port),
+                None => None,
+            };
+            if let (Some((first, last)), true) = (freed, self.events.on()) {
+                let kind = EventKind::PortBlockReleased;
+                self.block_event(now, kind, Proto::Tcp, e.int.addr, e.ext.addr, first, last);
             }
         }
     }
