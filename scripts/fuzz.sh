@@ -17,7 +17,7 @@ ensure_cargo
 secs=${1:-30}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(nat44 nat64 siit tunnel all)
+[ ${#targets[@]} -gt 0 ] || targets=(nat44 nat64 siit tunnel all ftp)
 
 cargo +nightly --version >/dev/null 2>&1 ||
     die "fuzzing needs the nightly toolchain (libFuzzer's sanitizer flags): rustup toolchain install nightly"

@@ -19,13 +19,13 @@ timeout -k 10 2400 cargo test --workspace --release "$@" -- --include-ignored --
 # The NAT44 and NAT64 (with DNS64) end-to-end suites once more with the XDP fast path carrying
 # established flows ([dataplane] fast_path = "xdp"): every behaviour must hold with it on and off.
 if [ $# -eq 0 ]; then
-    say "NAT44, NAT64, metrics, logging and IPFIX end-to-end tests with the XDP fast path"
-    XLAT_E2E_FAST_PATH=1 timeout -k 10 1200 cargo test --release -p xlat --test e2e_nat44 --test e2e_nat64 --test e2e_metrics --test e2e_logging --test e2e_ipfix -- --include-ignored --test-threads=1
+    say "NAT44, NAT64, FTP ALG, metrics, logging and IPFIX end-to-end tests with the XDP fast path"
+    XLAT_E2E_FAST_PATH=1 timeout -k 10 1200 cargo test --release -p xlat --test e2e_nat44 --test e2e_nat64 --test e2e_ftp --test e2e_metrics --test e2e_logging --test e2e_ipfix -- --include-ignored --test-threads=1
     # And on two packet workers ([dataplane] workers = 2: a multi-queue TUN device, packets
     # handed between workers, inbound fragments placed by their first fragment, a reload
     # applied by every worker, events logged from both).
-    say "NAT44, NAT64, fast-path, reload, metrics, logging and IPFIX end-to-end tests on two packet workers"
-    XLAT_E2E_WORKERS=2 timeout -k 10 1200 cargo test --release -p xlat --test e2e_nat44 --test e2e_nat64 --test e2e_fast_path --test e2e_reload --test e2e_metrics --test e2e_logging --test e2e_ipfix -- --include-ignored --test-threads=1
+    say "NAT44, NAT64, FTP ALG, fast-path, reload, metrics, logging and IPFIX end-to-end tests on two packet workers"
+    XLAT_E2E_WORKERS=2 timeout -k 10 1200 cargo test --release -p xlat --test e2e_nat44 --test e2e_nat64 --test e2e_ftp --test e2e_fast_path --test e2e_reload --test e2e_metrics --test e2e_logging --test e2e_ipfix -- --include-ignored --test-threads=1
     # And with the AF_XDP slow path ([dataplane] slow_path = "af_xdp": what the engine
     # translates comes from AF_XDP sockets and leaves through them, not the TUN device; with
     # the fast path's recipes too in e2e_fast_path), on one worker and on two.

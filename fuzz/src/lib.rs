@@ -88,6 +88,8 @@ fn nat44(v: u8) -> Nat44Config {
             ..limits()
         },
         verify_ip_checksum: v & 0x20 != 0,
+        // The FTP ALG (`alg = ["ftp"]`) on its control connections (TCP port 21).
+        alg_ftp: v & 0x08 != 0,
         // Port forwarding to the vectors' inside host, with NAPT.
         forwards: if v % 4 < 2 && v & 0x40 != 0 {
             vec![forward(0xc612_0014, 8080, 0xc613_0064, 80, 2)]
@@ -151,6 +153,8 @@ fn nat64(v: u8) -> Nat64Config {
         limits: limits(),
         verify_ip_checksum: v & 0x20 != 0,
         params: params(v),
+        // The FTP ALG of RFC 6384 on its control connections (TCP port 21).
+        alg_ftp: v & 0x04 != 0,
         // The vectors' IPv6 client reachable at pool4 port 80.
         static_bib: if v & 0x80 != 0 {
             vec![forward(
@@ -525,6 +529,73 @@ pub fn encode(variant: u8, packets: &[(u8, &[u8])]) -> Vec<u8> {
 
 /// The checks themselves: each must fail on the packet it exists to catch
 /// (`cargo +nightly test --manifest-path fuzz/Cargo.toml --lib`, run by scripts/fuzz.sh).
+/// The FTP ALG's parser and writers on arbitrary bytes (the `ftp` target): every line of
+/// the input is parsed as a command and as a reply, which must not panic; what parses is
+/// written again and must parse to the same value (RFC 959 4.1.2 / 4.2.2, RFC 2428 2 / 3);
+/// and sequence offsets recorded from the input keep `ack(seq(s) + n) == s + n` for a segment
+/// after the last change (RFC 6384's adjustment undone by the peer's acknowledgement).
+pub fn ftp(data: &[u8]) {
+    use xlat_engine::alg::ftp::{self, Command, Reply, SeqAdj};
+    let mut rest = data;
+    for _ in 0..64 {
+        let Some((line, n)) = ftp::first_line(rest) else {
+            let _ = (ftp::parse_command(rest), ftp::parse_reply(rest));
+            break;
+        };
+        let again = |o: ftp::Out| {
+            let b = o.as_bytes().to_vec();
+            assert!(b.ends_with(b"\r\n") && b.len() <= ftp::MAX_OUT, "{b:?}");
+            b
+        };
+        match ftp::parse_command(line) {
+            Some(Command::Port { addr, port }) | Some(Command::Eprt4 { addr, port }) => {
+                let p = again(ftp::write_port(addr, port));
+                assert_eq!(
+                    ftp::first_line(&p).and_then(|(l, _)| ftp::parse_command(l)),
+                    Some(Command::Port { addr, port })
+                );
+                let e = again(ftp::write_eprt4(addr, port));
+                assert_eq!(
+                    ftp::first_line(&e).and_then(|(l, _)| ftp::parse_command(l)),
+                    Some(Command::Eprt4 { addr, port })
+                );
+            }
+            _ => {}
+        }
+        match ftp::parse_reply(line) {
+            Some(Reply::Pasv227 { addr, port }) => {
+                let r = again(ftp::write_227(addr, port));
+                assert_eq!(
+                    ftp::first_line(&r).and_then(|(l, _)| ftp::parse_reply(l)),
+                    Some(Reply::Pasv227 { addr, port })
+                );
+                let r = again(ftp::write_229(port));
+                assert_eq!(
+                    ftp::first_line(&r).and_then(|(l, _)| ftp::parse_reply(l)),
+                    Some(Reply::Epsv229 { port })
+                );
+            }
+            Some(Reply::Other(code)) => assert!(code <= 999),
+            _ => {}
+        }
+        rest = rest.get(n..).unwrap_or(&[]);
+    }
+    // Offsets: records of (seq, diff) from the input's 5-byte groups (diffs of a line's
+    // length: -128..=127 bytes).
+    let mut adj = SeqAdj::default();
+    for c in data.chunks_exact(5) {
+        let seq = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+        adj.record(seq, i32::from(c[4] as i8));
+    }
+    if let Some(pos) = adj.pos() {
+        // A segment of 100 bytes starting after the last change: the peer's ack of its end
+        // comes back as the sender numbered it.
+        let s = pos.wrapping_add(1000);
+        let sent_end = adj.seq(s).wrapping_add(100);
+        assert_eq!(adj.ack(sent_end), s.wrapping_add(100));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

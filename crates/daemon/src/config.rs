@@ -351,6 +351,7 @@ struct RawNat44 {
     port_block_size: Option<i64>,
     inbound_refresh: Option<bool>,
     verify_ip_checksum: Option<bool>,
+    alg: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -367,6 +368,7 @@ struct RawNat64 {
     udp_zero_checksum: Option<String>,
     allow_non_global_wkp: Option<bool>,
     static_bib: Option<Vec<forward::RawBib>>,
+    alg: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -614,6 +616,25 @@ impl Ctx<'_> {
         })
     }
 
+    /// `alg = ["ftp"]`: the application-level gateways to run; `true` for the FTP ALG.
+    fn alg(&self, section: &str, list: Option<&[String]>) -> Result<bool, ConfigFileError> {
+        let mut ftp = false;
+        for (i, name) in list.unwrap_or_default().iter().enumerate() {
+            match name.as_str() {
+                "ftp" => ftp = true,
+                other => {
+                    return Err(self.invalid(
+                        format!("{section}.alg[{i}]"),
+                        format!(
+                            "unknown ALG {other:?}; the one xlat has is \"ftp\" (alg = [\"ftp\"]), or leave alg out for none"
+                        ),
+                    ))
+                }
+            }
+        }
+        Ok(ftp)
+    }
+
     fn filtering(&self, key: &str, value: Option<&str>) -> Result<Filtering, ConfigFileError> {
         self.choice(
             key,
@@ -659,6 +680,7 @@ impl Ctx<'_> {
             limits,
             inbound_refresh: n.inbound_refresh.unwrap_or(d.inbound_refresh),
             verify_ip_checksum: n.verify_ip_checksum.unwrap_or(d.verify_ip_checksum),
+            alg_ftp: self.alg("nat64", n.alg.as_deref())?,
             params: self.params(
                 "nat64",
                 tun.mtu,
@@ -845,6 +867,7 @@ impl Config {
                     limits,
                     inbound_refresh: n.inbound_refresh.unwrap_or(defaults.inbound_refresh),
                     verify_ip_checksum: n.verify_ip_checksum.unwrap_or(defaults.verify_ip_checksum),
+                    alg_ftp: cx.alg("nat44", n.alg.as_deref())?,
                 };
                 nat44.validate().map_err(|e| cx.invalid(e.key, e.problem))?;
                 Some(nat44)
@@ -1511,6 +1534,24 @@ static = [{ inside = "198.18.0.10", outside = "198.19.0.10" }]
             e,
             r#"xlat.toml: nat44.mode: unknown value "nap"; expected one of "static", "pool", "napt""#
         );
+    }
+
+    #[test]
+    fn alg_ftp_is_off_unless_listed() {
+        let base = "[nat44]\ninside=[\"198.18.0.0/24\"]\npool=[\"198.19.0.1\"]\n";
+        let c = ok(base);
+        assert!(!n44(&c).alg_ftp);
+        let c = ok(&format!("{base}alg = [\"ftp\"]\n"));
+        assert!(n44(&c).alg_ftp);
+        let e = err(&format!("{base}alg = [\"ftp\", \"sip\"]\n"));
+        assert!(
+            e.starts_with(
+                "xlat.toml: nat44.alg[1]: unknown ALG \"sip\"; the one xlat has is \"ftp\""
+            ),
+            "{e}"
+        );
+        let c = ok("[nat64]\npool4 = [\"198.19.0.101/32\"]\nprefix = \"2001:2:0:64::/96\"\nalg = [\"ftp\"]\n");
+        assert!(c.nat64.as_ref().is_some_and(|n| n.alg_ftp));
     }
 
     #[test]

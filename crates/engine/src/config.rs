@@ -292,6 +292,9 @@ pub struct Nat44Config {
     pub inbound_refresh: bool,
     /// Verify the IPv4 header checksum of every packet (RFC 1812 5.2.2).
     pub verify_ip_checksum: bool,
+    /// The FTP ALG ([`crate::alg`]): PORT/EPRT/227 rewritten, control sessions kept off
+    /// the fast path. Off by default.
+    pub alg_ftp: bool,
 }
 
 impl Default for Nat44Config {
@@ -308,6 +311,7 @@ impl Default for Nat44Config {
             limits: Limits::default(),
             inbound_refresh: true,
             verify_ip_checksum: true,
+            alg_ftp: false,
         }
     }
 }
@@ -763,6 +767,8 @@ pub struct Nat64Config {
     /// Verify the IPv4 header checksum of every packet (RFC 1812 5.2.2).
     pub verify_ip_checksum: bool,
     pub params: XlatParams,
+    /// The FTP ALG of RFC 6384 ([`crate::alg`]). Off by default.
+    pub alg_ftp: bool,
 }
 
 impl Default for Nat64Config {
@@ -778,6 +784,7 @@ impl Default for Nat64Config {
             inbound_refresh: true,
             verify_ip_checksum: true,
             params: XlatParams::default(),
+            alg_ftp: false,
         }
     }
 }

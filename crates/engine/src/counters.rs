@@ -336,6 +336,23 @@ reasons! {
         OffloadRemoved = "offload_removed",
         /// Idle timeouts extended because the fast path had seen the session's packets.
         OffloadRefreshed = "offload_refreshed",
+        /// FTP control lines rewritten by the FTP ALG (`alg = ["ftp"]`): PORT, EPRT, 227 and
+        /// 229 given the outside address and a mapped port, EPSV as PASV and 227 as 229
+        /// (RFC 959, RFC 2428, RFC 6384).
+        AlgFtpRewritten = "alg_ftp_rewritten",
+        /// Data connections the FTP ALG admitted through the mapping it made for a PORT,
+        /// EPRT, 227 or 229 (the expected connection arrived).
+        AlgFtpDataOpened = "alg_ftp_data_opened",
+        /// FTP commands or replies the ALG would rewrite that were split across TCP segments:
+        /// passed unmodified (the data connection may fail; the client can retry or use EPSV).
+        AlgFtpSplit = "alg_ftp_split",
+        /// PORT, EPRT, 227 or 229 lines that did not parse, named another host than the
+        /// control connection's (RFC 2577 bounce), or came with a bad TCP checksum: passed
+        /// unmodified.
+        AlgFtpMalformed = "alg_ftp_malformed",
+        /// FTP lines the ALG could not rewrite for want of a port, buffer room or table
+        /// space (see `limits`): passed unmodified.
+        AlgFtpNoRoom = "alg_ftp_no_room",
     }
 }
 

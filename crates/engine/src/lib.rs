@@ -30,6 +30,7 @@
     clippy::expect_used
 )]
 
+pub mod alg;
 pub mod config;
 pub mod counters;
 pub mod events;

@@ -212,6 +212,8 @@ fn first_diff44(a: &crate::Nat44Config, b: &crate::Nat44Config) -> String {
         "ports"
     } else if a.verify_ip_checksum != b.verify_ip_checksum {
         "verify_ip_checksum"
+    } else if a.alg_ftp != b.alg_ftp {
+        "alg"
     } else if a.limits.port_block_size != b.limits.port_block_size {
         "port_block_size"
     } else {
@@ -232,6 +234,8 @@ fn first_diff64(a: &crate::Nat64Config, b: &crate::Nat64Config) -> String {
         "static_bib"
     } else if a.verify_ip_checksum != b.verify_ip_checksum {
         "verify_ip_checksum"
+    } else if a.alg_ftp != b.alg_ftp {
+        "alg"
     } else if a.params != b.params {
         "(translation parameters)"
     } else if a.limits.port_block_size != b.limits.port_block_size {

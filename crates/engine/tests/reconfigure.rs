@@ -80,6 +80,12 @@ fn what_cannot_change_live_is_refused_whole_and_changes_nothing() {
         n.limits.port_block_size = 512;
     }
     assert_eq!(e.reconfigure(&c).unwrap_err().key, "nat44.port_block_size");
+    // The FTP ALG decides which sessions the lanes and the fast path may carry: a restart.
+    let mut c = config();
+    if let Some(n) = c.nat44.as_mut() {
+        n.alg_ftp = true;
+    }
+    assert_eq!(e.reconfigure(&c).unwrap_err().key, "nat44.alg");
     let mut c = config();
     c.nat64 = Some(Nat64Config {
         pool4: vec!["198.19.0.102/32".parse().unwrap()],

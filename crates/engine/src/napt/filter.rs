@@ -76,6 +76,10 @@ impl<A: InsideAddr> Napt<A> {
             // A static BIB entry admits what reaches it even before its first mapping.
             return match self.forwards.inside_of(proto, ext) {
                 Some(int) => self.create_forwarded(now, proto, int, ext, remote, tcp_flags, c),
+                // An ALG's announced data connection (RFC 959 PORT / 227, `expect.rs`).
+                None if !self.expects.is_empty() => {
+                    self.create_expected(now, proto, ext, remote, tcp_flags, c)
+                }
                 None => Err(DropReason::NoMapping),
             };
         };

@@ -212,8 +212,9 @@ impl<A: InsideAddr> Napt<A> {
             let e = now.plus_secs(life);
             s.expires = e;
             let (mid, raddr, proto, remote) = (s.map, s.remote_addr, s.proto(), s.remote());
+            let int_port = s.int_port;
             self.propagate(mid, raddr, e);
-            if established && self.offloadable(proto, remote) {
+            if established && self.offloadable(proto, remote, int_port) {
                 if let Some(s) = self.sessions.get_mut(sid) {
                     s.offloaded = true;
                 }

@@ -12,6 +12,7 @@ use super::{Napt, NO_CAND};
 
 impl<A: InsideAddr> Napt<A> {
     /// Batch stage 1: starts fetching the index slot of a tuple; returns its hash.
+    #[inline(always)]
     pub fn prefetch_index(&self, key: &FlowKey<A>) -> u64 {
         let h = self.hash(key);
         self.flows.prefetch(matches!(key, FlowKey::In(..)), h);

@@ -37,6 +37,7 @@
 //! - `pool.rs`: hosts paired with pool addresses, and ports taken from them;
 //! - `filter.rs`: the address-dependent filter's entries, making an inbound session;
 //! - `forward.rs`: static BIB entries (port forwarding) and the sessions they admit;
+//! - `expect.rs`: data connections an ALG announced ([`crate::alg`]), mapped before they come;
 //! - `session.rs`: the session record, its TCP state and refresh, its removal;
 //! - `expiry.rs`: the budgeted sweep and the reclaiming pass of a full table;
 //! - `offload.rs`: sessions handed to a fast path ([`crate::offload`]) and its answers;
@@ -92,6 +93,7 @@ macro_rules! flat_endpoints {
 }
 
 mod events;
+mod expect;
 mod expiry;
 mod filter;
 mod forward;
@@ -197,6 +199,11 @@ pub struct Napt<A> {
     reclaim_after: Time,
     /// Static BIB entries ([`Napt::set_forwards`]).
     forwards: forward::Forwards<A>,
+    /// An ALG's control port (0: none): its sessions are never offloaded.
+    alg_port: u16,
+    /// Data connections an ALG announced and mapped, waiting for their first packet
+    /// ([`Napt::expect`]).
+    expects: Vec<expect::Expect<A>>,
 }
 
 impl<A: InsideAddr> Napt<A> {
@@ -251,6 +258,8 @@ impl<A: InsideAddr> Napt<A> {
             pending_mask: [0; 4],
             reclaim_after: Time(0),
             forwards: forward::Forwards::default(),
+            alg_port: 0,
+            expects: Vec::new(),
         }
     }
 

@@ -21,8 +21,13 @@ impl<A: InsideAddr> Napt<A> {
     /// Can a session's packets be rewritten by a fast path? UDP and TCP (established only;
     /// the caller checks the state), not hairpinned (a remote in the pool needs the second
     /// translation only the engine does, RFC 4787 REQ-9).
-    pub(super) fn offloadable(&self, proto: Proto, remote: Endpoint) -> bool {
-        self.offload && proto != Proto::Icmp && !self.is_pool(remote.addr)
+    /// With an ALG on, its control connections (`alg_port` at either end) stay in the
+    /// engine, which rewrites their payload ([`crate::alg`]).
+    pub(super) fn offloadable(&self, proto: Proto, remote: Endpoint, int_port: u16) -> bool {
+        self.offload
+            && proto != Proto::Icmp
+            && !self.is_pool(remote.addr)
+            && (self.alg_port == 0 || (remote.port != self.alg_port && int_port != self.alg_port))
     }
 
     pub(super) fn offload_event(&mut self, now: Time, kind: OffloadKind, sid: u32) {
@@ -95,14 +100,14 @@ impl<A: InsideAddr> Napt<A> {
     /// to the fast path, or come back so FIN/RST handling and the transitory timeout stay
     /// the engine's (RFC 6146 3.5.2.2).
     pub(super) fn tcp_offload(&mut self, now: Time, sid: u32, established: bool) {
-        let Some((offloaded, proto, remote)) = self
+        let Some((offloaded, proto, remote, int_port)) = self
             .sessions
             .get(sid)
-            .map(|s| (s.offloaded, s.proto(), s.remote()))
+            .map(|s| (s.offloaded, s.proto(), s.remote(), s.int_port))
         else {
             return;
         };
-        let kind = if established && !offloaded && self.offloadable(proto, remote) {
+        let kind = if established && !offloaded && self.offloadable(proto, remote, int_port) {
             OffloadKind::Install
         } else if !established && offloaded {
             OffloadKind::Remove

@@ -126,7 +126,9 @@ impl<A: InsideAddr> Napt<A> {
     /// The outside endpoint of a new mapping of `int`, its port taken from the pool address
     /// `pool_ix` per RFC 4787 REQ-3 / RFC 6056: the inside port if free and in range, else
     /// from a random point in the range. The host has counted the mapping already
-    /// ([`Napt::host_for`]).
+    /// ([`Napt::host_for`]). Inlined: the new-session path is its caller that counts (an
+    /// ALG's expectation, `expect.rs`, is the other).
+    #[inline(always)]
     pub(super) fn take_port(
         &mut self,
         proto: Proto,

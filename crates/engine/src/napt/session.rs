@@ -161,7 +161,7 @@ impl<A: InsideAddr> Napt<A> {
         };
         let expires = now.plus_secs(life);
         // UDP goes to the fast path at once; TCP when it is established (see `touch`).
-        let offloaded = proto == Proto::Udp && self.offloadable(proto, remote);
+        let offloaded = proto == Proto::Udp && self.offloadable(proto, remote, int.port);
         let sid = self.sessions.insert(Session {
             int_addr: held,
             ext_addr: ext.addr,

@@ -27,6 +27,7 @@ use xlat_wire::ipv4::{self, proto as ipproto, Ipv4Header};
 use xlat_wire::l4::{icmp, tcp, udp};
 use xlat_wire::{checksum, Delta};
 
+use crate::alg::{self, Announced, FtpAlg};
 use crate::config::{Nat44Config, Nat44Mode, PrefixSet4};
 use crate::counters::{Counters, DropReason, Event};
 use crate::flow::{Endpoint, FlowKey, Proto};
@@ -88,6 +89,8 @@ pub struct Nat44 {
     napt: Napt<u32>,
     frags: Frags,
     ready: VecDeque<Vec<u8>>,
+    /// The FTP ALG (`alg = ["ftp"]`), if on ([`crate::alg`]).
+    ftp: Option<Box<FtpAlg>>,
 }
 
 impl Nat44 {
@@ -120,6 +123,10 @@ impl Nat44 {
             seed,
         );
         napt.set_forwards(&cfg.forwards);
+        let ftp = cfg.alg_ftp.then(|| Box::new(FtpAlg::new(false)));
+        if ftp.is_some() {
+            napt.set_alg_port(alg::FTP_PORT);
+        }
         Nat44 {
             inside: PrefixSet4::new(&cfg.inside),
             cfg,
@@ -128,6 +135,7 @@ impl Nat44 {
             napt,
             frags,
             ready: VecDeque::new(),
+            ftp,
         }
     }
 
@@ -148,6 +156,63 @@ impl Nat44 {
 
     /// Translates one packet in place.
     pub fn process(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Verdict {
+        if self.ftp.is_some() && alg::is_control4(buf.data()) {
+            return self.process_ftp(now, buf, c);
+        }
+        self.process_plain(now, buf, c)
+    }
+
+    /// An FTP control segment with the ALG on ([`crate::alg`]): an inbound one has its
+    /// sequence numbers moved before translation, an outbound one its lines rewritten and
+    /// its numbers moved after (the ALG works on the outside view of the connection).
+    #[cold]
+    fn process_ftp(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Verdict {
+        let (Some(src), Some(dst)) = (
+            u32_at(buf.data(), ipv4::off::SRC),
+            u32_at(buf.data(), ipv4::off::DST),
+        ) else {
+            return self.process_plain(now, buf, c);
+        };
+        let Some(mut ftp) = self.ftp.take() else {
+            return self.process_plain(now, buf, c);
+        };
+        let outbound = self.is_inside(src);
+        // Hairpinned control connections are translated twice and not rewritten.
+        let hairpin = outbound && self.is_outside(dst);
+        if !outbound && self.is_outside(dst) {
+            ftp.inbound(now, buf, c);
+        }
+        let v = self.process_plain(now, buf, c);
+        if outbound && !hairpin && v == Verdict::Forward {
+            let napt = &mut self.napt;
+            // A static 1:1 host keeps its ports and admits every remote (RFC 2663 4.1.1):
+            // its announced endpoint only changes address.
+            let static_out = self.static_in.get(&src).copied();
+            let (ext, remote) = (
+                u32_at(buf.data(), ipv4::off::SRC).unwrap_or(0),
+                u32_at(buf.data(), ipv4::off::DST).unwrap_or(0),
+            );
+            // RFC 959 4.1.2 PORT / RFC 2428 EPRT |1| from an inside client, 227 / 229 from
+            // a port-forwarded inside server: only the control connection's own host (a PORT
+            // naming another is a bounce, RFC 2577) gets a mapping.
+            let mut map = |a: Announced, c: &mut Counters| {
+                let port = match a {
+                    Announced::V4(addr, port) if addr == src && port != 0 => port,
+                    Announced::Own(port) if port != 0 => port,
+                    _ => return None,
+                };
+                if let Some(addr) = static_out {
+                    return Some(Endpoint { addr, port });
+                }
+                napt.expect(now, Endpoint { addr: src, port }, ext, remote, c)
+            };
+            ftp.outbound(now, buf, &mut map, c);
+        }
+        self.ftp = Some(ftp);
+        v
+    }
+
+    fn process_plain(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Verdict {
         let h = match Ipv4Header::parse(buf.data(), self.cfg.verify_ip_checksum) {
             Ok(h) => h,
             Err(e) => return Verdict::Drop(e.into()),
@@ -292,6 +357,10 @@ impl Nat44 {
         } else {
             return None;
         };
+        // With the FTP ALG on, its control connections take the full path.
+        if self.ftp.is_some() && alg::is_control_key(&key) {
+            return None;
+        }
         Some(Lane44 {
             key,
             hash: 0,
@@ -679,6 +748,10 @@ impl Nat44 {
     /// Removes expired sessions (up to `budget` slots looked at) and fragment state.
     pub fn expire(&mut self, now: Time, budget: usize, c: &mut Counters) -> usize {
         let removed = self.napt.expire(now, budget, c);
+        if let Some(ftp) = &mut self.ftp {
+            ftp.expire(now, self.cfg.timeouts.tcp_established);
+            self.napt.expire_expects(now);
+        }
         let dropped = self.frags.expire(now);
         for _ in 0..dropped {
             c.drop(DropReason::FragmentNoFirst);

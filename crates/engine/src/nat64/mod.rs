@@ -113,6 +113,8 @@ pub struct Nat64 {
     own4: u32,
     /// Identifications of the IPv4 packets it makes (RFC 7915 5.1).
     ids: Ipv4Ids,
+    /// The FTP ALG of RFC 6384 (`alg = ["ftp"]`), if on ([`crate::alg`]).
+    ftp: Option<Box<crate::alg::FtpAlg>>,
     /// Packets the lane's dedicated rewrite translated (tests check it ran).
     #[cfg(test)]
     pub(crate) rewrites: u64,
@@ -145,10 +147,14 @@ impl Nat64 {
             rate: RateLimit::new(),
             own4: cfg.pool4.first().map_or(0, |p| p.addr),
             ids: Ipv4Ids::new(seed),
+            ftp: cfg.alg_ftp.then(|| Box::new(crate::alg::FtpAlg::new(true))),
             #[cfg(test)]
             rewrites: 0,
         };
         n.napt.set_forwards(&cfg.static_bib);
+        if n.ftp.is_some() {
+            n.napt.set_alg_port(crate::alg::FTP_PORT);
+        }
         n
     }
 
@@ -250,6 +256,10 @@ impl Nat64 {
         }
         for _ in 0..incomplete {
             c.drop(DropReason::FragmentIncomplete);
+        }
+        if let Some(ftp) = &mut self.ftp {
+            ftp.expire(now, self.napt.tcp_established());
+            self.napt.expire_expects(now);
         }
         self.napt.expire(now, budget, c)
     }
@@ -375,7 +385,8 @@ impl Nat64 {
             key,
             hash: self.napt.prefetch_index(&key),
             cand: NO_CAND,
-            fast: plain(pkt, v6),
+            // With the FTP ALG on, its control connections take the full path.
+            fast: plain(pkt, v6) && !(self.ftp.is_some() && crate::alg::is_control_key(&key)),
         })
     }
 
@@ -419,12 +430,62 @@ impl Nat64 {
 
     /// IPv6 -> IPv4 (RFC 6146 3.4 - 3.8).
     pub fn process6(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Verdict {
+        if self.ftp.is_some() {
+            return self.process6_ftp(now, buf, c);
+        }
         Done::verdict(full(self.outbound(now, buf, c, None)))
     }
 
     /// IPv4 -> IPv6 (RFC 6146 3.4 - 3.7).
     pub fn process4(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Verdict {
+        if self.ftp.is_some() && crate::alg::is_control4(buf.data()) {
+            // RFC 6384: the ALG works on the IPv4 side; an inbound control segment has its
+            // acknowledgement moved by what the ALG added going out, before translation.
+            if let Some(ftp) = &mut self.ftp {
+                ftp.inbound(now, buf, c);
+            }
+        }
         Done::verdict(full(self.inbound(now, buf, c, true, None)))
+    }
+
+    /// [`Nat64::process6`] with the FTP ALG on: a control segment (TCP right after the
+    /// IPv6 header, port 21 at either end) is translated, then its lines rewritten on the
+    /// IPv4 side (RFC 6384: EPRT |2| becomes PORT with the pool4 address and a mapped port).
+    #[cold]
+    fn process6_ftp(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Verdict {
+        use xlat_wire::ipv6::{addr_at, off, HEADER};
+        let pkt = buf.data();
+        let control = u8_at(pkt, off::NEXT_HEADER) == Some(xlat_wire::ipv4::proto::TCP)
+            && (u16_at(pkt, HEADER) == Some(crate::alg::FTP_PORT)
+                || u16_at(pkt, HEADER + 2) == Some(crate::alg::FTP_PORT));
+        let src6 = addr_at(pkt, off::SRC);
+        let v = Done::verdict(full(self.outbound(now, buf, c, None)));
+        let (true, Some(src6), Verdict::Forward) = (control, src6, v) else {
+            return v;
+        };
+        let Some(mut ftp) = self.ftp.take() else {
+            return v;
+        };
+        let napt = &mut self.napt;
+        let (ext, remote) = (
+            u32_at(buf.data(), xlat_wire::ipv4::off::SRC).unwrap_or(0),
+            u32_at(buf.data(), xlat_wire::ipv4::off::DST).unwrap_or(0),
+        );
+        // Only the control connection's own IPv6 host gets a mapping (RFC 2577: a bounce
+        // to another host passes unmodified).
+        let mut map = |a: crate::alg::Announced, c: &mut Counters| match a {
+            crate::alg::Announced::V6(addr, port) if addr == src6 && port != 0 => {
+                napt.expect(now, crate::flow::Endpoint { addr, port }, ext, remote, c)
+            }
+            crate::alg::Announced::Own(port) if port != 0 => {
+                let int = crate::flow::Endpoint { addr: src6, port };
+                napt.expect(now, int, ext, remote, c)
+            }
+            _ => None,
+        };
+        ftp.outbound(now, buf, &mut map, c);
+        self.ftp = Some(ftp);
+        v
     }
 
     /// The established-flow lane (batch stage 3): the packet goes through the same
