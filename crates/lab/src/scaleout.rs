@@ -97,6 +97,8 @@ pub struct ScaleOpts {
     pub dir: PathBuf,
     /// Node whose xlat is killed; None = the node with most subscribers.
     pub kill: Option<usize>,
+    /// The xlat binary; None = next to this executable or XLAT_BIN ([`crate::device::xlat_bin`]).
+    pub xlat_bin: Option<PathBuf>,
 }
 
 impl ScaleOpts {
@@ -560,7 +562,7 @@ impl Cluster {
 
     /// Starts node i's `xlat run` and waits until its pool route is in the node's kernel.
     pub fn start_xlat(&mut self, i: usize) -> Result<()> {
-        let bin = crate::device::xlat_bin()?;
+        let bin = self.bin()?;
         let n = &mut self.nodes[i];
         let _ = std::fs::remove_file(&n.socket);
         let log = std::fs::File::create(&n.log)
@@ -601,6 +603,13 @@ impl Cluster {
             "node {i}'s xlat did not route its pool within 20 s; log {}",
             self.nodes[i].log.display()
         )
+    }
+
+    fn bin(&self) -> Result<PathBuf> {
+        match &self.opts.xlat_bin {
+            Some(b) => Ok(b.clone()),
+            None => crate::device::xlat_bin(),
+        }
     }
 
     /// SIGKILLs node i's xlat; returns when the process is gone.
@@ -690,6 +699,36 @@ impl Cluster {
             ],
         )?;
         self.set_group(members, false)
+    }
+
+    /// Node i's UDP sessions to the server as (inside, outside) addresses, from `xlat show
+    /// sessions` (its own table); an error when the daemon does not answer.
+    pub fn sessions(&self, i: usize) -> Result<BTreeSet<(Ipv4Addr, Ipv4Addr)>> {
+        let bin = self.bin()?.display().to_string();
+        let sock = self.nodes[i].socket.display().to_string();
+        let server = SERVER.to_string();
+        let o = sys::cmd(
+            10,
+            &[
+                &bin, "show", "sessions", "--json", "--proto", "udp", "--remote", &server,
+                "--limit", "100000", "--socket", &sock,
+            ],
+        )?;
+        if !o.ok {
+            bail!("node {i}: xlat show sessions failed: {}", o.stderr.trim());
+        }
+        let rows: Vec<serde_json::Value> = serde_json::from_str(&o.stdout).with_context(|| {
+            format!("node {i}: xlat show sessions --json printed {:?}", o.stdout)
+        })?;
+        let mut v = BTreeSet::new();
+        for r in rows {
+            let a = r["inside"].as_str().and_then(|x| x.parse().ok());
+            let b = r["outside"].as_str().and_then(|x| x.parse().ok());
+            if let (Some(a), Some(b)) = (a, b) {
+                v.insert((a, b));
+            }
+        }
+        Ok(v)
     }
 
     pub fn xlat_pid(&self, i: usize) -> Option<i32> {
@@ -1211,6 +1250,9 @@ pub struct Outcome {
     pub sources_before: Vec<Vec<Ipv4Addr>>,
     pub packets_per_node: Vec<u64>,
     pub cpu_ns_per_pkt: Vec<Option<f64>>,
+    /// Each node's UDP sessions to the server at the end of the steady state, (inside,
+    /// outside) addresses, from the node's own `xlat show sessions`.
+    pub node_sessions: Vec<Vec<(Ipv4Addr, Ipv4Addr)>>,
     pub buckets_before: BTreeMap<u32, usize>,
     pub steady_lost: u64,
     pub steady_sent: u64,
@@ -1257,6 +1299,10 @@ pub fn run(opts: &ScaleOpts) -> Result<Outcome> {
         .collect();
     let b = traffic.now();
     let buckets_before = c.buckets();
+    let mut node_sessions = Vec::new();
+    for i in 0..nodes {
+        node_sessions.push(c.sessions(i)?.into_iter().collect());
+    }
 
     // Which node to stop: the one given, else the one with most subscribers now.
     let seen = traffic.seen();
@@ -1422,6 +1468,7 @@ pub fn run(opts: &ScaleOpts) -> Result<Outcome> {
         before,
         packets_per_node: packets,
         cpu_ns_per_pkt,
+        node_sessions,
         buckets_before,
         steady_lost,
         steady_sent,
@@ -1580,6 +1627,7 @@ pub fn main_run(o: &crate::RunOpts) -> Result<PathBuf> {
         idle_timer: 2,
         dir: dir.join("cluster"),
         kill: None,
+        xlat_bin: None,
     };
     opts.validate()?;
     let started = Instant::now();
@@ -1751,6 +1799,7 @@ mod tests {
             idle_timer: 2,
             dir: PathBuf::from("/tmp/x"),
             kill: None,
+            xlat_bin: None,
         };
         ok.validate().unwrap();
         for bad in [
