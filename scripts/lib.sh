@@ -6,7 +6,7 @@
 # tshark and nfdump (nfcapd) decode and collect the IPFIX export in e2e_ipfix.
 XLAT_PKGS=(iproute2 iputils-ping nftables ethtool iperf3 apache2-utils tcpdump socat curl python3 procps coreutils
            unbound bind9-dnsutils tayga clang-14 libbpf-dev conntrack prometheus chromium chromium-driver systemd
-           tshark nfdump keepalived vsftpd)
+           tshark nfdump keepalived vsftpd bird2)
 
 die() { echo "error: $*" >&2; exit 1; }
 say() { echo "==> $*" >&2; }

@@ -34,5 +34,6 @@ if [ $# -eq 0 ]; then
     XLAT_E2E_AF_XDP=1 XLAT_E2E_WORKERS=2 timeout -k 10 1200 cargo test --release -p xlat --test e2e_nat44 --test e2e_nat64 --test e2e_afxdp -- --include-ignored --test-threads=1
 fi
 leftover=$(ip netns list | grep -E '^x[0-9a-f]+[ndtpf][0-9]+-(in|in2|gw|out|cli|srv|a|r|b|swi|swo)( |$)' || true)
+leftover+=$(ip netns list | grep -E '^s[0-9a-f]+-(t|ir|or|n[0-9]+)( |$)' || true)
 [ -z "$leftover" ] || die "test namespaces were left behind: $leftover"
 echo "all tests passed"

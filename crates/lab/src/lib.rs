@@ -15,6 +15,7 @@ pub mod packet;
 pub mod progress;
 pub mod report;
 pub mod results;
+pub mod scaleout;
 pub mod sockets;
 pub mod stats;
 pub mod sys;
@@ -144,6 +145,17 @@ pub struct RunOpts {
     /// CPU for the device (its processes and its receive work).
     #[arg(long)]
     pub dut_cpu: Option<usize>,
+    /// scale-out: xlat nodes behind the inside router's ECMP group (2..12, default 3).
+    #[arg(long)]
+    pub nodes: Option<usize>,
+    /// scale-out: subscribers (inside source addresses, default 24); `--flows` is the
+    /// streams per subscriber (default 4) and `--duration` the steady-state seconds.
+    #[arg(long)]
+    pub subscribers: Option<usize>,
+    /// scale-out: how the outside router learns the nodes' pools: `bgp` (BIRD in every
+    /// node and the router; the default when bird is installed) or `static`.
+    #[arg(long, value_parser = ["bgp", "static"])]
+    pub routing: Option<String>,
 }
 
 /// Runs `xlat lab`. Output goes to stdout; progress to stderr.
@@ -164,6 +176,12 @@ pub fn main(args: LabArgs) -> Result<()> {
             Ok(())
         }
         LabCmd::Run { experiment, opts } => {
+            if experiment == "scale-out" {
+                return scaleout::main_run(&opts).map(|_| ());
+            }
+            if opts.nodes.is_some() || opts.subscribers.is_some() || opts.routing.is_some() {
+                bail!("--nodes, --subscribers and --routing are options of scale-out only");
+            }
             if !EXPERIMENTS.iter().any(|e| e.0 == experiment) {
                 bail!(
                     "unknown experiment {experiment:?}; known: {}",
@@ -194,6 +212,7 @@ pub fn list_text() -> String {
     for (n, d) in EXPERIMENTS {
         s.push_str(&format!("  {n:<22} {d}\n"));
     }
+    s.push_str(&format!("  {:<22} {}\n", "scale-out", SCALE_OUT));
     s.push_str("\nDevices (--devices a,b,c):\n");
     for (n, d) in device::DEVICES {
         s.push_str(&format!("  {n:<22} {d}\n"));
@@ -204,6 +223,9 @@ pub fn list_text() -> String {
     }
     s
 }
+
+/// `xlat lab list`'s line for scale-out (its own testbed, not the tester/DUT pair).
+pub const SCALE_OUT: &str = "N xlat NAT44 nodes behind a resilient ECMP group, pools announced by BGP (BIRD): spread of subscribers, a node killed and restarted (--nodes 3 --subscribers 24 --flows 4)";
 
 pub const STUDIES: &[(&str, &str)] = &[
     ("s1", "IPv6 routing vs NAT44: loss, rate and latency vs load (10..100% of 100 Mb/s) by payload size"),
