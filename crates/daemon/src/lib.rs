@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 pub mod afxdp;
+pub mod cluster;
 pub mod config;
 pub mod control;
 pub mod eventlog;

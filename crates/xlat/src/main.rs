@@ -40,6 +40,10 @@ enum Cmd {
         /// Configuration file (TOML).
         #[arg(short = 'c', long = "config", value_name = "FILE")]
         config: PathBuf,
+        /// The other nodes of a scale-out cluster (docs/SCALE-OUT.md): their configuration
+        /// files, checked too, and refused when a node's outside addresses overlap this one's.
+        #[arg(long = "cluster", value_name = "FILE")]
+        cluster: Vec<PathBuf>,
     },
     /// Run the gateway in the foreground until SIGINT or SIGTERM.
     Run {
@@ -318,8 +322,18 @@ fn json<T: serde::Serialize>(v: &T) -> Result<String> {
 
 fn dispatch(cmd: Cmd) -> Result<()> {
     match cmd {
-        Cmd::Check { config } => {
+        Cmd::Check { config, cluster } => {
             let cfg = Config::load(&config)?;
+            let others = cluster
+                .iter()
+                .map(|f| Config::load(f))
+                .collect::<Result<Vec<_>, _>>()?;
+            let clash = xlat_daemon::cluster::overlaps(&cfg, &others);
+            if !clash.is_empty() {
+                return Err(anyhow::Error::new(BadFile(anyhow::anyhow!(
+                    clash.join("\n")
+                ))));
+            }
             let mut out = format!("{}: ok\n", cfg.file);
             for w in cfg.warnings() {
                 out.push_str(&format!("{}: warning: {w}\n", cfg.file));
