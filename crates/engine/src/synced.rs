@@ -83,7 +83,7 @@ impl Engine {
         n
     }
 
-    /// Takeover: the synced copies' timers start now ([`crate::napt`]'s `thaw`), and those
+    /// Takeover: the synced copies' timers start now (`napt`'s `thaw`), and those
     /// the fast path may carry are handed to it through the state events. Returns how many.
     pub fn thaw_synced(&mut self, now: Time) -> u64 {
         let mut n = 0;

@@ -9,7 +9,7 @@
 //!
 //! Each node runs a real `xlat run` doing NAPT of the subscribers (198.18.1.0/24) to its own
 //! pool prefix (198.19.(16+i).0/28). xlat routes its pool into its TUN device in the main table
-//! while it runs ([`xlat_daemon`]'s auto routes); BIRD in the node learns exactly that route
+//! while it runs (`xlat_daemon`'s auto routes); BIRD in the node learns exactly that route
 //! from the kernel (`learn`, filtered to unicast routes on the TUN device: the fail-closed
 //! `unreachable` twin xlat leaves behind is not exported) and announces it by BGP to BIRD in
 //! the outside router, which installs it. A node whose xlat dies loses the route with its TUN
@@ -800,7 +800,7 @@ struct StreamBack {
 pub struct Record {
     /// Send time (seconds since the start) of each tick; every stream sends seq = tick.
     pub ticks: Vec<f64>,
-    /// [subscriber][flow]
+    /// `[subscriber][flow]`
     pub seen: Vec<Vec<StreamSeen>>,
     replied: Vec<Vec<StreamBack>>,
     /// (seconds since the start, source address) of every stream packet the server received.
@@ -1602,7 +1602,7 @@ pub fn experiments(o: &Outcome, settle: f64) -> Vec<Experiment> {
     ]
 }
 
-/// `xlat lab run scale-out`: runs, writes results/<stamp>-scale-out/, prints the tables.
+/// `xlat lab run scale-out`: runs, writes `results/<stamp>-scale-out/`, prints the tables.
 pub fn main_run(o: &crate::RunOpts) -> Result<PathBuf> {
     sys::install_stop_handler();
     let base = o.out.clone().unwrap_or_else(|| PathBuf::from("results"));

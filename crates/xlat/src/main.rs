@@ -140,7 +140,7 @@ enum ShowCmd {
         #[command(flatten)]
         target: Target,
     },
-    /// Session sync with the peer gateway ([sync]): role, peer, in sync, counters.
+    /// Session sync with the peer gateway (`[sync]`): role, peer, in sync, counters.
     Sync {
         /// Print the state as one JSON object.
         #[arg(long)]

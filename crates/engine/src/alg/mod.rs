@@ -10,7 +10,7 @@
 //! ([`ftp::SeqAdj`]). Outbound lines it rewrites:
 //! - NAT44, an inside client's `PORT h1,..,p2` and `EPRT |1|a.b.c.d|p|` (RFC 959 4.1.2,
 //!   RFC 2428 2): the outside address and a port mapped for it, the mapping made (and the
-//!   server's address admitted) before the server connects ([`crate::napt`]'s expectations);
+//!   server's address admitted) before the server connects (`napt`'s expectations);
 //! - NAT44, a port-forwarded inside server's `227 (h1,..,p2)` reply to PASV (RFC 959
 //!   4.2.2): the same, for the client's connection to the passive port;
 //! - NAT44 (and NAT64 with a static BIB entry), an inside server's `229 (|||p|)` reply to
