@@ -686,6 +686,66 @@ fn rfc6384_epsv_rejected_becomes_pasv_and_227_becomes_229() {
     assert_eq!(e.counters().count(Event::AlgFtpRewritten), 3);
 }
 
+/// RFC 2428 4: `EPSV ALL` tells the server that only EPSV follows; it asks for no passive
+/// port. After the server rejected EPSV, a plain EPSV goes as PASV (RFC 6384), but an
+/// `EPSV ALL` must not: it passes as it is.
+#[test]
+fn rfc2428_4_epsv_all_is_never_sent_as_pasv() {
+    let mut e = nat64(true);
+    let client: Ipv6Addr = "2001:2::20".parse().unwrap();
+    let server6: Ipv6Addr = "2001:2:0:64::c613:2".parse().unwrap();
+    let pool4 = Ipv4Addr::new(198, 19, 0, 101).octets();
+    let ext = seg4(
+        &run(
+            &mut e,
+            1,
+            tcp6(client, 40000, server6, 21, 100, 0, SYN, b""),
+        )
+        .unwrap(),
+    )
+    .sport;
+    run(
+        &mut e,
+        2,
+        tcp4(SERVER, 21, pool4, ext, 500, 101, SYN | ACK, b""),
+    )
+    .unwrap();
+    let q = seg4(
+        &run(
+            &mut e,
+            3,
+            tcp6(client, 40000, server6, 21, 101, 501, PSH_ACK, b"EPSV\r\n"),
+        )
+        .unwrap(),
+    );
+    assert_eq!(q.data, b"EPSV\r\n");
+    let no = b"500 Unknown command.\r\n";
+    run(
+        &mut e,
+        4,
+        tcp4(SERVER, 21, pool4, ext, 501, 107, PSH_ACK, no),
+    )
+    .unwrap();
+    let q = seg4(
+        &run(
+            &mut e,
+            5,
+            tcp6(
+                client,
+                40000,
+                server6,
+                21,
+                107,
+                501 + no.len() as u32,
+                PSH_ACK,
+                b"EPSV ALL\r\n",
+            ),
+        )
+        .unwrap(),
+    );
+    assert_eq!(q.data, b"EPSV ALL\r\n");
+}
+
 #[test]
 fn control_sessions_stay_off_the_fast_path_with_the_alg() {
     for alg in [false, true] {

@@ -29,8 +29,9 @@ pub enum Command {
     Eprt4 { addr: u32, port: u16 },
     /// RFC 2428 2: EPRT |2|ipv6|port|.
     Eprt6 { addr: u128, port: u16 },
-    /// RFC 2428 3: EPSV (with or without an argument).
-    Epsv,
+    /// RFC 2428 3: EPSV (with or without an argument); `all`: RFC 2428 4's `EPSV ALL`,
+    /// which asks for no passive port (it tells the server that only EPSV follows).
+    Epsv { all: bool },
     /// RFC 959 4.1.2: PASV.
     Pasv,
 }
@@ -69,7 +70,8 @@ pub fn parse_command(line: &[u8]) -> Option<Command> {
         parse_eprt(trim(arg()?))
     } else if verb.eq_ignore_ascii_case(b"EPSV") {
         // "EPSV", "EPSV 1", "EPSV 2", "EPSV ALL" (RFC 2428 3, 4).
-        (rest.is_empty() || rest.first() == Some(&b' ')).then_some(Command::Epsv)
+        let all = arg().is_some_and(|a| trim(a).eq_ignore_ascii_case(b"ALL"));
+        (rest.is_empty() || rest.first() == Some(&b' ')).then_some(Command::Epsv { all })
     } else if verb.eq_ignore_ascii_case(b"PASV") {
         trim(rest).is_empty().then_some(Command::Pasv)
     } else {
@@ -436,9 +438,11 @@ mod tests {
 
     #[test]
     fn rfc2428_3_epsv_and_pasv() {
-        assert_eq!(cmd("EPSV"), Some(Command::Epsv));
-        assert_eq!(cmd("EPSV 2"), Some(Command::Epsv));
-        assert_eq!(cmd("epsv ALL"), Some(Command::Epsv));
+        assert_eq!(cmd("EPSV"), Some(Command::Epsv { all: false }));
+        assert_eq!(cmd("EPSV 2"), Some(Command::Epsv { all: false }));
+        // RFC 2428 4: "EPSV ALL" (any case).
+        assert_eq!(cmd("epsv ALL"), Some(Command::Epsv { all: true }));
+        assert_eq!(cmd("EPSV all"), Some(Command::Epsv { all: true }));
         assert_eq!(cmd("PASV"), Some(Command::Pasv));
         assert_eq!(cmd("EPSVX"), None);
         assert_eq!(cmd("USER anonymous"), None);

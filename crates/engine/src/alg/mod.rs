@@ -464,9 +464,13 @@ fn outbound_line(
                 .map(|e| ftp::write_port(e.addr, e.port))
         }
         // RFC 6384: EPSV passes; once the server has rejected it, it goes as PASV and the
-        // 227 comes back as a 229.
-        (Some(Command::Epsv), _) if nat64 => {
-            if ctl.epsv_rejected {
+        // 227 comes back as a 229. RFC 2428 4: `EPSV ALL` asks for no passive port, so it
+        // never becomes a PASV (the server would open a port and answer 227, not the
+        // 200-class reply the client waits for); it passes as it is.
+        (Some(Command::Epsv { all }), _) if nat64 => {
+            if ctl.epsv_rejected && all {
+                None
+            } else if ctl.epsv_rejected {
                 ctl.pasv_for_epsv = true;
                 Some(ftp::write_pasv())
             } else {
