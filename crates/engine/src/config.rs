@@ -295,6 +295,11 @@ pub struct Nat44Config {
     /// The FTP ALG ([`crate::alg`]): PORT/EPRT/227 rewritten, control sessions kept off
     /// the fast path. Off by default.
     pub alg_ftp: bool,
+    /// Deterministic NAT ([`crate::deterministic`], RFC 7422 2): each inside address owns
+    /// a fixed outside address and port range. `mode = "napt"` only.
+    pub deterministic: bool,
+    /// Ports each inside address gets with `deterministic`; 0: as many as fit.
+    pub ports_per_host: u16,
 }
 
 impl Default for Nat44Config {
@@ -312,6 +317,8 @@ impl Default for Nat44Config {
             inbound_refresh: true,
             verify_ip_checksum: true,
             alg_ftp: false,
+            deterministic: false,
+            ports_per_host: 0,
         }
     }
 }
@@ -474,7 +481,58 @@ impl Nat44Config {
                 );
             }
         }
+        self.validate_deterministic()?;
         validate_timeouts_limits(&self.timeouts, &self.limits)
+    }
+
+    /// The deterministic mapping ([`crate::deterministic`]) when `deterministic` is on and
+    /// the configuration is valid.
+    pub fn deterministic_map(&self) -> Option<crate::deterministic::Deterministic> {
+        if !self.deterministic {
+            return None;
+        }
+        let per_host = (self.ports_per_host > 0).then_some(self.ports_per_host);
+        crate::deterministic::Deterministic::new(&self.inside, &self.pool, self.ports, per_host)
+            .ok()
+    }
+
+    /// What deterministic NAT cannot be combined with, and whether its subscribers fit.
+    fn validate_deterministic(&self) -> Result<(), ConfigError> {
+        let err = |key, problem: String| Err(ConfigError { key, problem });
+        if !self.deterministic {
+            if self.ports_per_host > 0 {
+                return err(
+                    "nat44.ports_per_host",
+                    "is for deterministic NAT; add deterministic = true or remove it".into(),
+                );
+            }
+            return Ok(());
+        }
+        if self.mode != Nat44Mode::Napt {
+            return err(
+                "nat44.deterministic",
+                "gives each inside address a range of ports: it needs mode = \"napt\"".into(),
+            );
+        }
+        if self.limits.port_block_size > 0 {
+            return err(
+                "nat44.port_block_size",
+                "port blocks are handed out as hosts need them, deterministic ranges are fixed: use one of port_block_size and deterministic = true".into(),
+            );
+        }
+        if let Some(f) = self.forwards.first() {
+            return err(
+                "nat44.static",
+                format!(
+                    "entry {} -> {} forwards a pool port, which is some inside address's port with deterministic = true: forward from an address outside nat44.pool (a static 1:1 entry) or turn deterministic off",
+                    f.inside.show(true),
+                    f.outside.show(true)
+                ),
+            );
+        }
+        let per_host = (self.ports_per_host > 0).then_some(self.ports_per_host);
+        crate::deterministic::Deterministic::new(&self.inside, &self.pool, self.ports, per_host)
+            .map(|_| ())
     }
 
     /// Settings that work but go below an RFC's recommendation; `xlat check` prints them.

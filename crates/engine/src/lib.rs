@@ -33,6 +33,7 @@
 pub mod alg;
 pub mod config;
 pub mod counters;
+pub mod deterministic;
 pub mod events;
 pub mod flow;
 mod frag;

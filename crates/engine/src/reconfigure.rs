@@ -216,6 +216,10 @@ fn first_diff44(a: &crate::Nat44Config, b: &crate::Nat44Config) -> String {
         "alg"
     } else if a.limits.port_block_size != b.limits.port_block_size {
         "port_block_size"
+    } else if a.deterministic != b.deterministic {
+        "deterministic"
+    } else if a.ports_per_host != b.ports_per_host {
+        "ports_per_host"
     } else {
         return "limits (only max_sessions_per_host changes live)".to_string();
     };

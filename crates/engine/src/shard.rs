@@ -11,7 +11,9 @@
 //!   error quotes (RFC 5508 REQ-3), by [`Shards::of_inbound`]: the mapping was created by
 //!   that worker, from its slice -- except a static BIB entry's outside endpoint (port
 //!   forwarding), which belongs to the worker of its inside host, whatever slice its port is
-//!   in (every worker keeps the forwarded ports out of its own allocations).
+//!   in (every worker keeps the forwarded ports out of its own allocations). With
+//!   deterministic NAT44 ([`crate::deterministic`]) every port belongs to one inside host
+//!   by the config's arithmetic, and the packet goes to that host's worker (no slices).
 //!
 //! [`Shards::owner`] is the whole placement a driver needs, in [`crate::Engine::process`]'s
 //! order of translators; it answers [`Owner::Any`] for packets no worker holds state for:
@@ -72,6 +74,8 @@ struct Nat44Steer {
     static_inside: Vec<u32>,
     /// Pool prefixes: packets to them are inbound to a mapping.
     pool: PrefixSet4,
+    /// Deterministic NAT: an outside port names its inside host, whose worker holds it.
+    det: Option<crate::deterministic::Deterministic>,
 }
 
 /// What [`Shards::owner`] needs of `[siit]`.
@@ -176,6 +180,7 @@ impl Shards {
                 inside: PrefixSet4::new(&n.inside),
                 static_inside: n.statics.iter().map(|s| u32::from(s.inside)).collect(),
                 pool: PrefixSet4::new(&n.pool),
+                det: n.deterministic_map(),
             }),
             siit: cfg.siit.as_ref().map(|s| SiitSteer {
                 prefix: s.prefix,
@@ -399,12 +404,21 @@ impl Shards {
             self.nat44_ports
         }?;
         let icmp = (0, u16::MAX);
-        // A static BIB entry's port belongs to its inside host's worker, else to the slice.
-        let owner =
-            |range, workers, port: u16, proto: u8| match self.forwards.get(&(proto, dst, port)) {
-                Some(&w) => Some(w),
+        let det = match &self.nat44 {
+            Some(n) if n.pool.contains(dst) => n.det.as_ref(),
+            _ => None,
+        };
+        // A static BIB entry's port belongs to its inside host's worker, a deterministic
+        // port (or identifier) to its subscriber's, else to the slice.
+        let owner = |range, workers, port: u16, proto: u8| {
+            if let Some(w) = self.forwards.get(&(proto, dst, port)) {
+                return Some(*w);
+            }
+            match det {
+                Some(d) => d.of_outside(dst, port).map(|a| self.by_source4(a)),
                 None => owner(range, workers, port),
-            };
+            }
+        };
         match proto {
             6 | 17 => owner(ports, self.workers, u16_at(pkt, ihl + 2)?, proto),
             1 => match u8_at(pkt, ihl)? {

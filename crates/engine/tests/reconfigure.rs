@@ -80,6 +80,12 @@ fn what_cannot_change_live_is_refused_whole_and_changes_nothing() {
         n.limits.port_block_size = 512;
     }
     assert_eq!(e.reconfigure(&c).unwrap_err().key, "nat44.port_block_size");
+    // Deterministic NAT (RFC 7422): the mapping is a function of the config; a restart.
+    let mut c = config();
+    if let Some(n) = c.nat44.as_mut() {
+        n.deterministic = true;
+    }
+    assert_eq!(e.reconfigure(&c).unwrap_err().key, "nat44.deterministic");
     // The FTP ALG decides which sessions the lanes and the fast path may carry: a restart.
     let mut c = config();
     if let Some(n) = c.nat44.as_mut() {

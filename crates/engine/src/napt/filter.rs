@@ -251,6 +251,7 @@ mod tests {
                     timeouts: Timeouts::default(),
                     limits: Limits::default(),
                     inbound_refresh: true,
+                    det: None,
                 },
                 &["198.19.0.0/31".parse().unwrap()],
                 1,

@@ -150,7 +150,13 @@ impl<A: InsideAddr> Napt<A> {
                             addr: self.pool_addr(host.pool),
                             port: 0,
                         };
-                        self.endpoint_event(now, EventKind::PortsExhausted, proto, int, ext);
+                        // RFC 8158 natEvent: ports exhausted, or quota exceeded when the
+                        // host's deterministic range (RFC 7422) is full.
+                        let kind = match e {
+                            DropReason::PortQuota => EventKind::QuotaExceeded,
+                            _ => EventKind::PortsExhausted,
+                        };
+                        self.endpoint_event(now, kind, proto, int, ext);
                     }
                     return Err(e);
                 }

@@ -76,12 +76,14 @@ impl<A: InsideAddr> Napt<A> {
             return Err(DropReason::PoolExhausted);
         }
         let start = self.rng.below(n);
-        let pick = match self.cfg.mode {
-            Nat44Mode::Pool => (0..n)
+        let pick = match (&self.cfg.det, self.cfg.mode) {
+            // RFC 7422 2: the address is a function of the inside address.
+            (Some(d), _) => det_slice(d, int_addr)?.pool_ix,
+            (None, Nat44Mode::Pool) => (0..n)
                 .map(|i| ((start + i) % n) as u32)
                 .find(|&i| pool.get(i as usize).is_some_and(|p| p.hosts == 0))
                 .ok_or(DropReason::PoolExhausted)?,
-            _ => start as u32,
+            (None, _) => start as u32,
         };
         // No more hosts than sessions: `limits.max_sessions` was checked before.
         let num = self
@@ -136,6 +138,9 @@ impl<A: InsideAddr> Napt<A> {
         pool_ix: u32,
         c: &mut Counters,
     ) -> Result<(Endpoint, NewBlock), DropReason> {
+        if self.cfg.det.is_some() {
+            return self.take_det_port(proto, int, c);
+        }
         // ICMP identifiers are not ports: any value may be kept or chosen (RFC 5508 3.1).
         let (lo, hi) = match proto {
             Proto::Icmp => self.icmp_ids,
@@ -187,6 +192,39 @@ impl<A: InsideAddr> Napt<A> {
             c.event(Event::PortsPreserved);
         }
         Ok((Endpoint { addr: p.addr, port }, new_block))
+    }
+
+    /// [`Napt::take_port`] with deterministic NAT (RFC 7422 2): the port (or ICMP
+    /// identifier) from the host's own range on its own address -- the inside port if it
+    /// lies there and is free, else from a random point of the range (RFC 6056 3.3 within
+    /// the range). A full range is the host's quota reached (`port_quota`).
+    fn take_det_port(
+        &mut self,
+        proto: Proto,
+        int: Endpoint<A>,
+        c: &mut Counters,
+    ) -> Result<(Endpoint, NewBlock), DropReason> {
+        let s = match &self.cfg.det {
+            Some(d) => det_slice(d, int.addr)?,
+            None => return Err(DropReason::Internal),
+        };
+        let span = u64::from(s.last - s.first) + 1;
+        let start = s.first.wrapping_add(self.rng.below(span) as u16);
+        let p = self
+            .pool
+            .get_mut(s.pool_ix as usize)
+            .ok_or(DropReason::Internal)?;
+        let ports = p
+            .ports
+            .get_mut(proto as usize)
+            .ok_or(DropReason::Internal)?;
+        let port = ports
+            .take(int.port, s.first, s.last, start)
+            .ok_or(DropReason::PortQuota)?;
+        if port == int.port {
+            c.event(Event::PortsPreserved);
+        }
+        Ok((Endpoint { addr: p.addr, port }, None))
     }
 
     /// Takes port `port` of pool address `ix` for a mapping of host `int_addr` whose outside
@@ -264,6 +302,18 @@ impl<A: InsideAddr> Napt<A> {
             *o = 0;
         }
         Some(block_ports(lo, hi, size, b))
+    }
+}
+
+/// The deterministic slice of an inside host (NAT44 only); an address in no inside prefix
+/// has none (the translator admits only inside sources, so this is not reached).
+fn det_slice<A: InsideAddr>(
+    d: &crate::deterministic::Deterministic,
+    a: A,
+) -> Result<crate::deterministic::Slice, DropReason> {
+    match a.ip() {
+        std::net::IpAddr::V4(v4) => d.of_inside(u32::from(v4)).ok_or(DropReason::NotOurs),
+        std::net::IpAddr::V6(_) => Err(DropReason::Internal),
     }
 }
 

@@ -44,6 +44,7 @@ pub(super) fn napt_blocks<A: InsideAddr>(max: u32, block: u16) -> Napt<A> {
                 ..Limits::default()
             },
             inbound_refresh: true,
+            det: None,
         },
         &["198.19.0.0/31".parse().unwrap()],
         1,

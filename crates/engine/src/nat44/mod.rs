@@ -118,6 +118,7 @@ impl Nat44 {
                 timeouts: cfg.timeouts,
                 limits: cfg.limits,
                 inbound_refresh: cfg.inbound_refresh,
+                det: cfg.deterministic_map().map(Box::new),
             },
             &cfg.pool,
             seed,

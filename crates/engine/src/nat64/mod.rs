@@ -132,6 +132,7 @@ impl Nat64 {
                     timeouts: cfg.timeouts,
                     limits: cfg.limits,
                     inbound_refresh: cfg.inbound_refresh,
+                    det: None,
                 },
                 &cfg.pool4,
                 seed,
