@@ -277,6 +277,7 @@ impl RawLogging {
                 ipfix_template_refresh: std::time::Duration::from_secs(refresh),
                 ipfix_domain_id: domain,
                 max_sessions_per_host,
+                ports_per_host: 0,
                 events,
             }),
             _ => None,
@@ -349,6 +350,8 @@ struct RawNat44 {
     filtering: Option<String>,
     ports: Option<String>,
     port_block_size: Option<i64>,
+    deterministic: Option<bool>,
+    ports_per_host: Option<i64>,
     inbound_refresh: Option<bool>,
     verify_ip_checksum: Option<bool>,
     alg: Option<Vec<String>>,
@@ -361,6 +364,7 @@ struct RawNat64 {
     pool4: Option<Vec<String>>,
     ports: Option<String>,
     port_block_size: Option<i64>,
+    deterministic: Option<bool>,
     filtering: Option<String>,
     inbound_refresh: Option<bool>,
     verify_ip_checksum: Option<bool>,
@@ -659,6 +663,12 @@ impl Ctx<'_> {
         limits: Limits,
     ) -> Result<Nat64Config, ConfigFileError> {
         let d = Nat64Config::default();
+        if n.deterministic == Some(true) {
+            return Err(self.invalid(
+                "nat64.deterministic",
+                "deterministic NAT64 is not built yet (only [nat44] has it, RFC 7422); for a small log use port_block_size with [logging] events = \"port-blocks\", or remove the key".to_string(),
+            ));
+        }
         let ports = self.ports("nat64.ports", n.ports.as_deref())?;
         let mut limits = limits;
         limits.port_block_size = self.port_block_size("nat64", n.port_block_size, ports, true)?;
@@ -868,6 +878,17 @@ impl Config {
                     inbound_refresh: n.inbound_refresh.unwrap_or(defaults.inbound_refresh),
                     verify_ip_checksum: n.verify_ip_checksum.unwrap_or(defaults.verify_ip_checksum),
                     alg_ftp: cx.alg("nat44", n.alg.as_deref())?,
+                    deterministic: n.deterministic.unwrap_or(false),
+                    ports_per_host: match n.ports_per_host {
+                        None => 0,
+                        Some(v @ 1..=65535) => u16::try_from(v).unwrap_or(u16::MAX),
+                        Some(v) => {
+                            return Err(cx.invalid(
+                                "nat44.ports_per_host",
+                                format!("{v} is out of range; expected 1 to 65535 ports, like 1008 (or leave it out: as many as fit)"),
+                            ))
+                        }
+                    },
                 };
                 nat44.validate().map_err(|e| cx.invalid(e.key, e.problem))?;
                 Some(nat44)
@@ -1037,6 +1058,11 @@ impl Config {
             }
         };
 
+        // With deterministic NAT44, a full range is a quota of this many ports (IPFIX).
+        let det_ports = nat44
+            .as_ref()
+            .and_then(|n| n.deterministic_map())
+            .map_or(0, |d| u32::from(d.ports_per_host()));
         let cfg = Config {
             file: file.to_string(),
             tun,
@@ -1053,7 +1079,11 @@ impl Config {
                 .logging
                 .map(|l| l.check(&cx, limits.max_sessions_per_host))
                 .transpose()?
-                .flatten(),
+                .flatten()
+                .map(|mut l| {
+                    l.ports_per_host = det_ports;
+                    l
+                }),
             metrics,
             sync: raw.sync.map(|s| s.check(&cx)).transpose()?,
         };
@@ -1136,6 +1166,25 @@ impl Config {
             .warnings(),
             None => Vec::new(),
         }
+    }
+
+    /// What deterministic NAT44 (RFC 7422) makes of this file, for `xlat check` and the
+    /// daemon's log at start and reload (RFC 7422 3: the mapping's configuration must be
+    /// kept as long as answers from it may be asked for). `None` when it is off.
+    pub fn deterministic_summary(&self) -> Option<String> {
+        let n = self.nat44.as_ref()?;
+        let d = n.deterministic_map()?;
+        let p = d.plan();
+        Some(format!(
+            "deterministic NAT44 (RFC 7422): {} inside addresses on {} pool addresses, {} per address, {} ports each from nat44.ports {}-{} ({} unused); keep this file as long as you keep logs: `xlat lookup -c FILE --outside ADDR:PORT` answers from it",
+            p.subscribers,
+            p.pool_addresses,
+            p.per_address,
+            p.ports_per_host,
+            n.ports.0,
+            n.ports.1,
+            p.ports_unused
+        ))
     }
 
     /// [`Config::rfc_warnings`] and other advice, one line each.
@@ -2040,6 +2089,61 @@ rfc6791v6 = "2001:db8:6791::/96"
         );
         let e = err(&format!("{NAT}[logging]\nipfx = [\"192.0.2.50:4739\"]\n"));
         assert!(e.contains("ipfx"), "an unknown key is refused: {e}");
+    }
+
+    /// `[nat44] deterministic` and `ports_per_host` (RFC 7422): parsed, refused with the
+    /// numbers when the subscribers do not fit, summarised for `xlat check`, its range size
+    /// handed to the IPFIX quota records; `[nat64] deterministic` is refused.
+    #[test]
+    fn deterministic_nat44_keys() {
+        const NAT: &str = "[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100\"]\n";
+        let c = ok(&format!(
+            "{NAT}deterministic = true\n[logging]\nsyslog = [\"192.0.2.51:514\"]\n"
+        ));
+        let n = c.nat44.as_ref().unwrap();
+        assert!(n.deterministic);
+        assert_eq!(n.deterministic_map().map(|d| d.ports_per_host()), Some(252));
+        let sum = c.deterministic_summary().expect("summary");
+        assert!(
+            sum.contains("256 inside addresses on 1 pool addresses"),
+            "{sum}"
+        );
+        assert!(sum.contains("252 ports each"), "{sum}");
+        assert_eq!(c.logging.as_ref().map(|l| l.ports_per_host), Some(252));
+        assert!(ok(NAT).deterministic_summary().is_none());
+        let c = ok(&format!(
+            "{NAT}deterministic = true\nports_per_host = 100\n"
+        ));
+        assert!(c
+            .deterministic_summary()
+            .unwrap()
+            .contains("100 ports each"));
+        let e = err(&format!(
+            "{NAT}deterministic = true\nports_per_host = 300\n"
+        ));
+        assert!(
+            e.contains("nat44.ports_per_host") && e.contains("at most 252"),
+            "{e}"
+        );
+        let e = err(&format!("{NAT}deterministic = true\nports_per_host = 0\n"));
+        assert!(
+            e.contains("nat44.ports_per_host") && e.contains("expected 1 to 65535"),
+            "{e}"
+        );
+        let e = err(&format!("{NAT}ports_per_host = 100\n"));
+        assert!(e.contains("deterministic = true"), "{e}");
+        let e = err(
+            "[nat44]\ninside = [\"10.0.0.0/8\"]\npool = [\"198.19.0.100\"]\ndeterministic = true\n",
+        );
+        assert!(
+            e.contains("nat44.inside") && e.contains("16777216 subscribers"),
+            "{e}"
+        );
+        let e = err("[nat64]\nprefix = \"2001:2:0:64::/96\"\npool4 = [\"198.19.0.101\"]\ndeterministic = true\n");
+        assert!(
+            e.contains("nat64.deterministic") && e.contains("not built yet"),
+            "{e}"
+        );
     }
 
     #[test]

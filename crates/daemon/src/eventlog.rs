@@ -48,6 +48,9 @@ pub struct LogConfig {
     pub ipfix_domain_id: u32,
     /// `[limits] max_sessions_per_host`: the maxEntriesPerUser of a quota-exceeded record.
     pub max_sessions_per_host: u32,
+    /// `nat44.ports_per_host` with deterministic NAT (0: off): the maxEntriesPerUser of a
+    /// quota-exceeded record whose host's range is full (it names the outside address).
+    pub ports_per_host: u32,
     pub events: LogEvents,
 }
 
@@ -180,7 +183,8 @@ impl EventLog {
                 crate::ipfix::DEFAULT_MAX_LEN,
                 cfg.ipfix_template_refresh,
                 cfg.max_sessions_per_host,
-            ),
+            )
+            .with_port_quota(cfg.ports_per_host),
             host,
             pid,
             epoch,
@@ -540,10 +544,12 @@ mod tests {
             ipfix_template_refresh: Duration::from_secs(60),
             ipfix_domain_id: 1,
             max_sessions_per_host: 100,
+            ports_per_host: 0,
             events: LogEvents::Sessions,
         };
         let limit = LogConfig {
             max_sessions_per_host: 5,
+            ports_per_host: 0,
             ..a.clone()
         };
         assert!(!restart_needed(Some(&a), Some(&limit)));
@@ -581,6 +587,7 @@ mod tests {
             ipfix_template_refresh: Duration::from_secs(60),
             ipfix_domain_id: 1,
             max_sessions_per_host: 100,
+            ports_per_host: 0,
             events: LogEvents::Sessions,
         };
         let collector = std::thread::spawn(move || {

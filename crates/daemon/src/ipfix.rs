@@ -407,6 +407,9 @@ pub struct Exporter {
     refresh: Duration,
     /// `maxEntriesPerUser` of quota records: `[limits] max_sessions_per_host`.
     quota: u32,
+    /// ... or `nat44.ports_per_host` for a host whose deterministic range is full (RFC 7422;
+    /// its event names the outside address, a session-limit one does not); 0: off.
+    port_quota: u32,
     /// Data records sent so far (mod 2^32): the next message's sequence number.
     seq: u32,
     /// Wall time the templates were last sent; `None` before the first message.
@@ -439,9 +442,17 @@ impl Exporter {
             max_len: max_len.clamp(512, usize::from(u16::MAX)),
             refresh,
             quota,
+            port_quota: 0,
             seq: 0,
             templates_at: None,
         }
+    }
+
+    /// Quota records of hosts whose deterministic port range (`nat44.ports_per_host`) is
+    /// full say `ports` entries per user; 0 leaves every quota record at the session limit.
+    pub fn with_port_quota(mut self, ports: u32) -> Exporter {
+        self.port_quota = ports;
+        self
     }
 
     /// The sequence number the next message will carry.
@@ -493,7 +504,11 @@ impl Exporter {
                 m.buf.extend_from_slice(&t.id().to_be_bytes());
                 m.buf.extend_from_slice(&[0, 0]);
             }
-            put_record(&mut m.buf, t, code, ev, at_ms, self.quota);
+            let quota = match (self.port_quota, ev.outside.is_unspecified()) {
+                (p, false) if p > 0 => p,
+                _ => self.quota,
+            };
+            put_record(&mut m.buf, t, code, ev, at_ms, quota);
             m.records += 1;
             total += 1;
         }
@@ -915,5 +930,30 @@ mod tests {
         assert_eq!(u32_at(&b, 9), 3); // natQuotaExceededEvent 3: max entries per user
         assert_eq!(u32_at(&b, 13), 2000); // maxEntriesPerUser
         assert_eq!(&b[17..21], &[198, 18, 0, 7]);
+    }
+
+    /// With deterministic NAT (RFC 7422) a quota event that names the outside address is a
+    /// full port range: its maxEntriesPerUser is `nat44.ports_per_host`; the session limit's
+    /// (no outside address) keeps `max_sessions_per_host`.
+    #[test]
+    fn a_full_deterministic_range_is_a_quota_of_its_ports() {
+        let mut x = Exporter::new(1, DEFAULT_MAX_LEN, DEFAULT_REFRESH, 2000).with_port_quota(252);
+        let range_full = session(EventKind::QuotaExceeded);
+        let mut session_limit = session(EventKind::QuotaExceeded);
+        session_limit.outside = Ipv4Addr::UNSPECIFIED;
+        let mut out = Vec::new();
+        x.encode(
+            &[range_full, session_limit],
+            Duration::ZERO,
+            Duration::from_secs(1),
+            &mut out,
+        );
+        let bytes: Vec<u8> = out.iter().flat_map(|m| m.bytes.clone()).collect();
+        // natQuotaExceededEvent 3, then maxEntriesPerUser.
+        let has = |quota: u32| {
+            let want = [3u32.to_be_bytes(), quota.to_be_bytes()].concat();
+            bytes.windows(8).filter(|w| *w == want.as_slice()).count()
+        };
+        assert_eq!((has(252), has(2000)), (1, 1), "{bytes:?}");
     }
 }

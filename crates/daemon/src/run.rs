@@ -329,6 +329,11 @@ pub fn run(cfg: &Config) -> Result<()> {
         workers = n,
         "xlat running"
     );
+    // RFC 7422 3: the deterministic mapping's inputs, kept with the log (a reload cannot
+    // change them: the engine refuses it).
+    if let Some(d) = cfg.deterministic_summary() {
+        info!(file = %cfg.file, "{d}");
+    }
     let halt = AtomicBool::new(false);
     let start = Instant::now();
     // [logging]: the engines make state events from now on, drained after each batch.

@@ -82,20 +82,35 @@ enum Cmd {
     },
     /// Who held an outside address and port at a time, from the NAT event log (syslog lines
     /// a collector stored; docs/OPERATIONS.md): every session, mapping or port block open then.
-    /// Exit 1 when the log names nobody.
+    /// With deterministic NAT44 (`nat44.deterministic`, RFC 7422) computed from the
+    /// configuration file instead (`-c FILE`), no log needed; `--inside` then gives a
+    /// subscriber's outside address and ports. Exit 1 when nobody held it.
+    #[command(group(clap::ArgGroup::new("source").required(true).args(["config", "log"])))]
     Lookup {
         /// The outside endpoint, ADDRESS:PORT (a pool address; ICMP: the identifier).
-        #[arg(long, value_name = "ADDR:PORT")]
-        outside: String,
-        /// The time, RFC 3339 in UTC: 2026-11-26T14:02:11Z (fractions allowed).
-        #[arg(long, value_name = "TIME")]
-        at: String,
+        #[arg(long, value_name = "ADDR:PORT", required_unless_present = "inside")]
+        outside: Option<String>,
+        /// Deterministic NAT only: the inside address whose outside address and ports to print.
+        #[arg(long, value_name = "ADDR", conflicts_with_all = ["outside", "log"], requires = "config")]
+        inside: Option<std::net::Ipv4Addr>,
+        /// The time, RFC 3339 in UTC: 2026-11-26T14:02:11Z (fractions allowed); with `--log`.
+        #[arg(long, value_name = "TIME", requires = "log")]
+        at: Option<String>,
         /// Only this protocol: tcp, udp or icmp.
         #[arg(long, value_parser = ["tcp", "udp", "icmp"])]
         proto: Option<String>,
         /// Log files, or directories whose files are all read.
-        #[arg(long, value_name = "FILE-or-DIR", required = true)]
+        #[arg(long, value_name = "FILE-or-DIR", requires = "at")]
         log: Vec<PathBuf>,
+        /// Deterministic NAT: the configuration file in force at the time asked about (the
+        /// answer is computed from it).
+        #[arg(
+            short = 'c',
+            long = "config",
+            value_name = "FILE",
+            conflicts_with = "log"
+        )]
+        config: Option<PathBuf>,
     },
     /// Translate a pcap capture offline with the configuration's NAT settings.
     Translate {
@@ -341,6 +356,9 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             for a in cfg.advice() {
                 out.push_str(&format!("{}: note: {a}\n", cfg.file));
             }
+            if let Some(d) = cfg.deterministic_summary() {
+                out.push_str(&format!("{}: note: {d}\n", cfg.file));
+            }
             print(&out)
         }
         Cmd::Run { config } => {
@@ -354,10 +372,18 @@ fn dispatch(cmd: Cmd) -> Result<()> {
         Cmd::Show { what } => show(what),
         Cmd::Lookup {
             outside,
+            inside,
             at,
             proto,
             log,
-        } => lookup_cmd(&outside, &at, proto, &log),
+            config,
+        } => match (config, outside, at) {
+            (Some(c), outside, _) => lookup_computed(&c, outside.as_deref(), inside),
+            (None, Some(outside), Some(at)) => lookup_cmd(&outside, &at, proto, &log),
+            _ => Err(anyhow::Error::new(BadFile(anyhow::anyhow!(
+                "give --outside ADDR:PORT with --at TIME and --log FILE (from the log), or -c FILE (deterministic NAT)"
+            )))),
+        },
         Cmd::Reload { target } => {
             let socket = target.socket()?;
             match ask(&socket, &Request::Reload {}) {
@@ -544,15 +570,69 @@ fn translate(config: &Path, input: &Path, output: &Path, as_json: bool) -> Resul
 
 /// `xlat lookup`: reads the logs, prints every session, mapping or port block that held the
 /// endpoint at the time (docs/CLI.md).
-fn lookup_cmd(outside: &str, at: &str, proto: Option<String>, logs: &[PathBuf]) -> Result<()> {
-    let (addr, port) = outside
+/// `--outside ADDR:PORT`, or exit 2 naming what is wrong.
+fn outside_endpoint(outside: &str) -> Result<(std::net::Ipv4Addr, u16)> {
+    outside
         .rsplit_once(':')
         .and_then(|(a, p)| Some((a.parse().ok()?, p.parse().ok()?)))
         .ok_or_else(|| {
-            BadFile(anyhow::anyhow!(
+            anyhow::Error::new(BadFile(anyhow::anyhow!(
                 "--outside {outside:?}: expected ADDRESS:PORT like 198.19.0.100:40312"
+            )))
+        })
+}
+
+/// `xlat lookup -c FILE`: deterministic NAT44 (RFC 7422 2) answers from the configuration
+/// alone -- the subscriber whose range holds an outside endpoint, or a subscriber's range.
+fn lookup_computed(
+    file: &std::path::Path,
+    outside: Option<&str>,
+    inside: Option<std::net::Ipv4Addr>,
+) -> Result<()> {
+    let cfg = Config::load(file)?;
+    let Some(d) = cfg.nat44.as_ref().and_then(|n| n.deterministic_map()) else {
+        return Err(anyhow::Error::new(BadFile(anyhow::anyhow!(
+            "{}: nat44.deterministic is not on, so outside ports are not a function of the file; look it up in the NAT event log: xlat lookup --outside ADDR:PORT --at TIME --log DIR",
+            cfg.file
+        ))));
+    };
+    let range = |s: xlat_engine::deterministic::Slice| {
+        format!(
+            "{}:{}-{}",
+            std::net::Ipv4Addr::from(s.addr),
+            s.first,
+            s.last
+        )
+    };
+    if let Some(a) = inside {
+        let Some(s) = d.of_inside(u32::from(a)) else {
+            bail!("{a} is in no nat44.inside prefix of {}", cfg.file);
+        };
+        return print(&format!(
+            "{a} -> {} (deterministic NAT44, RFC 7422; {})\n",
+            range(s),
+            cfg.file
+        ));
+    }
+    let (addr, port) = outside_endpoint(outside.unwrap_or_default())?;
+    match d.of_outside(u32::from(addr), port) {
+        Some(a) => {
+            let s = d.of_inside(a).map(range).unwrap_or_default();
+            print(&format!(
+                "{addr}:{port} is {} (its range {s}; deterministic NAT44, RFC 7422; {})\n",
+                std::net::Ipv4Addr::from(a),
+                cfg.file
             ))
-        })?;
+        }
+        None => bail!(
+            "{addr}:{port} is in no subscriber's range of {}: not a pool address, a port outside nat44.ports, or past the last subscriber",
+            cfg.file
+        ),
+    }
+}
+
+fn lookup_cmd(outside: &str, at: &str, proto: Option<String>, logs: &[PathBuf]) -> Result<()> {
+    let (addr, port) = outside_endpoint(outside)?;
     let t = lookup::parse_time(at).ok_or_else(|| {
         BadFile(anyhow::anyhow!(
             "--at {at:?}: expected an RFC 3339 UTC time like 2026-11-26T14:02:11Z"

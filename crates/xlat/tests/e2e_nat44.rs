@@ -620,3 +620,74 @@ fn port_forward_reaches_the_inside_server() {
     });
     assert!(forwarded, "no session of the forward in show sessions");
 }
+
+/// Deterministic NAT44 (RFC 7422 2): 256 inside addresses on the one pool address get 252
+/// ports each, IN (198.18.0.20, the 21st) ports 6064-6315. A UDP flow from a port in the
+/// range keeps it; one from outside the range leaves from inside the range; TCP (curl)
+/// too; and `xlat lookup -c` names IN from the outside endpoint OUT saw, with no log.
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn deterministic_ports_come_from_the_hosts_range_and_lookup_names_it() {
+    require_root();
+    let mut t = Topo::new(Opts::default());
+    let cfg = t.default_config().replace(
+        "ports = \"1024-65535\"\n",
+        "ports = \"1024-65535\"\ndeterministic = true\n",
+    );
+    assert!(cfg.contains("deterministic = true"), "{cfg}");
+    t.start_xlat(&cfg);
+    let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
+    let (first, last) = (1024 + 20 * 252, 1024 + 21 * 252 - 1);
+    t.udp_echo(&out, OUT_ADDR, 7000);
+    let r = t.sh(
+        &inn,
+        30,
+        &format!(
+            "echo kept | socat -T 5 -t 3 - UDP4:{OUT_ADDR}:7000,bind={IN_ADDR}:6100,reuseaddr && \
+             echo moved | socat -T 5 -t 3 - UDP4:{OUT_ADDR}:7000,bind={IN_ADDR}:40000,reuseaddr"
+        ),
+    );
+    assert!(r.ok(), "socat clients failed: {}\n{}", r.stdout, r.stderr);
+    let peers: Vec<(String, u16)> = r.stdout.lines().filter_map(peer_of).collect();
+    assert_eq!(peers.len(), 2, "expected two replies: {:?}", r.stdout);
+    assert_eq!(
+        peers[0],
+        (POOL_ADDR.to_string(), 6100),
+        "a port in the range is kept"
+    );
+    assert_eq!(peers[1].0, POOL_ADDR);
+    let moved = peers[1].1;
+    assert!(
+        (first..=last).contains(&moved),
+        "port 40000 must be mapped into IN's range {first}-{last}, got {moved}"
+    );
+    // TCP: every session's outside port lies in the range.
+    t.fetch_random_file(1 << 20);
+    let sessions = t.sessions();
+    let ports: Vec<u64> = sessions
+        .iter()
+        .filter(|s| s["inside"].as_str() == Some(IN_ADDR))
+        .filter_map(|s| s["outside_port"].as_u64())
+        .collect();
+    assert!(ports.len() >= 3, "sessions of IN: {sessions:?}");
+    for p in &ports {
+        assert!(
+            (u64::from(first)..=u64::from(last)).contains(p),
+            "outside port {p} not in {first}-{last}: {sessions:?}"
+        );
+    }
+    // The answer from the configuration alone.
+    let r = std::process::Command::new(xlat_bin())
+        .args(["lookup", "-c"])
+        .arg(&t.config)
+        .args(["--outside", &format!("{POOL_ADDR}:{moved}")])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&r.stdout);
+    assert!(
+        r.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(said.contains(&format!("is {IN_ADDR} ")), "{said}");
+}
