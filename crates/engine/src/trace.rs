@@ -571,6 +571,75 @@ mod tests {
         assert_eq!(e.translator_of(&p), Some(Translator::Siit));
     }
 
+    /// An IPv6 UDP packet with a valid checksum.
+    fn udp6(src: u128, dst: u128) -> Vec<u8> {
+        let mut p = vec![0u8; 40 + 12];
+        p[0] = 0x60;
+        p[4..6].copy_from_slice(&12u16.to_be_bytes());
+        p[6] = UDP;
+        p[7] = 64;
+        p[8..24].copy_from_slice(&src.to_be_bytes());
+        p[24..40].copy_from_slice(&dst.to_be_bytes());
+        p[40..42].copy_from_slice(&5000u16.to_be_bytes());
+        p[42..44].copy_from_slice(&53u16.to_be_bytes());
+        p[44..46].copy_from_slice(&12u16.to_be_bytes());
+        p[48..52].copy_from_slice(&[1, 2, 3, 4]);
+        let sum = xlat_wire::ipv6::pseudo_header_sum(src, dst, 12, UDP);
+        let c = xlat_wire::checksum::finish(xlat_wire::checksum::sum(&p[40..], sum));
+        p[46..48].copy_from_slice(&c.to_be_bytes());
+        p
+    }
+
+    #[test]
+    fn nat64_and_siit_records() {
+        let cfg = EngineConfig {
+            nat64: Some(Nat64Config {
+                prefix: "2001:2:0:64::/96".parse().unwrap(),
+                pool4: vec!["203.0.113.0/28".parse().unwrap()],
+                ..Nat64Config::default()
+            }),
+            siit: Some(SiitConfig {
+                prefix: Some("2001:db8:46::/96".parse().unwrap()),
+                pool4: vec!["192.0.2.0/28".parse().unwrap()],
+                ..SiitConfig::default()
+            }),
+            ..EngineConfig::default()
+        };
+        let mut e = Engine::new(cfg).unwrap();
+        let host: u128 = 0x2001_0002_0000_0001_0000_0000_0000_0007;
+        // To 198.51.100.9 through NAT64's pref64: a new session, IPv6 -> IPv4.
+        let r = traced(
+            &mut e,
+            udp6(host, 0x2001_0002_0000_0064_0000_0000_c633_6409),
+        );
+        assert_eq!(r.translator, Some(Translator::Nat64));
+        assert_eq!(r.lookup, Lookup::Created);
+        assert_eq!(r.direction, Some(Direction::Outbound));
+        assert_eq!(r.verdict, Verdict::Forward);
+        let a = r.after.unwrap();
+        assert_eq!(a.dst, IpAddr::from([198, 51, 100, 9]));
+        assert!(matches!(a.src, IpAddr::V4(s) if s.octets()[..3] == [203, 0, 113]));
+        assert_eq!((a.proto, a.dport), (UDP, Some(53)));
+        // SIIT: stateless, its pool4 as the source of 2001:db8:46::c000:201.
+        let r = traced(
+            &mut e,
+            udp6(
+                0x2001_0db8_0046_0000_0000_0000_c000_0201,
+                0x2001_0db8_0046_0000_0000_0000_c633_6409,
+            ),
+        );
+        assert_eq!(r.translator, Some(Translator::Siit));
+        assert_eq!(r.lookup, Lookup::Stateless);
+        assert_eq!(r.verdict, Verdict::Forward, "{r:?}");
+        assert_eq!(
+            r.after.map(|a| (a.src, a.dst)),
+            Some((
+                IpAddr::from([192, 0, 2, 1]),
+                IpAddr::from([198, 51, 100, 9])
+            ))
+        );
+    }
+
     #[test]
     fn batch_traced_keeps_what_the_filter_takes_up_to_max() {
         let mut e = nat44();
