@@ -12,6 +12,8 @@
 //! <- {"cleared":4}
 //! -> {"cmd":"ping"}
 //! <- {"pong":{"version":"0.1.0","uptime_secs":12}}
+//! -> {"cmd":"trace","count":10,"timeout_secs":10,"filter":{"inside":"198.18.0.7","proto":"icmp"}}
+//! <- {"trace":[{"at_ns":1200,"worker":0,"ingress":"tun","translator":"nat44",...}]}  (after N or the timeout)
 //! <- {"error":"bad request: ..."}  (on any failure)
 //! ```
 //!
@@ -40,6 +42,7 @@ use serde::{Deserialize, Serialize};
 use tracing::{debug, info, warn};
 use xlat_dns64::Dns64Counters;
 use xlat_engine::counters::NamedCount;
+use xlat_engine::trace::TraceFilter;
 use xlat_engine::{EngineConfig, SessionFilter, SessionInfo, Stats};
 use xlat_io::sys::{wait_readable, Waker};
 
@@ -97,6 +100,118 @@ pub enum Request {
     SyncSnapshot,
     /// Liveness and version.
     Ping {},
+    /// `xlat trace`: record the next `count` packets `filter` takes, waiting at most
+    /// `timeout_secs`; answered with the records, oldest first (the control thread's `trace`).
+    Trace {
+        #[serde(default, skip_serializing_if = "trace_filter_any")]
+        filter: TraceFilter,
+        count: usize,
+        timeout_secs: u64,
+    },
+    /// Internal, from the control thread to the packet workers: record the next `count`
+    /// packets `filter` takes until `timeout` from now.
+    #[serde(skip)]
+    TraceArm {
+        filter: TraceFilter,
+        count: usize,
+        timeout: Duration,
+    },
+    /// Internal: hand over the records so far; `stop` ends the trace.
+    #[serde(skip)]
+    TraceTake { stop: bool },
+}
+
+fn trace_filter_any(f: &TraceFilter) -> bool {
+    *f == TraceFilter::default()
+}
+
+/// Most packets one `xlat trace` records.
+pub const MAX_TRACE_COUNT: usize = 10_000;
+/// Longest `xlat trace` wait.
+pub const MAX_TRACE_SECS: u64 = 3600;
+/// How often the control thread collects the workers' trace records.
+const TRACE_POLL: Duration = Duration::from_millis(50);
+
+/// Where a traced packet came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ingress {
+    /// Read from the worker's TUN queue (the kernel routed it into the xlat device).
+    Tun,
+    /// Read from the worker's AF_XDP socket (`[dataplane] slow_path = "af_xdp"`).
+    AfXdp,
+    /// Read by another worker and handed to this one, which owns its session.
+    Handoff,
+}
+
+/// One traced packet, as the daemon answers it (`{"trace":[...]}`): the engine's
+/// [`xlat_engine::trace::TraceRecord`] with the worker's side, its verdict and drop reason
+/// named.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceEntry {
+    /// When the worker translated it: nanoseconds since the daemon started.
+    pub at_ns: u64,
+    pub worker: u64,
+    /// Its place in the worker's records (orders records of one batch).
+    pub seq: u64,
+    pub ingress: Ingress,
+    /// `None`: no translator takes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub translator: Option<xlat_engine::trace::Translator>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<xlat_engine::trace::Direction>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<xlat_engine::trace::Headers>,
+    pub lookup: xlat_engine::trace::Lookup,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mapping_created: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hairpin: bool,
+    /// What was transmitted: the translated packet, or the ICMP error sent back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<xlat_engine::trace::Headers>,
+    /// "forwarded", "reply" (an ICMP error sent back in its place), "dropped" or "held".
+    pub verdict: String,
+    /// The drop reason's stable name (`xlat show stats`), for "dropped" and "reply".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The reason's explanation (`xlat show stats --explain`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explain: Option<String>,
+}
+
+impl TraceEntry {
+    /// Names a worker's record (on the control path, between batches).
+    pub fn new(
+        worker: usize,
+        seq: u64,
+        ingress: Ingress,
+        r: &xlat_engine::trace::TraceRecord,
+    ) -> TraceEntry {
+        use xlat_engine::Verdict;
+        let (verdict, reason) = match r.verdict {
+            Verdict::Forward => ("forwarded", None),
+            Verdict::Held => ("held", None),
+            Verdict::Drop(d) => ("dropped", Some(d)),
+            Verdict::Reply(d) => ("reply", Some(d)),
+        };
+        TraceEntry {
+            at_ns: r.at.0,
+            worker: worker as u64,
+            seq,
+            ingress,
+            translator: r.translator,
+            direction: r.direction,
+            before: r.before,
+            lookup: r.lookup,
+            mapping_created: r.mapping_created,
+            hairpin: r.hairpin,
+            after: r.after,
+            verdict: verdict.to_string(),
+            reason: reason.map(|d| d.name().to_string()),
+            explain: reason.map(|d| d.explain().to_string()),
+        }
+    }
 }
 
 /// Counters of the TUN driver (the engine does not see these).
@@ -199,6 +314,8 @@ pub enum Response {
     Pong(Pong),
     /// Session sync's state (`{"cmd":"sync_status"}`, and the answer to `sync_role`).
     Sync(Box<crate::sync::SyncStatus>),
+    /// `{"cmd":"trace"}`: the packets recorded, oldest first.
+    Trace(Vec<TraceEntry>),
     Error(String),
 }
 
@@ -240,6 +357,7 @@ pub fn merge(request: &Request, answers: Vec<Response>) -> Response {
             (Response::Stats(all), Response::Stats(more)) => add_stats(all, *more),
             (Response::Pong(_), Response::Pong(_)) => {}
             (Response::Sync(_), Response::Sync(_)) => {}
+            (Response::Trace(all), Response::Trace(more)) => all.extend(more),
             _ => return Response::Error("the packet workers answered differently".to_string()),
         }
     }
@@ -522,6 +640,7 @@ fn serve(
     use std::os::fd::AsFd;
     let workers: Arc<[WorkerLink]> = workers.into();
     let clients = Arc::new(AtomicUsize::new(0));
+    let tracing = Arc::new(AtomicBool::new(false));
     while !stop.load(Ordering::SeqCst) {
         if xlat_io::sys::take_hangup() {
             match reload(&reloader, &workers) {
@@ -544,7 +663,7 @@ fn serve(
             }
         }
         match listener.accept() {
-            Ok((stream, _)) => serve_client(stream, &workers, &stop, &clients, &reloader),
+            Ok((stream, _)) => serve_client(stream, &workers, &stop, &clients, &reloader, &tracing),
             Err(e) if e.kind() == ErrorKind::WouldBlock => {}
             Err(e) => {
                 warn!(error = %e, "control socket accept failed");
@@ -562,6 +681,7 @@ fn serve_client(
     stop: &Arc<AtomicBool>,
     clients: &Arc<AtomicUsize>,
     reloader: &Reloader,
+    tracing: &Arc<AtomicBool>,
 ) {
     if clients.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
         clients.fetch_sub(1, Ordering::SeqCst);
@@ -575,11 +695,11 @@ fn serve_client(
         return;
     }
     let (workers, stop, count) = (workers.clone(), stop.clone(), clients.clone());
-    let reloader = reloader.clone();
+    let (reloader, tracing) = (reloader.clone(), tracing.clone());
     let spawned = std::thread::Builder::new()
         .name("xlat-control-client".to_string())
         .spawn(move || {
-            if let Err(e) = handle(stream, &workers, &stop, &reloader) {
+            if let Err(e) = handle(stream, &workers, &stop, &reloader, &tracing) {
                 debug!(error = %e, "control connection");
             }
             count.fetch_sub(1, Ordering::SeqCst);
@@ -596,6 +716,7 @@ fn handle(
     workers: &[WorkerLink],
     stop: &AtomicBool,
     reloader: &Reloader,
+    tracing: &AtomicBool,
 ) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(IO_TIMEOUT))?;
@@ -615,6 +736,11 @@ fn handle(
         } else {
             match decode_request(&line) {
                 Ok(Request::Reload {}) => reload(reloader, workers),
+                Ok(Request::Trace {
+                    filter,
+                    count,
+                    timeout_secs,
+                }) => trace(filter, count, timeout_secs, workers, stop, tracing),
                 Ok(request) => ask_workers(request, workers),
                 Err(e) => Response::Error(e),
             }
@@ -624,6 +750,84 @@ fn handle(
             return Ok(());
         }
     }
+}
+
+/// `{"cmd":"trace"}`: arms every worker's trace, collects their records every
+/// [`TRACE_POLL`] until `count` are in or `timeout_secs` have passed (or the daemon stops),
+/// ends the trace and answers the first `count` records in time order (workers share one
+/// clock). One trace at a time (`busy`); a worker stops recording by itself at its count or
+/// the deadline, so a client that goes away leaves nothing armed for long.
+fn trace(
+    filter: TraceFilter,
+    count: usize,
+    timeout_secs: u64,
+    workers: &[WorkerLink],
+    stop: &AtomicBool,
+    busy: &AtomicBool,
+) -> Response {
+    if count == 0 || count > MAX_TRACE_COUNT {
+        return Response::Error(format!(
+            "trace count {count}: expected 1 to {MAX_TRACE_COUNT} packets"
+        ));
+    }
+    if timeout_secs == 0 || timeout_secs > MAX_TRACE_SECS {
+        return Response::Error(format!(
+            "trace timeout {timeout_secs} s: expected 1 to {MAX_TRACE_SECS} seconds"
+        ));
+    }
+    if busy.swap(true, Ordering::SeqCst) {
+        return Response::Error(
+            "another xlat trace is running on this gateway; try again when it ends".to_string(),
+        );
+    }
+    let timeout = Duration::from_secs(timeout_secs);
+    let r = collect_trace(filter, count, timeout, workers, stop);
+    busy.store(false, Ordering::SeqCst);
+    r
+}
+
+fn collect_trace(
+    filter: TraceFilter,
+    count: usize,
+    timeout: Duration,
+    workers: &[WorkerLink],
+    stop: &AtomicBool,
+) -> Response {
+    let deadline = std::time::Instant::now() + timeout;
+    let arm = Request::TraceArm {
+        filter,
+        count,
+        timeout,
+    };
+    if let e @ (Response::Error(_) | Response::Refused(_)) = ask_workers(arm, workers) {
+        let _ = ask_workers(Request::TraceTake { stop: true }, workers);
+        return e;
+    }
+    let mut got = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        std::thread::sleep(left.min(TRACE_POLL));
+        let done = left <= TRACE_POLL || stop.load(Ordering::SeqCst);
+        match ask_workers(Request::TraceTake { stop: done }, workers) {
+            Response::Trace(v) => got.extend(v),
+            other => {
+                let _ = ask_workers(Request::TraceTake { stop: true }, workers);
+                return other;
+            }
+        }
+        if done {
+            break;
+        }
+        if got.len() >= count {
+            if let Response::Trace(v) = ask_workers(Request::TraceTake { stop: true }, workers) {
+                got.extend(v);
+            }
+            break;
+        }
+    }
+    got.sort_by_key(|e| (e.at_ns, e.worker, e.seq));
+    got.truncate(count);
+    Response::Trace(got)
 }
 
 /// Sends `request` to every worker, wakes them, and merges their answers; a worker that
@@ -706,6 +910,15 @@ pub enum ClientError {
 /// Sends one request to the daemon at `path` and reads its answer (a daemon-side
 /// `{"error":...}` becomes [`ClientError::Daemon`]).
 pub fn request(path: &Path, req: &Request) -> Result<Response, ClientError> {
+    request_waiting(path, req, IO_TIMEOUT)
+}
+
+/// [`request`] whose answer may take up to `wait` (`xlat trace` waits for packets).
+pub fn request_waiting(
+    path: &Path,
+    req: &Request,
+    wait: Duration,
+) -> Result<Response, ClientError> {
     let name = path.display().to_string();
     let mut stream = UnixStream::connect(path).map_err(|e| match e.kind() {
         ErrorKind::NotFound | ErrorKind::ConnectionRefused => ClientError::NoDaemon(name.clone()),
@@ -719,7 +932,9 @@ pub fn request(path: &Path, req: &Request) -> Result<Response, ClientError> {
         path: name.clone(),
         error: source,
     };
-    stream.set_read_timeout(Some(IO_TIMEOUT)).map_err(io)?;
+    stream
+        .set_read_timeout(Some(wait.max(IO_TIMEOUT)))
+        .map_err(io)?;
     stream.set_write_timeout(Some(IO_TIMEOUT)).map_err(io)?;
     stream
         .write_all(encode_request(req).as_bytes())
@@ -789,6 +1004,41 @@ mod tests {
                 filter: SessionFilter::default()
             })
         );
+    }
+
+    #[test]
+    fn trace_requests_round_trip_and_bad_ones_are_refused() {
+        let r = Request::Trace {
+            filter: TraceFilter {
+                inside: Some("198.18.0.7".parse().unwrap()),
+                ..TraceFilter::default()
+            },
+            count: 3,
+            timeout_secs: 5,
+        };
+        let line = encode_request(&r);
+        assert_eq!(
+            line,
+            "{\"cmd\":\"trace\",\"filter\":{\"inside\":\"198.18.0.7\"},\"count\":3,\"timeout_secs\":5}\n"
+        );
+        assert_eq!(decode_request(&line), Ok(r));
+        assert!(decode_request(
+            "{\"cmd\":\"trace\",\"count\":1,\"timeout_secs\":1,\"filter\":{\"proto\":\"gre\"}}"
+        )
+        .is_err());
+        let (stop, busy) = (AtomicBool::new(false), AtomicBool::new(false));
+        let f = TraceFilter::default;
+        let err = |r: Response| match r {
+            Response::Error(e) => e,
+            other => panic!("{other:?}"),
+        };
+        assert!(err(trace(f(), 0, 5, &[], &stop, &busy)).contains("expected 1 to"));
+        assert!(err(trace(f(), 1, 0, &[], &stop, &busy)).contains("expected 1 to 3600"));
+        // No worker to arm: an error, and the next trace is not refused as busy.
+        assert!(err(trace(f(), 1, 1, &[], &stop, &busy)).contains("no packet worker"));
+        assert!(!busy.load(Ordering::SeqCst));
+        busy.store(true, Ordering::SeqCst);
+        assert!(err(trace(f(), 1, 1, &[], &stop, &busy)).contains("another xlat trace"));
     }
 
     #[test]

@@ -22,6 +22,14 @@
 //! and counted (`fragment_wait_expired`).
 //!
 //! Logs never go per packet: failed TUN writes are counted and reported at most every 10 s.
+//!
+//! Packet trace (`xlat trace`, [`crate::control`]'s `trace`): armed by a control request, a
+//! worker translates each batch with [`Engine::process_batch_traced`] instead of
+//! [`Engine::process_batch`] (same translation) and keeps the records the filter takes, at
+//! most the count asked for, in a buffer reserved when armed; the control thread collects
+//! them between batches. Unarmed, the cost is one test of a field of the worker per batch.
+//! Packets the XDP fast path translates never reach a worker, so a trace shows only what the
+//! slow path sees: a flow's first packets, and packets the fast path hands on.
 
 use std::collections::VecDeque;
 use std::os::fd::AsFd;
@@ -40,8 +48,10 @@ use xlat_io::sys::wait_readable;
 use xlat_io::tun::{RecvBatch, Tun, DEFAULT_BATCH};
 
 use crate::control::{
-    ControlMsg, DaemonStats, FastPathStats, IoCounters, Pong, Request, Response, WorkerStats,
+    ControlMsg, DaemonStats, FastPathStats, Ingress, IoCounters, Pong, Request, Response,
+    TraceEntry, WorkerStats,
 };
+use xlat_engine::trace::{TraceFilter, TraceRecord};
 
 /// Expiry work per pcap tick offline, and at least this much per idle tick (in the engine's
 /// units: a session slot looked at costs 1, a removal 65 -- `Engine::expire`).
@@ -266,6 +276,60 @@ pub struct Worker {
     isatap_host: Option<crate::tunnel_routes::IsatapHostRoutes>,
     /// The AF_XDP slow path's sockets of this worker (`[dataplane] slow_path = "af_xdp"`).
     afxdp: Option<crate::afxdp::Port>,
+    /// The packet trace, while one is armed or its records wait to be collected.
+    trace: Option<Box<Tracing>>,
+}
+
+/// A worker's side of `xlat trace`.
+struct Tracing {
+    filter: TraceFilter,
+    /// Records still wanted.
+    left: usize,
+    /// Recording stops at this time.
+    until: Time,
+    /// Records not collected yet, with where each packet came from (capacity: the count).
+    records: Vec<(Ingress, TraceRecord)>,
+    /// One batch's records (capacity: the count).
+    batch: Vec<TraceRecord>,
+    /// Records made so far.
+    seq: u64,
+}
+
+impl Tracing {
+    fn new(filter: TraceFilter, count: usize, until: Time) -> Tracing {
+        Tracing {
+            filter,
+            left: count,
+            until,
+            records: Vec::with_capacity(count),
+            batch: Vec::with_capacity(count),
+            seq: 0,
+        }
+    }
+}
+
+/// Translates a batch: traced when a trace is armed and still wants packets, else
+/// [`Engine::process_batch`] (the one test the trace costs when off).
+#[inline]
+fn translate(
+    engine: &mut Engine,
+    trace: &mut Option<Box<Tracing>>,
+    now: Time,
+    pkts: &mut [PacketBuf],
+    verdicts: &mut [Verdict],
+    ingress: Ingress,
+) {
+    match trace {
+        None => engine.process_batch(now, pkts, verdicts),
+        Some(t) if t.left > 0 && now < t.until => {
+            t.batch.clear();
+            let max = t.left;
+            let n = engine.process_batch_traced(now, pkts, verdicts, &t.filter, &mut t.batch, max);
+            t.left -= n.min(t.left);
+            t.records.extend(t.batch.drain(..).map(|r| (ingress, r)));
+        }
+        Some(_) => engine.process_batch(now, pkts, verdicts),
+    }
 }
 
 /// A worker's side of the handoff: which packets of a batch it keeps, the rings it hands
@@ -466,6 +530,7 @@ impl Worker {
             io: IoCounters::default(),
             isatap_host,
             afxdp: None,
+            trace: None,
         }
     }
 
@@ -567,7 +632,14 @@ impl Worker {
                     // The owners start on what we handed them while we translate ours.
                     self.handoff.ring_owners(sh.bells);
                 }
-                self.engine.process_batch(now, &mut pkts, &mut verdicts);
+                translate(
+                    &mut self.engine,
+                    &mut self.trace,
+                    now,
+                    &mut pkts,
+                    &mut verdicts,
+                    Ingress::Tun,
+                );
                 for (pkt, v) in pkts.iter().zip(verdicts.iter()) {
                     if v.transmit() {
                         Self::send(&self.tun, &mut self.io, &mut self.afxdp, pkt.data());
@@ -590,7 +662,14 @@ impl Worker {
                             self.handoff.place(shards, sh.owners, now, &mut pkts);
                             self.handoff.ring_owners(sh.bells);
                         }
-                        self.engine.process_batch(now, &mut pkts, &mut verdicts);
+                        translate(
+                            &mut self.engine,
+                            &mut self.trace,
+                            now,
+                            &mut pkts,
+                            &mut verdicts,
+                            Ingress::AfXdp,
+                        );
                         for (pkt, v) in pkts.iter().zip(verdicts.iter()) {
                             if v.transmit() {
                                 Self::send(&self.tun, &mut self.io, &mut self.afxdp, pkt.data());
@@ -737,7 +816,14 @@ impl Worker {
             let now = *now.get_or_insert_with(|| sh.clock());
             let mut b = ring.batch(DEFAULT_BATCH);
             let mut pkts = b.packets_mut();
-            self.engine.process_batch(now, &mut pkts, verdicts);
+            translate(
+                &mut self.engine,
+                &mut self.trace,
+                now,
+                &mut pkts,
+                verdicts,
+                Ingress::Handoff,
+            );
             for (pkt, v) in pkts.iter().zip(verdicts.iter()) {
                 if v.transmit() {
                     Self::send(&self.tun, &mut self.io, &mut self.afxdp, pkt.data());
@@ -857,6 +943,35 @@ impl Worker {
                 Response::Cleared(installed)
             }
             Request::SyncClear => Response::Cleared(self.engine.clear_synced(now)),
+            Request::Trace { .. } => Response::Error("trace is the control thread's".to_string()),
+            Request::TraceArm {
+                filter,
+                count,
+                timeout,
+            } => {
+                let ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+                let until = Time(now.0.saturating_add(ns));
+                self.trace = Some(Box::new(Tracing::new(filter.clone(), *count, until)));
+                Response::Cleared(0)
+            }
+            Request::TraceTake { stop } => {
+                let Some(t) = self.trace.as_mut() else {
+                    return Response::Trace(Vec::new());
+                };
+                let id = self.id;
+                let first = t.seq;
+                let out = t
+                    .records
+                    .drain(..)
+                    .zip(first..)
+                    .map(|((ingress, r), seq)| TraceEntry::new(id, seq, ingress, &r))
+                    .collect::<Vec<_>>();
+                t.seq = first + out.len() as u64;
+                if *stop {
+                    self.trace = None;
+                }
+                Response::Trace(out)
+            }
             Request::SyncSnapshot => {
                 if let Some(sy) = sh.sync {
                     sy.send_snapshot(snapshot_events(&self.engine, now));

@@ -59,6 +59,7 @@ mod siit;
 pub mod snapshot;
 pub mod synced;
 mod tcp;
+pub mod trace;
 pub mod tunnel;
 
 pub use config::{

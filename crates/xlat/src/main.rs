@@ -75,6 +75,37 @@ enum Cmd {
         #[command(subcommand)]
         what: SyncCmd,
     },
+    /// Print the next packets' paths through the engine, like VPP's packet trace: worker and
+    /// where each came from, translator, headers before, session lookup (found, created,
+    /// static, none), headers after, verdict (forwarded, ICMP error sent back, dropped with
+    /// its reason and explanation). Waits until COUNT packets matched or the timeout.
+    /// Packets of flows the XDP fast path carries never reach the engine and are not seen.
+    Trace {
+        /// Packets to record (1 to 10000).
+        #[arg(long, value_name = "N", default_value_t = 10,
+              value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        count: u64,
+        /// Only packets with this inside host's address as source or destination, before or
+        /// after translation (IPv4 for NAT44, IPv6 for NAT64).
+        #[arg(long, value_name = "ADDR")]
+        inside: Option<std::net::IpAddr>,
+        /// Only packets with this outside address (a pool or a remote address) as source or
+        /// destination, before or after translation.
+        #[arg(long, value_name = "ADDR")]
+        outside: Option<std::net::IpAddr>,
+        /// Only this protocol (icmp: ICMP and ICMPv6).
+        #[arg(long, value_parser = ["tcp", "udp", "icmp"])]
+        proto: Option<String>,
+        /// Stop waiting after this many seconds (1 to 3600).
+        #[arg(long, value_name = "SECS", default_value_t = 10,
+              value_parser = clap::value_parser!(u64).range(1..=3600))]
+        timeout: u64,
+        /// Print the records as a JSON array.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        target: Target,
+    },
     /// Remove state from a running gateway.
     Clear {
         #[command(subcommand)]
@@ -436,6 +467,48 @@ fn dispatch(cmd: Cmd) -> Result<()> {
                 );
             };
             print(&format!("{n} sessions cleared\n"))
+        }
+        Cmd::Trace {
+            count,
+            inside,
+            outside,
+            proto,
+            timeout,
+            json: as_json,
+            target,
+        } => {
+            let socket = target.socket()?;
+            let filter = xlat_engine::trace::TraceFilter {
+                inside,
+                outside,
+                proto: proto.as_deref().map(|p| match p {
+                    "tcp" => Proto::Tcp,
+                    "udp" => Proto::Udp,
+                    _ => Proto::Icmp,
+                }),
+            };
+            let count = usize::try_from(count).unwrap_or(usize::MAX);
+            let req = Request::Trace {
+                filter,
+                count,
+                timeout_secs: timeout,
+            };
+            let wait = std::time::Duration::from_secs(timeout.saturating_add(10));
+            let answer = control::request_waiting(&socket, &req, wait).map_err(|e| match e {
+                ClientError::NoDaemon(_) | ClientError::Permission(_) => anyhow::Error::new(e),
+                e => anyhow::Error::new(e).context("asking the xlat daemon"),
+            })?;
+            let Response::Trace(entries) = answer else {
+                bail!(
+                    "{}: the daemon sent an answer of the wrong kind",
+                    socket.display()
+                );
+            };
+            if as_json {
+                print(&json(&entries)?)
+            } else {
+                print(&show::trace_text(&entries, count, timeout))
+            }
         }
         Cmd::Translate {
             config,

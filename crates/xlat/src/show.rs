@@ -300,6 +300,165 @@ pub fn sync_status(st: &xlat_daemon::sync::SyncStatus, explain: bool) -> String 
     out
 }
 
+/// A packet's headers on one line, tcpdump-like: `udp 198.18.0.7:5000 > 203.0.113.9:53,
+/// ttl 64, 33 bytes`.
+pub fn headers_line(h: &xlat_engine::trace::Headers) -> String {
+    let mut out = match h.proto {
+        6 => "tcp ",
+        17 => "udp ",
+        1 => "icmp ",
+        58 => "icmp6 ",
+        _ => "",
+    }
+    .to_string();
+    if out.is_empty() {
+        let _ = write!(out, "proto {} ", h.proto);
+    }
+    let (sport, dport) = match h.icmp {
+        Some(_) => (None, None),
+        None => (h.sport, h.dport),
+    };
+    let _ = write!(
+        out,
+        "{} > {}",
+        endpoint(h.src, sport),
+        endpoint(h.dst, dport)
+    );
+    if let Some(f) = h.tcp_flags {
+        let mut flags = String::new();
+        for (bit, c) in [
+            (0x02, 'S'),
+            (0x01, 'F'),
+            (0x04, 'R'),
+            (0x08, 'P'),
+            (0x10, '.'),
+        ] {
+            if f & bit != 0 {
+                flags.push(c);
+            }
+        }
+        let _ = write!(out, " [{flags}]");
+    }
+    if let Some((t, c)) = h.icmp {
+        let name = match (h.proto, t) {
+            (1, 0) | (58, 129) => Some("echo-reply"),
+            (1, 8) | (58, 128) => Some("echo-request"),
+            (1, 3) | (58, 1) => Some("dest-unreachable"),
+            (58, 2) => Some("packet-too-big"),
+            (1, 11) | (58, 3) => Some("time-exceeded"),
+            (1, 12) | (58, 4) => Some("parameter-problem"),
+            _ => None,
+        };
+        match name {
+            Some(n) => {
+                let _ = write!(out, " {n}");
+            }
+            None => {
+                let _ = write!(out, " type {t}");
+            }
+        }
+        if c != 0 || name.is_none() {
+            let _ = write!(out, " code {c}");
+        }
+        if let Some(id) = h.sport {
+            let _ = write!(out, " id {id}");
+        }
+    }
+    if h.fragment {
+        out.push_str(", fragment");
+    }
+    let _ = write!(out, ", ttl {}, {} bytes", h.ttl, h.len);
+    out
+}
+
+/// `xlat trace`'s records, one block each (VPP's packet trace): where the packet came from,
+/// the translator, the headers before, the lookup, the headers after, the verdict (a drop
+/// with its reason and explanation). Times are from the first record.
+pub fn trace_text(
+    entries: &[xlat_daemon::control::TraceEntry],
+    asked: usize,
+    timeout_secs: u64,
+) -> String {
+    use xlat_daemon::control::Ingress;
+    let mut out = String::new();
+    let t0 = entries.first().map_or(0, |e| e.at_ns);
+    for (i, e) in entries.iter().enumerate() {
+        let dt = e.at_ns.saturating_sub(t0);
+        let from = match e.ingress {
+            Ingress::Tun => "tun",
+            Ingress::AfXdp => "af_xdp",
+            Ingress::Handoff => "handoff",
+        };
+        let _ = writeln!(
+            out,
+            "Packet {} at +{}.{:06} s, worker {}, from {from}",
+            i + 1,
+            dt / 1_000_000_000,
+            dt % 1_000_000_000 / 1000,
+            e.worker
+        );
+        let mut tr = e
+            .translator
+            .map_or("none (no translator takes it)", |t| t.name())
+            .to_string();
+        if let Some(d) = e.direction {
+            tr.push_str(match d {
+                xlat_engine::trace::Direction::Outbound => ", outbound",
+                xlat_engine::trace::Direction::Inbound => ", inbound",
+            });
+        }
+        if e.hairpin {
+            tr.push_str(", hairpin");
+        }
+        let _ = writeln!(out, "  translator  {tr}");
+        let before = e
+            .before
+            .as_ref()
+            .map_or("not an IPv4 or IPv6 packet".to_string(), headers_line);
+        let _ = writeln!(out, "  before      {before}");
+        let mut lookup = e.lookup.name().to_string();
+        if e.mapping_created {
+            lookup.push_str(", mapping created");
+        }
+        let _ = writeln!(out, "  lookup      {lookup}");
+        if let Some(a) = &e.after {
+            let label = if e.verdict == "reply" {
+                "reply"
+            } else {
+                "after"
+            };
+            let _ = writeln!(out, "  {label:<11} {}", headers_line(a));
+        }
+        match (&e.reason, e.verdict.as_str()) {
+            (Some(r), "reply") => {
+                let _ = writeln!(
+                    out,
+                    "  verdict     not translated, ICMP error sent back: {r}"
+                );
+            }
+            (Some(r), v) => {
+                let _ = writeln!(out, "  verdict     {v}: {r}");
+            }
+            (None, v) => {
+                let _ = writeln!(out, "  verdict     {v}");
+            }
+        }
+        if let Some(x) = &e.explain {
+            out.push_str(&wrap(x, 14, 100));
+        }
+        out.push('\n');
+    }
+    let n = entries.len();
+    let _ = writeln!(out, "{n} packet{} traced", if n == 1 { "" } else { "s" });
+    if n < asked {
+        let _ = writeln!(
+            out,
+            "(fewer than {asked}: no more matched within {timeout_secs} s; packets of flows the XDP fast path carries never reach the engine, and a trace sees only what the engine sees)"
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -451,5 +610,89 @@ mod tests {
         assert_eq!(w, "  aaa bbb\n  ccc ddd\n");
         assert_eq!(hms(0), "0:00:00");
         assert_eq!(hms(3661), "1:01:01");
+    }
+
+    #[test]
+    fn trace_blocks_name_the_steps() {
+        use xlat_daemon::control::{Ingress, TraceEntry};
+        use xlat_engine::trace::{Direction, Headers, Lookup, Translator as T};
+        let h = |src: &str, dst: &str| Headers {
+            src: src.parse().unwrap(),
+            dst: dst.parse().unwrap(),
+            proto: 1,
+            len: 84,
+            ttl: 63,
+            sport: Some(7),
+            dport: None,
+            icmp: Some((8, 0)),
+            tcp_flags: None,
+            fragment: false,
+        };
+        let fwd = TraceEntry {
+            at_ns: 5_000_000_000,
+            worker: 1,
+            seq: 0,
+            ingress: Ingress::Handoff,
+            translator: Some(T::Nat44),
+            direction: Some(Direction::Outbound),
+            before: Some(h("198.18.0.7", "198.51.100.9")),
+            lookup: Lookup::Created,
+            mapping_created: true,
+            hairpin: false,
+            after: Some(h("203.0.113.1", "198.51.100.9")),
+            verdict: "forwarded".into(),
+            reason: None,
+            explain: None,
+        };
+        let drop = TraceEntry {
+            at_ns: 6_500_000_000,
+            before: Some(Headers {
+                proto: 17,
+                icmp: None,
+                sport: Some(53),
+                dport: Some(4000),
+                ..h("198.51.100.9", "203.0.113.1")
+            }),
+            lookup: Lookup::None,
+            direction: None,
+            mapping_created: false,
+            after: None,
+            verdict: "dropped".into(),
+            reason: Some("no_mapping".into()),
+            explain: Some("Inbound to a pool address and port that has no mapping.".into()),
+            ..fwd.clone()
+        };
+        let t = trace_text(&[fwd, drop], 2, 10);
+        assert!(
+            t.contains("Packet 1 at +0.000000 s, worker 1, from handoff"),
+            "{t}"
+        );
+        assert!(t.contains("translator  nat44, outbound"), "{t}");
+        assert!(
+            t.contains(
+                "before      icmp 198.18.0.7 > 198.51.100.9 echo-request id 7, ttl 63, 84 bytes"
+            ),
+            "{t}"
+        );
+        assert!(
+            t.contains("lookup      session created, mapping created"),
+            "{t}"
+        );
+        assert!(
+            t.contains("after       icmp 203.0.113.1 > 198.51.100.9"),
+            "{t}"
+        );
+        assert!(t.contains("Packet 2 at +1.500000 s"), "{t}");
+        assert!(
+            t.contains("udp 198.51.100.9:53 > 203.0.113.1:4000, ttl 63"),
+            "{t}"
+        );
+        assert!(
+            t.contains("verdict     dropped: no_mapping\n              Inbound to a pool"),
+            "{t}"
+        );
+        assert!(t.contains("2 packets traced\n"), "{t}");
+        assert!(!t.contains("fewer than"), "{t}");
+        assert!(trace_text(&[], 3, 4).contains("fewer than 3: no more matched within 4 s"));
     }
 }

@@ -690,4 +690,142 @@ fn deterministic_ports_come_from_the_hosts_range_and_lookup_names_it() {
         String::from_utf8_lossy(&r.stderr)
     );
     assert!(said.contains(&format!("is {IN_ADDR} ")), "{said}");
+
+/// Runs `xlat trace ARGS` in GW in the background and, until it exits (at most ~15 s),
+/// `send()` every 300 ms: the trace is armed some time after it starts, so traffic goes on
+/// until it has caught what it waits for. Returns its stdout.
+fn trace_while(t: &mut Topo, args: &[&str], mut send: impl FnMut(&Topo)) -> String {
+    let (gw, sock) = (t.ns_gw.clone(), t.socket.display().to_string());
+    let mut argv = vec![xlat_bin(), "trace", "--socket", &sock, "--timeout", "12"];
+    argv.extend_from_slice(args);
+    let p = t.spawn(&gw, "trace", &argv);
+    for _ in 0..50 {
+        if t.proc(p).try_status().is_some() {
+            break;
+        }
+        send(t);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let st = t.proc(p).wait_exit(Duration::from_secs(15));
+    let (out, err) = (t.proc(p).stdout_text(), t.proc(p).stderr_text());
+    assert!(
+        st.is_some_and(|s| s.success()),
+        "xlat trace failed ({st:?}):\n{out}\n{err}"
+    );
+    out
+}
+
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn trace_shows_an_unsolicited_drop_and_a_translated_ping() {
+    let mut t = setup(Opts::default());
+    let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
+
+    // An unsolicited datagram to a pool port nobody mapped: dropped, and the trace says why.
+    let text = trace_while(
+        &mut t,
+        &["--count", "1", "--outside", OUT_ADDR, "--proto", "udp"],
+        |t| {
+            t.ns(
+                &out,
+                10,
+                &[
+                    "python3", "-c", UDP4_SEND, OUT_ADDR, "0", POOL_ADDR, "33999", "TRACE",
+                ],
+            )
+            .check();
+        },
+    );
+    eprintln!("{text}");
+    assert!(text.contains("Packet 1 at +0.000000 s, worker "), "{text}");
+    assert!(text.contains("translator  nat44\n"), "{text}");
+    assert!(
+        text.contains(&format!("before      udp {OUT_ADDR}:")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("> {POOL_ADDR}:33999, ttl ")),
+        "{text}"
+    );
+    assert!(text.contains("lookup      no session\n"), "{text}");
+    assert!(text.contains("verdict     dropped: no_mapping\n"), "{text}");
+    assert!(
+        text.contains("Inbound to a pool address and port that has no mapping"),
+        "the explanation is missing:\n{text}"
+    );
+    assert!(
+        !text.contains("after "),
+        "a dropped packet has no after:\n{text}"
+    );
+    assert!(text.contains("1 packet traced\n"), "{text}");
+
+    // An outbound ping and its reply: translated, with the addresses before and after.
+    let json = trace_while(
+        &mut t,
+        &[
+            "--count", "2", "--inside", IN_ADDR, "--proto", "icmp", "--json",
+        ],
+        |t| {
+            let _ = t.ns(&inn, 5, &["ping", "-c", "1", "-W", "1", OUT_ADDR]);
+        },
+    );
+    eprintln!("{json}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let recs = v.as_array().unwrap();
+    assert_eq!(recs.len(), 2, "{json}");
+    let a =
+        |r: &serde_json::Value, side: &str, f: &str| r[side][f].as_str().unwrap_or("").to_string();
+    let req = recs
+        .iter()
+        .find(|r| r["direction"] == "outbound")
+        .unwrap_or_else(|| panic!("no outbound record:\n{json}"));
+    assert_eq!(req["translator"], "nat44", "{json}");
+    assert_eq!(req["verdict"], "forwarded", "{json}");
+    assert!(
+        req["lookup"] == "created" || req["lookup"] == "found",
+        "{json}"
+    );
+    assert_eq!(req["before"]["icmp"][0], 8, "{json}");
+    assert_eq!(
+        (a(req, "before", "src"), a(req, "before", "dst")),
+        (IN_ADDR.to_string(), OUT_ADDR.to_string())
+    );
+    assert_eq!(
+        (a(req, "after", "src"), a(req, "after", "dst")),
+        (POOL_ADDR.to_string(), OUT_ADDR.to_string())
+    );
+    // The second record: the next echo request, or the first one's reply on its way in.
+    let other = recs.iter().find(|r| !std::ptr::eq(*r, req)).unwrap();
+    assert_eq!(other["verdict"], "forwarded", "{json}");
+    if other["direction"] == "inbound" {
+        assert_eq!(other["lookup"], "found", "{json}");
+        assert_eq!(
+            (a(other, "before", "src"), a(other, "before", "dst")),
+            (OUT_ADDR.to_string(), POOL_ADDR.to_string())
+        );
+        assert_eq!(
+            (a(other, "after", "src"), a(other, "after", "dst")),
+            (OUT_ADDR.to_string(), IN_ADDR.to_string())
+        );
+    }
+
+    // A second trace while none runs, with no traffic: ends at its timeout, nothing caught.
+    let r = t.xlat_cmd(&[
+        "trace",
+        "--count",
+        "1",
+        "--timeout",
+        "1",
+        "--inside",
+        "198.18.0.99",
+    ]);
+    let r = r.check();
+    assert!(r.stdout.contains("0 packets traced"), "{}", r.stdout);
+    // Bad filters are refused by the CLI, before the daemon is asked.
+    let r = t.xlat_cmd(&["trace", "--inside", "198.18.0"]);
+    assert!(
+        !r.ok() && r.stderr.contains("invalid value"),
+        "{}",
+        r.stderr
+    );
 }
