@@ -690,6 +690,7 @@ fn deterministic_ports_come_from_the_hosts_range_and_lookup_names_it() {
         String::from_utf8_lossy(&r.stderr)
     );
     assert!(said.contains(&format!("is {IN_ADDR} ")), "{said}");
+}
 
 /// Runs `xlat trace ARGS` in GW in the background and, until it exits (at most ~15 s),
 /// `send()` every 300 ms: the trace is armed some time after it starts, so traffic goes on
