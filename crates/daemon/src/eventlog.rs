@@ -142,6 +142,8 @@ pub struct EventLog {
     tx: SyncSender<Vec<StateEvent>>,
     events: LogEvents,
     counters: Arc<LogCounters>,
+    /// The log thread, joined by [`EventLog::finish`].
+    thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl EventLog {
@@ -190,7 +192,7 @@ impl EventLog {
             epoch,
             counters: counters.clone(),
         };
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("xlat-log".into())
             .spawn(move || sender.run(&rx))
             .context("starting the event log thread")?;
@@ -198,6 +200,7 @@ impl EventLog {
             tx,
             events: cfg.events,
             counters,
+            thread: std::sync::Mutex::new(Some(thread)),
         }))
     }
 
@@ -214,10 +217,64 @@ impl EventLog {
     /// Hands a batch to the log thread; returns how many events were dropped because the
     /// queue was full (or the thread gone).
     pub fn send(&self, batch: Vec<StateEvent>) -> u64 {
+        if batch.is_empty() {
+            // An empty batch tells the log thread to finish ([`EventLog::finish`]).
+            return 0;
+        }
         let n = batch.len() as u64;
         match self.tx.try_send(batch) {
             Ok(()) => 0,
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => n,
+        }
+    }
+}
+
+impl EventLog {
+    /// [`EventLog::send`], but waiting for room in the queue until `deadline` (the daemon
+    /// stopping, [`crate::worker`]): returns how many events were lost.
+    pub fn send_until(&self, batch: Vec<StateEvent>, deadline: Instant) -> u64 {
+        if batch.is_empty() {
+            return 0;
+        }
+        let n = batch.len() as u64;
+        let mut batch = batch;
+        loop {
+            match self.tx.try_send(batch) {
+                Ok(()) => return 0,
+                Err(TrySendError::Disconnected(_)) => return n,
+                Err(TrySendError::Full(b)) if Instant::now() < deadline => {
+                    batch = b;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(TrySendError::Full(_)) => return n,
+            }
+        }
+    }
+
+    /// After the workers stopped: lets the log thread send what is queued, then end; waits
+    /// for it at most `timeout`.
+    pub fn finish(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.tx.try_send(Vec::new()) {
+                Ok(()) => break,
+                Err(TrySendError::Disconnected(_)) => return,
+                Err(TrySendError::Full(_)) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(TrySendError::Full(_)) => return,
+            }
+        }
+        let handle = match self.thread.lock() {
+            Ok(mut h) => h.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        let Some(h) = handle else { return };
+        while !h.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if h.is_finished() {
+            let _ = h.join();
         }
     }
 }
@@ -237,19 +294,24 @@ struct Sender {
 }
 
 impl Sender {
-    /// Until the workers are gone: waits for a batch, takes what else is queued (up to
-    /// [`TAKE_BATCHES`]), sends it as syslog lines and IPFIX messages.
+    /// Until the workers are gone or an empty batch ([`EventLog::finish`]) comes: waits for
+    /// a batch, takes what else is queued (up to [`TAKE_BATCHES`]), sends it as syslog lines
+    /// and IPFIX messages.
     fn run(mut self, rx: &Receiver<Vec<StateEvent>>) {
         let mut events: Vec<StateEvent> = Vec::new();
         let mut line = String::with_capacity(512);
         let mut messages = Vec::new();
         let mut errors = 0u64;
         let mut last_warn = Instant::now() - Duration::from_secs(60);
-        while let Ok(first) = rx.recv() {
+        let mut finishing = false;
+        while !finishing {
+            let Ok(first) = rx.recv() else { break };
+            finishing = first.is_empty();
             events.clear();
             events.extend(first);
             for _ in 1..TAKE_BATCHES {
                 match rx.try_recv() {
+                    Ok(more) if more.is_empty() => finishing = true,
                     Ok(more) => events.extend(more),
                     Err(_) => break,
                 }
@@ -371,6 +433,7 @@ fn reason_name(r: EndReason) -> &'static str {
         EndReason::Evicted => "evicted",
         EndReason::Cleared => "cleared",
         EndReason::Reload => "reload",
+        EndReason::Stopped => "stopped",
     }
 }
 

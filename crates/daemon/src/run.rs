@@ -474,6 +474,11 @@ pub fn run(cfg: &Config) -> Result<()> {
     if let Some(sd) = &notifier {
         sd.notify("STOPPING=1");
     }
+    // The NAT log's last lines (the sessions the workers ended on the way out) reach the
+    // collectors before the process ends.
+    if let Some(l) = &log {
+        l.finish(Duration::from_secs(2));
+    }
     let sig = stop_signal();
     info!(
         signal = sig,

@@ -388,6 +388,7 @@ mod tests {
             EndReason::Evicted,
             EndReason::Cleared,
             EndReason::Reload,
+            EndReason::Stopped,
         ];
         let protos = [Proto::Tcp, Proto::Udp, Proto::Icmp];
         for _ in 0..20_000 {

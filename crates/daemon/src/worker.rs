@@ -41,6 +41,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use tracing::warn;
 use xlat_engine::counters::NamedCount;
+use xlat_engine::events::EndReason;
 use xlat_engine::shard::{FragId, Owner, Shards};
 use xlat_engine::{Engine, PacketBuf, Time, Verdict};
 use xlat_io::ring::{Consumer, Doorbell, Producer};
@@ -70,6 +71,13 @@ pub const TICK: Duration = Duration::from_millis(100);
 pub const FRAG_RETRY: Duration = Duration::from_millis(5);
 /// Later fragments a worker holds while their owner is unknown.
 pub const MAX_WAITING: usize = 64;
+
+/// Sessions ended at a time when the daemon stops with `[logging]` on ([`Worker::log_stop`]):
+/// their events (a session's, its mapping's, its host's) fit the engine's event queue.
+const STOP_CHUNK: usize = 4096;
+
+/// How long a stopping worker waits for room in the log thread's queue, in all.
+const STOP_LOG_TIME: Duration = Duration::from_secs(2);
 /// Slots of the ring to each other worker: 1,024 with two workers, fewer with more (about
 /// 2,048 packets may wait for one worker in all), at least 64.
 pub fn ring_slots(workers: usize) -> usize {
@@ -727,7 +735,42 @@ impl Worker {
                 last_report = Instant::now();
             }
         }
+        self.log_stop(sh);
         Ok(())
+    }
+
+    /// The daemon stops: with `[logging]` on, every session ends in the NAT log with reason
+    /// `stopped` (its table dies with the process), so the log leaves no session open that a
+    /// later `xlat lookup` would name after the restart. Not with `[sync]`: the peer carries
+    /// the sessions on. Chunks of [`STOP_CHUNK`] sessions, each chunk's events handed to the
+    /// log thread, waiting for room until [`STOP_LOG_TIME`] has passed (then counted lost).
+    fn log_stop(&mut self, sh: &Shared<'_>) {
+        let (Some(log), None) = (sh.log, sh.sync) else {
+            return;
+        };
+        let now = sh.clock();
+        let deadline = Instant::now() + STOP_LOG_TIME;
+        let wanted = log.events();
+        let mut events = Vec::new();
+        loop {
+            let ended = self
+                .engine
+                .end_sessions(now, EndReason::Stopped, STOP_CHUNK);
+            events.clear();
+            self.engine.drain_events(&mut events);
+            let batch: Vec<_> = events
+                .iter()
+                .filter(|e| wanted.takes(e.kind))
+                .copied()
+                .collect();
+            let lost = log.send_until(batch, deadline);
+            if lost > 0 {
+                self.handoff.count(WorkerCounter::LogEventsDropped, lost);
+            }
+            if ended == 0 || Instant::now() >= deadline {
+                break;
+            }
+        }
     }
 
     /// Idle tick: passes of [`EXPIRE_BUDGET_PER_BATCH`] while they find sessions to remove

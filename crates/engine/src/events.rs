@@ -43,6 +43,9 @@ pub enum EndReason {
     Cleared,
     /// Its pool address left the configuration in a live reload.
     Reload,
+    /// The daemon stopped (SIGTERM, SIGINT): its table is gone, so its NAT log says the
+    /// session ended, and a lookup after the restart names nobody from before it.
+    Stopped,
 }
 
 /// What happened.

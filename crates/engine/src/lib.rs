@@ -678,6 +678,21 @@ impl Engine {
         n
     }
 
+    /// Ends at most `max` dynamic sessions with `reason`, each with its session-deleted
+    /// event (and its mapping's and host's when they end with it); returns how many. The
+    /// daemon ends every session this way when it stops, draining the events between calls
+    /// for its NAT log, so the log never leaves a session open that no longer exists.
+    pub fn end_sessions(&mut self, now: Time, reason: events::EndReason, max: usize) -> u64 {
+        let mut n = 0;
+        if let Some(x) = self.nat44.as_mut() {
+            n += x.end_some(now, reason, max);
+        }
+        if let Some(x) = self.nat64.as_mut() {
+            n += x.end_some(now, reason, max.saturating_sub(n as usize));
+        }
+        n
+    }
+
     /// Starts (`capacity` > 0: events held between drains at most) or stops the state-event
     /// stream of the stateful translators ([`events`]): sessions, mappings and host pairings
     /// made and ended, and exhaustion and quota refusals, for NAT logging, session sync and

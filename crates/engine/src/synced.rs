@@ -110,6 +110,7 @@ pub fn reason_code(r: EndReason) -> u8 {
         EndReason::Evicted => 1,
         EndReason::Cleared => 2,
         EndReason::Reload => 3,
+        EndReason::Stopped => 4,
     }
 }
 
@@ -120,6 +121,7 @@ pub fn reason_of(b: u8) -> Option<EndReason> {
         1 => EndReason::Evicted,
         2 => EndReason::Cleared,
         3 => EndReason::Reload,
+        4 => EndReason::Stopped,
         _ => return None,
     })
 }
@@ -185,6 +187,7 @@ mod tests {
             EndReason::Evicted,
             EndReason::Cleared,
             EndReason::Reload,
+            EndReason::Stopped,
         ] {
             assert_eq!(reason_of(reason_code(r)), Some(r));
         }

@@ -128,3 +128,58 @@ fn session_events_reach_a_syslog_collector_and_name_the_subscriber() {
         .collect();
     assert!(lost.iter().all(|&n| n == 0), "{st}");
 }
+
+/// When the daemon stops (SIGTERM), the sessions die with its table: the log says so
+/// (`reason=stopped`), so a lookup after a restart never names a subscriber whose session
+/// ended with the old process.
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn sessions_open_at_stop_are_logged_as_ended() {
+    require_root();
+    let mut t = Topo::new(Opts::default());
+    let out = t.ns_out.clone();
+    let port = COLLECTOR_PORT.to_string();
+    let col = t.spawn(
+        &out,
+        "syslog-collector",
+        &["python3", "-u", "-c", COLLECTOR, OUT_ADDR, &port],
+    );
+    t.wait_listening_on(&out, "udp", OUT_ADDR, COLLECTOR_PORT, Some(col));
+    let cfg = format!(
+        "{}\n[logging]\nsyslog = [\"{OUT_ADDR}:{COLLECTOR_PORT}\"]\nevents = \"sessions\"\n",
+        t.default_config()
+    );
+    let x = t.start_xlat(&cfg);
+    let inn = t.ns_in.clone();
+    t.ping_all(&inn, 2, &[], OUT_ADDR);
+    let created = ["NAT44_SESSION_CREATE", &format!("inside={IN_ADDR} ")];
+    assert!(
+        poll(Duration::from_secs(10), Duration::from_millis(100), || {
+            !lines_with(&mut t, col, &created).is_empty()
+        }),
+        "no session-create line; collector got:\n{}",
+        t.proc(col).stdout_text()
+    );
+    assert!(
+        lines_with(&mut t, col, &["reason=stopped"]).is_empty(),
+        "nothing stopped yet"
+    );
+    t.stop(x);
+    let stopped = [
+        "NAT44_SESSION_DELETE",
+        &format!("inside={IN_ADDR} "),
+        "reason=stopped",
+    ];
+    let ok = poll(Duration::from_secs(10), Duration::from_millis(100), || {
+        !lines_with(&mut t, col, &stopped).is_empty()
+    });
+    let got = t.proc(col).stdout_text();
+    assert!(ok, "no session-delete line at stop; collector got:\n{got}");
+    // Its mapping and host pairing end with it.
+    for kind in ["NAT44_BIB_DELETE", "ADDRESS_BINDING_DELETE"] {
+        assert!(
+            got.lines().any(|l| l.contains(kind)),
+            "no {kind} line at stop; collector got:\n{got}"
+        );
+    }
+}

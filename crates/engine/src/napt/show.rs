@@ -84,6 +84,17 @@ impl<A: InsideAddr> Napt<A> {
         sids.len() as u64
     }
 
+    /// Ends at most `max` sessions, each with its end event of reason `reason` (the daemon
+    /// stopping: [`EndReason::Stopped`]); returns how many. Called until it returns 0, with
+    /// the events drained between calls, so no event queue overflows.
+    pub fn end_some(&mut self, now: Time, reason: EndReason, max: usize) -> u64 {
+        let sids: Vec<u32> = self.sessions.iter().map(|(sid, _)| sid).take(max).collect();
+        for &sid in &sids {
+            self.remove_session(sid, now, reason);
+        }
+        sids.len() as u64
+    }
+
     /// One row of the listing, as values.
     fn session_info(&self, s: &Session, now: Time) -> Option<SessionInfo> {
         let int = s.int(&self.hosts)?;

@@ -277,6 +277,11 @@ impl Nat64 {
         self.napt.clear(now, f)
     }
 
+    /// See [`crate::napt::Napt::end_some`].
+    pub fn end_some(&mut self, now: Time, reason: crate::events::EndReason, max: usize) -> u64 {
+        self.napt.end_some(now, reason, max)
+    }
+
     /// Its NAPT state, for sessions synced from another gateway ([`crate::synced`]).
     pub(crate) fn napt_mut(&mut self) -> &mut Napt<u128> {
         &mut self.napt
