@@ -350,6 +350,7 @@ struct RawNat44 {
     filtering: Option<String>,
     ports: Option<String>,
     port_block_size: Option<i64>,
+    port_block_hold: Option<i64>,
     deterministic: Option<bool>,
     ports_per_host: Option<i64>,
     inbound_refresh: Option<bool>,
@@ -364,6 +365,7 @@ struct RawNat64 {
     pool4: Option<Vec<String>>,
     ports: Option<String>,
     port_block_size: Option<i64>,
+    port_block_hold: Option<i64>,
     deterministic: Option<bool>,
     filtering: Option<String>,
     inbound_refresh: Option<bool>,
@@ -533,6 +535,33 @@ impl Ctx<'_> {
         Ok(u16::try_from(v).unwrap_or(u16::MAX))
     }
 
+    /// `TABLE.port_block_hold`: seconds a freed block waits before another host takes it;
+    /// 0 when absent. Only with `port_block_size` (`size` > 0).
+    fn port_block_hold(
+        &self,
+        table: &str,
+        value: Option<i64>,
+        size: u16,
+    ) -> Result<u32, ConfigFileError> {
+        let Some(v) = value else {
+            return Ok(0);
+        };
+        let key = format!("{table}.port_block_hold");
+        if size == 0 {
+            return Err(self.invalid(
+                key,
+                "holds freed port blocks, but port blocks are off: set port_block_size too, or remove it".to_string(),
+            ));
+        }
+        match u32::try_from(v) {
+            Ok(s) if s <= 86_400 => Ok(s),
+            _ => Err(self.invalid(
+                key,
+                format!("{v} seconds is out of range; expected 0 to 86400 (a day), like 120"),
+            )),
+        }
+    }
+
     fn ports(&self, key: &str, value: Option<&str>) -> Result<(u16, u16), ConfigFileError> {
         let Some(v) = value else {
             return Ok(Nat44Config::default().ports);
@@ -672,6 +701,8 @@ impl Ctx<'_> {
         let ports = self.ports("nat64.ports", n.ports.as_deref())?;
         let mut limits = limits;
         limits.port_block_size = self.port_block_size("nat64", n.port_block_size, ports, true)?;
+        limits.port_block_hold =
+            self.port_block_hold("nat64", n.port_block_hold, limits.port_block_size)?;
         let cfg = Nat64Config {
             prefix: self
                 .pref64("nat64.prefix", n.prefix.as_deref())?
@@ -826,8 +857,9 @@ impl Config {
             max_sessions_per_host: l.max_sessions_per_host.unwrap_or(dl.max_sessions_per_host),
             max_fragment_flows: l.max_fragment_flows.unwrap_or(dl.max_fragment_flows),
             max_fragments_held: l.max_fragments_held.unwrap_or(dl.max_fragments_held),
-            // Per translator: [nat44] / [nat64] port_block_size.
+            // Per translator: [nat44] / [nat64] port_block_size and port_block_hold.
             port_block_size: 0,
+            port_block_hold: 0,
         };
 
         // [nat44]
@@ -864,6 +896,8 @@ impl Config {
                 let mut limits = limits;
                 limits.port_block_size =
                     cx.port_block_size("nat44", n.port_block_size, ports, mode == Nat44Mode::Napt)?;
+                limits.port_block_hold =
+                    cx.port_block_hold("nat44", n.port_block_hold, limits.port_block_size)?;
 
                 let nat44 = Nat44Config {
                     inside,
@@ -2144,6 +2178,27 @@ rfc6791v6 = "2001:db8:6791::/96"
             e.contains("nat64.deterministic") && e.contains("not built yet"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn port_block_hold_needs_blocks_and_a_sane_number() {
+        const NAT: &str = "[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100\"]\n";
+        let c = ok(&format!(
+            "{NAT}port_block_size = 512\nport_block_hold = 120\n"
+        ));
+        assert_eq!(n44(&c).limits.port_block_hold, 120);
+        assert_eq!(n44(&ok(NAT)).limits.port_block_hold, 0, "off by default");
+        let e = err(&format!("{NAT}port_block_hold = 120\n"));
+        assert!(
+            e.contains("nat44.port_block_hold") && e.contains("port_block_size"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{NAT}port_block_size = 512\nport_block_hold = -1\n"
+        ));
+        assert!(e.contains("expected 0 to 86400"), "{e}");
+        let c = ok("[nat64]\nprefix = \"2001:2:0:64::/96\"\npool4 = [\"198.19.0.101\"]\nport_block_size = 64\nport_block_hold = 30\n");
+        assert_eq!(c.nat64.as_ref().map(|n| n.limits.port_block_hold), Some(30));
     }
 
     #[test]

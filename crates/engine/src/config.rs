@@ -143,6 +143,10 @@ pub struct Limits {
     /// many ports, taken as it needs them and freed when empty, so a log names one block
     /// instead of every mapping); 0: off, each mapping's port from the whole range.
     pub port_block_size: u16,
+    /// Seconds a freed port block waits before any host takes it again (0: at once), so
+    /// late packets of the last host's flows never reach the next one and log records of
+    /// the two never meet in the same second.
+    pub port_block_hold: u32,
 }
 
 impl Default for Limits {
@@ -153,6 +157,7 @@ impl Default for Limits {
             max_fragment_flows: 4096,
             max_fragments_held: 256,
             port_block_size: 0,
+            port_block_hold: 0,
         }
     }
 }

@@ -216,6 +216,8 @@ fn first_diff44(a: &crate::Nat44Config, b: &crate::Nat44Config) -> String {
         "alg"
     } else if a.limits.port_block_size != b.limits.port_block_size {
         "port_block_size"
+    } else if a.limits.port_block_hold != b.limits.port_block_hold {
+        "port_block_hold"
     } else if a.deterministic != b.deterministic {
         "deterministic"
     } else if a.ports_per_host != b.ports_per_host {
@@ -244,6 +246,8 @@ fn first_diff64(a: &crate::Nat64Config, b: &crate::Nat64Config) -> String {
         "(translation parameters)"
     } else if a.limits.port_block_size != b.limits.port_block_size {
         "port_block_size"
+    } else if a.limits.port_block_hold != b.limits.port_block_hold {
+        "port_block_hold"
     } else {
         return "limits (only max_sessions_per_host changes live)".to_string();
     };

@@ -133,7 +133,7 @@ impl<A: InsideAddr> Napt<A> {
             // outside endpoint, or a port from the host's pool address (or its port block).
             let port = match self.forwards.outside_of(proto, int) {
                 Some(ext) => Ok((ext, None)),
-                None => self.take_port(proto, int, host.pool, c),
+                None => self.take_port(proto, int, host.pool, now, c),
             };
             let ext = match port {
                 Ok((ext, block)) => {
@@ -323,7 +323,7 @@ impl<A: InsideAddr> Napt<A> {
         // A static BIB entry's port stays taken (`forward.rs`).
         let pooled = !self.forwards.holds(proto, ext);
         let freed = match self.pool_index.get(&ext.addr).filter(|_| pooled) {
-            Some(&ix) => self.free_port(ix, proto, ext.port),
+            Some(&ix) => self.free_port(ix, proto, ext.port, now),
             None => None,
         };
         if let (Some((first, last)), true) = (freed, self.events.on()) {

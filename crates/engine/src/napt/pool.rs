@@ -7,6 +7,7 @@ use crate::config::Nat44Mode;
 use crate::counters::{Counters, DropReason, Event};
 use crate::flow::{Endpoint, InsideAddr, Proto};
 use crate::ports::PortMap;
+use crate::Time;
 
 use super::Napt;
 
@@ -20,11 +21,25 @@ pub(super) struct PoolAddr {
 
 /// The port blocks of one pool address and protocol (RFC 7422 2): block `b` holds the ports
 /// `lo + b * size ..= min(lo + (b + 1) * size - 1, hi)` of the range `lo..=hi`, owned by one
-/// host (its number + 1; 0: free) with a count of its ports in use. Sized on first use.
+/// host (its number + 1; 0: free) with a count of its ports in use, and when it was last
+/// freed (`limits.port_block_hold`: no host takes it again before the hold has passed, so
+/// no packet of its old host's flows is seen from the next one). Sized on first use.
 #[derive(Default)]
 pub(super) struct Blocks {
     owner: Vec<u32>,
     used: Vec<u16>,
+    freed_at: Vec<Time>,
+}
+
+impl Blocks {
+    /// Sized for `n` blocks (the first use of an address and protocol).
+    fn size_for(&mut self, n: usize) {
+        if self.owner.len() != n {
+            self.owner = vec![0; n];
+            self.used = vec![0; n];
+            self.freed_at = vec![Time(0); n];
+        }
+    }
 }
 
 /// A block's first and last port in `lo..=hi`.
@@ -136,6 +151,7 @@ impl<A: InsideAddr> Napt<A> {
         proto: Proto,
         int: Endpoint<A>,
         pool_ix: u32,
+        now: Time,
         c: &mut Counters,
     ) -> Result<(Endpoint, NewBlock), DropReason> {
         if self.cfg.det.is_some() {
@@ -150,6 +166,7 @@ impl<A: InsideAddr> Napt<A> {
         let start = lo.wrapping_add(self.rng.below(span) as u16);
         let mode = self.cfg.mode;
         let size = self.cfg.limits.port_block_size;
+        let hold = self.cfg.limits.port_block_hold;
         // The host's number names its blocks (port-block allocation only).
         let owner = match size {
             0 => 0,
@@ -174,9 +191,17 @@ impl<A: InsideAddr> Napt<A> {
         };
         let mut new_block = None;
         let port = if size > 0 && owner > 0 {
-            let (port, fresh) =
-                take_in_blocks(ports, blocks, (lo, hi), size, owner, int.port, pick)
-                    .ok_or(DropReason::PoolExhausted)?;
+            let (port, fresh) = take_in_blocks(
+                ports,
+                blocks,
+                (lo, hi),
+                size,
+                owner,
+                int.port,
+                pick,
+                (now, hold),
+            )
+            .ok_or(DropReason::PoolExhausted)?;
             new_block = fresh;
             port
         } else {
@@ -256,10 +281,7 @@ impl<A: InsideAddr> Napt<A> {
             return ports.take_exact(port);
         }
         let n = (usize::from(hi - lo) + 1).div_ceil(usize::from(size));
-        if blocks.owner.len() != n {
-            blocks.owner = vec![0; n];
-            blocks.used = vec![0; n];
-        }
+        blocks.size_for(n);
         let b = usize::from((port - lo) / size);
         match blocks.owner.get(b) {
             Some(&o) if o == 0 || o == owner => {}
@@ -278,7 +300,7 @@ impl<A: InsideAddr> Napt<A> {
     /// Gives back a mapping's port on pool address `ix`; with port blocks, its block's count
     /// too. Returns the block's ports when that was its last port in use (the block is free
     /// again).
-    pub(super) fn free_port(&mut self, ix: u32, proto: Proto, port: u16) -> NewBlock {
+    pub(super) fn free_port(&mut self, ix: u32, proto: Proto, port: u16, now: Time) -> NewBlock {
         let (lo, hi) = match proto {
             Proto::Icmp => self.icmp_ids,
             _ => self.cfg.ports,
@@ -301,6 +323,9 @@ impl<A: InsideAddr> Napt<A> {
         if let Some(o) = blocks.owner.get_mut(b) {
             *o = 0;
         }
+        if let Some(t) = blocks.freed_at.get_mut(b) {
+            *t = now;
+        }
         Some(block_ports(lo, hi, size, b))
     }
 }
@@ -319,9 +344,11 @@ fn det_slice<A: InsideAddr>(
 
 /// A port for host `owner` (its number + 1) from its blocks in `range` (the inside port
 /// `want` if free there, else the first free one), or from a new block when they are full:
-/// the first free block from `pick` on (RFC 7422 2; paired pooling keeps the host on one
-/// address). Returns the port and the new block's ports if one was taken; `None` when
-/// every block is full or owned.
+/// the first free block from `pick` on whose hold has passed (`held` = now and the hold in
+/// seconds: a block freed at `t` is free again from `t + hold`; RFC 7422 2; paired pooling
+/// keeps the host on one address). Returns the port and the new block's ports if one was
+/// taken; `None` when every block is full, owned or held.
+#[allow(clippy::too_many_arguments)]
 fn take_in_blocks(
     ports: &mut PortMap,
     blocks: &mut Blocks,
@@ -330,13 +357,11 @@ fn take_in_blocks(
     owner: u32,
     want: u16,
     pick: usize,
+    held: (Time, u32),
 ) -> Option<(u16, NewBlock)> {
     let (lo, hi) = range;
     let n = (usize::from(hi - lo) + 1).div_ceil(usize::from(size));
-    if blocks.owner.len() != n {
-        blocks.owner = vec![0; n];
-        blocks.used = vec![0; n];
-    }
+    blocks.size_for(n);
     // The host's blocks first.
     for b in 0..n {
         if blocks.owner.get(b) != Some(&owner) {
@@ -350,10 +375,16 @@ fn take_in_blocks(
             return Some((port, None));
         }
     }
-    // A new block: the first free one from `pick`, wrapping.
-    let b = (0..n)
-        .map(|i| (pick + i) % n)
-        .find(|&b| blocks.owner.get(b) == Some(&0))?;
+    // A new block: the first free one from `pick` whose hold has passed, wrapping. A block
+    // never freed has `freed_at` 0 and is free at once.
+    let (now, hold) = held;
+    let b = (0..n).map(|i| (pick + i) % n).find(|&b| {
+        blocks.owner.get(b) == Some(&0)
+            && blocks
+                .freed_at
+                .get(b)
+                .is_some_and(|&t| t == Time(0) || t.plus_secs(u64::from(hold)) <= now)
+    })?;
     let (first, last) = block_ports(lo, hi, size, b);
     let port = ports.take(want, first, last, first)?;
     if let (Some(o), Some(u)) = (blocks.owner.get_mut(b), blocks.used.get_mut(b)) {

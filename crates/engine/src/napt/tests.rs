@@ -279,3 +279,60 @@ fn a_host_takes_a_second_block_when_its_first_is_full_and_none_when_all_are_take
     });
     assert_eq!(other, None, "a block given to a second host");
 }
+
+#[test]
+fn a_freed_block_waits_its_hold_before_another_host_takes_it() {
+    // One pool address, one block of 64 ports: host A holds it, its session expires (UDP
+    // 300 s), and with a 120 s hold host B gets it only 120 s after it was freed.
+    for hold in [0u32, 120] {
+        let mut n: Napt<u32> = Napt::new(
+            NaptConfig {
+                mode: Nat44Mode::Napt,
+                filtering: Filtering::EndpointIndependent,
+                ports: (1024, 1087),
+                timeouts: Timeouts::default(),
+                limits: Limits {
+                    port_block_size: 64,
+                    port_block_hold: hold,
+                    ..Limits::default()
+                },
+                inbound_refresh: true,
+                det: None,
+            },
+            &["198.19.0.7/32".parse().unwrap()],
+            1,
+        );
+        let mut c = Counters::default();
+        let a = Endpoint {
+            addr: 0xc612_0001,
+            port: 5000,
+        };
+        let b = Endpoint {
+            addr: 0xc612_0002,
+            port: 5000,
+        };
+        let t = Time::from_secs(1);
+        assert!(n.outbound(t, Proto::Udp, a, REMOTE, 0, &mut c).is_ok());
+        assert_eq!(
+            n.outbound(t, Proto::Udp, b, REMOTE, 0, &mut c).err(),
+            Some(crate::DropReason::PoolExhausted),
+            "the one block is A's"
+        );
+        let freed = Time::from_secs(400);
+        while n.expire(freed, 1024, &mut c) > 0 {}
+        let soon = freed.plus_secs(60);
+        let later = freed.plus_secs(120);
+        let got_soon = n.outbound(soon, Proto::Udp, b, REMOTE, 0, &mut c);
+        if hold == 0 {
+            assert!(got_soon.is_ok(), "no hold: free at once");
+            continue;
+        }
+        assert_eq!(
+            got_soon.err(),
+            Some(crate::DropReason::PoolExhausted),
+            "held for 120 s"
+        );
+        let e = n.outbound(later, Proto::Udp, b, REMOTE, 0, &mut c).unwrap();
+        assert!((1024..=1087).contains(&e.port));
+    }
+}
