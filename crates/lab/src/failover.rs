@@ -65,7 +65,10 @@ const PAYLOAD: usize = 32;
 pub const MAX_FLOWS: usize = 1000;
 pub const MAX_NEW_RATE: f64 = 200_000.0;
 /// Seconds each new-session rate is measured for.
-const SYNC_WINDOW: f64 = 2.0;
+const SYNC_WINDOW: f64 = 1.0;
+/// Source sockets of the new sessions: NEW_SOCKETS x NEW_SPAN distinct 5-tuples before one
+/// repeats (more than `[limits] max_sessions`).
+const NEW_SOCKETS: usize = 32;
 
 /// The device pair under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -206,6 +209,10 @@ auto_routes = true
 inside = ["198.18.0.0/24"]
 pool = ["{POOL}/32"]
 mode = "napt"
+
+[limits]
+# Every new session of the lab comes from the one client host.
+max_sessions_per_host = 1000000
 
 [control]
 socket = "{socket}"
@@ -1008,9 +1015,13 @@ impl Traffic {
         let (sh, ns, rtx) = (shared.clone(), t.cli.clone(), ready_tx);
         threads.push(std::thread::spawn(move || -> Result<()> {
             let s = sys::enter_netns(&ns).and_then(|_| {
-                let s = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
-                s.set_nonblocking(true)?;
-                Ok(s)
+                (0..NEW_SOCKETS)
+                    .map(|_| {
+                        let s = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
+                        s.set_nonblocking(true)?;
+                        Ok(s)
+                    })
+                    .collect::<Result<Vec<_>>>()
             });
             let s = ready(s, &rtx)?;
             new_sessions(&s, &sh, deadline)
@@ -1209,9 +1220,9 @@ fn run_flows(
     }
 }
 
-/// One datagram per new session (a new destination port each), at the shared rate, sent in
-/// 1 ms rounds of at most 1,000.
-fn new_sessions(sock: &UdpSocket, sh: &Shared, deadline: Instant) -> Result<()> {
+/// One datagram per new session (a new destination port each, then the next source socket),
+/// at the shared rate, sent in 1 ms rounds of at most 1,000.
+fn new_sessions(socks: &[UdpSocket], sh: &Shared, deadline: Instant) -> Result<()> {
     let mut k: u64 = 0;
     let mut owed = 0.0f64;
     let mut last = Instant::now();
@@ -1224,6 +1235,7 @@ fn new_sessions(sock: &UdpSocket, sh: &Shared, deadline: Instant) -> Result<()> 
         last = now;
         while owed >= 1.0 {
             let port = NEW_BASE + (k % u64::from(NEW_SPAN)) as u16;
+            let sock = &socks[(k / u64::from(NEW_SPAN)) as usize % socks.len()];
             if sock.send_to(&data, SocketAddrV4::new(SRV, port)).is_ok() {
                 sh.new_sent.fetch_add(1, Ordering::SeqCst);
             }
@@ -1349,6 +1361,9 @@ pub struct Outcome {
     pub iperf_retransmits: Option<u64>,
     pub new_sent: u64,
     pub new_arrived: u64,
+    /// New sessions sent after the failure, and how many of them reached the server.
+    pub new_sent_after: u64,
+    pub new_arrived_after: u64,
     /// Sessions the standby held as copies just before the failure (xlat: installed minus
     /// removed; conntrackd: its external cache's active entries).
     pub standby_entries: Option<u64>,
@@ -1566,6 +1581,7 @@ pub fn run_one(o: &FailOpts, dev: Dev, v: Variant) -> Result<Outcome> {
     }
     sys::check_stop()?;
     out.standby_entries = t.standby_entries();
+    let (sent0, arrived0) = (tr.new_sent(), t.nft_counter(&srv));
     // The failure.
     let kill_unix = unix_now();
     let kill = tr.now();
@@ -1596,6 +1612,9 @@ pub fn run_one(o: &FailOpts, dev: Dev, v: Variant) -> Result<Outcome> {
     let flows = tr.finish()?;
     out.flows = analyse(&flows, kill);
     out.new_arrived = t.nft_counter(&srv);
+    // The counter was read after the failure began: datagrams in flight then count as after.
+    out.new_sent_after = out.new_sent.saturating_sub(sent0);
+    out.new_arrived_after = out.new_arrived.saturating_sub(arrived0);
     // The TCP transfers end by themselves (bounded by their own time limits).
     let st = t.wait_proc("curl", Duration::from_secs_f64(total * 3.0 + 25.0));
     let sum = |p: &Path| -> Option<String> {
@@ -1693,6 +1712,8 @@ pub fn experiments(outs: &[Outcome], o: &FailOpts) -> Vec<Experiment> {
             m.insert("standby_entries".into(), one(v as f64));
         }
         m.insert("new_arrived".into(), one(x.new_arrived as f64));
+        m.insert("new_sent_after".into(), one(x.new_sent_after as f64));
+        m.insert("new_arrived_after".into(), one(x.new_arrived_after as f64));
         if let Some(s) = x.sync.first() {
             if let Some(b) = s.bytes_per_event {
                 m.insert("sync_bytes_per_event".into(), one(b));
@@ -1752,7 +1773,7 @@ pub fn experiments(outs: &[Outcome], o: &FailOpts) -> Vec<Experiment> {
          vrrp_ms = failure to b's notify_master hook starting (keepalived's detection); \
          takeover_ms = that hook's run time (the gateway's own part); tcp_resets = RSTs the \
          client received (an nft counter); new_arrived = new-session datagrams the server \
-         received (an nft counter).",
+         received (an nft counter), _after = of those sent after the failure.",
         o.flows, o.flow_pps, o.new_rates[0]
     );
     let sync_method = format!(

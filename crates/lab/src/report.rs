@@ -132,8 +132,8 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("tcp_resets", "TCP resets"),
             ("download_ok", "download ok"),
             ("iperf3_ok", "iperf3 ok"),
-            ("new_arrived", "new sessions through"),
-            ("new_sent", "new sessions sent"),
+            ("new_arrived_after", "new after failure: through"),
+            ("new_sent_after", "new after failure: sent"),
         ],
         "failover-sync" => vec![
             ("new_per_s", "new sessions/s sent"),

@@ -466,6 +466,9 @@ fn lab_smoke_failover() {
         "{x}"
     );
     assert!(m(&x, "udp_lost_after") < m(&x, "udp_sent_after"), "{x}");
+    // New sessions kept arriving, and the new active let them through.
+    assert!(m(&x, "new_arrived_after") > 0.0, "{x}");
+    assert!(m(&x, "new_arrived_after") <= m(&x, "new_sent_after"), "{x}");
     let k = row(&fo, "kernel-nat44 (kill)");
     assert_eq!(m(&k, "established"), 10.0, "{k}");
     assert!(m(&k, "established_lost") <= 10.0, "{k}");
