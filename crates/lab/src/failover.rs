@@ -55,14 +55,16 @@ const IPERF_PORT: u16 = 5201;
 /// New sessions go to destination ports NEW_BASE .. NEW_BASE + NEW_SPAN.
 const NEW_BASE: u16 = 20000;
 const NEW_SPAN: u16 = 40000;
-/// The UDP flows' source ports start here.
-const FLOW_PORT: u16 = 40000;
+/// The UDP flows' source ports start here: below 1024, outside xlat's `[nat44] ports`, so
+/// xlat chooses their outside ports (the kernel keeps a free one unless `random`), and only a
+/// standby that holds the session sends them on from the same outside port.
+const FLOW_PORT: u16 = 100;
 const SYNC_PORT: u16 = 4790;
 const CONNTRACKD_PORT: u16 = 3780;
 const KEY: &str = "xlat-lab-failover-shared-key-0123456789";
 const MAGIC: [u8; 4] = *b"XFO1";
 const PAYLOAD: usize = 32;
-pub const MAX_FLOWS: usize = 1000;
+pub const MAX_FLOWS: usize = 900;
 pub const MAX_NEW_RATE: f64 = 200_000.0;
 /// Seconds each new-session rate is measured for.
 const SYNC_WINDOW: f64 = 1.0;
@@ -77,6 +79,9 @@ pub enum Dev {
     Xlat,
     /// nftables snat, conntrackd FTFW.
     Kernel,
+    /// The same with `snat ... random`: the outside port is chosen at random, so a gateway
+    /// that does not hold the session picks another one.
+    KernelRandom,
 }
 
 impl Dev {
@@ -84,13 +89,21 @@ impl Dev {
         match self {
             Dev::Xlat => "xlat-nat44",
             Dev::Kernel => "kernel-nat44",
+            Dev::KernelRandom => "kernel-nat44-random",
         }
+    }
+    /// The kernel's NAT with conntrackd.
+    pub fn kernel(self) -> bool {
+        self != Dev::Xlat
     }
     pub fn parse(s: &str) -> Result<Dev> {
         match s {
             "xlat-nat44" => Ok(Dev::Xlat),
             "kernel-nat44" => Ok(Dev::Kernel),
-            _ => bail!("failover: unknown device {s:?}; known: xlat-nat44, kernel-nat44"),
+            "kernel-nat44-random" => Ok(Dev::KernelRandom),
+            _ => bail!(
+                "failover: unknown device {s:?}; known: xlat-nat44, kernel-nat44, kernel-nat44-random"
+            ),
         }
     }
 }
@@ -236,10 +249,12 @@ fn sync_addrs(k: usize) -> (Ipv4Addr, Ipv4Addr) {
     }
 }
 
-/// The kernel device's NAT: inside hosts leaving by the outside link get the pool address.
-pub fn nft_snat() -> String {
+/// The kernel device's NAT: inside hosts leaving by the outside link get the pool address
+/// (`random`: and a random port, not their own when it is free).
+pub fn nft_snat(random: bool) -> String {
     format!(
-        "table ip xlatlab {{\n  chain post {{\n    type nat hook postrouting priority srcnat; policy accept;\n    oifname \"out\" ip saddr 198.18.0.0/24 snat to {POOL}\n  }}\n}}\n"
+        "table ip xlatlab {{\n  chain post {{\n    type nat hook postrouting priority srcnat; policy accept;\n    oifname \"out\" ip saddr 198.18.0.0/24 snat to {POOL}{}\n  }}\n}}\n",
+        if random { " random" } else { "" }
     )
 }
 
@@ -318,7 +333,7 @@ pub fn notify_script(dev: Dev, k: usize, dir: &Path, xlat: &Path, socket: &Path)
                 format!("{x} standby --socket {s}"),
             )
         }
-        Dev::Kernel => {
+        Dev::Kernel | Dev::KernelRandom => {
             let c = format!(
                 "conntrackd -C {}",
                 dir.join(format!("conntrackd-{k}.conf")).display()
@@ -456,7 +471,7 @@ impl Testbed {
             bail!("failover needs root (network namespaces, TUN devices): run it with sudo");
         }
         let mut need = vec!["ip", "keepalived", "curl", "python3", "sha256sum", "nft"];
-        if dev == Dev::Kernel {
+        if dev.kernel() {
             need.push("conntrackd");
         }
         let missing: Vec<&str> = need.into_iter().filter(|p| !sys::have(p)).collect();
@@ -661,8 +676,8 @@ impl Testbed {
                     std::thread::sleep(Duration::from_millis(50));
                 }
             }
-            Dev::Kernel => {
-                sys::nft_load(&g, &nft_snat(), &self.dir)?;
+            Dev::Kernel | Dev::KernelRandom => {
+                sys::nft_load(&g, &nft_snat(self.dev == Dev::KernelRandom), &self.dir)?;
                 let conf = self.dir.join(format!("conntrackd-{k}.conf"));
                 std::fs::write(&conf, conntrackd_config(k, &self.dir))?;
                 let _ = std::fs::remove_file(self.dir.join(format!("conntrackd-{k}.lock")));
@@ -824,7 +839,7 @@ impl Testbed {
                 }
                 (sync, Some(rest))
             }
-            Dev::Kernel => (
+            Dev::Kernel | Dev::KernelRandom => (
                 self.pid(&format!("conntrackd-{k}"))
                     .and_then(sys::proc_cpu_ns)
                     .unwrap_or(0),
@@ -846,7 +861,7 @@ impl Testbed {
         if v == Variant::Kill {
             let own = match self.dev {
                 Dev::Xlat => "xlat-0",
-                Dev::Kernel => "conntrackd-0",
+                Dev::Kernel | Dev::KernelRandom => "conntrackd-0",
             };
             self.kill_proc(own);
             self.kill_proc("keepalived-0");
@@ -867,7 +882,7 @@ impl Testbed {
                         .saturating_sub(c["removed"].as_u64()?),
                 )
             }
-            Dev::Kernel => {
+            Dev::Kernel | Dev::KernelRandom => {
                 let c = self.dir.join("conntrackd-1.conf").display().to_string();
                 let s = sys::ns_ok(&self.gw[1], &["conntrackd", "-C", &c, "-s"]).ok()?;
                 let _ = std::fs::write(self.dir.join("b-conntrackd-stats-before.txt"), &s);
@@ -1254,9 +1269,12 @@ fn new_sessions(socks: &[UdpSocket], sh: &Shared, deadline: Instant) -> Result<(
 pub struct FlowOutcome {
     /// Flows older than 1 s at the failure.
     pub established: usize,
-    /// Of those, flows with no reply to anything sent in the last second of sending.
+    /// Of those, flows lost: stopped or remapped (the session the server knew, its outside
+    /// endpoint, sends nothing more either way).
     pub established_lost: usize,
-    /// Of those, flows the server saw from another outside endpoint after the failure.
+    /// Flows with no reply to anything sent in the last second of sending.
+    pub established_stopped: usize,
+    /// Flows the server saw from another outside endpoint after the failure.
     pub established_remapped: usize,
     /// The longest silence of a flow across the failure, ms: the largest gap between two
     /// consecutive replies it received from half a second before the failure on (flows not
@@ -1300,19 +1318,23 @@ pub fn analyse(flows: &[FlowRecord], kill: f64) -> FlowOutcome {
                 tail_replied = true;
             }
         }
+        let before = r.sources.iter().rev().find(|s| s.0 < kill).map(|s| &s.1);
+        let remapped = r
+            .sources
+            .iter()
+            .any(|s| s.0 >= kill && Some(&s.1) != before);
+        if remapped {
+            o.established_remapped += 1;
+        }
         if !tail_replied {
-            o.established_lost += 1;
+            o.established_stopped += 1;
         } else {
             got.sort_by(|a, b| a.total_cmp(b));
             let gap = got.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
             gaps.push(gap * 1e3);
         }
-        let before = r.sources.iter().rev().find(|s| s.0 < kill).map(|s| &s.1);
-        if r.sources
-            .iter()
-            .any(|s| s.0 >= kill && Some(&s.1) != before)
-        {
-            o.established_remapped += 1;
+        if remapped || !tail_replied {
+            o.established_lost += 1;
         }
     }
     if !gaps.is_empty() {
@@ -1342,6 +1364,9 @@ pub struct SyncSample {
     pub cpu_pct_of_datapath: Option<f64>,
     /// xlat's events_dropped in the window.
     pub events_dropped: Option<u64>,
+    /// xlat's datagrams_sent and datagrams_resent in the window (bytes_sent counts both).
+    pub datagrams_sent: Option<u64>,
+    pub datagrams_resent: Option<u64>,
 }
 
 /// One device/variant run.
@@ -1433,7 +1458,9 @@ fn measure_sync(t: &Testbed, tr: &Traffic, rate: f64) -> Result<SyncSample> {
             _ => None,
         },
         // Frames minus Ethernet, IPv4 and UDP headers.
-        Dev::Kernel => (new > 0).then(|| lb.saturating_sub(42 * lp) as f64 / new as f64),
+        Dev::Kernel | Dev::KernelRandom => {
+            (new > 0).then(|| lb.saturating_sub(42 * lp) as f64 / new as f64)
+        }
     };
     let cpu = c1.0.saturating_sub(c0.0) as f64;
     let data = match (c0.1, c1.1) {
@@ -1450,6 +1477,8 @@ fn measure_sync(t: &Testbed, tr: &Traffic, rate: f64) -> Result<SyncSample> {
         cpu_pct: 100.0 * cpu / (secs * 1e9),
         cpu_pct_of_datapath: data.map(|d| 100.0 * cpu / d),
         events_dropped: d(&x0, &x1, "events_dropped"),
+        datagrams_sent: d(&x0, &x1, "datagrams_sent"),
+        datagrams_resent: d(&x0, &x1, "datagrams_resent"),
     })
 }
 
@@ -1587,8 +1616,20 @@ pub fn run_one(o: &FailOpts, dev: Dev, v: Variant) -> Result<Outcome> {
     let kill = tr.now();
     t.fail_active(v)?;
     let took = t.wait_state(1, "master", kill_unix - 0.05, Duration::from_secs(10));
-    if let Err(e) = &took {
-        out.notes.push(format!("{e:#}"));
+    let left = total - tr.now();
+    if left > 0.0 {
+        sys::sleep_interruptible(Duration::from_secs_f64(left));
+    }
+    out.new_sent = tr.new_sent();
+    let flows = tr.finish()?;
+    // A hook still running (conntrackd's commit) gets 30 s more to finish.
+    if took.is_err() {
+        match t.wait_state(1, "master", kill_unix - 0.05, Duration::from_secs(30)) {
+            Ok(()) => out
+                .notes
+                .push("b's notify_master hook ran for more than 10 s".into()),
+            Err(e) => out.notes.push(format!("{e:#}")),
+        }
     }
     let log = t.notify_log(1);
     let begin = log
@@ -1604,12 +1645,6 @@ pub fn run_one(o: &FailOpts, dev: Dev, v: Variant) -> Result<Outcome> {
         (Some(b), Some(e)) => Some((e - b).max(0.0) * 1e3),
         _ => None,
     };
-    let left = total - tr.now();
-    if left > 0.0 {
-        sys::sleep_interruptible(Duration::from_secs_f64(left));
-    }
-    out.new_sent = tr.new_sent();
-    let flows = tr.finish()?;
     out.flows = analyse(&flows, kill);
     out.new_arrived = t.nft_counter(&srv);
     // The counter was read after the failure began: datagrams in flight then count as after.
@@ -1678,6 +1713,10 @@ pub fn experiments(outs: &[Outcome], o: &FailOpts) -> Vec<Experiment> {
         let f = &x.flows;
         m.insert("established".into(), one(f.established as f64));
         m.insert("established_lost".into(), one(f.established_lost as f64));
+        m.insert(
+            "established_stopped".into(),
+            one(f.established_stopped as f64),
+        );
         m.insert(
             "established_remapped".into(),
             one(f.established_remapped as f64),
@@ -1749,6 +1788,9 @@ pub fn experiments(outs: &[Outcome], o: &FailOpts) -> Vec<Experiment> {
             if let Some(v) = s.events_dropped {
                 m.insert("events_dropped".into(), one(v as f64));
             }
+            if let Some(v) = s.datagrams_resent {
+                m.insert("datagrams_resent".into(), one(v as f64));
+            }
             sync_rows.push(Row {
                 device: x.device.clone(),
                 size: "UDP".into(),
@@ -1767,8 +1809,9 @@ pub fn experiments(outs: &[Outcome], o: &FailOpts) -> Vec<Experiment> {
          (sha256 compared) and an iperf3 stream, all older than 1 s at the failure; new sessions \
          (one datagram to a new destination port) keep arriving at {} /s. kill = the active's \
          processes SIGKILLed and its links down; link-down = its links down only. \
-         established_lost = flows with no reply in the last second of sending; remapped = flows \
-         the server saw from another outside endpoint after the failure; failover_ms = the \
+         established_lost = flows stopped (no reply in the last second of sending) or remapped \
+         (the server saw them from another outside endpoint after the failure: the session it \
+         knew ended); failover_ms = the \
          longest time from the failure to a flow's first echo of a datagram sent after it; \
          vrrp_ms = failure to b's notify_master hook starting (keepalived's detection); \
          takeover_ms = that hook's run time (the gateway's own part); tcp_resets = RSTs the \
@@ -1812,7 +1855,7 @@ pub fn opts_from(o: &crate::RunOpts, dir: PathBuf) -> Result<FailOpts> {
             .iter()
             .map(|d| Dev::parse(d))
             .collect::<Result<Vec<_>>>()?,
-        None => vec![Dev::Xlat, Dev::Kernel],
+        None => vec![Dev::Xlat, Dev::Kernel, Dev::KernelRandom],
     };
     let variants = match &o.variants {
         Some(v) => v
@@ -1957,8 +2000,10 @@ mod tests {
         ];
         let o = analyse(&flows, 2.0);
         assert_eq!(o.established, 3);
-        assert_eq!(o.established_lost, 1);
+        assert_eq!(o.established_stopped, 1);
         assert_eq!(o.established_remapped, 1);
+        // The remapped flow is lost to the server too.
+        assert_eq!(o.established_lost, 2);
         // Last reply before the failure at 1.91, the next at 2.31.
         let g = o.failover_ms.unwrap();
         assert!((g - 400.0).abs() < 1e-6, "{g}");
@@ -2070,6 +2115,7 @@ mod tests {
         assert!(n.contains("-c; ") && n.contains("-n"));
         let k = keepalived_config(0, Path::new("/tmp/f/notify-0.sh"));
         assert!(k.contains("priority 150") && k.contains("advert_int 0.1"));
-        assert!(nft_snat().contains("snat to 198.19.0.100"));
+        assert!(nft_snat(false).ends_with("snat to 198.19.0.100\n  }\n}\n"));
+        assert!(nft_snat(true).contains("snat to 198.19.0.100 random\n"));
     }
 }

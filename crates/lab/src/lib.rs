@@ -257,7 +257,7 @@ pub const STUDIES: &[(&str, &str)] = &[
 ];
 
 /// `xlat lab list`'s line for failover (its own testbed: two gateways with keepalived).
-pub const FAILOVER: &str = "an active/standby NAT44 pair with keepalived loses its active under established UDP flows, a download and iperf3: xlat [sync] vs kernel NAT + conntrackd (--variants kill,link-down --flows 50 --new-rates 1000,10000)";
+pub const FAILOVER: &str = "an active/standby NAT44 pair with keepalived loses its active under established UDP flows, a download and iperf3: xlat [sync] vs kernel NAT + conntrackd, ports kept or random (--devices xlat-nat44,kernel-nat44,kernel-nat44-random --variants kill,link-down --flows 50 --new-rates 1000,10000)";
 
 /// Defaults that a plan sets and the command line may override.
 #[derive(Debug, Clone)]

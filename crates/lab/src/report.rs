@@ -124,6 +124,7 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("established", "established flows"),
             ("standby_entries", "standby held"),
             ("established_lost", "established lost"),
+            ("established_stopped", "stopped"),
             ("established_remapped", "remapped"),
             ("failover_ms", "failover (ms)"),
             ("vrrp_ms", "VRRP part (ms)"),
@@ -143,6 +144,7 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("sync_cpu_pct", "sync CPU % of a core"),
             ("sync_cpu_pct_of_datapath", "sync CPU % of data path"),
             ("events_dropped", "events dropped"),
+            ("datagrams_resent", "datagrams resent"),
         ],
         "http" => vec![
             ("requests_per_s", "requests/s"),

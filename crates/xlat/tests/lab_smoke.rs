@@ -408,6 +408,8 @@ fn lab_smoke_failover() {
         &[
             "run",
             "failover",
+            "--devices",
+            "xlat-nat44,kernel-nat44",
             "--variants",
             "kill",
             "--flows",
