@@ -10,7 +10,7 @@
 //!
 //! keepalived (VRRP v3, 100 ms adverts, unicast over the inside LAN) runs in both gateways and
 //! owns the two virtual addresses; its notify hook is a script the lab writes, which stamps
-//! the time and then runs the device's takeover. Two devices are measured the same way:
+//! the time and then runs the device's takeover. Three devices are measured the same way:
 //!
 //! - `xlat-nat44`: `xlat run` with `[sync]` over the sync link; the hook runs
 //!   `xlat sync role active|standby`.
@@ -18,6 +18,8 @@
 //!   keeping the standby's external cache, and the hook of conntrackd's primary-backup.sh:
 //!   `-c` commit, `-f` flush, `-R` resync, `-B` bulk send when it becomes master; `-t`
 //!   shorten timers and `-n` request a resync when it becomes backup.
+//! - `kernel-nat44-random`: the same with `snat ... random`, so a gateway without the session
+//!   picks another outside port.
 //!
 //! Workload: N UDP flows (distinct source ports, a numbered datagram per flow every interval,
 //! echoed by the server), a rate-limited HTTP download (sha256 checked) and an iperf3 TCP
@@ -759,7 +761,9 @@ impl Testbed {
             }
             if start.elapsed() > limit || sys::stopped() {
                 bail!(
-                    "gateway {k} did not become {state} within {limit:?}; keepalived said:\n{}",
+                    "gateway {k}'s notify hook for {state} did not finish within {limit:?}; its log:\n{}\nkeepalived said:\n{}",
+                    std::fs::read_to_string(self.dir.join(format!("notify-{k}.log")))
+                        .unwrap_or_default(),
                     tail(&self.log(&format!("keepalived-{k}")), 15)
                 );
             }
