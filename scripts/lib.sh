@@ -3,10 +3,11 @@
 # Debian packages the demo and the end-to-end tests call. prometheus brings `promtool check
 # metrics`; chromium and chromium-driver load the live page in e2e_metrics (about 70 s to
 # install on a fresh machine); systemd brings `systemd-analyze verify` for the packaged unit;
-# tshark and nfdump (nfcapd) decode and collect the IPFIX export in e2e_ipfix.
+# tshark and nfdump (nfcapd) decode and collect the IPFIX export in e2e_ipfix; conntrackd syncs
+# the kernel NAT pair of `xlat lab run failover`.
 XLAT_PKGS=(iproute2 iputils-ping nftables ethtool iperf3 apache2-utils tcpdump socat curl python3 procps coreutils
            unbound bind9-dnsutils tayga clang-14 libbpf-dev conntrack prometheus chromium chromium-driver systemd
-           tshark nfdump keepalived vsftpd bird2)
+           tshark nfdump keepalived conntrackd vsftpd bird2)
 
 die() { echo "error: $*" >&2; exit 1; }
 say() { echo "==> $*" >&2; }

@@ -11,6 +11,7 @@ pub mod afpacket;
 pub mod churn;
 pub mod device;
 pub mod experiments;
+pub mod failover;
 pub mod packet;
 pub mod progress;
 pub mod report;
@@ -98,10 +99,13 @@ pub struct RunOpts {
     #[arg(long, value_delimiter = ',')]
     pub sessions: Option<Vec<u32>>,
     /// Fixed offered load in packets/s for cpu and latency-vs-sessions; churn: the
-    /// established flows' rate (default 100,000).
+    /// established flows' rate (default 100,000); failover: datagrams/s of each UDP flow
+    /// (default 100).
     #[arg(long)]
     pub rate: Option<f64>,
-    /// churn: new flows per second to step through, comma-separated (one frame each).
+    /// churn: new flows per second to step through, comma-separated (one frame each);
+    /// failover: new sessions/s to measure sync at (default 1000,10000), the first kept
+    /// through the failure.
     #[arg(long, value_delimiter = ',')]
     pub new_rates: Option<Vec<f64>>,
     /// Search resolution in percent of the ceiling.
@@ -156,6 +160,10 @@ pub struct RunOpts {
     /// node and the router; the default when bird is installed) or `static`.
     #[arg(long, value_parser = ["bgp", "static"])]
     pub routing: Option<String>,
+    /// failover: how the active fails, comma-separated: `kill` (its processes SIGKILLed and
+    /// its links down) and/or `link-down` (its links down only). Default both.
+    #[arg(long, value_delimiter = ',')]
+    pub variants: Option<Vec<String>>,
 }
 
 /// Runs `xlat lab`. Output goes to stdout; progress to stderr.
@@ -177,7 +185,19 @@ pub fn main(args: LabArgs) -> Result<()> {
         }
         LabCmd::Run { experiment, opts } => {
             if experiment == "scale-out" {
+                if opts.variants.is_some() {
+                    bail!("--variants is an option of failover only");
+                }
                 return scaleout::main_run(&opts).map(|_| ());
+            }
+            if experiment == "failover" {
+                if opts.nodes.is_some() || opts.subscribers.is_some() || opts.routing.is_some() {
+                    bail!("--nodes, --subscribers and --routing are options of scale-out only");
+                }
+                return failover::main_run(&opts).map(|_| ());
+            }
+            if opts.variants.is_some() {
+                bail!("--variants is an option of failover only");
             }
             if opts.nodes.is_some() || opts.subscribers.is_some() || opts.routing.is_some() {
                 bail!("--nodes, --subscribers and --routing are options of scale-out only");
@@ -213,6 +233,7 @@ pub fn list_text() -> String {
         s.push_str(&format!("  {n:<22} {d}\n"));
     }
     s.push_str(&format!("  {:<22} {}\n", "scale-out", SCALE_OUT));
+    s.push_str(&format!("  {:<22} {}\n", "failover", FAILOVER));
     s.push_str("\nDevices (--devices a,b,c):\n");
     for (n, d) in device::DEVICES {
         s.push_str(&format!("  {n:<22} {d}\n"));
@@ -234,6 +255,9 @@ pub const STUDIES: &[(&str, &str)] = &[
     ("s4", "slimming kernel NAT: loss vs load at 64 B on 100 Mb/s, no hooks / NAT / default firewall"),
     ("s5", "NAT impact: latency vs entries, throughput at 1000 entries, memory per entry, CPU, entry creation rate"),
 ];
+
+/// `xlat lab list`'s line for failover (its own testbed: two gateways with keepalived).
+pub const FAILOVER: &str = "an active/standby NAT44 pair with keepalived loses its active under established UDP flows, a download and iperf3: xlat [sync] vs kernel NAT + conntrackd, ports kept or random (--devices xlat-nat44,kernel-nat44,kernel-nat44-random --variants kill,link-down --flows 50 --new-rates 1000,10000)";
 
 /// Defaults that a plan sets and the command line may override.
 #[derive(Debug, Clone)]

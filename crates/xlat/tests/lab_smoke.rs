@@ -395,3 +395,105 @@ fn lab_smoke_churn() {
     assert!(stdout.contains("churn"), "{stdout}");
     run.finish();
 }
+
+/// `xlat lab run failover`, short: both devices, the active killed once. xlat must keep
+/// every established flow and the download; the kernel + conntrackd pair is only checked for
+/// having measured (what it loses is what the experiment is for).
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn lab_smoke_failover() {
+    require_root();
+    let mut run = lab_run(
+        "failover",
+        &[
+            "run",
+            "failover",
+            "--devices",
+            "xlat-nat44,kernel-nat44",
+            "--variants",
+            "kill",
+            "--flows",
+            "10",
+            "--new-rates",
+            "500",
+            "--duration",
+            "2",
+        ],
+    );
+    // failover names its namespaces x<pid hex>f<counter>-...
+    let pid = run
+        .prefix
+        .strip_prefix('l')
+        .unwrap()
+        .strip_suffix("0-")
+        .unwrap();
+    run.prefix = format!("x{pid}f");
+    let exp = |name: &str| {
+        run.r["experiments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} experiment: {}", run.r))
+            .clone()
+    };
+    let (fo, sync) = (exp("failover"), exp("failover-sync"));
+    let row = |e: &serde_json::Value, dev: &str| {
+        e["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["device"] == dev)
+            .unwrap_or_else(|| panic!("no row {dev}: {e}"))
+            .clone()
+    };
+    let m = |r: &serde_json::Value, k: &str| {
+        r["metrics"][k]["median"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no {k}: {r}"))
+    };
+    let x = row(&fo, "xlat-nat44 (kill)");
+    assert_eq!(m(&x, "established"), 10.0, "{x}");
+    assert_eq!(m(&x, "established_lost"), 0.0, "{x}");
+    assert_eq!(m(&x, "established_remapped"), 0.0, "{x}");
+    assert_eq!(m(&x, "download_ok"), 1.0, "{x}");
+    assert_eq!(m(&x, "tcp_resets"), 0.0, "{x}");
+    assert!(
+        m(&x, "standby_entries") >= 10.0,
+        "the standby held the flows: {x}"
+    );
+    let (f, v, g) = (m(&x, "failover_ms"), m(&x, "vrrp_ms"), m(&x, "takeover_ms"));
+    assert!(
+        f > 0.0 && f < 5000.0 && v > 0.0 && v < 5000.0 && (0.0..5000.0).contains(&g),
+        "{x}"
+    );
+    assert!(m(&x, "udp_lost_after") < m(&x, "udp_sent_after"), "{x}");
+    // New sessions kept arriving, and the new active let them through.
+    assert!(m(&x, "new_arrived_after") > 0.0, "{x}");
+    assert!(m(&x, "new_arrived_after") <= m(&x, "new_sent_after"), "{x}");
+    let k = row(&fo, "kernel-nat44 (kill)");
+    assert_eq!(m(&k, "established"), 10.0, "{k}");
+    assert!(m(&k, "established_lost") <= 10.0, "{k}");
+    assert!([0.0, 1.0].contains(&m(&k, "download_ok")), "{k}");
+    assert!(m(&k, "vrrp_ms") > 0.0 && m(&k, "takeover_ms") >= 0.0, "{k}");
+    assert!(
+        m(&k, "new_sent") > 0.0 && m(&k, "new_arrived") <= m(&k, "new_sent"),
+        "{k}"
+    );
+    for dev in ["xlat-nat44", "kernel-nat44"] {
+        let s = row(&sync, dev);
+        assert_eq!(s["x"].as_f64(), Some(500.0), "{s}");
+        assert!(m(&s, "new_per_s") > 100.0, "{s}");
+        assert!(
+            m(&s, "sync_pps") > 0.0,
+            "{dev} sent nothing on the sync link: {s}"
+        );
+        let b = m(&s, "sync_bytes_per_event");
+        assert!(b > 5.0 && b < 1500.0, "{s}");
+        assert!(m(&s, "sync_cpu_pct") >= 0.0, "{s}");
+    }
+    assert_eq!(m(&row(&sync, "xlat-nat44"), "events_dropped"), 0.0);
+    assert!(run.stdout.contains("established lost"), "{}", run.stdout);
+    assert!(run.dir.join("outcome.json").is_file());
+    run.finish();
+}
