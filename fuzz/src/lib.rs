@@ -48,6 +48,7 @@ fn limits() -> Limits {
         max_fragment_flows: 16,
         max_fragments_held: 8,
         port_block_size: 0,
+        port_block_hold: 0,
     }
 }
 
@@ -85,8 +86,13 @@ fn nat44(v: u8) -> Nat44Config {
         // Port blocks of 8 (NAPT only), so a block fills and a second one is taken.
         limits: Limits {
             port_block_size: if v % 4 < 2 && v & 0x80 != 0 { 8 } else { 0 },
+            // Freed blocks held 30 s on odd variants (the trace's clock passes it).
+            port_block_hold: u32::from(v & 0x01) * 30,
             ..limits()
         },
+        // Deterministic NAT (RFC 7422) where it can be on: NAPT, the whole port range, no
+        // port blocks or forwarding -- 256 inside addresses, 252 ports each.
+        deterministic: v % 4 == 1 && v & 0xd0 == 0,
         verify_ip_checksum: v & 0x20 != 0,
         // The FTP ALG (`alg = ["ftp"]`) on its control connections (TCP port 21).
         alg_ftp: v & 0x08 != 0,
