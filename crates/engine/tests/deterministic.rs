@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{a4, echo, ip4, tcp, udp};
+use common::{a4, echo, ip4, reply, tcp, udp};
 use xlat_engine::deterministic::Deterministic;
 use xlat_engine::events::{EventKind, StateEvent};
 use xlat_engine::shard::Shards;
@@ -47,22 +47,6 @@ fn outside(p: &[u8]) -> (u32, u16) {
         _ => u16::from_be_bytes([p[20], p[21]]),
     };
     (addr, port)
-}
-
-/// The remote's answer to translated packet `out`.
-fn reply(out: &[u8]) -> Vec<u8> {
-    let (src, dst) = (
-        <[u8; 4]>::try_from(&out[16..20]).unwrap(),
-        <[u8; 4]>::try_from(&out[12..16]).unwrap(),
-    );
-    let sport = u16::from_be_bytes([out[20], out[21]]);
-    let dport = u16::from_be_bytes([out[22], out[23]]);
-    let l4 = match out[9] {
-        17 => udp(dport, sport, &[7; 8]),
-        6 => tcp(dport, sport, 0x12),
-        _ => echo(0, u16::from_be_bytes([out[24], out[25]]), 1, &[7; 8]),
-    };
-    ip4(src, dst, out[9], l4, 64, 0, 1)
 }
 
 fn packets(h: [u8; 4], port: u16) -> [Vec<u8>; 3] {

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{a4, a6, echo, frags4, frags6, ip4, ip6, raw4, tcp, udp};
+use common::{a4, a6, echo, frags4, frags6, ip4, ip6, raw4, reply, tcp, udp};
 use xlat_engine::shard::{owner, slice, Shards};
 use xlat_engine::*;
 
@@ -90,20 +90,6 @@ fn config() -> EngineConfig {
         seed: 9,
         ..EngineConfig::default()
     }
-}
-
-/// The reply to a translated IPv4 packet `out` (UDP, TCP or echo): addresses and ports
-/// swapped.
-fn reply(out: &[u8]) -> Vec<u8> {
-    let (src, dst) = (a4_of(&out[12..16]), a4_of(&out[16..20]));
-    let sport = u16::from_be_bytes([out[20], out[21]]);
-    let dport = u16::from_be_bytes([out[22], out[23]]);
-    let l4 = match out[9] {
-        17 => udp(dport, sport, &[7; 8]),
-        6 => tcp(dport, sport, 0x12),
-        _ => echo(0, u16::from_be_bytes([out[24], out[25]]), 1, &[7; 8]),
-    };
-    ip4(dst, src, out[9], l4, 64, 0, 1)
 }
 
 fn a4_of(b: &[u8]) -> [u8; 4] {

@@ -652,19 +652,32 @@ pub fn execute(plan: Plan, o: &RunOpts) -> Result<PathBuf> {
     outcome.map(|_| dir)
 }
 
-fn finish(dir: &Path, res: &RunResults) -> Result<()> {
+/// Writes a run's results.json and report (md, html, plots) into `dir` and prints the
+/// report; names outcome.json too when the experiment saved one ([`save_outcome`]).
+pub(crate) fn finish(dir: &Path, res: &RunResults) -> Result<()> {
     let p = dir.join("results.json");
     let text = serde_json::to_string_pretty(res).context("encoding results")?;
     std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?;
     report::write(dir, res)?;
     print!("{}", report::text(res));
+    let outcome = match dir.join("outcome.json").exists() {
+        true => " (and outcome.json)",
+        false => "",
+    };
     println!(
-        "\nresults: {}/results.json\nreport:  {}/report.md, {}/report.html",
+        "\nresults: {}/results.json{outcome}\nreport:  {}/report.md, {}/report.html",
         dir.display(),
         dir.display(),
         dir.display()
     );
     Ok(())
+}
+
+/// Writes an experiment's own record of what happened (`outcome.json`) into `dir`.
+pub(crate) fn save_outcome<T: serde::Serialize + ?Sized>(dir: &Path, outcome: &T) -> Result<()> {
+    let p = dir.join("outcome.json");
+    let text = serde_json::to_string_pretty(outcome).context("encoding the outcome")?;
+    std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))
 }
 
 #[cfg(test)]

@@ -1678,28 +1678,11 @@ pub fn main_run(o: &crate::RunOpts) -> Result<PathBuf> {
                 "steady state: {} of {} stream packets unanswered; buckets per nexthop id before {:?}, after the rejoin {:?}",
                 out.steady_lost, out.steady_sent, out.buckets_before, out.buckets_after_join
             ));
-            let p = dir.join("outcome.json");
-            std::fs::write(
-                &p,
-                serde_json::to_string_pretty(out).context("encoding the outcome")?,
-            )
-            .with_context(|| format!("writing {}", p.display()))?;
+            crate::save_outcome(&dir, out)?;
         }
         Err(e) => res.incomplete = Some(format!("{e:#}")),
     }
-    let p = dir.join("results.json");
-    std::fs::write(
-        &p,
-        serde_json::to_string_pretty(&res).context("encoding results")?,
-    )
-    .with_context(|| format!("writing {}", p.display()))?;
-    crate::report::write(&dir, &res)?;
-    print!("{}", crate::report::text(&res));
-    println!(
-        "\nresults: {}/results.json (and outcome.json)\nreport:  {}/report.md",
-        dir.display(),
-        dir.display()
-    );
+    crate::finish(&dir, &res)?;
     outcome.map(|_| dir)
 }
 

@@ -34,9 +34,9 @@ fn lines_with(t: &mut Topo, p: ProcId, words: &[&str]) -> Vec<String> {
         .collect()
 }
 
-#[test]
-#[ignore = "needs root: scripts/test.sh"]
-fn session_events_reach_a_syslog_collector_and_name_the_subscriber() {
+/// A topology whose OUT runs the syslog collector on OUT_ADDR:COLLECTOR_PORT and whose
+/// gateway logs every session to it: the topology, the collector, the xlat process.
+fn gateway_logging_to_a_collector() -> (Topo, ProcId, ProcId) {
     require_root();
     let mut t = Topo::new(Opts::default());
     let out = t.ns_out.clone();
@@ -51,7 +51,14 @@ fn session_events_reach_a_syslog_collector_and_name_the_subscriber() {
         "{}\n[logging]\nsyslog = [\"{OUT_ADDR}:{COLLECTOR_PORT}\"]\nevents = \"sessions\"\n",
         t.default_config()
     );
-    t.start_xlat(&cfg);
+    let x = t.start_xlat(&cfg);
+    (t, col, x)
+}
+
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn session_events_reach_a_syslog_collector_and_name_the_subscriber() {
+    let (mut t, col, _) = gateway_logging_to_a_collector();
 
     let inn = t.ns_in.clone();
     t.ping_all(&inn, 3, &[], OUT_ADDR);
@@ -135,21 +142,7 @@ fn session_events_reach_a_syslog_collector_and_name_the_subscriber() {
 #[test]
 #[ignore = "needs root: scripts/test.sh"]
 fn sessions_open_at_stop_are_logged_as_ended() {
-    require_root();
-    let mut t = Topo::new(Opts::default());
-    let out = t.ns_out.clone();
-    let port = COLLECTOR_PORT.to_string();
-    let col = t.spawn(
-        &out,
-        "syslog-collector",
-        &["python3", "-u", "-c", COLLECTOR, OUT_ADDR, &port],
-    );
-    t.wait_listening_on(&out, "udp", OUT_ADDR, COLLECTOR_PORT, Some(col));
-    let cfg = format!(
-        "{}\n[logging]\nsyslog = [\"{OUT_ADDR}:{COLLECTOR_PORT}\"]\nevents = \"sessions\"\n",
-        t.default_config()
-    );
-    let x = t.start_xlat(&cfg);
+    let (mut t, col, x) = gateway_logging_to_a_collector();
     let inn = t.ns_in.clone();
     t.ping_all(&inn, 2, &[], OUT_ADDR);
     let created = ["NAT44_SESSION_CREATE", &format!("inside={IN_ADDR} ")];

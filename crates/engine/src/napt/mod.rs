@@ -154,7 +154,7 @@ pub struct NaptConfig {
     pub inbound_refresh: bool,
     /// Deterministic NAT44 ([`crate::deterministic`]): each host's address and ports are
     /// a function of the configuration (its range, not `ports` or a worker's slice).
-    pub det: Option<Box<crate::deterministic::Deterministic>>,
+    pub det: Option<crate::deterministic::Deterministic>,
 }
 
 /// Hosts, BIB and sessions of one stateful translator.

@@ -118,7 +118,7 @@ impl Nat44 {
                 timeouts: cfg.timeouts,
                 limits: cfg.limits,
                 inbound_refresh: cfg.inbound_refresh,
-                det: cfg.deterministic_map().map(Box::new),
+                det: cfg.deterministic_map(),
             },
             &cfg.pool,
             seed,

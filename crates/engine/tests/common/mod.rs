@@ -301,3 +301,17 @@ pub fn verify4_fragments(frags: &[Vec<u8>]) {
     };
     assert_eq!(fold(sum16(init, &msg)), 0xffff, "reassembled checksum");
 }
+
+/// The reply to a translated IPv4 packet `out` (UDP, TCP or echo): addresses and ports
+/// swapped, as the remote would send it.
+pub fn reply(out: &[u8]) -> Vec<u8> {
+    let a = |at: usize| -> [u8; 4] { out[at..at + 4].try_into().unwrap() };
+    let sport = u16::from_be_bytes([out[20], out[21]]);
+    let dport = u16::from_be_bytes([out[22], out[23]]);
+    let l4 = match out[9] {
+        17 => udp(dport, sport, &[7; 8]),
+        6 => tcp(dport, sport, 0x12),
+        _ => echo(0, u16::from_be_bytes([out[24], out[25]]), 1, &[7; 8]),
+    };
+    ip4(a(16), a(12), out[9], l4, 64, 0, 1)
+}

@@ -243,27 +243,10 @@ pub fn main_run(o: &crate::RunOpts) -> Result<PathBuf> {
     match &outcome {
         Ok(outs) => {
             res.experiments = experiments(outs, &opts);
-            let p = dir.join("outcome.json");
-            std::fs::write(
-                &p,
-                serde_json::to_string_pretty(outs).context("encoding the outcome")?,
-            )
-            .with_context(|| format!("writing {}", p.display()))?;
+            crate::save_outcome(&dir, outs)?;
         }
         Err(e) => res.incomplete = Some(format!("{e:#}")),
     }
-    let p = dir.join("results.json");
-    std::fs::write(
-        &p,
-        serde_json::to_string_pretty(&res).context("encoding results")?,
-    )
-    .with_context(|| format!("writing {}", p.display()))?;
-    crate::report::write(&dir, &res)?;
-    print!("{}", crate::report::text(&res));
-    println!(
-        "\nresults: {}/results.json (and outcome.json)\nreport:  {}/report.md",
-        dir.display(),
-        dir.display()
-    );
+    crate::finish(&dir, &res)?;
     outcome.map(|_| dir)
 }
