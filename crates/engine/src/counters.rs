@@ -302,6 +302,10 @@ reasons! {
         StateEventsDropped = "state_events_dropped",
         /// Sessions removed by the operator (`xlat clear sessions`).
         SessionsCleared = "sessions_cleared",
+        /// Sessions a reload ended because the new configuration no longer allows them:
+        /// their pool address was removed, their port forward changed, their inside address
+        /// is no longer inside, or the NAT64 prefix changed (`xlat reload`, SIGHUP).
+        SessionsRemovedByReload = "sessions_removed_by_reload",
         /// IPv4 packets translated to IPv6 (SIIT and NAT64; RFC 7915 4).
         Ipv4ToIpv6 = "ipv4_to_ipv6",
         /// IPv6 packets translated to IPv4 (SIIT and NAT64; RFC 7915 5).

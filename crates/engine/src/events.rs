@@ -118,6 +118,8 @@ pub struct EventQueue {
     buf: Vec<StateEvent>,
     /// Events in `buf` that are not fast-path instructions: what `capacity` bounds.
     held: usize,
+    /// Room beyond `capacity` until the next drain ([`EventQueue::allow_burst`]).
+    burst: usize,
     dropped: u64,
 }
 
@@ -145,7 +147,7 @@ impl EventQueue {
     /// Queues `e`, or counts it dropped when the queue is full.
     #[inline(never)]
     pub fn push(&mut self, e: StateEvent) {
-        if self.held >= self.capacity {
+        if self.held >= self.capacity + self.burst {
             self.dropped = self.dropped.saturating_add(1);
             return;
         }
@@ -162,7 +164,17 @@ impl EventQueue {
     /// Appends every queued event to `out`, oldest first.
     pub fn drain_into(&mut self, out: &mut Vec<StateEvent>) {
         self.held = 0;
+        self.burst = 0;
         out.append(&mut self.buf);
+    }
+
+    /// Room for `n` more events until the next drain: an operator's action that ends many
+    /// sessions at once between batches (a reload, `napt/repool.rs`) logs each of them
+    /// instead of overflowing the bound made for a batch. Not for the packet path.
+    pub fn allow_burst(&mut self, n: usize) {
+        if self.on {
+            self.burst = self.burst.saturating_add(n);
+        }
     }
 
     /// Events dropped because the queue was full, since the start.

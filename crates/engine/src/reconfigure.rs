@@ -9,9 +9,17 @@
 //! `limits.max_sessions_per_host`. A live session keeps the expiry it has until its next
 //! packet refreshes it with the new timeout; a new filtering policy applies to the next
 //! inbound packet; a lower per-host limit refuses new sessions, never ends old ones.
-//! Everything else sizes tables or shapes the pool, the BIB and the routes (pools, prefixes,
-//! static entries, `mode`, `ports`, `limits.max_sessions`, fragment limits and timeout,
-//! translators added or removed, SIIT, tunnels, the seed) and is refused for now.
+//!
+//! What reshapes the translator live, ending only the sessions it no longer allows
+//! (`napt/repool.rs`; each with its end event, reason `reload`, counted in
+//! `sessions_removed_by_reload`): NAT44 `inside`, `pool`, `static` entries and port
+//! forwards; NAT64 `prefix`, `pool4` and `static_bib`. Sessions whose pool address, outside
+//! endpoint and inside address stay valid are not touched. With `deterministic` NAT44 the
+//! inside prefixes and the pool are the mapping itself (RFC 7422 2): they are refused.
+//!
+//! Everything else sizes tables or shapes the port space and the translation itself
+//! (`mode`, `ports`, the limits that size tables, fragment limits and timeout, port
+//! blocks, the ALG, translators added or removed, SIIT, tunnels, the seed) and is refused.
 
 use crate::config::Timeouts;
 use crate::{Engine, EngineConfig};
@@ -32,10 +40,13 @@ impl std::fmt::Display for ReloadError {
 
 impl std::error::Error for ReloadError {}
 
-/// What a successful [`Engine::reconfigure`] changed: the keys, as the file names them.
+/// What a successful [`Engine::reconfigure`] changed: the keys, as the file names them,
+/// and how many sessions it ended (those the new pool, prefixes or static entries no longer
+/// allow).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Change {
     pub keys: Vec<String>,
+    pub sessions_ended: u64,
 }
 
 impl Change {
@@ -48,7 +59,7 @@ impl Change {
 fn restart(key: &str) -> ReloadError {
     ReloadError {
         key: key.to_string(),
-        reason: "cannot change while running (it sizes tables or shapes the pool, BIB or routes): restart xlat to apply it".to_string(),
+        reason: "cannot change while running (it sizes tables or shapes the port space or the translation itself): restart xlat to apply it".to_string(),
     }
 }
 
@@ -98,13 +109,20 @@ fn diff_live(table: &str, old: Live, new: Live, change: &mut Change) -> Result<(
     Ok(())
 }
 
-/// A stateful translator's configuration: its live-changeable part read and written.
+/// A stateful translator's configuration: its live-changeable part read and written, and
+/// the part a reload reshapes (pools, prefixes, static entries).
 pub(crate) trait Stateful: Clone + PartialEq {
     /// Its `[nat44]` / `[nat64]` table name.
     const TABLE: &'static str;
     fn live(&self) -> Live;
     fn set_live(&mut self, l: Live);
-    /// The first key (beyond the live ones) where `self` and `o` differ.
+    /// The reshaping keys (as the file names them) where `self` and `o` differ.
+    fn reshaped(&self, o: &Self) -> Vec<&'static str>;
+    /// Takes `o`'s reshaping part.
+    fn take_shape(&mut self, o: &Self);
+    /// Refuses a reshaping `keys` cannot take (with deterministic NAT44: its inputs).
+    fn shape_allowed(&self, keys: &[&'static str]) -> Result<(), ReloadError>;
+    /// The first key (beyond the live and reshaping ones) where `self` and `o` differ.
     fn first_diff(&self, o: &Self) -> String;
 }
 
@@ -130,6 +148,34 @@ macro_rules! stateful_live {
 impl Stateful for crate::Nat44Config {
     const TABLE: &'static str = "nat44";
     stateful_live!();
+    fn reshaped(&self, o: &Self) -> Vec<&'static str> {
+        let mut k = Vec::new();
+        if self.inside != o.inside {
+            k.push("nat44.inside");
+        }
+        if self.pool != o.pool {
+            k.push("nat44.pool");
+        }
+        if self.statics != o.statics || self.forwards != o.forwards {
+            k.push("nat44.static");
+        }
+        k
+    }
+    fn take_shape(&mut self, o: &Self) {
+        self.inside.clone_from(&o.inside);
+        self.pool.clone_from(&o.pool);
+        self.statics.clone_from(&o.statics);
+        self.forwards.clone_from(&o.forwards);
+    }
+    fn shape_allowed(&self, keys: &[&'static str]) -> Result<(), ReloadError> {
+        match keys.iter().find(|k| **k != "nat44.static") {
+            Some(k) if self.deterministic => Err(ReloadError {
+                key: (*k).to_string(),
+                reason: "cannot change while running with deterministic = true: each inside address's outside address and ports are computed from the inside prefixes and the pool (RFC 7422), and logs and `xlat lookup` rely on it; restart xlat to apply it".to_string(),
+            }),
+            _ => Ok(()),
+        }
+    }
     fn first_diff(&self, o: &Self) -> String {
         first_diff44(self, o)
     }
@@ -138,28 +184,54 @@ impl Stateful for crate::Nat44Config {
 impl Stateful for crate::Nat64Config {
     const TABLE: &'static str = "nat64";
     stateful_live!();
+    fn reshaped(&self, o: &Self) -> Vec<&'static str> {
+        let mut k = Vec::new();
+        if self.prefix != o.prefix {
+            k.push("nat64.prefix");
+        }
+        if self.pool4 != o.pool4 {
+            k.push("nat64.pool4");
+        }
+        if self.static_bib != o.static_bib {
+            k.push("nat64.static_bib");
+        }
+        k
+    }
+    fn take_shape(&mut self, o: &Self) {
+        self.prefix = o.prefix;
+        self.pool4.clone_from(&o.pool4);
+        self.static_bib.clone_from(&o.static_bib);
+    }
+    fn shape_allowed(&self, _: &[&'static str]) -> Result<(), ReloadError> {
+        Ok(())
+    }
     fn first_diff(&self, o: &Self) -> String {
         first_diff64(self, o)
     }
 }
 
 /// Checks one translator's old and new configuration: present in both or neither, and
-/// differing only in what changes live (whose keys go into `change`).
+/// differing only in what changes live or reshapes it (whose keys go into `change`).
+/// Returns whether it reshapes.
 fn check<C: Stateful>(
     old: Option<&C>,
     new: Option<&C>,
     change: &mut Change,
-) -> Result<(), ReloadError> {
+) -> Result<bool, ReloadError> {
     match (old, new) {
-        (None, None) => Ok(()),
+        (None, None) => Ok(false),
         (Some(a), Some(b)) => {
             diff_live(C::TABLE, a.live(), b.live(), change)?;
+            let reshaped = a.reshaped(b);
             let mut same = b.clone();
             same.set_live(a.live());
+            same.take_shape(a);
             if same != *a {
                 return Err(restart(&a.first_diff(b)));
             }
-            Ok(())
+            a.shape_allowed(&reshaped)?;
+            change.keys.extend(reshaped.iter().map(|k| k.to_string()));
+            Ok(!reshaped.is_empty())
         }
         _ => Err(restart(C::TABLE)),
     }
@@ -167,10 +239,16 @@ fn check<C: Stateful>(
 
 impl Engine {
     /// Applies `new` where it differs from the running configuration in what can change
-    /// live (module docs), or refuses all of it with the first key that cannot, changing
-    /// nothing. Call it between batches; every packet worker applies the same configuration
-    /// (its own share of it: `seed` and `limits.max_sessions` as it was built with).
-    pub fn reconfigure(&mut self, new: &EngineConfig) -> Result<Change, ReloadError> {
+    /// live or reshape a translator (module docs), or refuses all of it with the first key
+    /// that cannot, changing nothing. Call it between batches, with the time `now` (the end
+    /// events of the sessions a reshaping ends carry it); every packet worker applies the
+    /// same configuration (its own share of it: `seed` and `limits.max_sessions` as it was
+    /// built with).
+    pub fn reconfigure(
+        &mut self,
+        now: crate::Time,
+        new: &EngineConfig,
+    ) -> Result<Change, ReloadError> {
         let old = &self.cfg;
         let mut change = Change::default();
         if new.seed != old.seed {
@@ -182,32 +260,34 @@ impl Engine {
         if new.tunnel != old.tunnel {
             return Err(restart("tunnel"));
         }
-        check(old.nat44.as_ref(), new.nat44.as_ref(), &mut change)?;
-        check(old.nat64.as_ref(), new.nat64.as_ref(), &mut change)?;
+        let reshape44 = check(old.nat44.as_ref(), new.nat44.as_ref(), &mut change)?;
+        let reshape64 = check(old.nat64.as_ref(), new.nat64.as_ref(), &mut change)?;
         change.keys.sort();
         change.keys.dedup();
         // Checked: apply.
         if let (Some(n), Some(c)) = (self.nat44.as_mut(), new.nat44.as_ref()) {
             n.set_live(c.live());
+            if reshape44 {
+                change.sessions_ended += n.reshape(now, c);
+            }
         }
         if let (Some(n), Some(c)) = (self.nat64.as_mut(), new.nat64.as_ref()) {
             n.set_live(c.live());
+            if reshape64 {
+                change.sessions_ended += n.reshape(now, c);
+            }
         }
+        self.counters
+            .add(crate::Event::SessionsRemovedByReload, change.sessions_ended);
         self.cfg = new.clone();
         Ok(change)
     }
 }
 
-/// The first key of `[nat44]` (beyond the live ones) where `a` and `b` differ.
+/// The first key of `[nat44]` (beyond the live and reshaping ones) where `a` and `b` differ.
 fn first_diff44(a: &crate::Nat44Config, b: &crate::Nat44Config) -> String {
-    let k = if a.inside != b.inside {
-        "inside"
-    } else if a.pool != b.pool {
-        "pool"
-    } else if a.mode != b.mode {
+    let k = if a.mode != b.mode {
         "mode"
-    } else if a.statics != b.statics || a.forwards != b.forwards {
-        "static"
     } else if a.ports != b.ports {
         "ports"
     } else if a.verify_ip_checksum != b.verify_ip_checksum {
@@ -228,16 +308,10 @@ fn first_diff44(a: &crate::Nat44Config, b: &crate::Nat44Config) -> String {
     format!("nat44.{k}")
 }
 
-/// The first key of `[nat64]` (beyond the live ones) where `a` and `b` differ.
+/// The first key of `[nat64]` (beyond the live and reshaping ones) where `a` and `b` differ.
 fn first_diff64(a: &crate::Nat64Config, b: &crate::Nat64Config) -> String {
-    let k = if a.prefix != b.prefix {
-        "prefix"
-    } else if a.pool4 != b.pool4 {
-        "pool4"
-    } else if a.ports != b.ports {
+    let k = if a.ports != b.ports {
         "ports"
-    } else if a.static_bib != b.static_bib {
-        "static_bib"
     } else if a.verify_ip_checksum != b.verify_ip_checksum {
         "verify_ip_checksum"
     } else if a.alg_ftp != b.alg_ftp {

@@ -25,9 +25,9 @@ pub const MAX_EXPECTS: usize = 1024;
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Expect<A> {
     int: Endpoint<A>,
-    ext: Endpoint,
+    pub(super) ext: Endpoint,
     remote_addr: u32,
-    until: Time,
+    pub(super) until: Time,
 }
 
 impl<A: InsideAddr> Napt<A> {

@@ -66,7 +66,53 @@ impl<A: InsideAddr> Forwards<A> {
     pub(super) fn holds(&self, proto: Proto, ext: Endpoint) -> bool {
         !self.by_ext.is_empty() && self.by_ext.contains_key(&(proto, ext))
     }
+
+    fn insert(&mut self, proto: Proto, int: Endpoint<A>, ext: Endpoint) {
+        self.by_ext.insert((proto, ext), int);
+        self.by_int.insert((proto, int), ext);
+    }
+
+    /// Adds `entries` (their ports taken from the pool already).
+    pub(super) fn add(&mut self, entries: &[Entry<A>]) {
+        for &(proto, int, ext) in entries {
+            self.insert(proto, int, ext);
+        }
+    }
+
+    /// Removes the entry `ext` -> `int`.
+    pub(super) fn remove(&mut self, proto: Proto, int: Endpoint<A>, ext: Endpoint) {
+        self.by_ext.remove(&(proto, ext));
+        if self.by_int.get(&(proto, int)) == Some(&ext) {
+            self.by_int.remove(&(proto, int));
+        }
+    }
+
+    /// Against the entries `list` would make: those of `self` it drops or leads elsewhere,
+    /// and those it adds or changes, as (protocol, inside, outside).
+    pub(super) fn diff(&self, list: &[PortForward<A>]) -> (Vec<Entry<A>>, Vec<Entry<A>>) {
+        let mut wanted: HashMap<(Proto, Endpoint), Endpoint<A>> = HashMap::new();
+        for f in list {
+            for (int, ext) in f.pairs() {
+                wanted.insert((f.proto, ext), int);
+            }
+        }
+        let dropped = self
+            .by_ext
+            .iter()
+            .filter(|&(k, int)| wanted.get(k) != Some(int))
+            .map(|(&(p, ext), &int)| (p, int, ext))
+            .collect();
+        let added = wanted
+            .iter()
+            .filter(|&(k, int)| self.by_ext.get(k) != Some(int))
+            .map(|(&(p, ext), &int)| (p, int, ext))
+            .collect();
+        (dropped, added)
+    }
 }
+
+/// A static BIB entry: protocol, inside and outside endpoint.
+pub(super) type Entry<A> = (Proto, Endpoint<A>, Endpoint);
 
 impl<A: InsideAddr> Napt<A> {
     /// Installs the static BIB entries `list` (checked by the configuration: outside
@@ -74,16 +120,10 @@ impl<A: InsideAddr> Napt<A> {
     pub fn set_forwards(&mut self, list: &[PortForward<A>]) {
         for f in list {
             for (int, ext) in f.pairs() {
-                if let Some(p) = self
-                    .pool_index
-                    .get(&ext.addr)
-                    .and_then(|&ix| self.pool.get_mut(ix as usize))
-                    .and_then(|p| p.ports.get_mut(f.proto as usize))
-                {
+                if let Some(p) = self.port_map(ext.addr, f.proto) {
                     p.take_exact(ext.port);
                 }
-                self.forwards.by_ext.insert((f.proto, ext), int);
-                self.forwards.by_int.insert((f.proto, int), ext);
+                self.forwards.insert(f.proto, int, ext);
             }
         }
     }

@@ -37,6 +37,7 @@
 //! - `pool.rs`: hosts paired with pool addresses, and ports taken from them;
 //! - `filter.rs`: the address-dependent filter's entries, making an inbound session;
 //! - `forward.rs`: static BIB entries (port forwarding) and the sessions they admit;
+//! - `repool.rs`: live changes of the pool and the static BIB entries (a reload);
 //! - `expect.rs`: data connections an ALG announced ([`crate::alg`]), mapped before they come;
 //! - `session.rs`: the session record, its TCP state and refresh, its removal;
 //! - `expiry.rs`: the budgeted sweep and the reclaiming pass of a full table;
@@ -104,6 +105,7 @@ mod offload;
 mod packet;
 mod pending;
 mod pool;
+mod repool;
 mod session;
 mod show;
 mod slab;
@@ -164,6 +166,10 @@ pub struct Napt<A> {
     /// ([`crate::shard`]).
     icmp_ids: (u16, u16),
     pool: Vec<PoolAddr>,
+    /// Slots of `pool` new hosts are paired with: all but those a reload retired
+    /// (`repool.rs`), in slot order.
+    active: Vec<u32>,
+    /// Pool slots by address (retired ones left out).
     pool_index: HashMap<u32, u32>,
     pool_prefixes: PrefixSet4,
     /// Inside hosts, and inside addresses by how sessions and mappings hold them.
@@ -227,17 +233,13 @@ impl<A: InsideAddr> Napt<A> {
             for i in 0..p.size() {
                 let addr = p.nth(i);
                 pool_index.insert(addr, pool.len() as u32);
-                pool.push(PoolAddr {
-                    addr,
-                    hosts: 0,
-                    ports: Default::default(),
-                    blocks: Default::default(),
-                });
+                pool.push(PoolAddr::new(addr));
             }
         }
         Napt {
             cfg,
             icmp_ids: (0, u16::MAX),
+            active: (0..pool.len() as u32).collect(),
             pool,
             pool_index,
             pool_prefixes: PrefixSet4::new(pool_prefixes),

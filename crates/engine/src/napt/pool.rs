@@ -17,6 +17,20 @@ pub(super) struct PoolAddr {
     pub(super) ports: [PortMap; 3],
     /// Port blocks per protocol (`limits.port_block_size`; empty when off).
     pub(super) blocks: [Blocks; 3],
+    /// Removed from the pool by a reload (`repool.rs`): no new host is paired with it.
+    pub(super) retired: bool,
+}
+
+impl PoolAddr {
+    pub(super) fn new(addr: u32) -> PoolAddr {
+        PoolAddr {
+            addr,
+            hosts: 0,
+            ports: Default::default(),
+            blocks: Default::default(),
+            retired: false,
+        }
+    }
 }
 
 /// The port blocks of one pool address and protocol (RFC 7422 2): block `b` holds the ports
@@ -85,20 +99,23 @@ impl<A: InsideAddr> Napt<A> {
                 new: false,
             });
         }
-        let pool = &mut self.pool;
-        let n = pool.len() as u64;
+        // New hosts are paired with the addresses in the pool now (`active`: a reload may
+        // have retired some, `repool.rs`).
+        let (pool, active) = (&self.pool, &self.active);
+        let n = active.len() as u64;
         if n == 0 {
             return Err(DropReason::PoolExhausted);
         }
         let start = self.rng.below(n);
+        let nth = |i: u64| active.get(((start + i) % n) as usize).copied();
         let pick = match (&self.cfg.det, self.cfg.mode) {
             // RFC 7422 2: the address is a function of the inside address.
             (Some(d), _) => det_slice(d, int_addr)?.pool_ix,
             (None, Nat44Mode::Pool) => (0..n)
-                .map(|i| ((start + i) % n) as u32)
+                .filter_map(nth)
                 .find(|&i| pool.get(i as usize).is_some_and(|p| p.hosts == 0))
                 .ok_or(DropReason::PoolExhausted)?,
-            (None, _) => start as u32,
+            (None, _) => nth(0).ok_or(DropReason::PoolExhausted)?,
         };
         // No more hosts than sessions: `limits.max_sessions` was checked before.
         let num = self

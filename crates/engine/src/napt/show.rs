@@ -95,6 +95,14 @@ impl<A: InsideAddr> Napt<A> {
         sids.len() as u64
     }
 
+    /// Ends every session, each with its end event of reason `reason`, all kept (the
+    /// queue's bound lifted until the next drain); returns how many. A reload's (a new
+    /// pref64).
+    pub fn end_all(&mut self, now: Time, reason: EndReason) -> u64 {
+        self.events.allow_burst(self.sessions.len.saturating_mul(4));
+        self.end_some(now, reason, usize::MAX)
+    }
+
     /// One row of the listing, as values.
     fn session_info(&self, s: &Session, now: Time) -> Option<SessionInfo> {
         let int = s.int(&self.hosts)?;
@@ -126,7 +134,7 @@ impl<A: InsideAddr> Napt<A> {
         st.sessions += self.sessions.len as u64;
         st.mappings += (self.mappings.len + self.folded) as u64;
         st.hosts += self.hosts.len() as u64;
-        st.pool_addresses += self.pool.len() as u64;
+        st.pool_addresses += self.active.len() as u64;
         st.pool_addresses_used += self.pool.iter().filter(|p| p.hosts > 0).count() as u64;
         st.pool
             .extend([Proto::Tcp, Proto::Udp, Proto::Icmp].iter().map(|&p| {
@@ -138,7 +146,7 @@ impl<A: InsideAddr> Napt<A> {
                         .filter_map(|a| a.ports.get(p as usize))
                         .map(|m| u64::from(m.used()))
                         .sum(),
-                    ports_total: self.pool.len() as u64
+                    ports_total: self.active.len() as u64
                         * match p {
                             Proto::Icmp => u64::from(ihi - ilo) + 1,
                             _ => u64::from(hi - lo) + 1,

@@ -808,6 +808,30 @@ impl Nat44 {
         self.napt.set_live(l);
     }
 
+    /// Takes a new configuration [`crate::reconfigure`] checked: its inside prefixes, pool,
+    /// static entries and port forwards, ending the dynamic sessions they no longer allow
+    /// (`napt/repool.rs`: an address gone from the pool, a forward changed, an inside
+    /// address no longer inside or now a static entry's). Returns how many ended.
+    pub(crate) fn reshape(&mut self, now: Time, cfg: &Nat44Config) -> u64 {
+        self.static_in = cfg
+            .statics
+            .iter()
+            .map(|s| (u32::from(s.inside), u32::from(s.outside)))
+            .collect();
+        self.static_out = cfg
+            .statics
+            .iter()
+            .map(|s| (u32::from(s.outside), u32::from(s.inside)))
+            .collect();
+        self.inside = PrefixSet4::new(&cfg.inside);
+        let (inside, statics) = (&self.inside, &self.static_in);
+        // A static entry's host is translated by its entry, never by a session.
+        let keep = |a: u32| inside.contains(a) && !statics.contains_key(&a);
+        let ended = self.napt.repool(now, &cfg.pool, &cfg.forwards, keep);
+        self.cfg = cfg.clone();
+        ended
+    }
+
     /// Starts (`capacity` > 0) or stops the state-event stream ([`crate::events`]).
     pub fn set_events(&mut self, capacity: usize) {
         self.napt.set_events(capacity);

@@ -183,6 +183,21 @@ impl Nat64 {
         self.napt.set_live(l);
     }
 
+    /// Takes a new configuration [`crate::reconfigure`] checked: its pref64, pool4 and
+    /// static BIB entries, ending the sessions they no longer allow (`napt/repool.rs`). A
+    /// new pref64 ends every session: each names its IPv6 peers by the old one (RFC 6052 2.2),
+    /// whose addresses no longer reach this translator. Returns how many ended.
+    pub(crate) fn reshape(&mut self, now: Time, cfg: &Nat64Config) -> u64 {
+        let mut ended = 0;
+        if cfg.prefix != self.prefix {
+            ended += self.napt.end_all(now, crate::events::EndReason::Reload);
+            self.prefix = cfg.prefix;
+        }
+        ended += self.napt.repool(now, &cfg.pool4, &cfg.static_bib, |_| true);
+        self.own4 = cfg.pool4.first().map_or(0, |p| p.addr);
+        ended
+    }
+
     /// Starts (`capacity` > 0) or stops the state-event stream ([`crate::events`]).
     pub fn set_events(&mut self, capacity: usize) {
         self.napt.set_events(capacity);
