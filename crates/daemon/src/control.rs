@@ -46,6 +46,8 @@ use xlat_engine::trace::TraceFilter;
 use xlat_engine::{EngineConfig, SessionFilter, SessionInfo, Stats};
 use xlat_io::sys::{wait_readable, Waker};
 
+use crate::routes::{RoutePlan, Routes};
+
 /// Longest request line accepted.
 pub const MAX_REQUEST: u64 = 64 * 1024;
 /// How long the control thread waits for the worker's answer.
@@ -79,7 +81,7 @@ pub enum Request {
     /// Internal, from the control thread to the packet workers (never on the socket): the
     /// new engine configuration of each worker, in worker order.
     #[serde(skip)]
-    Reconfigure(Arc<Vec<EngineConfig>>),
+    Reconfigure(Arc<Reconfig>),
     /// Counters and table sizes.
     Stats {},
     /// Session sync (`[sync]`): make this gateway active (it forwards, with the synced
@@ -297,6 +299,40 @@ pub struct Pong {
     pub uptime_secs: u64,
 }
 
+/// The packet workers' new configuration (a reload), applied by each between batches.
+#[derive(Debug)]
+pub struct Reconfig {
+    /// Each worker's engine configuration, in worker order.
+    pub engines: Vec<EngineConfig>,
+    /// Where packets belong with several workers (the pool and static entries steer them).
+    pub shards: Option<xlat_engine::shard::Shards>,
+}
+
+// Requests compare (tests); the steering is made from the engines' configurations and their
+// count, so equal configurations mean equal steering.
+impl PartialEq for Reconfig {
+    fn eq(&self, o: &Reconfig) -> bool {
+        self.engines == o.engines && self.shards.is_some() == o.shards.is_some()
+    }
+}
+
+impl Eq for Reconfig {}
+
+/// What a reload applied.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reloaded {
+    /// The keys that changed (empty: the file changed nothing).
+    pub keys: Vec<String>,
+    /// Sessions the new configuration no longer allows, ended (a pool address removed, a
+    /// forward changed, ...).
+    #[serde(default)]
+    pub sessions_ended: u64,
+    /// What went wrong after the engines took the configuration (a route that could not
+    /// be added): the reload stands, the operator should look.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
 /// A response line (externally tagged: `{"sessions":[...]}`, `{"stats":{...}}`,
 /// `{"pong":{...}}`, `{"error":"..."}`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -305,8 +341,8 @@ pub enum Response {
     Sessions(Vec<SessionInfo>),
     /// Sessions removed by `{"cmd":"clear"}`.
     Cleared(u64),
-    /// A reload applied: the keys that changed (empty: the file changed nothing).
-    Reloaded(Vec<String>),
+    /// A reload applied: what changed.
+    Reloaded(Reloaded),
     /// A reload refused: the file is invalid or changes what needs a restart; the running
     /// configuration stays. The message names file, key, problem and fix.
     Refused(String),
@@ -353,7 +389,9 @@ pub fn merge(request: &Request, answers: Vec<Response>) -> Response {
         match (&mut first, r) {
             (Response::Sessions(all), Response::Sessions(more)) => all.extend(more),
             (Response::Cleared(all), Response::Cleared(more)) => *all += more,
-            (Response::Reloaded(_), Response::Reloaded(_)) => {}
+            (Response::Reloaded(all), Response::Reloaded(more)) => {
+                all.sessions_ended += more.sessions_ended
+            }
             (Response::Stats(all), Response::Stats(more)) => add_stats(all, *more),
             (Response::Pong(_), Response::Pong(_)) => {}
             (Response::Sync(_), Response::Sync(_)) => {}
@@ -553,14 +591,20 @@ impl Drop for ControlServer {
 }
 
 /// What a reload needs: the file, the configuration running, the seed and worker count the
-/// engines were built with.
+/// engines were built with, and the routes `[tun] auto_routes` made (with the plan they
+/// follow), which follow the configuration.
 #[derive(Debug)]
 pub struct ReloadCtx {
     pub file: PathBuf,
     pub running: crate::config::Config,
     pub seed: u64,
     pub workers: usize,
+    pub routes: SharedRoutes,
 }
+
+/// The routes of `[tun] auto_routes` and the plan they follow, once set up (`None` before,
+/// without auto routes, and after teardown).
+pub type SharedRoutes = Arc<std::sync::Mutex<Option<(RoutePlan, Routes)>>>;
 
 /// Shared between the control thread and its client threads; `None`: reload unsupported
 /// (a server started without a configuration, as in unit tests).
@@ -615,19 +659,62 @@ fn reload(reloader: &Reloader, workers: &[WorkerLink]) -> Response {
     if new.seed.is_some_and(|s| s != ctx.seed) {
         return restart("engine.seed");
     }
-    let cfgs: Vec<EngineConfig> = (0..ctx.workers)
+    let engines: Vec<EngineConfig> = (0..ctx.workers)
         .map(|k| crate::run::worker_engine_config(&new, ctx.seed, k, ctx.workers))
         .collect();
-    match ask_workers(Request::Reconfigure(Arc::new(cfgs)), workers) {
-        Response::Reloaded(keys) => {
-            info!(file = %file, changed = ?keys, "configuration reloaded");
+    // With several workers, packets are steered by the pool and static entries too.
+    let shards = match ctx.workers {
+        0 | 1 => None,
+        n => match xlat_engine::shard::Shards::new(&new.engine_config(ctx.seed), n) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                return Response::Refused(format!("{file}: {e}; the running configuration stays"))
+            }
+        },
+    };
+    let req = Request::Reconfigure(Arc::new(Reconfig { engines, shards }));
+    match ask_workers(req, workers) {
+        Response::Reloaded(mut done) => {
+            done.warnings = reroute(&ctx.routes, &new);
+            info!(file = %file, changed = ?done.keys, sessions_ended = done.sessions_ended, "configuration reloaded");
+            for w in &done.warnings {
+                warn!(file = %file, "reload: {w}");
+            }
             ctx.running = new;
-            Response::Reloaded(keys)
+            Response::Reloaded(done)
         }
         Response::Refused(e) => {
             Response::Refused(format!("{file}: {e}; the running configuration stays"))
         }
         other => other,
+    }
+}
+
+/// Makes the routes follow the configuration `new` (the engines took it already); what
+/// went wrong, as warnings.
+fn reroute(routes: &SharedRoutes, new: &crate::config::Config) -> Vec<String> {
+    let Ok(mut guard) = routes.lock() else {
+        return vec!["routes: state poisoned; not changed".to_string()];
+    };
+    let Some((plan, routes)) = guard.as_mut() else {
+        return Vec::new();
+    };
+    let next = RoutePlan::new(
+        &new.tun.name,
+        new.tun.route_table,
+        new.tun.rule_pref,
+        new.nat44.as_ref(),
+        new.nat64.as_ref(),
+        new.siit.as_ref(),
+    );
+    match routes.update(plan, &next) {
+        Ok(_) => {
+            *plan = next;
+            Vec::new()
+        }
+        Err(e) => vec![format!(
+            "routes: {e:#}; what was made stays (removed at exit), fix it and reload again"
+        )],
     }
 }
 
@@ -644,8 +731,8 @@ fn serve(
     while !stop.load(Ordering::SeqCst) {
         if xlat_io::sys::take_hangup() {
             match reload(&reloader, &workers) {
-                Response::Reloaded(keys) => {
-                    info!(changed = ?keys, "SIGHUP: configuration reloaded")
+                Response::Reloaded(done) => {
+                    info!(changed = ?done.keys, sessions_ended = done.sessions_ended, "SIGHUP: configuration reloaded")
                 }
                 Response::Refused(e) | Response::Error(e) => {
                     warn!("SIGHUP: reload refused: {e}")

@@ -141,6 +141,13 @@ impl Journal {
         self.save()
     }
 
+    /// Forgets the undo commands `done` (their changes were undone while running: a reload
+    /// removed them).
+    pub fn forget(&mut self, done: &[Vec<String>]) -> Result<()> {
+        self.state.undo.retain(|u| !done.contains(u));
+        self.save()
+    }
+
     /// Writes the file (a new file renamed over the old one: never half written).
     fn save(&self) -> Result<()> {
         let tmp = self.path.with_extension("tmp");

@@ -49,6 +49,9 @@ use xlat_engine::{Eam, Nat44Config, Nat64Config, Prefix4, Prefix6, SiitConfig};
 
 use crate::journal::{Journal, STATE_DIR};
 
+mod update;
+pub use update::RouteChange;
+
 /// Most proxy-ARP entries created.
 pub const MAX_PROXY_NEIGH: u64 = 4096;
 
@@ -364,6 +367,93 @@ fn parse_route(v: &serde_json::Value) -> Option<String> {
     Some(dev.to_string())
 }
 
+/// The outside addresses of `inbound` that lie in a subnet directly connected to another
+/// interface than `tun`, with that interface: they need proxy ARP. At most
+/// [`MAX_PROXY_NEIGH`] (a warning says how many were left out). Ask before our own routes
+/// change the answer.
+fn proxies_for(inbound: &[Prefix4], tun: &str) -> Vec<(Ipv4Addr, String)> {
+    let mut proxies: Vec<(Ipv4Addr, String)> = Vec::new();
+    let mut wanted: u64 = 0;
+    let firsts: Vec<Ipv4Addr> = inbound.iter().map(|p| Ipv4Addr::from(p.addr)).collect();
+    for (p, dev) in inbound.iter().zip(connected_devs(&firsts)) {
+        let Some(dev) = dev else {
+            continue;
+        };
+        if dev == tun {
+            continue;
+        }
+        wanted += p.size();
+        for i in 0..p.size() {
+            if proxies.len() as u64 >= MAX_PROXY_NEIGH {
+                break;
+            }
+            proxies.push((Ipv4Addr::from(p.nth(i)), dev.clone()));
+        }
+    }
+    if wanted > MAX_PROXY_NEIGH {
+        warn!(
+            wanted,
+            added = MAX_PROXY_NEIGH,
+            "more outside addresses in connected subnets than proxy ARP entries allowed; the rest get no ARP answers (route them to this host instead)"
+        );
+    }
+    proxies
+}
+
+/// (add, undo) of the `throw` routes of `throws` in our table.
+fn throw_steps(table: u32, throws: &[Prefix4]) -> Vec<(String, String)> {
+    throws
+        .iter()
+        .map(|p| {
+            (
+                format!("route replace throw {p} table {table}"),
+                format!("route del throw {p} table {table}"),
+            )
+        })
+        .collect()
+}
+
+/// (add, undo) of the policy rules of `sources`.
+fn rule_steps(plan: &RoutePlan, sources: &[Prefix4]) -> Vec<(String, String)> {
+    let (table, pref) = (plan.table, plan.pref);
+    sources
+        .iter()
+        .map(|p| {
+            (
+                format!("rule add from {p} lookup {table} pref {pref}"),
+                format!("rule del from {p} lookup {table} pref {pref}"),
+            )
+        })
+        .collect()
+}
+
+/// (add, undo) of the main tables' routes into the tun, each after its fail-closed twin.
+fn inbound_steps(tun: &str, inbound: &[Prefix4], inbound6: &[Prefix6]) -> Vec<(String, String)> {
+    let m = FAIL_CLOSED_METRIC;
+    let mut steps = Vec::new();
+    for p in inbound {
+        steps.push((
+            format!("route replace unreachable {p} metric {m}"),
+            format!("route del unreachable {p} metric {m}"),
+        ));
+        steps.push((
+            format!("route replace {p} dev {tun}"),
+            format!("route del {p} dev {tun}"),
+        ));
+    }
+    for p in inbound6 {
+        steps.push((
+            format!("-6 route replace unreachable {p} metric {m}"),
+            format!("-6 route del unreachable {p} metric {m}"),
+        ));
+        steps.push((
+            format!("-6 route replace {p} dev {tun}"),
+            format!("-6 route del {p} dev {tun}"),
+        ));
+    }
+    steps
+}
+
 impl Routes {
     /// Sets up everything in `plan`. On error, what was already added is removed again.
     pub fn setup(plan: &RoutePlan) -> Result<Routes> {
@@ -435,31 +525,7 @@ impl Routes {
         }
 
         // Which outside addresses need proxy ARP: ask before our own routes change the answer.
-        let mut proxies: Vec<(Ipv4Addr, String)> = Vec::new();
-        let mut wanted: u64 = 0;
-        let firsts: Vec<Ipv4Addr> = inbound.iter().map(|p| Ipv4Addr::from(p.addr)).collect();
-        for (p, dev) in inbound.iter().zip(connected_devs(&firsts)) {
-            let Some(dev) = dev else {
-                continue;
-            };
-            if &dev == tun {
-                continue;
-            }
-            wanted += p.size();
-            for i in 0..p.size() {
-                if proxies.len() as u64 >= MAX_PROXY_NEIGH {
-                    break;
-                }
-                proxies.push((Ipv4Addr::from(p.nth(i)), dev.clone()));
-            }
-        }
-        if wanted > MAX_PROXY_NEIGH {
-            warn!(
-                wanted,
-                added = MAX_PROXY_NEIGH,
-                "more outside addresses in connected subnets than proxy ARP entries allowed; the rest get no ARP answers (route them to this host instead)"
-            );
-        }
+        let proxies = proxies_for(&inbound, tun);
 
         // Table: default into the tun, inside prefixes thrown back to main (NAT44 only), and
         // behind the tun's default the fail-closed one, made first: no moment when the rule
@@ -477,24 +543,13 @@ impl Routes {
                     format!("route del default dev {tun} table {table}"),
                 ),
             ];
-            for p in &plan.throws {
-                steps.push((
-                    format!("route replace throw {p} table {table}"),
-                    format!("route del throw {p} table {table}"),
-                ));
-            }
+            steps.extend(throw_steps(table, &plan.throws));
             self.add_all(steps)?;
         }
         // Rules: remove leftovers of an earlier run first (a duplicate rule is an error).
         // (A leftover without a journal: an xlat older than the journal, or one whose
         // /run was lost.)
-        let mut steps = Vec::new();
-        for p in &plan.rule_sources {
-            steps.push((
-                format!("rule add from {p} lookup {table} pref {}", plan.pref),
-                format!("rule del from {p} lookup {table} pref {}", plan.pref),
-            ));
-        }
+        let mut steps = rule_steps(plan, &plan.rule_sources);
         let dels: Vec<Vec<String>> = steps.iter().map(|(_, d)| args(d)).collect();
         for _ in 0..64 {
             let removed = ip_batch(&dels, true).ok;
@@ -505,61 +560,9 @@ impl Routes {
         }
         // Main tables: outside addresses (IPv4) and the pref64s and IPv4-side EAM prefixes
         // (IPv6) into the tun, each with its fail-closed twin made first.
-        for p in &inbound {
-            steps.push((
-                format!("route replace unreachable {p} metric {m}"),
-                format!("route del unreachable {p} metric {m}"),
-            ));
-            steps.push((
-                format!("route replace {p} dev {tun}"),
-                format!("route del {p} dev {tun}"),
-            ));
-        }
-        for p in &inbound6 {
-            steps.push((
-                format!("-6 route replace unreachable {p} metric {m}"),
-                format!("-6 route del unreachable {p} metric {m}"),
-            ));
-            steps.push((
-                format!("-6 route replace {p} dev {tun}"),
-                format!("-6 route del {p} dev {tun}"),
-            ));
-        }
+        steps.extend(inbound_steps(tun, &inbound, &inbound6));
         self.add_all(steps)?;
-        // Proxy ARP, skipping entries that exist already (they are not ours to remove).
-        let existing = ip(&args("-4 neigh show proxy")).unwrap_or_default();
-        let existing: Vec<(String, String)> = existing
-            .lines()
-            .filter_map(|l| {
-                let mut w = l.split_whitespace();
-                let addr = w.next()?.to_string();
-                let dev = w.skip_while(|x| *x != "dev").nth(1)?.to_string();
-                Some((addr, dev))
-            })
-            .collect();
-        let mut added = 0usize;
-        let mut devs: Vec<&str> = proxies.iter().map(|(_, d)| d.as_str()).collect();
-        devs.sort_unstable();
-        devs.dedup();
-        for dev in devs {
-            // Answer proxied ARP at once instead of after a random delay of up to 0.8 s.
-            self.sysctl(&format!("/proc/sys/net/ipv4/neigh/{dev}/proxy_delay"), "0")?;
-        }
-        let mut steps = Vec::new();
-        for (addr, dev) in &proxies {
-            if existing
-                .iter()
-                .any(|(a, d)| *a == addr.to_string() && d == dev)
-            {
-                continue;
-            }
-            steps.push((
-                format!("neigh add proxy {addr} dev {dev}"),
-                format!("neigh del proxy {addr} dev {dev}"),
-            ));
-            added += 1;
-        }
-        self.add_all(steps)?;
+        let added = self.add_proxies(&proxies)?;
         info!(
             tun = %tun,
             table,
@@ -570,6 +573,48 @@ impl Routes {
             "routes set up"
         );
         Ok(())
+    }
+
+    /// Proxy ARP entries for `proxies`, skipping entries that exist already (they are not
+    /// ours to remove), with `proxy_delay` 0 on their interfaces. Returns how many it added.
+    fn add_proxies(&mut self, proxies: &[(Ipv4Addr, String)]) -> Result<usize> {
+        if proxies.is_empty() {
+            return Ok(0);
+        }
+        let existing = ip(&args("-4 neigh show proxy")).unwrap_or_default();
+        let existing: Vec<(String, String)> = existing
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace();
+                let addr = w.next()?.to_string();
+                let dev = w.skip_while(|x| *x != "dev").nth(1)?.to_string();
+                Some((addr, dev))
+            })
+            .collect();
+        let mut devs: Vec<&str> = proxies.iter().map(|(_, d)| d.as_str()).collect();
+        devs.sort_unstable();
+        devs.dedup();
+        for dev in devs {
+            // Answer proxied ARP at once instead of after a random delay of up to 0.8 s.
+            self.sysctl(&format!("/proc/sys/net/ipv4/neigh/{dev}/proxy_delay"), "0")?;
+        }
+        let steps: Vec<(String, String)> = proxies
+            .iter()
+            .filter(|(addr, dev)| {
+                !existing
+                    .iter()
+                    .any(|(a, d)| *a == addr.to_string() && d == dev)
+            })
+            .map(|(addr, dev)| {
+                (
+                    format!("neigh add proxy {addr} dev {dev}"),
+                    format!("neigh del proxy {addr} dev {dev}"),
+                )
+            })
+            .collect();
+        let added = steps.len();
+        self.add_all(steps)?;
+        Ok(added)
     }
 
     /// Makes one change (`ip ADD`), journaled with its undo first.

@@ -135,11 +135,14 @@ pub fn run(cfg: &Config) -> Result<()> {
         bells.push(Arc::new(Doorbell::new(waker)));
         controls.push(rx);
     }
+    // The routes, once made, are the reload's too: they follow the pool and static entries.
+    let routed: crate::control::SharedRoutes = Default::default();
     let reload = crate::control::ReloadCtx {
         file: std::path::PathBuf::from(&cfg.file),
         running: cfg.clone(),
         seed,
         workers: n,
+        routes: routed.clone(),
     };
     let sync_links = links.clone();
     let metric_links = links.clone();
@@ -184,7 +187,11 @@ pub fn run(cfg: &Config) -> Result<()> {
             cfg.nat64.as_ref(),
             cfg.siit.as_ref(),
         );
-        Some(Routes::setup(&plan).context("setting up routes (tun.auto_routes)")?)
+        let r = Routes::setup(&plan).context("setting up routes (tun.auto_routes)")?;
+        if let Ok(mut slot) = routed.lock() {
+            *slot = Some((plan, r));
+        }
+        Some(RoutesAtExit(routed))
     } else {
         info!("tun.auto_routes = false: not touching routes");
         None
@@ -575,4 +582,15 @@ pub fn run_dns64(file: &str, d: &xlat_dns64::Dns64Config) -> Result<()> {
         "dns64 stopped"
     );
     Ok(())
+}
+
+/// Removes the routes (`[tun] auto_routes`) when it drops, at the place in `run`'s teardown
+/// where they were made, though the reload shares them.
+struct RoutesAtExit(crate::control::SharedRoutes);
+
+impl Drop for RoutesAtExit {
+    fn drop(&mut self) {
+        let routes = self.0.lock().ok().and_then(|mut s| s.take());
+        drop(routes);
+    }
 }

@@ -49,7 +49,7 @@ use xlat_io::sys::wait_readable;
 use xlat_io::tun::{RecvBatch, Tun, DEFAULT_BATCH};
 
 use crate::control::{
-    ControlMsg, DaemonStats, FastPathStats, Ingress, IoCounters, Pong, Request, Response,
+    ControlMsg, DaemonStats, FastPathStats, Ingress, IoCounters, Pong, Reloaded, Request, Response,
     TraceEntry, WorkerStats,
 };
 use xlat_engine::trace::{TraceFilter, TraceRecord};
@@ -286,6 +286,10 @@ pub struct Worker {
     afxdp: Option<crate::afxdp::Port>,
     /// The packet trace, while one is armed or its records wait to be collected.
     trace: Option<Box<Tracing>>,
+    /// Where packets belong with several workers: [`Shared::shards`] at start, then what
+    /// the last reload gave (applied with the engine's configuration, at the same batch
+    /// boundary).
+    steer: Option<Shards>,
 }
 
 /// A worker's side of `xlat trace`.
@@ -539,6 +543,7 @@ impl Worker {
             isatap_host,
             afxdp: None,
             trace: None,
+            steer: None,
         }
     }
 
@@ -576,6 +581,7 @@ impl Worker {
             1
         });
         let mut verdicts = vec![Verdict::Held; DEFAULT_BATCH];
+        self.steer = sh.shards.cloned();
         let mut ops = FastPathBufs::default();
         let mut last_expire = Time(0);
         let mut busy = false;
@@ -635,7 +641,7 @@ impl Worker {
                     batch.clear();
                 }
                 let mut pkts = batch.packets_mut();
-                if let Some(shards) = sh.shards {
+                if let Some(shards) = &self.steer {
                     self.handoff.place(shards, sh.owners, now, &mut pkts);
                     // The owners start on what we handed them while we translate ours.
                     self.handoff.ring_owners(sh.bells);
@@ -666,7 +672,7 @@ impl Worker {
                         now = sh.clock();
                         backlog |= n == xbatch.capacity();
                         let mut pkts = xbatch.packets_mut();
-                        if let Some(shards) = sh.shards {
+                        if let Some(shards) = &self.steer {
                             self.handoff.place(shards, sh.owners, now, &mut pkts);
                             self.handoff.ring_owners(sh.bells);
                         }
@@ -929,9 +935,18 @@ impl Worker {
             // The sessions' fast-path recipes are withdrawn by the next fast-path sync.
             Request::Clear { filter } => Response::Cleared(self.engine.clear_sessions(now, filter)),
             // Between batches: every worker applies it before its next batch.
-            Request::Reconfigure(cfgs) => match cfgs.get(self.id) {
-                Some(c) => match self.engine.reconfigure(c) {
-                    Ok(ch) => Response::Reloaded(ch.keys),
+            Request::Reconfigure(r) => match r.engines.get(self.id) {
+                Some(c) => match self.engine.reconfigure(now, c) {
+                    Ok(ch) => {
+                        if self.steer.is_some() {
+                            self.steer.clone_from(&r.shards);
+                        }
+                        Response::Reloaded(Reloaded {
+                            keys: ch.keys,
+                            sessions_ended: ch.sessions_ended,
+                            warnings: Vec::new(),
+                        })
+                    }
                     Err(e) => Response::Refused(e.to_string()),
                 },
                 None => Response::Error(format!("no configuration for packet worker {}", self.id)),

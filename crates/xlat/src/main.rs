@@ -418,11 +418,11 @@ fn dispatch(cmd: Cmd) -> Result<()> {
         Cmd::Reload { target } => {
             let socket = target.socket()?;
             match ask(&socket, &Request::Reload {}) {
-                Ok(Response::Reloaded(keys)) if keys.is_empty() => {
-                    print("reloaded: nothing changed\n")
-                }
-                Ok(Response::Reloaded(keys)) => {
-                    print(&format!("reloaded: {} changed\n", keys.join(", ")))
+                Ok(Response::Reloaded(done)) => {
+                    for w in &done.warnings {
+                        eprintln!("warning: {w}");
+                    }
+                    print(&reload_summary(&done))
                 }
                 Ok(_) => bail!(
                     "{}: the daemon sent an answer of the wrong kind",
@@ -761,4 +761,19 @@ fn lookup_cmd(outside: &str, at: &str, proto: Option<String>, logs: &[PathBuf]) 
         ));
     }
     print(&out)
+}
+
+/// `xlat reload`'s line: what changed, and the sessions it ended.
+fn reload_summary(done: &xlat_daemon::control::Reloaded) -> String {
+    if done.keys.is_empty() {
+        return "reloaded: nothing changed\n".to_string();
+    }
+    let mut line = format!("reloaded: {} changed", done.keys.join(", "));
+    if done.sessions_ended > 0 {
+        line += &format!(
+            "; {} sessions ended (no longer allowed: sessions_removed_by_reload)",
+            done.sessions_ended
+        );
+    }
+    line + "\n"
 }

@@ -1,6 +1,7 @@
 //! End-to-end tests of live reload (`xlat reload`, SIGHUP): what changes live changes
-//! without losing a session, a bad or restart-only file changes nothing and exits 2, and a
-//! download crossing the gateway survives a hundred reloads intact (docs/OPERATIONS.md).
+//! without losing a session, a bad or restart-only file changes nothing and exits 2, a
+//! download crossing the gateway survives a hundred reloads intact, and the pool changes
+//! live with its routes, ending only the sessions of a removed address (docs/OPERATIONS.md).
 //!
 //! Topology (see `common`): IN 198.18.0.20 -- GW (xlat NAPT over 198.19.0.100) -- OUT
 //! 198.19.0.2. Needs root: `#[ignore]`d, run by scripts/test.sh
@@ -66,8 +67,9 @@ fn reload_applies_live_changes_and_refuses_the_rest() {
     );
     t.ping_all(&inn, 2, &[], OUT_ADDR);
 
-    // A change that needs a restart: refused with the key, exit 2, nothing applied.
-    let moved = cfg.replace(POOL_ADDR, "198.19.0.101");
+    // A change that needs a restart (the port range each mapping was chosen from), beside a
+    // live one: refused with the key, exit 2, nothing applied.
+    let moved = cfg.replace("ports = \"1024-65535\"", "ports = \"2000-65535\"");
     assert_ne!(moved, cfg);
     std::fs::write(&path, format!("{moved}\n[timeouts]\nicmp = 20\n")).unwrap();
     let pool = t.xlat_cmd(&["reload"]);
@@ -79,7 +81,7 @@ fn reload_applies_live_changes_and_refuses_the_rest() {
         pool.stderr
     );
     assert!(
-        pool.stderr.contains("nat44.pool") && pool.stderr.contains("restart"),
+        pool.stderr.contains("nat44.ports") && pool.stderr.contains("restart"),
         "{}",
         pool.stderr
     );
@@ -154,4 +156,131 @@ fn a_download_survives_a_hundred_reloads() {
         t.proc(curl).stderr_text()
     );
     assert_same_file(&blob, &got);
+}
+
+/// The routes GW's main table has for `addr` (a pool address: its route into the tun and
+/// its fail-closed twin) and whether GW answers ARP for it.
+fn routed(t: &Topo, addr: &str) -> (usize, bool) {
+    let gw = t.ns_gw.clone();
+    let routes = t.ns_ok(&gw, &["ip", "-4", "route", "show", "table", "main"]);
+    let n = routes
+        .stdout
+        .lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(usize::from(l.starts_with("unreachable")))
+                == Some(addr)
+        })
+        .count();
+    let proxy = t.ns_ok(&gw, &["ip", "neigh", "show", "proxy"]);
+    (
+        n,
+        proxy
+            .stdout
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(addr)),
+    )
+}
+
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn the_pool_changes_live_with_its_routes_and_only_its_removed_address_loses_sessions() {
+    require_root();
+    let mut t = Topo::new(Opts::default());
+    let before = t.machine_state();
+    let cfg = t.default_config();
+    let x = t.start_xlat(&cfg);
+    let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
+    let path = t.config.clone();
+    let one = format!("pool = [\"{POOL_ADDR}/32\"]");
+    assert!(cfg.contains(&one), "{cfg}");
+    let two = cfg.replace(
+        &one,
+        &format!("pool = [\"{POOL_ADDR}/32\", \"198.19.0.101/32\"]"),
+    );
+    let moved = cfg.replace(&one, "pool = [\"198.19.0.101/32\"]");
+    assert_eq!(routed(&t, POOL_ADDR), (2, true));
+    assert_eq!(routed(&t, "198.19.0.101"), (0, false));
+
+    // An address added while a download runs on the first one: nothing ends, the new address
+    // is routed (and its fail-closed twin made) and answered for by proxy ARP.
+    let (_srv, blob) = t.serve_random_file(&out, OUT_ADDR, 8080, 4 << 20);
+    let got = t.dir.join("got.bin");
+    let got_s = got.display().to_string();
+    let url = format!("http://{OUT_ADDR}:8080/blob.bin");
+    let curl = t.spawn(
+        &inn,
+        "curl-through-a-pool-change",
+        &[
+            "curl",
+            "-sS",
+            "--max-time",
+            "60",
+            "--limit-rate",
+            "2M",
+            "-o",
+            &got_s,
+            &url,
+        ],
+    );
+    wait_for(
+        "the download's session",
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || t.sessions().iter().any(|s| s["proto"] == "tcp"),
+    );
+    std::fs::write(&path, &two).unwrap();
+    let r = t.xlat_cmd(&["reload"]).check();
+    assert!(r.stdout.contains("nat44.pool"), "{}", r.stdout);
+    assert!(!r.stdout.contains("sessions ended"), "{}", r.stdout);
+    assert_eq!(routed(&t, "198.19.0.101"), (2, true));
+    let st = t.proc(curl).wait_exit(Duration::from_secs(60));
+    assert_eq!(
+        st.and_then(|s| s.code()),
+        Some(0),
+        "curl across the pool change: {}",
+        t.proc(curl).stderr_text()
+    );
+    assert_same_file(&blob, &got);
+
+    // The first address removed: the sessions on it end (counted), its routes and proxy ARP
+    // entry go, and the host's next packets leave from the address that stays.
+    t.ping_all(&inn, 1, &[], OUT_ADDR);
+    assert!(
+        t.sessions().iter().any(|s| s["outside"] == POOL_ADDR),
+        "{:?}",
+        t.sessions()
+    );
+    std::fs::write(&path, &moved).unwrap();
+    let r = t.xlat_cmd(&["reload"]).check();
+    assert!(r.stdout.contains("sessions ended"), "{}", r.stdout);
+    assert!(Topo::event(&t.stats(), "sessions_removed_by_reload") >= 1);
+    assert!(
+        t.sessions().iter().all(|s| s["outside"] != POOL_ADDR),
+        "{:?}",
+        t.sessions()
+    );
+    assert_eq!(routed(&t, POOL_ADDR), (0, false));
+    t.ping_all(&inn, 2, &[], OUT_ADDR);
+    assert!(
+        t.sessions()
+            .iter()
+            .any(|s| s["proto"] == "icmp" && s["outside"] == "198.19.0.101"),
+        "{:?}",
+        t.sessions()
+    );
+
+    // A clean exit leaves GW as it was, though the routes changed while it ran.
+    let st = t.stop(x);
+    assert_eq!(
+        st.and_then(|s| s.code()),
+        Some(0),
+        "{}",
+        t.proc(x).stderr_text()
+    );
+    assert_eq!(
+        before,
+        t.machine_state(),
+        "GW after the pool changes and exit"
+    );
 }

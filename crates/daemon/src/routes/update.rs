@@ -1,0 +1,136 @@
+//! The routing of a reload ([`Routes::update`]): when a reload changes what is routed into
+//! the TUN device -- NAT44 `inside` prefixes and `pool`, static entries, NAT64 `pool4` and
+//! `prefix` -- the difference is made, not the whole set-up again: the routes, rules,
+//! `throw` routes and proxy-ARP entries that come are added (journaled first, as at start),
+//! those that go are removed (and forgotten by the journal), and everything else is left
+//! alone, so no packet of a surviving session meets a missing route.
+//!
+//! Order: what comes first (a new pool address's route and its fail-closed twin, then its
+//! proxy-ARP entry; a new inside prefix's `throw` route before its rule), what goes last
+//! (an inside prefix's rule before its `throw` route; a pool address's proxy-ARP entry and
+//! route after the engines ended its sessions, which the reload did before this).
+
+use std::net::Ipv4Addr;
+
+use anyhow::Result;
+use tracing::info;
+use xlat_engine::{Prefix4, Prefix6};
+
+use super::{
+    args, inbound_steps, ip_batch, proxies_for, rule_steps, throw_steps, RoutePlan, Routes,
+};
+
+/// `a` without what is in `b`.
+fn minus<T: PartialEq + Copy>(a: &[T], b: &[T]) -> Vec<T> {
+    a.iter().filter(|x| !b.contains(x)).copied().collect()
+}
+
+/// What [`Routes::update`] did, as counts for the log and the reload's answer.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct RouteChange {
+    pub added: usize,
+    pub removed: usize,
+}
+
+impl Routes {
+    /// Turns the routing set up for `old` into that of `new` (module docs). A failure to
+    /// add leaves what was made in place (removed at exit) and names the command.
+    pub fn update(&mut self, old: &RoutePlan, new: &RoutePlan) -> Result<RouteChange> {
+        let tun = &new.tun;
+        let come4 = minus(&new.inbound, &old.inbound);
+        let gone4 = minus(&old.inbound, &new.inbound);
+        let come6: Vec<Prefix6> = minus(&new.inbound6, &old.inbound6);
+        let gone6: Vec<Prefix6> = minus(&old.inbound6, &new.inbound6);
+        let come_rules = minus(&new.rule_sources, &old.rule_sources);
+        let gone_rules = minus(&old.rule_sources, &new.rule_sources);
+        let come_throws = minus(&new.throws, &old.throws);
+        let gone_throws = minus(&old.throws, &new.throws);
+        let mut change = RouteChange::default();
+
+        // What comes. Proxy ARP is asked before our own routes change the answer.
+        let proxies = proxies_for(&come4, tun);
+        let mut steps = inbound_steps(tun, &come4, &come6);
+        steps.extend(throw_steps(new.table, &come_throws));
+        steps.extend(rule_steps(new, &come_rules));
+        change.added += steps.len();
+        self.add_all(steps)?;
+        change.added += self.add_proxies(&proxies)?;
+
+        // What goes: the undo commands recorded for it, newest first.
+        let mut undo: Vec<Vec<String>> = Vec::new();
+        undo.extend(
+            rule_steps(old, &gone_rules)
+                .into_iter()
+                .map(|(_, u)| args(&u)),
+        );
+        undo.extend(
+            throw_steps(old.table, &gone_throws)
+                .into_iter()
+                .map(|(_, u)| args(&u)),
+        );
+        undo.extend(self.proxies_in(&gone4));
+        undo.extend(
+            inbound_steps(tun, &gone4, &gone6)
+                .into_iter()
+                .rev()
+                .map(|(_, u)| args(&u)),
+        );
+        change.removed = self.undo_now(&undo);
+        if change.added + change.removed > 0 {
+            info!(
+                added = change.added,
+                removed = change.removed,
+                inbound = ?come4.iter().chain(&gone4).map(Prefix4::to_string).collect::<Vec<_>>(),
+                "routes follow the reload"
+            );
+        }
+        Ok(change)
+    }
+
+    /// The recorded undo commands of proxy-ARP entries for addresses in `prefixes`.
+    fn proxies_in(&self, prefixes: &[Prefix4]) -> Vec<Vec<String>> {
+        self.undo
+            .iter()
+            .filter(|u| {
+                let (Some("neigh"), Some("del"), Some("proxy"), Some(a)) = (
+                    u.first().map(String::as_str),
+                    u.get(1).map(String::as_str),
+                    u.get(2).map(String::as_str),
+                    u.get(3),
+                ) else {
+                    return false;
+                };
+                a.parse::<Ipv4Addr>()
+                    .is_ok_and(|a| prefixes.iter().any(|p| p.contains(u32::from(a))))
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Runs `undo` (commands recorded by [`Routes::add_all`]) now and forgets them, here and
+    /// in the journal; returns how many succeeded. One that fails is gone already.
+    fn undo_now(&mut self, undo: &[Vec<String>]) -> usize {
+        if undo.is_empty() {
+            return 0;
+        }
+        let done = ip_batch(undo, true).ok;
+        self.undo.retain(|u| !undo.contains(u));
+        if let Some(j) = self.journal.as_mut() {
+            if let Err(e) = j.forget(undo) {
+                tracing::warn!(error = %e, "cannot update the state file");
+            }
+        }
+        done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::minus;
+
+    #[test]
+    fn minus_keeps_order_and_drops_what_the_other_has() {
+        assert_eq!(minus(&[1, 2, 3, 4], &[2, 4, 5]), vec![1, 3]);
+        assert!(minus::<u8>(&[], &[1]).is_empty());
+    }
+}
