@@ -56,14 +56,58 @@ pub enum ConfigFileError {
         key: String,
         problem: String,
     },
+    /// Several sections' problems, reported at once (each an `Invalid`, in file order).
+    #[error("{}", several(file, errors))]
+    Several {
+        file: String,
+        errors: Vec<ConfigFileError>,
+    },
+}
+
+/// `FILE: N problems:` and a line per problem (`KEY: PROBLEM`).
+fn several(file: &str, errors: &[ConfigFileError]) -> String {
+    let mut s = format!("{file}: {} problems:", errors.len());
+    for e in errors {
+        match e {
+            ConfigFileError::Invalid { key, problem, .. } => s += &format!("\n  {key}: {problem}"),
+            other => s += &format!("\n  {other}"),
+        }
+    }
+    s
 }
 
 impl ConfigFileError {
-    /// The config key at fault, when the error is about one value.
+    /// The config key at fault, when the error is about one value (the first, of several).
     pub fn key(&self) -> Option<&str> {
         match self {
             ConfigFileError::Invalid { key, .. } => Some(key),
+            ConfigFileError::Several { errors, .. } => errors.first().and_then(|e| e.key()),
             _ => None,
+        }
+    }
+
+    /// `errors` (at least one) as one error: itself when it is alone.
+    fn all(file: &str, mut errors: Vec<ConfigFileError>) -> ConfigFileError {
+        if errors.len() == 1 {
+            if let Some(e) = errors.pop() {
+                return e;
+            }
+        }
+        ConfigFileError::Several {
+            file: file.to_string(),
+            errors,
+        }
+    }
+}
+
+/// The value of `r`, or `None` with its error kept in `errors` (a section's check goes on
+/// to the next section).
+fn keep<T>(errors: &mut Vec<ConfigFileError>, r: Result<T, ConfigFileError>) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(e) => {
+            errors.push(e);
+            None
         }
     }
 }
@@ -453,6 +497,281 @@ impl Ctx<'_> {
         }
     }
 
+    /// `[tun]`.
+    fn tun(&self, raw: RawTun) -> Result<TunConfig, ConfigFileError> {
+        // [tun]
+        let d = TunConfig::default();
+        let tun = TunConfig {
+            name: raw.name.unwrap_or(d.name),
+            mtu: raw.mtu.unwrap_or(d.mtu),
+            auto_routes: raw.auto_routes.unwrap_or(d.auto_routes),
+            route_table: raw.route_table.unwrap_or(d.route_table),
+            rule_pref: raw.rule_pref.unwrap_or(d.rule_pref),
+        };
+        if !xlat_io::tun::valid_ifname(&tun.name) {
+            return Err(self.invalid(
+                "tun.name",
+                format!("{:?} is not a valid interface name; expected 1 to 15 letters, digits, '-', '_' or '.', like \"xlat0\"", tun.name),
+            ));
+        }
+        // An existing interface must be a TUN device (one the daemon can attach to, e.g. made
+        // with `ip tuntap add`); `lo` or `eth0` would fail at start, after the routes.
+        let sys = std::path::Path::new("/sys/class/net").join(&tun.name);
+        if sys.exists() && !sys.join("tun_flags").exists() {
+            return Err(self.invalid(
+                "tun.name",
+                format!("{:?} is an existing interface that is not a TUN device; name a new interface (xlat creates it) or one made with `ip tuntap add NAME mode tun`", tun.name),
+            ));
+        }
+        if !(68..=65535).contains(&tun.mtu) {
+            return Err(self.invalid(
+                "tun.mtu",
+                format!(
+                    "{} is out of range; expected 68 to 65535 (1500 is usual)",
+                    tun.mtu
+                ),
+            ));
+        }
+        if tun.route_table == 0 || (253..=255).contains(&tun.route_table) {
+            return Err(self.invalid(
+                "tun.route_table",
+                format!("{} is reserved (0 unspec, 253 default, 254 main, 255 local); expected another table number like 4400", tun.route_table),
+            ));
+        }
+        if tun.rule_pref == 0 || tun.rule_pref >= 32766 {
+            return Err(self.invalid(
+                "tun.rule_pref",
+                format!("{} would not come before the main table's rule (32766); expected 1 to 32765, like 4400", tun.rule_pref),
+            ));
+        }
+
+        Ok(tun)
+    }
+
+    /// `[nat44]`.
+    fn nat44(
+        &self,
+        n: RawNat44,
+        timeouts: Timeouts,
+        limits: Limits,
+    ) -> Result<Nat44Config, ConfigFileError> {
+        let defaults = Nat44Config::default();
+        let mode = self.choice(
+            "nat44.mode",
+            n.mode.as_deref(),
+            defaults.mode,
+            &[
+                ("static", Nat44Mode::Static),
+                ("pool", Nat44Mode::Pool),
+                ("napt", Nat44Mode::Napt),
+            ],
+        )?;
+        let filtering = self.filtering("nat44.filtering", n.filtering.as_deref())?;
+        let inside = self.prefixes("nat44.inside", n.inside)?;
+        let pool = self.prefixes("nat44.pool", n.pool)?;
+        let mut statics = Vec::new();
+        let mut forwards = Vec::new();
+        for (i, s) in n.statics.unwrap_or_default().iter().enumerate() {
+            if let Some(proto) = &s.proto {
+                forwards.push(self.forward4(i, proto, &s.inside, &s.outside)?);
+                continue;
+            }
+            statics.push(StaticEntry {
+                inside: self.address(format!("nat44.static[{i}].inside"), &s.inside)?,
+                outside: self.address(format!("nat44.static[{i}].outside"), &s.outside)?,
+            });
+        }
+        let ports = self.ports("nat44.ports", n.ports.as_deref())?;
+        let mut limits = limits;
+        limits.port_block_size =
+            self.port_block_size("nat44", n.port_block_size, ports, mode == Nat44Mode::Napt)?;
+        limits.port_block_hold =
+            self.port_block_hold("nat44", n.port_block_hold, limits.port_block_size)?;
+
+        let nat44 = Nat44Config {
+            inside,
+            pool,
+            mode,
+            statics,
+            forwards,
+            filtering,
+            ports,
+            timeouts,
+            limits,
+            inbound_refresh: n.inbound_refresh.unwrap_or(defaults.inbound_refresh),
+            verify_ip_checksum: n.verify_ip_checksum.unwrap_or(defaults.verify_ip_checksum),
+            alg_ftp: self.alg("nat44", n.alg.as_deref())?,
+            deterministic: n.deterministic.unwrap_or(false),
+            ports_per_host: match n.ports_per_host {
+                None => 0,
+                Some(v @ 1..=65535) => u16::try_from(v).unwrap_or(u16::MAX),
+                Some(v) => {
+                    return Err(self.invalid(
+                        "nat44.ports_per_host",
+                        format!("{v} is out of range; expected 1 to 65535 ports, like 1008 (or leave it out: as many as fit)"),
+                    ))
+                }
+            },
+        };
+        nat44
+            .validate()
+            .map_err(|e| self.invalid(e.key, e.problem))?;
+        Ok(nat44)
+    }
+
+    /// `[control] socket`.
+    fn socket(&self, raw: RawControl) -> Result<String, ConfigFileError> {
+        // [control]
+        let socket = raw.socket.unwrap_or_else(|| DEFAULT_SOCKET.to_string());
+        if socket.is_empty() {
+            return Err(self.invalid(
+                "control.socket",
+                format!("empty path; expected a file path like {DEFAULT_SOCKET:?}"),
+            ));
+        }
+        // sockaddr_un.sun_path holds 108 bytes including the terminating NUL.
+        if socket.len() > 107 {
+            return Err(self.invalid(
+                "control.socket",
+                format!(
+                    "path is {} bytes; a Unix socket path may have at most 107",
+                    socket.len()
+                ),
+            ));
+        }
+
+        Ok(socket)
+    }
+
+    /// `[dataplane]`; `stateful`: the file has a [nat44] or [nat64] section.
+    fn dataplane(
+        &self,
+        raw: RawDataplane,
+        stateful: bool,
+    ) -> Result<DataplaneConfig, ConfigFileError> {
+        // [dataplane]
+        let dd = DataplaneConfig::default();
+        let fast_path = match raw.fast_path.as_deref() {
+            None | Some("none") => FastPath::None,
+            Some("xdp") => FastPath::Xdp,
+            Some(other) => {
+                return Err(self.invalid(
+                    "dataplane.fast_path",
+                    format!("{other:?} is not a fast path; expected \"none\" or \"xdp\""),
+                ))
+            }
+        };
+        let slow_path = match raw.slow_path.as_deref() {
+            None | Some("tun") => SlowPath::Tun,
+            Some("af_xdp") => SlowPath::AfXdp,
+            Some(other) => {
+                return Err(self.invalid(
+                    "dataplane.slow_path",
+                    format!("{other:?} is not a slow path; expected \"tun\" or \"af_xdp\""),
+                ))
+            }
+        };
+        let interfaces = raw.interfaces.unwrap_or_default();
+        if let Some(bad) = interfaces.iter().find(|i| !xlat_io::tun::valid_ifname(i)) {
+            return Err(self.invalid(
+                "dataplane.interfaces",
+                format!("{bad:?} is not a valid interface name"),
+            ));
+        }
+        if fast_path == FastPath::Xdp && interfaces.is_empty() {
+            return Err(self.invalid(
+                "dataplane.interfaces",
+                "fast_path = \"xdp\" needs the interfaces to attach to, like [\"eth0\", \"eth1\"] (inside and outside)",
+            ));
+        }
+        if slow_path == SlowPath::AfXdp && interfaces.is_empty() {
+            return Err(self.invalid(
+                "dataplane.interfaces",
+                "slow_path = \"af_xdp\" needs the interfaces to receive on and send from, like [\"eth0\", \"eth1\"] (inside and outside)",
+            ));
+        }
+        if interfaces.len() as u64 > 64 {
+            return Err(self.invalid(
+                "dataplane.interfaces",
+                format!("{} interfaces; expected at most 64", interfaces.len()),
+            ));
+        }
+        if fast_path == FastPath::Xdp && !stateful {
+            return Err(self.invalid(
+                "dataplane.fast_path",
+                "the XDP fast path carries NAT44 and NAT64 sessions; add a [nat44] or [nat64] section or set fast_path = \"none\"",
+            ));
+        }
+        let table_size = raw.table_size.unwrap_or(dd.table_size);
+        if table_size < 2 {
+            return Err(self.invalid(
+                "dataplane.table_size",
+                format!("{table_size} is too small; expected at least 2 (two recipes per session)"),
+            ));
+        }
+        let slow_path_pps = raw.slow_path_pps.unwrap_or(dd.slow_path_pps);
+        if slow_path_pps > xlat_xdp::MAX_SLOW_PATH_PPS {
+            return Err(self.invalid(
+                "dataplane.slow_path_pps",
+                format!(
+                    "{slow_path_pps} is too large; expected at most {} (0 = no limit)",
+                    xlat_xdp::MAX_SLOW_PATH_PPS
+                ),
+            ));
+        }
+        let workers = match raw.workers {
+            None => dd.workers,
+            Some(w) if (1..=MAX_WORKERS as i64).contains(&w) => w as usize,
+            Some(w) => {
+                return Err(self.invalid(
+                    "dataplane.workers",
+                    format!("{w} is out of range; expected 1 to {MAX_WORKERS} (one per core that should carry packets; 1 is the default)"),
+                ))
+            }
+        };
+        let dataplane = DataplaneConfig {
+            fast_path,
+            slow_path,
+            interfaces,
+            table_size,
+            slow_path_pps,
+            workers,
+        };
+
+        Ok(dataplane)
+    }
+
+    /// `[metrics]`.
+    fn metrics(&self, raw: Option<RawMetrics>) -> Result<Option<MetricsConfig>, ConfigFileError> {
+        // [metrics]
+        let metrics = match raw {
+            None => None,
+            Some(m) => {
+                let Some(listen) = m.listen else {
+                    return Err(self.invalid(
+                        "metrics.listen",
+                        format!("missing; [metrics] needs the address and port to serve on, like listen = {EXAMPLE_METRICS_LISTEN:?} (or remove [metrics])"),
+                    ));
+                };
+                let addr: std::net::SocketAddr = listen.parse().map_err(|_| {
+                    self.invalid(
+                        "metrics.listen",
+                        format!("{listen:?} is not an address and port; expected like {EXAMPLE_METRICS_LISTEN:?} or \"[::1]:9641\""),
+                    )
+                })?;
+                if addr.port() == 0 {
+                    return Err(self.invalid(
+                        "metrics.listen",
+                        format!("{listen:?} has port 0; expected a fixed port for Prometheus to scrape, like {EXAMPLE_METRICS_LISTEN:?}"),
+                    ));
+                }
+                Some(MetricsConfig { listen: addr })
+            }
+        };
+
+        Ok(metrics)
+    }
+
     fn choice<T: Copy>(
         &self,
         key: &str,
@@ -793,51 +1112,12 @@ impl Config {
         })?;
         let cx = Ctx { file };
 
-        // [tun]
-        let d = TunConfig::default();
-        let tun = TunConfig {
-            name: raw.tun.name.unwrap_or(d.name),
-            mtu: raw.tun.mtu.unwrap_or(d.mtu),
-            auto_routes: raw.tun.auto_routes.unwrap_or(d.auto_routes),
-            route_table: raw.tun.route_table.unwrap_or(d.route_table),
-            rule_pref: raw.tun.rule_pref.unwrap_or(d.rule_pref),
-        };
-        if !xlat_io::tun::valid_ifname(&tun.name) {
-            return Err(cx.invalid(
-                "tun.name",
-                format!("{:?} is not a valid interface name; expected 1 to 15 letters, digits, '-', '_' or '.', like \"xlat0\"", tun.name),
-            ));
-        }
-        // An existing interface must be a TUN device (one the daemon can attach to, e.g. made
-        // with `ip tuntap add`); `lo` or `eth0` would fail at start, after the routes.
-        let sys = std::path::Path::new("/sys/class/net").join(&tun.name);
-        if sys.exists() && !sys.join("tun_flags").exists() {
-            return Err(cx.invalid(
-                "tun.name",
-                format!("{:?} is an existing interface that is not a TUN device; name a new interface (xlat creates it) or one made with `ip tuntap add NAME mode tun`", tun.name),
-            ));
-        }
-        if !(68..=65535).contains(&tun.mtu) {
-            return Err(cx.invalid(
-                "tun.mtu",
-                format!(
-                    "{} is out of range; expected 68 to 65535 (1500 is usual)",
-                    tun.mtu
-                ),
-            ));
-        }
-        if tun.route_table == 0 || (253..=255).contains(&tun.route_table) {
-            return Err(cx.invalid(
-                "tun.route_table",
-                format!("{} is reserved (0 unspec, 253 default, 254 main, 255 local); expected another table number like 4400", tun.route_table),
-            ));
-        }
-        if tun.rule_pref == 0 || tun.rule_pref >= 32766 {
-            return Err(cx.invalid(
-                "tun.rule_pref",
-                format!("{} would not come before the main table's rule (32766); expected 1 to 32765, like 4400", tun.rule_pref),
-            ));
-        }
+        // Every section is checked, and every section's problem reported at once (the first
+        // of each); what depends on a broken section takes its defaults meanwhile. The checks
+        // across sections run when every section is sound.
+        let mut errors = Vec::new();
+        let tun_mtu_set = raw.tun.mtu.is_some();
+        let tun = keep(&mut errors, cx.tun(raw.tun)).unwrap_or_default();
 
         // [timeouts] and [limits]
         let t = raw.timeouts;
@@ -863,234 +1143,48 @@ impl Config {
         };
 
         // [nat44]
-        let nat44 = match raw.nat44 {
-            None => None,
-            Some(n) => {
-                let defaults = Nat44Config::default();
-                let mode = cx.choice(
-                    "nat44.mode",
-                    n.mode.as_deref(),
-                    defaults.mode,
-                    &[
-                        ("static", Nat44Mode::Static),
-                        ("pool", Nat44Mode::Pool),
-                        ("napt", Nat44Mode::Napt),
-                    ],
-                )?;
-                let filtering = cx.filtering("nat44.filtering", n.filtering.as_deref())?;
-                let inside = cx.prefixes("nat44.inside", n.inside)?;
-                let pool = cx.prefixes("nat44.pool", n.pool)?;
-                let mut statics = Vec::new();
-                let mut forwards = Vec::new();
-                for (i, s) in n.statics.unwrap_or_default().iter().enumerate() {
-                    if let Some(proto) = &s.proto {
-                        forwards.push(cx.forward4(i, proto, &s.inside, &s.outside)?);
-                        continue;
-                    }
-                    statics.push(StaticEntry {
-                        inside: cx.address(format!("nat44.static[{i}].inside"), &s.inside)?,
-                        outside: cx.address(format!("nat44.static[{i}].outside"), &s.outside)?,
-                    });
-                }
-                let ports = cx.ports("nat44.ports", n.ports.as_deref())?;
-                let mut limits = limits;
-                limits.port_block_size =
-                    cx.port_block_size("nat44", n.port_block_size, ports, mode == Nat44Mode::Napt)?;
-                limits.port_block_hold =
-                    cx.port_block_hold("nat44", n.port_block_hold, limits.port_block_size)?;
-
-                let nat44 = Nat44Config {
-                    inside,
-                    pool,
-                    mode,
-                    statics,
-                    forwards,
-                    filtering,
-                    ports,
-                    timeouts,
-                    limits,
-                    inbound_refresh: n.inbound_refresh.unwrap_or(defaults.inbound_refresh),
-                    verify_ip_checksum: n.verify_ip_checksum.unwrap_or(defaults.verify_ip_checksum),
-                    alg_ftp: cx.alg("nat44", n.alg.as_deref())?,
-                    deterministic: n.deterministic.unwrap_or(false),
-                    ports_per_host: match n.ports_per_host {
-                        None => 0,
-                        Some(v @ 1..=65535) => u16::try_from(v).unwrap_or(u16::MAX),
-                        Some(v) => {
-                            return Err(cx.invalid(
-                                "nat44.ports_per_host",
-                                format!("{v} is out of range; expected 1 to 65535 ports, like 1008 (or leave it out: as many as fit)"),
-                            ))
-                        }
-                    },
-                };
-                nat44.validate().map_err(|e| cx.invalid(e.key, e.problem))?;
-                Some(nat44)
-            }
-        };
+        let stateful = raw.nat44.is_some() || raw.nat64.is_some();
+        let nat44 = raw
+            .nat44
+            .and_then(|n| keep(&mut errors, cx.nat44(n, timeouts, limits)));
 
         // [nat64] and [siit]
-        let nat64 = match raw.nat64 {
-            Some(n) => Some(cx.nat64(n, &tun, timeouts, limits)?),
-            None => None,
-        };
-        let siit = match raw.siit {
-            Some(s) => Some(cx.siit(s, &tun)?),
-            None => None,
-        };
+        let nat64 = raw
+            .nat64
+            .and_then(|n| keep(&mut errors, cx.nat64(n, &tun, timeouts, limits)));
+        let siit = raw.siit.and_then(|s| keep(&mut errors, cx.siit(s, &tun)));
 
         // [tunnel.6to4] and [tunnel.isatap]; the TUN device carries the tunnel MTU plus the
         // outer IPv4 header (RFC 4213 3.2).
-        let tunnel = raw.tunnel.map(|t| cx.tunnel(t)).transpose()?;
+        let tunnel = raw.tunnel.and_then(|t| keep(&mut errors, cx.tunnel(t)));
         let mut tun = tun;
         if let Some(t) = &tunnel {
             let need = max_tunnel_mtu(t) + 20;
-            if raw.tun.mtu.is_none() {
+            if !tun_mtu_set {
                 tun.mtu = tun.mtu.max(need);
             } else if tun.mtu < need {
-                return Err(cx.invalid(
+                errors.push(cx.invalid(
                     "tun.mtu",
                     format!("{} is below the tunnel MTU plus the 20-byte outer IPv4 header; expected at least {need} (or leave it out)", tun.mtu),
                 ));
             }
         }
 
-        // [control]
-        let socket = raw
-            .control
-            .socket
-            .unwrap_or_else(|| DEFAULT_SOCKET.to_string());
-        if socket.is_empty() {
-            return Err(cx.invalid(
-                "control.socket",
-                format!("empty path; expected a file path like {DEFAULT_SOCKET:?}"),
-            ));
-        }
-        // sockaddr_un.sun_path holds 108 bytes including the terminating NUL.
-        if socket.len() > 107 {
-            return Err(cx.invalid(
-                "control.socket",
-                format!(
-                    "path is {} bytes; a Unix socket path may have at most 107",
-                    socket.len()
-                ),
-            ));
-        }
+        let socket = keep(&mut errors, cx.socket(raw.control)).unwrap_or_default();
 
-        // [dataplane]
-        let dd = DataplaneConfig::default();
-        let fast_path = match raw.dataplane.fast_path.as_deref() {
-            None | Some("none") => FastPath::None,
-            Some("xdp") => FastPath::Xdp,
-            Some(other) => {
-                return Err(cx.invalid(
-                    "dataplane.fast_path",
-                    format!("{other:?} is not a fast path; expected \"none\" or \"xdp\""),
-                ))
-            }
-        };
-        let slow_path = match raw.dataplane.slow_path.as_deref() {
-            None | Some("tun") => SlowPath::Tun,
-            Some("af_xdp") => SlowPath::AfXdp,
-            Some(other) => {
-                return Err(cx.invalid(
-                    "dataplane.slow_path",
-                    format!("{other:?} is not a slow path; expected \"tun\" or \"af_xdp\""),
-                ))
-            }
-        };
-        let interfaces = raw.dataplane.interfaces.unwrap_or_default();
-        if let Some(bad) = interfaces.iter().find(|i| !xlat_io::tun::valid_ifname(i)) {
-            return Err(cx.invalid(
-                "dataplane.interfaces",
-                format!("{bad:?} is not a valid interface name"),
-            ));
-        }
-        if fast_path == FastPath::Xdp && interfaces.is_empty() {
-            return Err(cx.invalid(
-                "dataplane.interfaces",
-                "fast_path = \"xdp\" needs the interfaces to attach to, like [\"eth0\", \"eth1\"] (inside and outside)",
-            ));
-        }
-        if slow_path == SlowPath::AfXdp && interfaces.is_empty() {
-            return Err(cx.invalid(
-                "dataplane.interfaces",
-                "slow_path = \"af_xdp\" needs the interfaces to receive on and send from, like [\"eth0\", \"eth1\"] (inside and outside)",
-            ));
-        }
-        if interfaces.len() as u64 > 64 {
-            return Err(cx.invalid(
-                "dataplane.interfaces",
-                format!("{} interfaces; expected at most 64", interfaces.len()),
-            ));
-        }
-        if fast_path == FastPath::Xdp && nat44.is_none() && nat64.is_none() {
-            return Err(cx.invalid(
-                "dataplane.fast_path",
-                "the XDP fast path carries NAT44 and NAT64 sessions; add a [nat44] or [nat64] section or set fast_path = \"none\"",
-            ));
-        }
-        let table_size = raw.dataplane.table_size.unwrap_or(dd.table_size);
-        if table_size < 2 {
-            return Err(cx.invalid(
-                "dataplane.table_size",
-                format!("{table_size} is too small; expected at least 2 (two recipes per session)"),
-            ));
-        }
-        let slow_path_pps = raw.dataplane.slow_path_pps.unwrap_or(dd.slow_path_pps);
-        if slow_path_pps > xlat_xdp::MAX_SLOW_PATH_PPS {
-            return Err(cx.invalid(
-                "dataplane.slow_path_pps",
-                format!(
-                    "{slow_path_pps} is too large; expected at most {} (0 = no limit)",
-                    xlat_xdp::MAX_SLOW_PATH_PPS
-                ),
-            ));
-        }
-        let workers = match raw.dataplane.workers {
-            None => dd.workers,
-            Some(w) if (1..=MAX_WORKERS as i64).contains(&w) => w as usize,
-            Some(w) => {
-                return Err(cx.invalid(
-                    "dataplane.workers",
-                    format!("{w} is out of range; expected 1 to {MAX_WORKERS} (one per core that should carry packets; 1 is the default)"),
-                ))
-            }
-        };
-        let dataplane = DataplaneConfig {
-            fast_path,
-            slow_path,
-            interfaces,
-            table_size,
-            slow_path_pps,
-            workers,
-        };
+        let dataplane =
+            keep(&mut errors, cx.dataplane(raw.dataplane, stateful)).unwrap_or_default();
 
-        // [metrics]
-        let metrics = match raw.metrics {
-            None => None,
-            Some(m) => {
-                let Some(listen) = m.listen else {
-                    return Err(cx.invalid(
-                        "metrics.listen",
-                        format!("missing; [metrics] needs the address and port to serve on, like listen = {EXAMPLE_METRICS_LISTEN:?} (or remove [metrics])"),
-                    ));
-                };
-                let addr: std::net::SocketAddr = listen.parse().map_err(|_| {
-                    cx.invalid(
-                        "metrics.listen",
-                        format!("{listen:?} is not an address and port; expected like {EXAMPLE_METRICS_LISTEN:?} or \"[::1]:9641\""),
-                    )
-                })?;
-                if addr.port() == 0 {
-                    return Err(cx.invalid(
-                        "metrics.listen",
-                        format!("{listen:?} has port 0; expected a fixed port for Prometheus to scrape, like {EXAMPLE_METRICS_LISTEN:?}"),
-                    ));
-                }
-                Some(MetricsConfig { listen: addr })
-            }
-        };
+        let metrics = keep(&mut errors, cx.metrics(raw.metrics)).flatten();
+        let dns64 = raw.dns64.and_then(|d| keep(&mut errors, d.check(&cx)));
+        let logging = raw
+            .logging
+            .and_then(|l| keep(&mut errors, l.check(&cx, limits.max_sessions_per_host)))
+            .flatten();
+        let sync = raw.sync.and_then(|s| keep(&mut errors, s.check(&cx)));
+        if !errors.is_empty() {
+            return Err(ConfigFileError::all(file, errors));
+        }
 
         // With deterministic NAT44, a full range is a quota of this many ports (IPFIX).
         let det_ports = nat44
@@ -1105,21 +1199,16 @@ impl Config {
             siit,
             socket: PathBuf::from(socket),
             seed: raw.engine.seed,
-            dns64: raw.dns64.map(|d| d.check(&cx)).transpose()?,
+            dns64,
             tunnel,
             dataplane,
             prefault,
-            logging: raw
-                .logging
-                .map(|l| l.check(&cx, limits.max_sessions_per_host))
-                .transpose()?
-                .flatten()
-                .map(|mut l| {
-                    l.ports_per_host = det_ports;
-                    l
-                }),
+            logging: logging.map(|mut l| {
+                l.ports_per_host = det_ports;
+                l
+            }),
             metrics,
-            sync: raw.sync.map(|s| s.check(&cx)).transpose()?,
+            sync,
         };
         // At least one translator, and no two claiming the same addresses.
         cfg.engine_config(0)
@@ -1840,6 +1929,37 @@ static = [{ inside = "198.18.0.10", outside = "198.19.0.10" }]
         assert!(c.warnings().is_empty());
         let e = err("[nat64]\nprefix = \"64:ff9b::/96\"\npool4 = [\"198.19.0.101/32\"]\nallow_non_global_wkp = \"yes\"\n");
         assert!(e.contains("allow_non_global_wkp"), "{e}");
+    }
+
+    #[test]
+    fn every_sections_problem_is_reported_at_once() {
+        let e = Config::parse(
+            "x.toml",
+            "[tun]\nmtu = 10\n[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"bad\"]\n\
+             [nat64]\nprefix = \"64:ff9b::/95\"\npool4 = [\"198.19.0.1/32\"]\n\
+             [dataplane]\nworkers = 0\n",
+        )
+        .unwrap_err();
+        let text = e.to_string();
+        assert!(text.starts_with("x.toml: 4 problems:"), "{text}");
+        let keys: Vec<&str> = text
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.trim().split(':').next())
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "tun.mtu",
+                "nat44.pool[0]",
+                "nat64.prefix",
+                "dataplane.workers"
+            ]
+        );
+        assert_eq!(e.key(), Some("tun.mtu"));
+        // One problem alone reads as before: file, key, problem.
+        let one = err("[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"bad\"]\n");
+        assert!(one.starts_with("xlat.toml: nat44.pool[0]: "), "{one}");
     }
 
     #[test]
