@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use xlat_dns64::Dns64Config;
 use xlat_engine::{
-    Eam, EngineConfig, Filtering, Limits, Nat44Config, Nat44Mode, Nat64Config, Pref64, Prefix4,
-    Prefix6, SiitConfig, StaticEntry, Timeouts, UdpZeroChecksum, XlatParams,
+    Eam, EamHairpin, EngineConfig, Filtering, Limits, Nat44Config, Nat44Mode, Nat64Config, Pref64,
+    Prefix4, Prefix6, SiitConfig, StaticEntry, Timeouts, UdpZeroChecksum, XlatParams,
 };
 
 /// Where the control socket lives when the config does not say.
@@ -375,6 +375,9 @@ struct RawNat64 {
     allow_non_global_wkp: Option<bool>,
     static_bib: Option<Vec<forward::RawBib>>,
     alg: Option<Vec<String>>,
+    unreachable_errors: Option<bool>,
+    error_source4: Option<String>,
+    error_source6: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -388,6 +391,10 @@ struct RawSiit {
     rfc6791v6: Option<String>,
     lowest_ipv6_mtu: Option<u32>,
     udp_zero_checksum: Option<String>,
+    eam_hairpin: Option<String>,
+    unreachable_errors: Option<bool>,
+    error_source4: Option<String>,
+    error_source6: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -646,7 +653,43 @@ impl Ctx<'_> {
                     ("drop", UdpZeroChecksum::Drop),
                 ],
             )?,
+            ..d
         })
+    }
+
+    /// `unreachable_errors`, `error_source4` and `error_source6` of `section` into `p`.
+    fn error_params(
+        &self,
+        section: &str,
+        p: &mut XlatParams,
+        unreachable: Option<bool>,
+        src4: Option<&str>,
+        src6: Option<&str>,
+    ) -> Result<(), ConfigFileError> {
+        p.unreachable_errors = unreachable.unwrap_or(p.unreachable_errors);
+        if let Some(a) = src4 {
+            let a: std::net::Ipv4Addr = a.trim().parse().map_err(|_| {
+                self.invalid(
+                    format!("{section}.error_source4"),
+                    format!(
+                        "{a:?} is not an IPv4 address; expected one address like \"192.0.2.1\""
+                    ),
+                )
+            })?;
+            p.error_source4 = Some(u32::from(a));
+        }
+        if let Some(a) = src6 {
+            let a: std::net::Ipv6Addr = a.trim().parse().map_err(|_| {
+                self.invalid(
+                    format!("{section}.error_source6"),
+                    format!(
+                        "{a:?} is not an IPv6 address; expected one address like \"2001:db8::1\""
+                    ),
+                )
+            })?;
+            p.error_source6 = Some(u128::from(a));
+        }
+        Ok(())
     }
 
     /// `alg = ["ftp"]`: the application-level gateways to run; `true` for the FTP ALG.
@@ -703,6 +746,19 @@ impl Ctx<'_> {
         limits.port_block_size = self.port_block_size("nat64", n.port_block_size, ports, true)?;
         limits.port_block_hold =
             self.port_block_hold("nat64", n.port_block_hold, limits.port_block_size)?;
+        let mut params = self.params(
+            "nat64",
+            tun.mtu,
+            n.lowest_ipv6_mtu,
+            n.udp_zero_checksum.as_deref(),
+        )?;
+        self.error_params(
+            "nat64",
+            &mut params,
+            n.unreachable_errors,
+            n.error_source4.as_deref(),
+            n.error_source6.as_deref(),
+        )?;
         let cfg = Nat64Config {
             prefix: self
                 .pref64("nat64.prefix", n.prefix.as_deref())?
@@ -722,12 +778,7 @@ impl Ctx<'_> {
             inbound_refresh: n.inbound_refresh.unwrap_or(d.inbound_refresh),
             verify_ip_checksum: n.verify_ip_checksum.unwrap_or(d.verify_ip_checksum),
             alg_ftp: self.alg("nat64", n.alg.as_deref())?,
-            params: self.params(
-                "nat64",
-                tun.mtu,
-                n.lowest_ipv6_mtu,
-                n.udp_zero_checksum.as_deref(),
-            )?,
+            params,
         };
         cfg.validate().map_err(|e| self.invalid(e.key, e.problem))?;
         Ok(cfg)
@@ -756,18 +807,36 @@ impl Ctx<'_> {
             Some(r) => Some(self.prefix6("siit.rfc6791v6".into(), r)?),
             None => None,
         };
+        let mut params = self.params(
+            "siit",
+            tun.mtu,
+            s.lowest_ipv6_mtu,
+            s.udp_zero_checksum.as_deref(),
+        )?;
+        self.error_params(
+            "siit",
+            &mut params,
+            s.unreachable_errors,
+            s.error_source4.as_deref(),
+            s.error_source6.as_deref(),
+        )?;
         let cfg = SiitConfig {
             prefix,
             pool4: self.prefixes("siit.pool4", s.pool4)?,
             eam,
             rfc6791,
             rfc6791v6,
-            params: self.params(
-                "siit",
-                tun.mtu,
-                s.lowest_ipv6_mtu,
-                s.udp_zero_checksum.as_deref(),
+            eam_hairpin: self.choice(
+                "siit.eam_hairpin",
+                s.eam_hairpin.as_deref(),
+                EamHairpin::default(),
+                &[
+                    ("off", EamHairpin::Off),
+                    ("simple", EamHairpin::Simple),
+                    ("intrinsic", EamHairpin::Intrinsic),
+                ],
             )?,
+            params,
         };
         cfg.validate().map_err(|e| self.invalid(e.key, e.problem))?;
         Ok(cfg)
