@@ -1912,6 +1912,36 @@ static = [{ inside = "198.18.0.10", outside = "198.19.0.10" }]
     }
 
     #[test]
+    fn unreachable_errors_error_sources_and_eam_hairpin_are_read_and_checked() {
+        let c = ok("[siit]\nprefix = \"2001:2:0:64::/96\"\nunreachable_errors = false\nerror_source4 = \"192.0.2.1\"\nerror_source6 = \"2001:db8::1\"\neam_hairpin = \"simple\"\neam = [{ ipv4 = \"198.19.1.0/24\", ipv6 = \"2001:2:0:6::/64\" }]\n");
+        let s = c.siit.as_ref().unwrap();
+        assert!(!s.params.unreachable_errors);
+        assert_eq!(s.params.error_source4, Some(0xc000_0201));
+        assert_eq!(s.params.error_source6, Some(0x2001_0db8 << 96 | 1));
+        assert_eq!(s.eam_hairpin, EamHairpin::Simple);
+        let c = ok("[nat64]\nprefix = \"2001:2:0:64::/96\"\npool4 = [\"198.19.0.101/32\"]\n");
+        let n = c.nat64.as_ref().unwrap();
+        assert!(n.params.unreachable_errors);
+        assert_eq!(n.params.error_source4, None);
+        let e = err("[nat64]\nprefix = \"2001:2:0:64::/96\"\npool4 = [\"198.19.0.101/32\"]\nerror_source4 = \"192.0.2.0/24\"\n");
+        assert!(e.starts_with("xlat.toml: nat64.error_source4: "), "{e}");
+        assert!(e.contains("192.0.2.1"), "names a right value: {e}");
+        let e = err("[siit]\nprefix = \"2001:2:0:64::/96\"\nerror_source4 = \"127.0.0.1\"\n");
+        assert!(e.starts_with("xlat.toml: siit.error_source4: "), "{e}");
+        let e = err("[siit]\nprefix = \"2001:2:0:64::/96\"\nerror_source6 = \"fe80::1\"\n");
+        assert!(e.starts_with("xlat.toml: siit.error_source6: "), "{e}");
+        let e = err("[siit]\nprefix = \"2001:2:0:64::/96\"\neam_hairpin = \"on\"\n");
+        assert!(e.starts_with("xlat.toml: siit.eam_hairpin: "), "{e}");
+        assert!(e.contains("\"intrinsic\""), "{e}");
+        let e = err("[siit]\neam_hairpin = \"simple\"\neam = [{ ipv4 = \"198.19.1.0/28\", ipv6 = \"2001:2:0:6::/124\" }]\n");
+        assert!(e.starts_with("xlat.toml: siit.eam_hairpin: "), "{e}");
+        // RFC 7757 3.2: an IPv4 suffix longer than the IPv6 one is refused, with the fix.
+        let e = err("[siit]\nprefix = \"2001:2:0:64::/96\"\neam = [{ ipv4 = \"198.19.1.0/24\", ipv6 = \"2001:2:0:6::/124\" }]\n");
+        assert!(e.starts_with("xlat.toml: siit.eam: "), "{e}");
+        assert!(e.contains("/120 or less"), "{e}");
+    }
+
+    #[test]
     fn missing_file_is_named() {
         let e = Config::load(Path::new("/nonexistent/xlat.toml"))
             .err()
@@ -2394,9 +2424,9 @@ rfc6791v6 = "2001:db8:6791::/96"
             e.starts_with("xlat.toml: tun.mtu: 1000 is below 1280"),
             "{e}"
         );
-        let e = err("[siit]\nprefix = \"2001:2:0:46::/96\"\neam = [{ ipv4 = \"198.19.1.0/28\", ipv6 = \"2001:2:0:6::/120\" }]\n");
+        let e = err("[siit]\nprefix = \"2001:2:0:46::/96\"\neam = [{ ipv4 = \"198.19.1.0/24\", ipv6 = \"2001:2:0:6::/124\" }]\n");
         assert!(e.starts_with("xlat.toml: siit.eam: entry 0"), "{e}");
-        assert!(e.contains("suffix lengths differ"), "{e}");
+        assert!(e.contains("is longer than the IPv6 suffix"), "{e}");
         let e = err("[siit]\neam = [{ ipv4 = \"198.19.1.300\", ipv6 = \"2001:2:0:6::1\" }]\n");
         assert!(e.starts_with("xlat.toml: siit.eam[0].ipv4: "), "{e}");
         let e = err("[siit]\neam = [{ ipv4 = \"198.19.1.3\", ipv6 = \"2001:2:0:6::1/129\" }]\n");
