@@ -662,7 +662,7 @@ pub struct XlatParams {
     /// RFC 7915 4.4 / 5.4 (SHOULD, "configurable"): a packet discarded because an address has
     /// no translation, or (NAT64, RFC 6146 3.5) because no BIB entry exists or can be made,
     /// the filter refuses it or its protocol cannot cross, is answered with an ICMP
-    /// Destination Unreachable ([`crate::siit::reply`] lists which). `false`: dropped
+    /// Destination Unreachable (docs/CONFIG.md lists which). `false`: dropped
     /// silently. The router errors of 4.1 / 5.1 (Time Exceeded, Fragmentation Needed / Packet
     /// Too Big, source route, routing header) go either way: path MTU discovery needs them.
     pub unreachable_errors: bool,
