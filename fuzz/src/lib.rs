@@ -24,8 +24,9 @@ use std::net::Ipv4Addr;
 
 use xlat_engine::tunnel::{IsatapConfig, IsatapRole, SixToFourConfig, TunnelConfig, TunnelParams};
 use xlat_engine::{
-    Eam, Engine, EngineConfig, Filtering, Limits, Nat44Config, Nat44Mode, Nat64Config, PacketBuf,
-    PortForward, SiitConfig, StaticEntry, Time, UdpZeroChecksum, Verdict, XlatParams, HEADROOM,
+    Eam, EamHairpin, Engine, EngineConfig, Filtering, Limits, Nat44Config, Nat44Mode, Nat64Config,
+    PacketBuf, PortForward, SiitConfig, StaticEntry, Time, UdpZeroChecksum, Verdict, XlatParams,
+    HEADROOM,
 };
 
 /// Which translators the engine runs.
@@ -138,6 +139,10 @@ fn params(v: u8) -> XlatParams {
         } else {
             UdpZeroChecksum::Compute
         },
+        // RFC 7915 4.4 / 5.4 answers on or off, and their own source now and then.
+        unreachable_errors: v & 8 == 0,
+        error_source4: (v & 0x60 == 0x60).then_some(0xc633_64fe),
+        error_source6: (v & 0x60 == 0x60).then_some(0x2001_0db8_0000_0000_0000_0000_0000_00fe),
         ..XlatParams::default()
     }
 }
@@ -180,13 +185,26 @@ fn nat64(v: u8) -> Nat64Config {
 fn siit(v: u8, with_prefix: bool) -> SiitConfig {
     SiitConfig {
         prefix: with_prefix.then(|| p("2001:2:0:64::/96")),
-        eam: vec![Eam {
-            ipv4: p("198.19.1.0/28"),
-            ipv6: p("2001:2:0:6::/124"),
-        }],
+        eam: vec![
+            Eam {
+                ipv4: p("198.19.1.0/28"),
+                ipv6: p("2001:2:0:6::/124"),
+            },
+            // RFC 7757 3.2: suffixes of different lengths (4 IPv4 bits, 8 IPv6 bits).
+            Eam {
+                ipv4: p("198.19.2.0/28"),
+                ipv6: p("2001:2:0:7::/120"),
+            },
+        ],
         rfc6791: Some(p("192.0.2.1/32")),
         // Without a pref64, IPv4 routers' errors take their source from here.
         rfc6791v6: (!with_prefix).then(|| p("2001:db8:6791::/96")),
+        // RFC 7757 4: the three hairpinning modes (simple needs the pref64).
+        eam_hairpin: match (v >> 4) % 3 {
+            0 => EamHairpin::Intrinsic,
+            1 if with_prefix => EamHairpin::Simple,
+            _ => EamHairpin::Off,
+        },
         params: params(v),
         ..SiitConfig::default()
     }

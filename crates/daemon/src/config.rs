@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use xlat_dns64::Dns64Config;
 use xlat_engine::{
-    Eam, EngineConfig, Filtering, Limits, Nat44Config, Nat44Mode, Nat64Config, Pref64, Prefix4,
-    Prefix6, SiitConfig, StaticEntry, Timeouts, UdpZeroChecksum, XlatParams,
+    Eam, EamHairpin, EngineConfig, Filtering, Limits, Nat44Config, Nat44Mode, Nat64Config, Pref64,
+    Prefix4, Prefix6, SiitConfig, StaticEntry, Timeouts, UdpZeroChecksum, XlatParams,
 };
 
 /// Where the control socket lives when the config does not say.
@@ -419,6 +419,9 @@ struct RawNat64 {
     allow_non_global_wkp: Option<bool>,
     static_bib: Option<Vec<forward::RawBib>>,
     alg: Option<Vec<String>>,
+    unreachable_errors: Option<bool>,
+    error_source4: Option<String>,
+    error_source6: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -432,6 +435,10 @@ struct RawSiit {
     rfc6791v6: Option<String>,
     lowest_ipv6_mtu: Option<u32>,
     udp_zero_checksum: Option<String>,
+    eam_hairpin: Option<String>,
+    unreachable_errors: Option<bool>,
+    error_source4: Option<String>,
+    error_source6: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -965,7 +972,43 @@ impl Ctx<'_> {
                     ("drop", UdpZeroChecksum::Drop),
                 ],
             )?,
+            ..d
         })
+    }
+
+    /// `unreachable_errors`, `error_source4` and `error_source6` of `section` into `p`.
+    fn error_params(
+        &self,
+        section: &str,
+        p: &mut XlatParams,
+        unreachable: Option<bool>,
+        src4: Option<&str>,
+        src6: Option<&str>,
+    ) -> Result<(), ConfigFileError> {
+        p.unreachable_errors = unreachable.unwrap_or(p.unreachable_errors);
+        if let Some(a) = src4 {
+            let a: std::net::Ipv4Addr = a.trim().parse().map_err(|_| {
+                self.invalid(
+                    format!("{section}.error_source4"),
+                    format!(
+                        "{a:?} is not an IPv4 address; expected one address like \"192.0.2.1\""
+                    ),
+                )
+            })?;
+            p.error_source4 = Some(u32::from(a));
+        }
+        if let Some(a) = src6 {
+            let a: std::net::Ipv6Addr = a.trim().parse().map_err(|_| {
+                self.invalid(
+                    format!("{section}.error_source6"),
+                    format!(
+                        "{a:?} is not an IPv6 address; expected one address like \"2001:db8::1\""
+                    ),
+                )
+            })?;
+            p.error_source6 = Some(u128::from(a));
+        }
+        Ok(())
     }
 
     /// `alg = ["ftp"]`: the application-level gateways to run; `true` for the FTP ALG.
@@ -1022,6 +1065,19 @@ impl Ctx<'_> {
         limits.port_block_size = self.port_block_size("nat64", n.port_block_size, ports, true)?;
         limits.port_block_hold =
             self.port_block_hold("nat64", n.port_block_hold, limits.port_block_size)?;
+        let mut params = self.params(
+            "nat64",
+            tun.mtu,
+            n.lowest_ipv6_mtu,
+            n.udp_zero_checksum.as_deref(),
+        )?;
+        self.error_params(
+            "nat64",
+            &mut params,
+            n.unreachable_errors,
+            n.error_source4.as_deref(),
+            n.error_source6.as_deref(),
+        )?;
         let cfg = Nat64Config {
             prefix: self
                 .pref64("nat64.prefix", n.prefix.as_deref())?
@@ -1041,12 +1097,7 @@ impl Ctx<'_> {
             inbound_refresh: n.inbound_refresh.unwrap_or(d.inbound_refresh),
             verify_ip_checksum: n.verify_ip_checksum.unwrap_or(d.verify_ip_checksum),
             alg_ftp: self.alg("nat64", n.alg.as_deref())?,
-            params: self.params(
-                "nat64",
-                tun.mtu,
-                n.lowest_ipv6_mtu,
-                n.udp_zero_checksum.as_deref(),
-            )?,
+            params,
         };
         cfg.validate().map_err(|e| self.invalid(e.key, e.problem))?;
         Ok(cfg)
@@ -1075,18 +1126,36 @@ impl Ctx<'_> {
             Some(r) => Some(self.prefix6("siit.rfc6791v6".into(), r)?),
             None => None,
         };
+        let mut params = self.params(
+            "siit",
+            tun.mtu,
+            s.lowest_ipv6_mtu,
+            s.udp_zero_checksum.as_deref(),
+        )?;
+        self.error_params(
+            "siit",
+            &mut params,
+            s.unreachable_errors,
+            s.error_source4.as_deref(),
+            s.error_source6.as_deref(),
+        )?;
         let cfg = SiitConfig {
             prefix,
             pool4: self.prefixes("siit.pool4", s.pool4)?,
             eam,
             rfc6791,
             rfc6791v6,
-            params: self.params(
-                "siit",
-                tun.mtu,
-                s.lowest_ipv6_mtu,
-                s.udp_zero_checksum.as_deref(),
+            eam_hairpin: self.choice(
+                "siit.eam_hairpin",
+                s.eam_hairpin.as_deref(),
+                EamHairpin::default(),
+                &[
+                    ("off", EamHairpin::Off),
+                    ("simple", EamHairpin::Simple),
+                    ("intrinsic", EamHairpin::Intrinsic),
+                ],
             )?,
+            params,
         };
         cfg.validate().map_err(|e| self.invalid(e.key, e.problem))?;
         Ok(cfg)
@@ -1963,6 +2032,36 @@ static = [{ inside = "198.18.0.10", outside = "198.19.0.10" }]
     }
 
     #[test]
+    fn unreachable_errors_error_sources_and_eam_hairpin_are_read_and_checked() {
+        let c = ok("[siit]\nprefix = \"2001:2:0:64::/96\"\nunreachable_errors = false\nerror_source4 = \"192.0.2.1\"\nerror_source6 = \"2001:db8::1\"\neam_hairpin = \"simple\"\neam = [{ ipv4 = \"198.19.1.0/24\", ipv6 = \"2001:2:0:6::/64\" }]\n");
+        let s = c.siit.as_ref().unwrap();
+        assert!(!s.params.unreachable_errors);
+        assert_eq!(s.params.error_source4, Some(0xc000_0201));
+        assert_eq!(s.params.error_source6, Some(0x2001_0db8 << 96 | 1));
+        assert_eq!(s.eam_hairpin, EamHairpin::Simple);
+        let c = ok("[nat64]\nprefix = \"2001:2:0:64::/96\"\npool4 = [\"198.19.0.101/32\"]\n");
+        let n = c.nat64.as_ref().unwrap();
+        assert!(n.params.unreachable_errors);
+        assert_eq!(n.params.error_source4, None);
+        let e = err("[nat64]\nprefix = \"2001:2:0:64::/96\"\npool4 = [\"198.19.0.101/32\"]\nerror_source4 = \"192.0.2.0/24\"\n");
+        assert!(e.starts_with("xlat.toml: nat64.error_source4: "), "{e}");
+        assert!(e.contains("192.0.2.1"), "names a right value: {e}");
+        let e = err("[siit]\nprefix = \"2001:2:0:64::/96\"\nerror_source4 = \"127.0.0.1\"\n");
+        assert!(e.starts_with("xlat.toml: siit.error_source4: "), "{e}");
+        let e = err("[siit]\nprefix = \"2001:2:0:64::/96\"\nerror_source6 = \"fe80::1\"\n");
+        assert!(e.starts_with("xlat.toml: siit.error_source6: "), "{e}");
+        let e = err("[siit]\nprefix = \"2001:2:0:64::/96\"\neam_hairpin = \"on\"\n");
+        assert!(e.starts_with("xlat.toml: siit.eam_hairpin: "), "{e}");
+        assert!(e.contains("\"intrinsic\""), "{e}");
+        let e = err("[siit]\neam_hairpin = \"simple\"\neam = [{ ipv4 = \"198.19.1.0/28\", ipv6 = \"2001:2:0:6::/124\" }]\n");
+        assert!(e.starts_with("xlat.toml: siit.eam_hairpin: "), "{e}");
+        // RFC 7757 3.2: an IPv4 suffix longer than the IPv6 one is refused, with the fix.
+        let e = err("[siit]\nprefix = \"2001:2:0:64::/96\"\neam = [{ ipv4 = \"198.19.1.0/24\", ipv6 = \"2001:2:0:6::/124\" }]\n");
+        assert!(e.starts_with("xlat.toml: siit.eam: "), "{e}");
+        assert!(e.contains("/120 or less"), "{e}");
+    }
+
+    #[test]
     fn missing_file_is_named() {
         let e = Config::load(Path::new("/nonexistent/xlat.toml"))
             .err()
@@ -2445,9 +2544,9 @@ rfc6791v6 = "2001:db8:6791::/96"
             e.starts_with("xlat.toml: tun.mtu: 1000 is below 1280"),
             "{e}"
         );
-        let e = err("[siit]\nprefix = \"2001:2:0:46::/96\"\neam = [{ ipv4 = \"198.19.1.0/28\", ipv6 = \"2001:2:0:6::/120\" }]\n");
+        let e = err("[siit]\nprefix = \"2001:2:0:46::/96\"\neam = [{ ipv4 = \"198.19.1.0/24\", ipv6 = \"2001:2:0:6::/124\" }]\n");
         assert!(e.starts_with("xlat.toml: siit.eam: entry 0"), "{e}");
-        assert!(e.contains("suffix lengths differ"), "{e}");
+        assert!(e.contains("is longer than the IPv6 suffix"), "{e}");
         let e = err("[siit]\neam = [{ ipv4 = \"198.19.1.300\", ipv6 = \"2001:2:0:6::1\" }]\n");
         assert!(e.starts_with("xlat.toml: siit.eam[0].ipv4: "), "{e}");
         let e = err("[siit]\neam = [{ ipv4 = \"198.19.1.3\", ipv6 = \"2001:2:0:6::1/129\" }]\n");

@@ -659,6 +659,19 @@ pub struct XlatParams {
     /// (RFC 7915 4.1 "lowest-ipv6-mtu"; 1280 by default, RFC 8200 5).
     pub lowest_ipv6_mtu: u32,
     pub udp_zero_checksum: UdpZeroChecksum,
+    /// RFC 7915 4.4 / 5.4 (SHOULD, "configurable"): a packet discarded because an address has
+    /// no translation, or (NAT64, RFC 6146 3.5) because no BIB entry exists or can be made,
+    /// the filter refuses it or its protocol cannot cross, is answered with an ICMP
+    /// Destination Unreachable (docs/CONFIG.md lists which). `false`: dropped
+    /// silently. The router errors of 4.1 / 5.1 (Time Exceeded, Fragmentation Needed / Packet
+    /// Too Big, source route, routing header) go either way: path MTU discovery needs them.
+    pub unreachable_errors: bool,
+    /// Source of the translator's own ICMPv4 errors; `None`: SIIT's first `rfc6791`
+    /// address (else the address the packet was sent to), NAT64's first pool4 address.
+    pub error_source4: Option<u32>,
+    /// Source of the translator's own ICMPv6 errors; `None`: the pref64 form of the default
+    /// IPv4 source above (SIIT without `rfc6791`: the address the packet was sent to).
+    pub error_source6: Option<u128>,
 }
 
 impl Default for XlatParams {
@@ -667,6 +680,9 @@ impl Default for XlatParams {
             mtu: 1500,
             lowest_ipv6_mtu: 1280,
             udp_zero_checksum: UdpZeroChecksum::Compute,
+            unreachable_errors: true,
+            error_source4: None,
+            error_source6: None,
         }
     }
 }
@@ -695,8 +711,59 @@ impl XlatParams {
                 ),
             });
         }
+        let nat64 = section == "nat64";
+        if let Some(a) = self.error_source4 {
+            if crate::martian::source4(a) {
+                return Err(ConfigError {
+                    key: if nat64 {
+                        "nat64.error_source4"
+                    } else {
+                        "siit.error_source4"
+                    },
+                    problem: format!(
+                        "{} cannot be a source (this-network, loopback, link-local, multicast or broadcast: RFC 1812 5.3.7); give a unicast address of this translator, e.g. \"192.0.2.1\"",
+                        Ipv4Addr::from(a)
+                    ),
+                });
+            }
+        }
+        if let Some(a) = self.error_source6 {
+            if crate::martian::source6(a) {
+                return Err(ConfigError {
+                    key: if nat64 {
+                        "nat64.error_source6"
+                    } else {
+                        "siit.error_source6"
+                    },
+                    problem: format!(
+                        "{} cannot be a source of errors that cross routers (unspecified, loopback, link-local or multicast: RFC 4291 2.5); give a global unicast address, e.g. \"2001:db8::1\"",
+                        std::net::Ipv6Addr::from(a)
+                    ),
+                });
+            }
+        }
         Ok(())
     }
+}
+
+/// How SIIT handles an IPv6 node that sends to the pref64 form of an IPv4 address that an
+/// EAM entry maps back to IPv6 (RFC 7757 4: hairpinning; Jool's `eam-hairpin-mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EamHairpin {
+    /// No hairpinning support: every packet is translated with the EAM table as it is; a
+    /// hairpinned packet leaves as IPv4 and comes back with its source's EAM form, which the
+    /// receiver does not know (RFC 7757 4.1, the problem).
+    Off,
+    /// RFC 7757 4.2: the source of an IPv4 packet is never translated by the EAM table
+    /// (always by the pref64), so a packet that left as IPv4 and was routed back comes in
+    /// with the address its sender used; only for networks whose EAM IPv4 addresses never
+    /// send from the IPv4 side.
+    Simple,
+    /// RFC 7757 4.3: the translator recognises the hairpin itself -- an IPv6 packet whose
+    /// destination, translated by the pref64, is an address it translates back to IPv6 --
+    /// and sends it straight back to IPv6 with the pref64 form of its source.
+    #[default]
+    Intrinsic,
 }
 
 /// One Explicit Address Mapping (RFC 7757 3.1): an IPv4 prefix and an IPv6 prefix with
@@ -724,6 +791,8 @@ pub struct SiitConfig {
     /// (no EAM entry and no pref64 it may go in): RFC 6791's idea the other way (Jool's
     /// `rfc6791v6`).
     pub rfc6791v6: Option<Prefix6>,
+    /// Hairpinning of EAM addresses (RFC 7757 4).
+    pub eam_hairpin: EamHairpin,
     pub params: XlatParams,
 }
 
@@ -744,16 +813,20 @@ impl SiitConfig {
             );
         }
         for (i, e) in self.eam.iter().enumerate() {
-            // RFC 7757 3.1: the suffixes (host parts) must have the same length.
-            if 32 - u32::from(e.ipv4.len) != 128 - u32::from(e.ipv6.len) {
+            // RFC 7757 3.2: the suffixes may differ in length (the shorter one takes the first
+            // bits of the longer one, [`crate::siit::eam`]), but an IPv4 suffix longer than
+            // the IPv6 one would give several IPv4 hosts one IPv6 address, and answers could
+            // not tell them apart.
+            if 32 - u32::from(e.ipv4.len) > 128 - u32::from(e.ipv6.len) {
                 return err(
                     "siit.eam",
                     format!(
-                        "entry {i} ({} = {}): suffix lengths differ ({} IPv4 bits, {} IPv6 bits); RFC 7757 needs equal ones, e.g. /28 with /124",
+                        "entry {i} ({} = {}): the IPv4 suffix ({} bits) is longer than the IPv6 suffix ({} bits), so several IPv4 addresses would share one IPv6 address; shorten the IPv6 prefix to /{} or less, or lengthen the IPv4 prefix",
                         e.ipv4,
                         e.ipv6,
                         32 - u32::from(e.ipv4.len),
-                        128 - u32::from(e.ipv6.len)
+                        128 - u32::from(e.ipv6.len),
+                        96 + u32::from(e.ipv4.len)
                     ),
                 );
             }
@@ -775,6 +848,12 @@ impl SiitConfig {
                     );
                 }
             }
+        }
+        if self.eam_hairpin == EamHairpin::Simple && self.prefix.is_none() {
+            return err(
+                "siit.eam_hairpin",
+                "\"simple\" translates every IPv4 source by the pref64 (RFC 7757 4.2), and there is none: set siit.prefix, or use \"intrinsic\" (the default) or \"off\"".into(),
+            );
         }
         for (i, p) in self.pool4.iter().enumerate() {
             if self.eam.iter().any(|e| e.ipv4.overlaps(p)) {

@@ -134,7 +134,9 @@ reasons! {
         /// An address has no form in the other family: not in an EAM entry, not in the
         /// pref64 (IPv6), not in siit.pool4 / the EAM table (IPv4 destinations), or an IPv6
         /// source of something other than an ICMPv6 error without an RFC 6791 address.
-        /// Check `siit.prefix`, `siit.eam`, `siit.pool4` and `siit.rfc6791`.
+        /// Check `siit.prefix`, `siit.eam`, `siit.pool4` and `siit.rfc6791`. The sender is
+        /// told with a Destination Unreachable unless `unreachable_errors = false` (RFC 7915
+        /// 4.4, 5.4; counted in `icmp_errors_sent` too).
         UntranslatableAddress = "untranslatable_address",
         /// An IPv4 address that is not global with the well-known prefix 64:ff9b::/96, which
         /// must not carry it (RFC 6052 3.1). Use a network-specific prefix.
@@ -311,7 +313,9 @@ reasons! {
         /// IPv6 packets translated to IPv4 (SIIT and NAT64; RFC 7915 5).
         Ipv6ToIpv4 = "ipv6_to_ipv4",
         /// ICMP errors the translator sent itself (Time Exceeded, Fragmentation Needed,
-        /// Packet Too Big, Parameter Problem; RFC 7915 4.4, 5.4).
+        /// Packet Too Big, Parameter Problem; Destination Unreachable for discarded packets
+        /// unless `unreachable_errors = false`; RFC 7915 4.4, 5.4). Each also counts its
+        /// packet's drop reason.
         IcmpErrorsSent = "icmp_errors_sent",
         /// ICMP errors the translator would have sent but the rate limit held back (RFC 4443
         /// 2.4 f: 1000 per second, bursts of 50).

@@ -736,6 +736,7 @@ fn siit_engine(wide: bool, mtu: u32) -> Engine {
                 mtu,
                 ..XlatParams::default()
             },
+            ..SiitConfig::default()
         }),
         seed: 5,
         ..EngineConfig::default()

@@ -63,8 +63,9 @@ pub mod trace;
 pub mod tunnel;
 
 pub use config::{
-    ConfigError, Eam, Filtering, Limits, Nat44Config, Nat44Mode, Nat64Config, PortForward, Prefix4,
-    Prefix6, SiitConfig, StaticEntry, Timeouts, UdpZeroChecksum, XlatParams, MAX_SESSIONS,
+    ConfigError, Eam, EamHairpin, Filtering, Limits, Nat44Config, Nat44Mode, Nat64Config,
+    PortForward, Prefix4, Prefix6, SiitConfig, StaticEntry, Timeouts, UdpZeroChecksum, XlatParams,
+    MAX_SESSIONS,
 };
 pub use counters::{Counters, DropReason, Event};
 pub use mem::{mapped_bytes, set_prefault};

@@ -101,13 +101,14 @@ fn rfc6146_3_5_2_tcp_handshake_and_unsolicited_syn() {
     );
     assert_eq!(row.translator, xlat_engine::flow::Translator::Nat64);
     assert_eq!(row.remote6, Some("2001:2:0:64::c613:2".parse().unwrap()));
-    // Deviation from 3.5.2.2 (documented): an unsolicited inbound SYN is dropped at once.
+    // Deviation from 3.5.2.2 (documented): an unsolicited inbound SYN is not held; its Port
+    // Unreachable goes back at once.
     let (v, _) = at(
         &mut e,
         1,
         ip4(a4(S4), a4(POOL), 6, tcp(80, 5555, 0x02), 64, 0x4000, 3),
     );
-    assert_eq!(v, Verdict::Drop(DropReason::NoMapping));
+    assert_eq!(v, Verdict::Reply(DropReason::NoMapping));
     // Only SYN opens a session.
     let (v, _) = at(&mut e, 1, ip6(a6(C1), a6(S6), 6, tcp(40002, 80, 0x10), 64));
     assert_eq!(v, Verdict::Drop(DropReason::TcpNoSession));
@@ -346,7 +347,7 @@ fn nat64_only_engine_drops_what_is_not_ours() {
     );
     assert_eq!(v, Verdict::Drop(DropReason::NotOurs));
     let (v, _) = at(&mut e, 0, ip6(a6(C1), a6(S6), 47, vec![0; 8], 64));
-    assert_eq!(v, Verdict::Drop(DropReason::UnsupportedProtocol));
+    assert_eq!(v, Verdict::Reply(DropReason::UnsupportedProtocol));
 }
 
 // ---- Fast-path recipes (issue 6): the XDP program's model against the engine ----
@@ -560,6 +561,119 @@ fn rfc6146_static_bib_entry_admits_ipv4_initiated_flows() {
         &mut e,
         0,
         ip4(a4(S4), a4(POOL), 17, udp(53, 2001, b"no"), 64, 0, 3),
+    );
+    assert_eq!(v, Verdict::Reply(DropReason::NoMapping));
+}
+
+/// RFC 7915 4.4 with RFC 6146's codes: IPv4 packets to pool4 that NAT64 discards are
+/// answered with ICMPv4 Destination Unreachable from the first pool4 address -- no BIB entry
+/// for a UDP datagram or an echo request: host unreachable (3/1, 3.5.1, 3.5.3); a TCP SYN
+/// without one: port unreachable (3/3, 3.5.2.2); refused by the filter: communication
+/// administratively prohibited (3/13); a protocol other than TCP, UDP, ICMP: protocol
+/// unreachable (3/2, 3.5). Other TCP segments without a session: silent.
+#[test]
+fn rfc7915_4_4_nat64_ipv4_discards_answered() {
+    let mut e = engine();
+    let code = |e: &mut Engine, p: Vec<u8>| {
+        let orig = p.clone();
+        let (v, o) = at(e, 1, p);
+        match v {
+            Verdict::Reply(_) => {
+                verify4(&o);
+                assert_eq!((&o[12..16], &o[16..20]), (&a4(POOL)[..], &a4(S4)[..]));
+                assert_eq!(&o[28..], &orig[..]);
+                assert_eq!(o[20], 3);
+                Some(o[21])
+            }
+            _ => None,
+        }
+    };
+    let udp4 = ip4(a4(S4), a4(POOL), 17, udp(53, 6000, b"x"), 64, 0, 1);
+    assert_eq!(code(&mut e, udp4), Some(1));
+    let ping = ip4(a4(S4), a4(POOL), 1, echo(8, 0x4242, 1, b"p"), 64, 0, 2);
+    assert_eq!(code(&mut e, ping), Some(1));
+    let syn = ip4(a4(S4), a4(POOL), 6, tcp(80, 6001, 0x02), 64, 0x4000, 3);
+    assert_eq!(code(&mut e, syn), Some(3));
+    let ack = ip4(a4(S4), a4(POOL), 6, tcp(80, 6001, 0x10), 64, 0x4000, 4);
+    assert_eq!(code(&mut e, ack), None);
+    let gre = ip4(a4(S4), a4(POOL), 47, vec![0; 8], 64, 0, 5);
+    assert_eq!(code(&mut e, gre), Some(2));
+    // Address-dependent filtering (the default): a mapping to S4 refuses another remote.
+    let (v, _) = at(&mut e, 1, ip6(a6(C1), a6(S6), 17, udp(40000, 53, b"q"), 64));
+    assert_eq!(v, Verdict::Forward);
+    let other = ip4(a4(RTR4), a4(POOL), 17, udp(53, 40000, b"x"), 64, 0, 6);
+    let (v, o) = at(&mut e, 1, other);
+    assert_eq!(v, Verdict::Reply(DropReason::Filtered));
+    assert_eq!((o[20], o[21]), (3, 13));
+    let st = e.stats();
+    assert_eq!(
+        (
+            st.get("no_mapping"),
+            st.get("filtered"),
+            st.get("unsupported_protocol"),
+            st.get("icmp_errors_sent")
+        ),
+        (4, 1, 1, 5)
+    );
+}
+
+/// RFC 7915 5.4 with RFC 6146's codes: IPv6 packets NAT64 discards are answered with ICMPv6
+/// Destination Unreachable from the pref64 form of the first pool4 address (or
+/// `error_source6`) -- no BIB entry can be made (pool4 ports exhausted): address unreachable
+/// (1/3, 3.5.1); a protocol other than TCP, UDP, ICMPv6: port unreachable (1/4, 3.5). With
+/// `unreachable_errors = false` both are silent drops.
+#[test]
+fn rfc7915_5_4_nat64_ipv6_discards_answered() {
+    let mut e = engine_with(Nat64Config {
+        ports: (1024, 1024),
+        ..config()
+    });
+    let (v, _) = at(&mut e, 0, ip6(a6(C1), a6(S6), 17, udp(5000, 53, b"a"), 64));
+    assert_eq!(v, Verdict::Forward);
+    let p = ip6(a6(C2), a6(S6), 17, udp(5000, 53, b"b"), 64);
+    let (v, o) = at(&mut e, 0, p.clone());
+    assert_eq!(v, Verdict::Reply(DropReason::PoolExhausted));
+    verify6(&o);
+    assert_eq!((o[40], o[41]), (1, 3));
+    assert_eq!(
+        (&o[8..24], &o[24..40]),
+        (&a6("2001:2:0:64::c613:65")[..], &a6(C2)[..])
+    );
+    assert_eq!(&o[48..], &p[..]);
+    let (v, o) = at(&mut e, 0, ip6(a6(C1), a6(S6), 47, vec![0; 8], 64));
+    assert_eq!(v, Verdict::Reply(DropReason::UnsupportedProtocol));
+    assert_eq!((o[40], o[41]), (1, 4));
+    // error_source6 / error_source4 replace the pool4 address as the errors' source.
+    let mut e = engine_with(Nat64Config {
+        params: XlatParams {
+            error_source4: Some(u32::from_be_bytes(a4("192.0.2.1"))),
+            error_source6: Some(u128::from_be_bytes(a6("2001:db8::1"))),
+            ..XlatParams::default()
+        },
+        ..config()
+    });
+    let (_, o) = at(&mut e, 0, ip6(a6(C1), a6(S6), 47, vec![0; 8], 64));
+    assert_eq!(&o[8..24], &a6("2001:db8::1"));
+    let (_, o) = at(
+        &mut e,
+        0,
+        ip4(a4(S4), a4(POOL), 17, udp(53, 6000, b"x"), 64, 0, 1),
+    );
+    assert_eq!(&o[12..16], &a4("192.0.2.1"));
+    // Off.
+    let mut e = engine_with(Nat64Config {
+        params: XlatParams {
+            unreachable_errors: false,
+            ..XlatParams::default()
+        },
+        ..config()
+    });
+    let (v, _) = at(&mut e, 0, ip6(a6(C1), a6(S6), 47, vec![0; 8], 64));
+    assert_eq!(v, Verdict::Drop(DropReason::UnsupportedProtocol));
+    let (v, _) = at(
+        &mut e,
+        0,
+        ip4(a4(S4), a4(POOL), 17, udp(53, 6000, b"x"), 64, 0, 1),
     );
     assert_eq!(v, Verdict::Drop(DropReason::NoMapping));
 }

@@ -241,11 +241,11 @@ fn rfc6791_router_without_ipv4_form() {
     verify4(&o);
     assert_eq!(&o[12..16], &a4("192.0.2.1"), "RFC 6791 source");
     assert_eq!((o[20], o[21]), (11, 0));
-    // Not an error: no RFC 6791 address for it.
+    // Not an error: no RFC 6791 address for it (RFC 7915 5.4: answered, address unreachable).
     let p = ip6(a6("2001:db8::1"), a6(R6), 17, udp(1, 2, b"x"), 64);
     assert_eq!(
         run(&mut e, p).0,
-        Verdict::Drop(DropReason::UntranslatableAddress)
+        Verdict::Reply(DropReason::UntranslatableAddress)
     );
 }
 
@@ -476,7 +476,7 @@ fn rfc6052_3_1_well_known_prefix_refuses_non_global() {
     let p = ip6(a6(H6), a6("64:ff9b::c633:6407"), 17, udp(1, 2, b"hi"), 64);
     assert_eq!(
         run(&mut e, p).0,
-        Verdict::Drop(DropReason::WellKnownPrefixNonGlobal)
+        Verdict::Reply(DropReason::WellKnownPrefixNonGlobal)
     );
     let p = ip6(a6(H6), a6("64:ff9b::808:808"), 17, udp(1, 2, b"hi"), 64);
     assert_eq!(run(&mut e, p).0, Verdict::Forward);
@@ -490,15 +490,15 @@ fn config_errors_name_the_key() {
     let e = bad(EngineConfig {
         siit: Some(SiitConfig {
             eam: vec![Eam {
-                ipv4: "198.19.0.0/28".parse().unwrap(),
-                ipv6: "2001:2:0:6::/120".parse().unwrap(),
+                ipv4: "198.19.0.0/24".parse().unwrap(),
+                ipv6: "2001:2:0:6::/124".parse().unwrap(),
             }],
             ..config()
         }),
         ..EngineConfig::default()
     });
     assert_eq!(e.key, "siit.eam");
-    assert!(e.problem.contains("suffix lengths differ"), "{e}");
+    assert!(e.problem.contains("IPv4 suffix (8 bits) is longer"), "{e}");
     let e = bad(EngineConfig {
         siit: Some(config()),
         nat64: Some(Nat64Config {
@@ -776,4 +776,237 @@ fn rfc6791v6_gives_untranslatable_ipv4_routers_a_source() {
         &o[8..24],
         "the same router, the same address"
     );
+}
+
+/// RFC 7915 5.4: an IPv6 packet SIIT discards because an address has no IPv4 form is answered
+/// with ICMPv6 Destination Unreachable, code 3 (address unreachable), quoting it, from the
+/// pref64 form of the RFC 6791 address; rate limited as every own error; never about an ICMPv6
+/// error; counted under its drop reason and `icmp_errors_sent`; and silent with
+/// `unreachable_errors = false`.
+#[test]
+fn rfc7915_5_4_untranslatable_ipv6_packet_gets_address_unreachable() {
+    let mut e = engine();
+    // The source 2001:db8::9 is in no EAM entry and outside the pref64.
+    let p = ip6(a6("2001:db8::9"), a6(R6), 17, udp(5000, 53, b"who"), 64);
+    let (v, o) = run(&mut e, p.clone());
+    assert_eq!(v, Verdict::Reply(DropReason::UntranslatableAddress));
+    verify6(&o);
+    assert_eq!((o[6], o[40], o[41]), (58, 1, 3), "ICMPv6 1/3");
+    assert_eq!(&o[8..24], &a6("2001:2:0:64::c000:201"));
+    assert_eq!(&o[24..40], &a6("2001:db8::9"));
+    assert_eq!(&o[48..], &p[..]);
+    // An echo request (ping) too; an ICMPv6 error never.
+    let p = ip6(a6("2001:db8::9"), a6(R6), 58, echo(128, 7, 1, b"ping"), 64);
+    assert_eq!(
+        run(&mut e, p).0,
+        Verdict::Reply(DropReason::UntranslatableAddress)
+    );
+    let mut err = vec![1, 0, 0, 0, 0, 0, 0, 0];
+    err.extend_from_slice(&ip6(a6(R6), a6("2001:db8::9"), 17, udp(53, 5000, b"x"), 64));
+    let p = ip6(a6("2001:db8::9"), a6(R6), 58, err, 64);
+    // (the quoted packet's address has no IPv4 form either: dropped, never answered)
+    assert_eq!(
+        run(&mut e, p).0,
+        Verdict::Drop(DropReason::UntranslatableAddress)
+    );
+    let st = e.stats();
+    assert_eq!(
+        (st.get("untranslatable_address"), st.get("icmp_errors_sent")),
+        (3, 2)
+    );
+    // Rate limited: 50 in a burst at one instant, then dropped and counted.
+    let mut burst = engine();
+    let mut replies = 0;
+    for i in 0..60u16 {
+        let p = ip6(a6("2001:db8::9"), a6(R6), 17, udp(i, 53, b"x"), 64);
+        if run(&mut burst, p).0 == Verdict::Reply(DropReason::UntranslatableAddress) {
+            replies += 1;
+        }
+    }
+    assert_eq!(replies, 50);
+    assert_eq!(burst.stats().get("icmp_errors_rate_limited"), 10);
+    assert_eq!(burst.stats().get("untranslatable_address"), 60);
+    // Off: a silent drop, still counted.
+    let mut off = engine_with(SiitConfig {
+        params: XlatParams {
+            unreachable_errors: false,
+            ..XlatParams::default()
+        },
+        ..config()
+    });
+    let p = ip6(a6("2001:db8::9"), a6(R6), 17, udp(5000, 53, b"who"), 64);
+    assert_eq!(
+        run(&mut off, p).0,
+        Verdict::Drop(DropReason::UntranslatableAddress)
+    );
+    assert_eq!(off.stats().get("icmp_errors_sent"), 0);
+}
+
+/// RFC 7915 4.4: an IPv4 packet SIIT discards because an address has no IPv6 form (here the
+/// well-known prefix, which may not carry the private source, RFC 6052 3.1) is answered with
+/// ICMPv4 Destination Unreachable, code 1 (host unreachable), quoting it; not about an ICMPv4
+/// error, nor a non-first fragment.
+#[test]
+fn rfc7915_4_4_untranslatable_ipv4_packet_gets_host_unreachable() {
+    let mut e = engine_with(SiitConfig {
+        prefix: Some("64:ff9b::/96".parse().unwrap()),
+        pool4: vec![],
+        ..config()
+    });
+    let p = ip4(a4("10.0.0.1"), a4(H4), 17, udp(53, 5000, b"x"), 64, 0, 1);
+    let (v, o) = run(&mut e, p.clone());
+    assert_eq!(v, Verdict::Reply(DropReason::WellKnownPrefixNonGlobal));
+    verify4(&o);
+    assert_eq!((o[9], o[20], o[21]), (1, 3, 1), "ICMPv4 3/1");
+    assert_eq!(
+        (&o[12..16], &o[16..20]),
+        (&a4("192.0.2.1")[..], &a4("10.0.0.1")[..])
+    );
+    assert_eq!(&o[28..], &p[..]);
+    // A later fragment: no error.
+    let p = raw4(a4("10.0.0.1"), a4(H4), 17, b"12345678", 64, 0x0001, 2, 0);
+    assert_eq!(
+        run(&mut e, p).0,
+        Verdict::Drop(DropReason::WellKnownPrefixNonGlobal)
+    );
+    // An ICMPv4 error: no error about it.
+    let mut err = vec![3, 1, 0, 0, 0, 0, 0, 0];
+    err.extend_from_slice(&ip4(a4(H4), a4("10.0.0.2"), 17, udp(1, 2, b"x"), 64, 0, 9));
+    let p = ip4(a4("10.0.0.1"), a4(H4), 1, err, 64, 0, 3);
+    assert!(matches!(run(&mut e, p).0, Verdict::Drop(_)));
+}
+
+/// The source of SIIT's own errors (`error_source4`, `error_source6`), apart from the RFC
+/// 6791 pool, for the router errors of RFC 7915 4.1 / 5.1 and the errors of 4.4 / 5.4.
+#[test]
+fn rfc7915_4_4_5_4_own_errors_come_from_the_configured_source() {
+    let mut e = engine_with(SiitConfig {
+        params: XlatParams {
+            error_source4: Some(u32::from_be_bytes(a4("198.51.100.254"))),
+            error_source6: Some(u128::from_be_bytes(a6("2001:db8::fe"))),
+            ..XlatParams::default()
+        },
+        ..config()
+    });
+    let (v, o) = run(
+        &mut e,
+        ip4(a4(R4), a4(H4), 17, udp(53, 5000, b"late"), 1, 0, 5),
+    );
+    assert_eq!(v, Verdict::Reply(DropReason::HopLimitExceeded));
+    assert_eq!(&o[12..16], &a4("198.51.100.254"));
+    let (v, o) = run(
+        &mut e,
+        ip6(a6("2001:db8::9"), a6(R6), 17, udp(5000, 53, b"who"), 64),
+    );
+    assert_eq!(v, Verdict::Reply(DropReason::UntranslatableAddress));
+    verify6(&o);
+    assert_eq!(&o[8..24], &a6("2001:db8::fe"));
+}
+
+/// RFC 7757 3.2: an EAM entry whose IPv6 suffix is longer than its IPv4 suffix (a /28 onto a
+/// /120) translates both ways: the IPv4 suffix goes to the first bits after the IPv6 prefix,
+/// the rest zero; back, bits beyond the IPv4 suffix's length are ignored.
+#[test]
+fn rfc7757_3_2_eam_suffixes_of_different_lengths() {
+    let mut e = engine_with(SiitConfig {
+        eam: vec![Eam {
+            ipv4: "198.19.0.0/28".parse().unwrap(),
+            ipv6: "2001:2:0:6::/120".parse().unwrap(),
+        }],
+        ..config()
+    });
+    // 198.19.0.5: suffix 0101 -> 0101 0000 after the /120.
+    let (v, o) = run(
+        &mut e,
+        ip4(a4(R4), a4(H4), 17, udp(53, 5000, b"x"), 64, 0, 1),
+    );
+    assert_eq!(v, Verdict::Forward);
+    verify6(&o);
+    assert_eq!(&o[24..40], &a6("2001:2:0:6::50"));
+    // 2001:2:0:6::5a -> 0101 (the 1010 beyond the IPv4 suffix ignored) = 198.19.0.5.
+    let (v, o) = run(
+        &mut e,
+        ip6(a6("2001:2:0:6::5a"), a6(R6), 17, udp(5000, 53, b"x"), 64),
+    );
+    assert_eq!(v, Verdict::Forward);
+    verify4(&o);
+    assert_eq!(&o[12..16], &a4(H4));
+}
+
+/// RFC 7757 4: the three hairpinning modes for 2001:2:0:6::5 (198.19.0.5 by EAM) sending to
+/// the pref64 form of 198.19.0.6 (2001:2:0:6::6 by EAM).
+#[test]
+fn rfc7757_4_eam_hairpin_modes() {
+    let hairpin = || ip6(a6(H6), a6("2001:2:0:64::c613:6"), 17, udp(1, 2, b"hi"), 64);
+    let with = |mode| {
+        engine_with(SiitConfig {
+            eam_hairpin: mode,
+            ..config()
+        })
+    };
+    // 4.3 intrinsic (the default): straight back to IPv6, the source in pref64 form.
+    let mut e = with(EamHairpin::Intrinsic);
+    let (v, o) = run(&mut e, hairpin());
+    assert_eq!(v, Verdict::Forward);
+    verify6(&o);
+    assert_eq!(
+        (&o[8..24], &o[24..40]),
+        (&a6("2001:2:0:64::c613:5")[..], &a6("2001:2:0:6::6")[..])
+    );
+    assert_eq!(SiitConfig::default().eam_hairpin, EamHairpin::Intrinsic);
+    // 4.2 simple: the packet leaves as IPv4 (the IPv4 routes bring it back) ...
+    let mut e = with(EamHairpin::Simple);
+    let (v, o) = run(&mut e, hairpin());
+    assert_eq!(v, Verdict::Forward);
+    verify4(&o);
+    assert_eq!(
+        (&o[12..16], &o[16..20]),
+        (&a4(H4)[..], &a4("198.19.0.6")[..])
+    );
+    // ... and coming back, its source -- any IPv4 source -- takes the pref64 form, EAM or not.
+    let (v, back) = run(&mut e, o.clone());
+    assert_eq!(v, Verdict::Forward);
+    verify6(&back);
+    assert_eq!(
+        (&back[8..24], &back[24..40]),
+        (&a6("2001:2:0:64::c613:5")[..], &a6("2001:2:0:6::6")[..])
+    );
+    let (_, o) = run(
+        &mut e,
+        ip4(a4(R4), a4(H4), 17, udp(53, 5000, b"x"), 64, 0, 1),
+    );
+    assert_eq!(&o[8..24], &a6(R6));
+    // Off: leaves as IPv4, and comes back with the EAM form of its source, which the
+    // receiver never addressed (RFC 7757 4.1's problem).
+    let mut e = with(EamHairpin::Off);
+    let (v, o) = run(&mut e, hairpin());
+    assert_eq!(v, Verdict::Forward);
+    verify4(&o);
+    let (_, back) = run(&mut e, o);
+    assert_eq!(&back[8..24], &a6(H6));
+    // A pool4 (IPv4-translatable) destination hairpins in every mode (RFC 7915 1.3).
+    let p = ip6(
+        a6(H6),
+        a6("2001:2:0:64::cb00:7105"),
+        17,
+        udp(1, 2, b"hi"),
+        64,
+    );
+    let (v, o) = run(&mut e, p);
+    assert_eq!(v, Verdict::Forward);
+    assert_eq!(o[0] >> 4, 6);
+    // Simple needs a pref64.
+    let err = Engine::new(EngineConfig {
+        siit: Some(SiitConfig {
+            prefix: None,
+            pool4: vec![],
+            rfc6791: None,
+            eam_hairpin: EamHairpin::Simple,
+            ..config()
+        }),
+        ..EngineConfig::default()
+    })
+    .err()
+    .unwrap();
+    assert_eq!(err.key, "siit.eam_hairpin");
 }

@@ -543,6 +543,13 @@ fn nat64_udp_both_ways_and_unsolicited_inbound_dropped() {
         r.stderr
     );
     grew(&lab, d0, true, "TCP SYN to an unmapped pool4 port");
+    // ... and the SYN is answered with ICMP port unreachable (RFC 6146 3.5.2.2, sent at once
+    // as the SYN is not held; RFC 7915 4.4): the connect fails at once, refused, not timed out.
+    assert!(
+        r.stdout.contains("ERROR") && r.stdout.contains("refused"),
+        "the unsolicited SYN should be refused by the translator's port unreachable: {}",
+        r.stdout
+    );
     // 3. To the mapped port from an address the client never sent to: address-dependent
     //    filtering (RFC 6146 3.5.1) drops it.
     let d0 = drops(&lab);
@@ -683,6 +690,35 @@ fn siit_lab(extra_eam: &str) -> Topo64 {
     let cfg = siit_config(&lab, extra_eam);
     start_xlat(&mut lab, &cfg, false);
     lab
+}
+
+/// RFC 7915 5.4: a ping from a client address SIIT cannot translate (CLI, on the client's /64
+/// but outside its EAM /124 and the pref64) is answered by the translator with ICMPv6
+/// Destination Unreachable, address unreachable, which ping reports; the drop is counted.
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn siit_untranslatable_source_gets_address_unreachable() {
+    let lab = siit_lab("");
+    let (cli, cd) = (lab.cli.clone(), lab.cli_dev.clone());
+    lab.ip(
+        &cli,
+        &["addr", "add", &format!("{CLI}/64"), "dev", &cd, "nodad"],
+    );
+    let r = lab.ns(
+        &cli,
+        15,
+        &["ping", "-6", "-n", "-c", "1", "-W", "3", "-I", CLI, SRV_V6],
+    );
+    assert!(
+        r.stdout
+            .contains("Destination unreachable: Address unreachable"),
+        "ping from {CLI} should be told why:\n{}{}",
+        r.stdout,
+        r.stderr
+    );
+    let st = lab.stats();
+    assert!(counter(&st, "drops", "untranslatable_address") >= 1, "{st}");
+    assert!(counter(&st, "events", "icmp_errors_sent") >= 1, "{st}");
 }
 
 /// SIIT with the pref64 for SRV and an EAM entry for the client: ping (and fragmented ping)

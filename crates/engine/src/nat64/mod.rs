@@ -109,8 +109,12 @@ pub struct Nat64 {
     frags: FragTable,
     ready: VecDeque<Vec<u8>>,
     rate: RateLimit,
-    /// Source of the translator's own ICMPv4 errors: the first pool4 address.
+    /// Source of the translator's own ICMPv4 errors: `nat64.error_source4`, else the first
+    /// pool4 address.
     own4: u32,
+    /// Source of its own ICMPv6 errors: `nat64.error_source6`, else the pref64 form of the
+    /// first pool4 address.
+    own6: Option<u128>,
     /// Identifications of the IPv4 packets it makes (RFC 7915 5.1).
     ids: Ipv4Ids,
     /// The FTP ALG of RFC 6384 (`alg = ["ftp"]`), if on ([`crate::alg`]).
@@ -146,7 +150,14 @@ impl Nat64 {
             ),
             ready: VecDeque::new(),
             rate: RateLimit::new(),
-            own4: cfg.pool4.first().map_or(0, |p| p.addr),
+            own4: cfg
+                .params
+                .error_source4
+                .unwrap_or_else(|| cfg.pool4.first().map_or(0, |p| p.addr)),
+            own6: cfg
+                .params
+                .error_source6
+                .or_else(|| cfg.pool4.first().and_then(|p| cfg.prefix.embed(p.addr))),
             ids: Ipv4Ids::new(seed),
             ftp: cfg.alg_ftp.then(|| Box::new(crate::alg::FtpAlg::new(true))),
             #[cfg(test)]
@@ -315,10 +326,10 @@ impl Nat64 {
         st.fragments_held += self.frags.held() as u64;
     }
 
-    /// The translator's own IPv6 address (for its ICMPv6 errors): the pref64 form of the
-    /// first pool4 address.
+    /// The translator's own IPv6 address (for its ICMPv6 errors): `nat64.error_source6`,
+    /// else the pref64 form of the first pool4 address.
     fn own6(&self) -> Option<u128> {
-        self.prefix.embed(self.own4)
+        self.own6
     }
 
     /// The session-index key an IPv6 -> IPv4 packet would look up, if it is an unfragmented
@@ -454,7 +465,8 @@ impl Nat64 {
         if self.ftp.is_some() {
             return self.process6_ftp(now, buf, c);
         }
-        Done::verdict(full(self.outbound(now, buf, c, None)))
+        let r = full(self.outbound(now, buf, c, None));
+        Done::verdict(self.answer6(now, buf, c, r))
     }
 
     /// IPv4 -> IPv6 (RFC 6146 3.4 - 3.7).
@@ -466,7 +478,83 @@ impl Nat64 {
                 ftp.inbound(now, buf, c);
             }
         }
-        Done::verdict(full(self.inbound(now, buf, c, true, None)))
+        let r = full(self.inbound(now, buf, c, true, None));
+        Done::verdict(self.answer4(now, buf, c, r))
+    }
+
+    /// RFC 7915 5.4 with RFC 6146's codes: an IPv6 packet NAT64 discards is answered with
+    /// ICMPv6 Destination Unreachable ([`crate::siit::unreachable6`] says when) --
+    /// code 3, address unreachable, when no BIB entry can be made for it (pool4 ports, the
+    /// session limits, RFC 6146 3.5.1: "If it is not possible to allocate an appropriate IPv4
+    /// transport address or create a BIB entry ... SHOULD send an ICMPv6 Destination
+    /// Unreachable error message with Code 3") or its pref64 destination has no IPv4 form
+    /// (RFC 6052 3.1); code 4, port unreachable, for a protocol other than TCP, UDP and ICMPv6
+    /// (RFC 6146 3.5, which names that code). Anything else stays a silent drop.
+    fn answer6(
+        &mut self,
+        now: Time,
+        buf: &mut PacketBuf,
+        c: &mut Counters,
+        r: Result<Done, DropReason>,
+    ) -> Result<Done, DropReason> {
+        let Err(reason) = r else {
+            return r;
+        };
+        let code = match reason {
+            DropReason::PoolExhausted
+            | DropReason::PortQuota
+            | DropReason::SessionLimit
+            | DropReason::HostSessionLimit
+            | DropReason::UntranslatableAddress
+            | DropReason::WellKnownPrefixNonGlobal => Some(3),
+            DropReason::UnsupportedProtocol => Some(4),
+            _ => None,
+        };
+        let Some(own) = self.own6() else {
+            return Err(reason);
+        };
+        let p = self.params;
+        crate::siit::unreachable6(buf, &p, own, &mut self.rate, now, c, reason, code)
+    }
+
+    /// RFC 7915 4.4 with RFC 6146's codes: an IPv4 packet to pool4 NAT64 discards is answered
+    /// with ICMPv4 Destination Unreachable -- code 1, host unreachable, when no BIB entry
+    /// matches a UDP datagram or ICMP query (RFC 6146 3.5.1, 3.5.3; the same answer Jool
+    /// gives); code 3, port unreachable, for a TCP SYN without one (RFC 6146 3.5.2.2 sends it
+    /// when the 6 s it holds such a SYN run out; this translator does not hold it, so at
+    /// once); code 13, communication administratively prohibited, when the filter refuses it
+    /// (RFC 6146 3.5.1 / 4.4's default); code 2, protocol unreachable, for a protocol other
+    /// than TCP, UDP and ICMP (RFC 6146 3.5). Other TCP segments without a session, and
+    /// everything else, stay silent drops.
+    fn answer4(
+        &mut self,
+        now: Time,
+        buf: &mut PacketBuf,
+        c: &mut Counters,
+        r: Result<Done, DropReason>,
+    ) -> Result<Done, DropReason> {
+        let Err(reason) = r else {
+            return r;
+        };
+        let code = match reason {
+            DropReason::NoMapping => match to6::parse(buf.data(), false, &self.params) {
+                Ok(in4) => match in4.kind {
+                    Kind4::Flow(p) if p.proto == Proto::Tcp => {
+                        // SYN without ACK only: other segments are silently discarded.
+                        (p.flags & 0x12 == 0x02).then_some(3)
+                    }
+                    Kind4::Flow(_) => Some(1),
+                    _ => None,
+                },
+                Err(_) => None,
+            },
+            DropReason::Filtered => Some(13),
+            DropReason::UnsupportedProtocol => Some(2),
+            _ => None,
+        };
+        let own = self.own4;
+        let p = self.params;
+        crate::siit::unreachable4(buf, &p, own, &mut self.rate, now, c, reason, code)
     }
 
     /// [`Nat64::process6`] with the FTP ALG on: a control segment (TCP right after the
@@ -480,7 +568,8 @@ impl Nat64 {
             && (u16_at(pkt, HEADER) == Some(crate::alg::FTP_PORT)
                 || u16_at(pkt, HEADER + 2) == Some(crate::alg::FTP_PORT));
         let src6 = addr_at(pkt, off::SRC);
-        let v = Done::verdict(full(self.outbound(now, buf, c, None)));
+        let r = full(self.outbound(now, buf, c, None));
+        let v = Done::verdict(self.answer6(now, buf, c, r));
         let (true, Some(src6), Verdict::Forward) = (control, src6, v) else {
             return v;
         };
@@ -546,7 +635,10 @@ impl Nat64 {
         match r {
             Ok(None) => None,
             Ok(Some(d)) => Some(Done::verdict(Ok(d))),
-            Err(e) => Some(Verdict::Drop(e)),
+            Err(e) => Some(Done::verdict(match l.key {
+                FlowKey::Out(..) => self.answer6(now, buf, c, Err(e)),
+                FlowKey::In(..) => self.answer4(now, buf, c, Err(e)),
+            })),
         }
     }
 
@@ -604,7 +696,7 @@ impl Nat64 {
             Ok(t) => t,
             Err(e) => {
                 buf.truncate(HEADER + plen);
-                return Plain::Done(Verdict::Drop(e));
+                return Plain::Done(Done::verdict(self.answer6(now, buf, c, Err(e))));
             }
         };
         let p = rewrite::ip_proto(proto);
@@ -686,7 +778,7 @@ impl Nat64 {
             Ok(t) => t,
             Err(e) => {
                 buf.truncate(total);
-                return Plain::Done(Verdict::Drop(e));
+                return Plain::Done(Done::verdict(self.answer4(now, buf, c, Err(e))));
             }
         };
         let p = rewrite::ip_proto(proto);

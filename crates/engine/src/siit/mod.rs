@@ -11,7 +11,8 @@
 //!    routing header, TTL / hop limit, DF and the next hop MTU -- each answered with the
 //!    translator's own ICMP error ([`reply`]);
 //! 3. the addresses: SIIT maps each address on its own ([`AddrMap`]: EAM first, RFC 7757
-//!    3.2; then the pref64), NAT64 looks up its session;
+//!    3.2; then the pref64), NAT64 looks up its session; a packet discarded here is answered
+//!    with a Destination Unreachable (RFC 7915 4.4 / 5.4: [`unreachable4`], [`unreachable6`]);
 //! 4. emit (`to6::emit` / `to4::emit`): the new header in place, checksums updated;
 //! 5. fragments ([`frag`]): IPv4 packets without DF split to the lowest IPv6 MTU
 //!    ([`split6`]), first fragments of ICMP messages held until their length is known.
@@ -33,7 +34,7 @@ use xlat_wire::ipv4::proto as ipproto;
 use xlat_wire::ipv6::{self, nh};
 use xlat_wire::PacketBuf;
 
-use crate::config::{Prefix4, SiitConfig, XlatParams};
+use crate::config::{EamHairpin, Prefix4, SiitConfig, XlatParams};
 use crate::counters::{Counters, DropReason, Event};
 use crate::flow::Proto;
 use crate::ipv4_id::Ipv4Ids;
@@ -199,6 +200,74 @@ fn send6(
     }
 }
 
+/// RFC 7915 4.4: answers the IPv4 packet in `buf`, discarded for `reason`, with ICMPv4
+/// Destination Unreachable `code` from `own` -- when `code` is given, the translator's
+/// `unreachable_errors` setting allows it, the buffer still holds the IPv4 packet (not the
+/// IPv6 packet a hairpin made of it) and the rate limit has a token; never about an ICMP
+/// error, a non-first fragment or a non-unicast source ([`reply::icmp4_error`]). The
+/// reason is counted either way.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn unreachable4(
+    buf: &mut PacketBuf,
+    p: &XlatParams,
+    own: u32,
+    rate: &mut RateLimit,
+    now: Time,
+    c: &mut Counters,
+    reason: DropReason,
+    code: Option<u8>,
+) -> Result<Done, DropReason> {
+    match code {
+        Some(code) if p.unreachable_errors && buf.data().first().map(|b| b >> 4) == Some(4) => {
+            send4(buf, Some(own), rate, now, c, (reason, 3, code, 0))
+        }
+        _ => Err(reason),
+    }
+}
+
+/// RFC 7915 5.4: [`unreachable4`] for an IPv6 packet: ICMPv6 Destination Unreachable `code`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn unreachable6(
+    buf: &mut PacketBuf,
+    p: &XlatParams,
+    own: u128,
+    rate: &mut RateLimit,
+    now: Time,
+    c: &mut Counters,
+    reason: DropReason,
+    code: Option<u8>,
+) -> Result<Done, DropReason> {
+    match code {
+        Some(code) if p.unreachable_errors && buf.data().first().map(|b| b >> 4) == Some(6) => {
+            send6(buf, Some(own), rate, now, c, (reason, 1, code, 0))
+        }
+        _ => Err(reason),
+    }
+}
+
+/// RFC 7915 4.4: the ICMPv4 Destination Unreachable code SIIT answers an IPv4 packet it
+/// discards for `r` with. An address without an IPv6 form (no EAM entry, outside the pref64 or
+/// refused by it, RFC 6052 3.1): code 1, host unreachable (RFC 1812 5.2.7.1: the host cannot
+/// be reached through this router; 4.4's default, 13, says a policy refused it, which is not
+/// why). Other discards are malformed or untranslatable input that 4.1 - 4.3 drop silently,
+/// or router errors sent by [`checks4`].
+pub(crate) fn siit_code4(r: DropReason) -> Option<u8> {
+    match r {
+        DropReason::UntranslatableAddress | DropReason::WellKnownPrefixNonGlobal => Some(1),
+        _ => None,
+    }
+}
+
+/// RFC 7915 5.4: the ICMPv6 Destination Unreachable code for an IPv6 packet SIIT discards:
+/// an address without an IPv4 form gets code 3, address unreachable (RFC 4443 3.1: "any other
+/// reason for the failure to deliver"), as [`siit_code4`].
+pub(crate) fn siit_code6(r: DropReason) -> Option<u8> {
+    match r {
+        DropReason::UntranslatableAddress | DropReason::WellKnownPrefixNonGlobal => Some(3),
+        _ => None,
+    }
+}
+
 /// RFC 7915 4.1, the translator as a router on the IPv4 side: a martian source or
 /// destination (dropped, [`crate::martian`]), an unexpired source route
 /// (Source Route Failed), a TTL that runs out (Time Exceeded), a DF packet too big for the
@@ -327,6 +396,7 @@ pub struct Siit {
     pool4: Vec<Prefix4>,
     rfc6791: Option<Prefix4>,
     rfc6791v6: Option<crate::config::Prefix6>,
+    eam_hairpin: EamHairpin,
     params: XlatParams,
     frags: FragTable,
     ready: VecDeque<Vec<u8>>,
@@ -345,6 +415,7 @@ impl Siit {
             pool4: cfg.pool4.clone(),
             rfc6791: cfg.rfc6791,
             rfc6791v6: cfg.rfc6791v6,
+            eam_hairpin: cfg.eam_hairpin,
             params: cfg.params,
             frags: FragTable::new(
                 limits.max_fragment_flows,
@@ -404,18 +475,34 @@ impl Siit {
         Some(p.addr | (h & host))
     }
 
-    /// Source of this translator's own ICMPv4 errors: the first RFC 6791 address, else the
-    /// address the packet was sent to.
+    /// Source of this translator's own ICMPv4 errors: `siit.error_source4`, else the first
+    /// RFC 6791 address, else the address the packet was sent to.
     fn own4(&self, dst: u32) -> u32 {
+        if let Some(a) = self.params.error_source4 {
+            return a;
+        }
         self.rfc6791.map_or(dst, |p| p.addr)
     }
 
-    /// Source of this translator's own ICMPv6 errors: the pref64 form of the first RFC 6791
-    /// address, else the address the packet was sent to.
+    /// Source of this translator's own ICMPv6 errors: `siit.error_source6`, else the pref64
+    /// form of the first RFC 6791 address, else the address the packet was sent to.
     fn own6(&self, dst: u128) -> u128 {
+        if let Some(a) = self.params.error_source6 {
+            return a;
+        }
         match (self.rfc6791, self.map.pref64) {
             (Some(r), Some(p)) => p.embed(r.addr).unwrap_or(dst),
             _ => dst,
+        }
+    }
+
+    /// The IPv6 form of an IPv4 source: by the pref64 alone when `pref` (a hairpinned
+    /// packet, RFC 7757 4.3, or every packet in simple mode, 4.2) and a pref64 exists, else
+    /// EAM first (RFC 7757 3.2).
+    fn src6(&self, a: u32, pref: bool) -> Result<u128, DropReason> {
+        match (pref, &self.map.pref64) {
+            (true, Some(p)) => embed(p, a),
+            _ => self.map.to6(a),
         }
     }
 
@@ -506,8 +593,9 @@ impl Siit {
     /// present, TTL above 1, a UDP checksum present (a zero one is computed by the general
     /// path, 4.5), the IPv6 packet within the lowest IPv6 MTU and the next hop's (else
     /// fragmentation or Fragmentation Needed, 4.1), no martian address ([`crate::martian`]),
-    /// both addresses mapped (EAM, then pref64: RFC 7757 3.2, RFC 6052 2.2) and 20 bytes of
-    /// headroom for the longer header.
+    /// both addresses mapped (EAM, then pref64: RFC 7757 3.2, RFC 6052 2.2; the source by the
+    /// pref64 alone in simple hairpinning mode, 4.2) and 20 bytes of headroom for the longer
+    /// header.
     #[inline]
     fn lane4(&mut self, buf: &mut PacketBuf, c: &mut Counters) -> Option<Verdict> {
         use crate::rewrite::{self, Tuple4, Tuple6};
@@ -542,7 +630,8 @@ impl Siit {
         if martian::packet4(src4, dst4) {
             return None;
         }
-        let (Ok(src6), Ok(dst6)) = (self.map.to6(src4), self.map.to6(dst4)) else {
+        let simple = self.eam_hairpin == EamHairpin::Simple;
+        let (Ok(src6), Ok(dst6)) = (self.src6(src4, simple), self.map.to6(dst4)) else {
             return None;
         };
         let (Some(sport), Some(dport)) = (u16_at(d, MIN_HEADER), u16_at(d, MIN_HEADER + 2)) else {
@@ -567,14 +656,36 @@ impl Siit {
         Some(Verdict::Forward)
     }
 
-    /// An IPv4 packet to an EAM or pool4 address: to IPv6 (RFC 7915 4).
+    /// An IPv4 packet to an EAM or pool4 address: to IPv6 (RFC 7915 4); a discarded one
+    /// answered as 4.4 says ([`siit_code4`]).
     pub fn process4(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Verdict {
-        Done::verdict(self.translate4(now, buf, c, true))
+        let r = match self.translate4(now, buf, c, true) {
+            Err(reason) => {
+                let dst = xlat_wire::field::u32_at(buf.data(), 16).unwrap_or(0);
+                let own = self.own4(dst);
+                let code = siit_code4(reason);
+                let p = self.params;
+                unreachable4(buf, &p, own, &mut self.rate, now, c, reason, code)
+            }
+            ok => ok,
+        };
+        Done::verdict(r)
     }
 
-    /// An IPv6 packet to the pref64 or an EAM address: to IPv4 (RFC 7915 5).
+    /// An IPv6 packet to the pref64 or an EAM address: to IPv4 (RFC 7915 5); a discarded one
+    /// answered as 5.4 says ([`siit_code6`]).
     pub fn process6(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Verdict {
-        Done::verdict(self.translate6(now, buf, c))
+        let r = match self.translate6(now, buf, c) {
+            Err(reason) => {
+                let dst = ipv6::addr_at(buf.data(), ipv6::off::DST).unwrap_or(0);
+                let own = self.own6(dst);
+                let code = siit_code6(reason);
+                let p = self.params;
+                unreachable6(buf, &p, own, &mut self.rate, now, c, reason, code)
+            }
+            ok => ok,
+        };
+        Done::verdict(r)
     }
 
     fn translate4(
@@ -594,20 +705,19 @@ impl Siit {
             }
         }
         // RFC 7915 4.1 (addresses per RFC 7757 3.2 / RFC 6052 2.2). An ICMP error's source
-        // is translated whatever it is, for troubleshooting (4.1). A hairpinned packet's
-        // source takes its pref64 form even when an EAM entry covers it (RFC 7757 4), so that
-        // the answer comes back through the translator to the address the sender used.
-        let hairpin = !decrement;
-        let src6 = |a: u32| match (hairpin, &self.map.pref64) {
-            (true, Some(p)) => embed(p, a),
-            _ => self.map.to6(a),
-        };
+        // is translated whatever it is, for troubleshooting (4.1). RFC 7757 4: a hairpinned
+        // packet's source (4.3, intrinsic), or every IPv4 source (4.2, simple), takes its
+        // pref64 form even when an EAM entry covers it, so that the answer comes back through
+        // the translator to the address the sender used; an error's source only when it is
+        // the node the quoted packet was sent to, and the quoted packet's destination -- the
+        // address its sender used -- likewise.
+        let pref = !decrement || self.eam_hairpin == EamHairpin::Simple;
         let (m, inner) = match &in4.kind {
             Kind4::Error(e) => (
                 // An error from an IPv4 router with no IPv6 form gets a source from
                 // `siit.rfc6791v6` (RFC 6791's rule, the other way), if set.
                 Map::keep_ports(
-                    match src6(h.src) {
+                    match self.src6(h.src, pref && h.src == e.inner.dst) {
                         Ok(a) => a,
                         Err(r) => self.rfc6791v6_for(h.src).ok_or(r)?,
                     },
@@ -616,16 +726,16 @@ impl Siit {
                 ),
                 Some(Map::keep_ports(
                     self.map.to6(e.inner.src)?,
-                    self.map.to6(e.inner.dst)?,
+                    self.src6(e.inner.dst, pref)?,
                     e.inner_ports.as_ref(),
                 )),
             ),
             Kind4::Flow(p) => (
-                Map::keep_ports(src6(h.src)?, self.map.to6(h.dst)?, Some(p)),
+                Map::keep_ports(self.src6(h.src, pref)?, self.map.to6(h.dst)?, Some(p)),
                 None,
             ),
             Kind4::Other => (
-                Map::keep_ports(src6(h.src)?, self.map.to6(h.dst)?, None),
+                Map::keep_ports(self.src6(h.src, pref)?, self.map.to6(h.dst)?, None),
                 None,
             ),
         };
@@ -726,10 +836,19 @@ impl Siit {
                 return Ok(done);
             }
         }
-        // RFC 7757 4 / RFC 7915 1.3: an IPv6 node addressing another by the pref64 form of its
-        // IPv4 address (hairpinning): the packet goes back to IPv6 at once. A destination
-        // reached through an EAM entry's IPv6 prefix is an IPv4-side host: no hairpin.
-        if self.owns4(m.dst) && !self.map.eamt.has6(h.dst) {
+        // RFC 7915 1.3 / RFC 7757 4.3: an IPv6 node addressing another by the pref64 form of
+        // its IPv4 address (hairpinning): the packet goes back to IPv6 at once -- always for
+        // a pool4 (IPv4-translatable) address, for an EAM address in intrinsic mode only (in
+        // simple mode, 4.2, it leaves as IPv4 and the IPv4 routes bring it back; off: it just
+        // leaves). A destination reached through an EAM entry's IPv6 prefix is an IPv4-side
+        // host: no hairpin.
+        let eam_dst = self.map.eamt.has4(m.dst);
+        let back = if eam_dst {
+            self.eam_hairpin == EamHairpin::Intrinsic
+        } else {
+            self.pool4.iter().any(|p| p.contains(m.dst))
+        };
+        if back && !self.map.eamt.has6(h.dst) {
             return self.translate4(now, buf, c, false);
         }
         Ok(Done::Forward)

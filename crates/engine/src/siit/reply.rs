@@ -1,6 +1,10 @@
 //! The translator's own ICMP errors (RFC 7915 4.4, 5.4): when it drops a packet because the
 //! hop limit ran out, the packet is too big for the next hop with DF set, or carries a source
-//! route / routing header it cannot honour, it tells the sender -- as any router would.
+//! route / routing header it cannot honour, it tells the sender -- as any router would; and
+//! when it discards a packet it cannot translate (an address without a form in the other
+//! family; NAT64: no BIB entry, filtered, a protocol without ports), it answers with a
+//! Destination Unreachable unless `unreachable_errors` is off ([`super::unreachable4`],
+//! [`super::unreachable6`], the codes in [`super::siit_code4`] and NAT64's `answer4`).
 //!
 //! The error replaces the dropped packet in its buffer (the driver sends it back out of the
 //! same TUN device): a new IP and ICMP header go in front of the packet, which is cut to what
