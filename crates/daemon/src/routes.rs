@@ -400,6 +400,42 @@ fn proxies_for(inbound: &[Prefix4], tun: &str) -> Vec<(Ipv4Addr, String)> {
     proxies
 }
 
+/// The prefix of each EAM entry (RFC 7757) routed into `tun`: the IPv4 one when its hosts
+/// are on the IPv6 side, the IPv6 one when they are on the IPv4 side (module docs). Ask
+/// before our own routes change the answer.
+fn eam_routes(eams: &[Eam], tun: &str) -> (Vec<Prefix4>, Vec<Prefix6>) {
+    let mut inbound = Vec::new();
+    let mut inbound6 = Vec::new();
+    for e in eams {
+        // Host addresses of each prefix: not the first (the subnet-router anycast address of
+        // IPv6, an IPv4 network address) and, failing the second, the last but one (the
+        // second may be this gateway's own address, which is local, not connected).
+        let h6 = !e.ipv6.mask();
+        let h4 = !e.ipv4.mask();
+        let on6 = [e.ipv6.addr | (1 & h6), e.ipv6.addr | (h6 & !1)]
+            .into_iter()
+            .find_map(|a| connected_dev6(std::net::Ipv6Addr::from(a)).filter(|d| d != tun));
+        let on4 = [e.ipv4.addr | (1 & h4), e.ipv4.addr | (h4 & !1)]
+            .into_iter()
+            .find_map(|a| connected_dev(Ipv4Addr::from(a)).filter(|d| d != tun));
+        match (on6, on4) {
+            (Some(dev), _) => {
+                info!(eam = %format!("{} = {}", e.ipv4, e.ipv6), dev = %dev, "EAM hosts are on the IPv6 side: their IPv4 prefix goes into the tun");
+                inbound.push(e.ipv4);
+            }
+            (None, Some(dev)) => {
+                info!(eam = %format!("{} = {}", e.ipv4, e.ipv6), dev = %dev, "EAM hosts are on the IPv4 side: their IPv6 prefix goes into the tun");
+                inbound6.push(e.ipv6);
+            }
+            (None, None) => {
+                info!(eam = %format!("{} = {}", e.ipv4, e.ipv6), "EAM hosts on no connected subnet: taken as IPv6 hosts, their IPv4 prefix goes into the tun");
+                inbound.push(e.ipv4);
+            }
+        }
+    }
+    (inbound, inbound6)
+}
+
 /// (add, undo) of the `throw` routes of `throws` in our table.
 fn throw_steps(table: u32, throws: &[Prefix4]) -> Vec<(String, String)> {
     throws
@@ -496,33 +532,9 @@ impl Routes {
         // answer (module docs).
         let mut inbound = plan.inbound.clone();
         let mut inbound6 = plan.inbound6.clone();
-        for e in &plan.eam {
-            // Host addresses of each prefix: not the first (the subnet-router anycast address of
-            // IPv6, an IPv4 network address) and, failing the second, the last but one (the
-            // second may be this gateway's own address, which is local, not connected).
-            let h6 = !e.ipv6.mask();
-            let h4 = !e.ipv4.mask();
-            let on6 = [e.ipv6.addr | (1 & h6), e.ipv6.addr | (h6 & !1)]
-                .into_iter()
-                .find_map(|a| connected_dev6(std::net::Ipv6Addr::from(a)).filter(|d| d != tun));
-            let on4 = [e.ipv4.addr | (1 & h4), e.ipv4.addr | (h4 & !1)]
-                .into_iter()
-                .find_map(|a| connected_dev(Ipv4Addr::from(a)).filter(|d| d != tun));
-            match (on6, on4) {
-                (Some(dev), _) => {
-                    info!(eam = %format!("{} = {}", e.ipv4, e.ipv6), dev = %dev, "EAM hosts are on the IPv6 side: their IPv4 prefix goes into the tun");
-                    inbound.push(e.ipv4);
-                }
-                (None, Some(dev)) => {
-                    info!(eam = %format!("{} = {}", e.ipv4, e.ipv6), dev = %dev, "EAM hosts are on the IPv4 side: their IPv6 prefix goes into the tun");
-                    inbound6.push(e.ipv6);
-                }
-                (None, None) => {
-                    info!(eam = %format!("{} = {}", e.ipv4, e.ipv6), "EAM hosts on no connected subnet: taken as IPv6 hosts, their IPv4 prefix goes into the tun");
-                    inbound.push(e.ipv4);
-                }
-            }
-        }
+        let (eam4, eam6) = eam_routes(&plan.eam, tun);
+        inbound.extend(eam4);
+        inbound6.extend(eam6);
 
         // Which outside addresses need proxy ARP: ask before our own routes change the answer.
         let proxies = proxies_for(&inbound, tun);

@@ -13,13 +13,14 @@
 //! What reshapes the translator live, ending only the sessions it no longer allows
 //! (`napt/repool.rs`; each with its end event, reason `reload`, counted in
 //! `sessions_removed_by_reload`): NAT44 `inside`, `pool`, `static` entries and port
-//! forwards; NAT64 `prefix`, `pool4` and `static_bib`. Sessions whose pool address, outside
+//! forwards; NAT64 `prefix`, `pool4` and `static_bib`. All of `[siit]` changes live too:
+//! it keeps no per-flow state (RFC 7915), so nothing ends. Sessions whose pool address, outside
 //! endpoint and inside address stay valid are not touched. With `deterministic` NAT44 the
 //! inside prefixes and the pool are the mapping itself (RFC 7422 2): they are refused.
 //!
 //! Everything else sizes tables or shapes the port space and the translation itself
 //! (`mode`, `ports`, the limits that size tables, fragment limits and timeout, port
-//! blocks, the ALG, translators added or removed, SIIT, tunnels, the seed) and is refused.
+//! blocks, the ALG, translators added or removed, tunnels, the seed) and is refused.
 
 use crate::config::Timeouts;
 use crate::{Engine, EngineConfig};
@@ -195,12 +196,25 @@ impl Stateful for crate::Nat64Config {
         if self.static_bib != o.static_bib {
             k.push("nat64.static_bib");
         }
+        // The translator's own errors change live (per packet, nothing ends); the MTUs and
+        // the UDP checksum rule are in the fast path's recipes: a restart.
+        if self.params.unreachable_errors != o.params.unreachable_errors {
+            k.push("nat64.unreachable_errors");
+        }
+        if (self.params.error_source4, self.params.error_source6)
+            != (o.params.error_source4, o.params.error_source6)
+        {
+            k.push("nat64.error_source");
+        }
         k
     }
     fn take_shape(&mut self, o: &Self) {
         self.prefix = o.prefix;
         self.pool4.clone_from(&o.pool4);
         self.static_bib.clone_from(&o.static_bib);
+        self.params.unreachable_errors = o.params.unreachable_errors;
+        self.params.error_source4 = o.params.error_source4;
+        self.params.error_source6 = o.params.error_source6;
     }
     fn shape_allowed(&self, _: &[&'static str]) -> Result<(), ReloadError> {
         Ok(())
@@ -254,17 +268,25 @@ impl Engine {
         if new.seed != old.seed {
             return Err(restart("engine.seed"));
         }
-        if new.siit != old.siit {
-            return Err(restart("siit"));
-        }
+        let siit_keys = match (&old.siit, &new.siit) {
+            (Some(a), Some(b)) => siit_keys(a, b),
+            (None, None) => Vec::new(),
+            _ => return Err(restart("siit")),
+        };
         if new.tunnel != old.tunnel {
             return Err(restart("tunnel"));
         }
         let reshape44 = check(old.nat44.as_ref(), new.nat44.as_ref(), &mut change)?;
         let reshape64 = check(old.nat64.as_ref(), new.nat64.as_ref(), &mut change)?;
+        change.keys.extend(siit_keys.iter().map(|k| k.to_string()));
         change.keys.sort();
         change.keys.dedup();
         // Checked: apply.
+        if let (Some(s), Some(c), false) =
+            (self.siit.as_mut(), new.siit.as_ref(), siit_keys.is_empty())
+        {
+            s.reshape(c);
+        }
         if let (Some(n), Some(c)) = (self.nat44.as_mut(), new.nat44.as_ref()) {
             n.set_live(c.live());
             if reshape44 {
@@ -282,6 +304,29 @@ impl Engine {
         self.cfg = new.clone();
         Ok(change)
     }
+}
+
+/// The `[siit]` keys where `a` and `b` differ: all of them change live (SIIT is stateless).
+fn siit_keys(a: &crate::SiitConfig, b: &crate::SiitConfig) -> Vec<&'static str> {
+    let mut k = Vec::new();
+    for (key, same) in [
+        ("siit.prefix", a.prefix == b.prefix),
+        ("siit.pool4", a.pool4 == b.pool4),
+        ("siit.eam", a.eam == b.eam),
+        ("siit.rfc6791", a.rfc6791 == b.rfc6791),
+        ("siit.rfc6791v6", a.rfc6791v6 == b.rfc6791v6),
+        ("siit.eam_hairpin", a.eam_hairpin == b.eam_hairpin),
+        ("siit (translation parameters)", a.params == b.params),
+    ] {
+        if !same {
+            k.push(key);
+        }
+    }
+    if k.is_empty() && a != b {
+        // A field this list does not name yet: still applied, under the table's name.
+        k.push("siit");
+    }
+    k
 }
 
 /// The first key of `[nat44]` (beyond the live and reshaping ones) where `a` and `b` differ.
@@ -317,7 +362,7 @@ fn first_diff64(a: &crate::Nat64Config, b: &crate::Nat64Config) -> String {
     } else if a.alg_ftp != b.alg_ftp {
         "alg"
     } else if a.params != b.params {
-        "(translation parameters)"
+        "(translation parameters: mtu, lowest_ipv6_mtu, udp_zero_checksum)"
     } else if a.limits.port_block_size != b.limits.port_block_size {
         "port_block_size"
     } else if a.limits.port_block_hold != b.limits.port_block_hold {

@@ -358,4 +358,69 @@ fn a_new_nat64_prefix_ends_every_nat64_session_and_a_new_pool4_only_its_own() {
     assert_eq!(ch.sessions_ended, 1);
     assert_ne!(send(&mut e, 3, "2001:db8:46::c613:2"), Verdict::Forward);
     assert_eq!(send(&mut e, 3, "2001:db8:64::c613:2"), Verdict::Forward);
+    // The translator's own errors switch live; an MTU, which the fast path's recipes carry,
+    // needs a restart.
+    let mut c = cfg64("2001:db8:64::/96", "198.19.0.100/31");
+    if let Some(n) = c.nat64.as_mut() {
+        n.params.unreachable_errors = false;
+    }
+    let ch = e.reconfigure(Time::from_secs(4), &c).unwrap();
+    assert_eq!(
+        (ch.keys, ch.sessions_ended),
+        (vec!["nat64.unreachable_errors".to_string()], 0)
+    );
+    if let Some(n) = c.nat64.as_mut() {
+        n.params.lowest_ipv6_mtu = 1400;
+    }
+    let err = e.reconfigure(Time::from_secs(5), &c).unwrap_err();
+    assert!(
+        err.key.starts_with("nat64.(translation parameters"),
+        "{err}"
+    );
+}
+
+#[test]
+fn siit_changes_live_and_the_next_packet_takes_the_new_mapping() {
+    let cfg = |eam: Vec<Eam>| EngineConfig {
+        siit: Some(SiitConfig {
+            prefix: Some("2001:db8:64::/96".parse().unwrap()),
+            eam,
+            ..SiitConfig::default()
+        }),
+        seed: 5,
+        ..EngineConfig::default()
+    };
+    let send = |e: &mut Engine, t: u64| {
+        let mut p = ip6(
+            a6("2001:db8:6::5"),
+            a6("2001:db8:64::c613:2"),
+            17,
+            udp(5000, 53, b"q"),
+            64,
+        );
+        let v = e.process_vec(Time::from_secs(t), &mut p);
+        (v, p)
+    };
+    let mut e = Engine::new(cfg(Vec::new())).unwrap();
+    // The source has no IPv4 form yet (RFC 7915 5.1: not translated).
+    assert_ne!(send(&mut e, 0).0, Verdict::Forward);
+    let eam = Eam {
+        ipv4: "198.19.1.0/24".parse().unwrap(),
+        ipv6: "2001:db8:6::/120".parse().unwrap(),
+    };
+    let ch = e.reconfigure(Time::from_secs(1), &cfg(vec![eam])).unwrap();
+    assert_eq!(
+        (ch.keys, ch.sessions_ended),
+        (vec!["siit.eam".to_string()], 0)
+    );
+    let (v, p) = send(&mut e, 2);
+    assert_eq!(v, Verdict::Forward);
+    assert_eq!(
+        &p[12..16],
+        &a4("198.19.1.5"),
+        "the EAM entry (RFC 7757) gave the source"
+    );
+    // Removing [siit] altogether is a restart.
+    let err = e.reconfigure(Time::from_secs(3), &config()).unwrap_err();
+    assert_eq!(err.key, "siit");
 }

@@ -695,6 +695,7 @@ fn siit_lab(extra_eam: &str) -> Topo64 {
 /// RFC 7915 5.4: a ping from a client address SIIT cannot translate (CLI, on the client's /64
 /// but outside its EAM /124 and the pref64) is answered by the translator with ICMPv6
 /// Destination Unreachable, address unreachable, which ping reports; the drop is counted.
+/// Then a reload gives it an EAM entry, and its pings go through.
 #[test]
 #[ignore = "needs root: scripts/test.sh"]
 fn siit_untranslatable_source_gets_address_unreachable() {
@@ -719,6 +720,26 @@ fn siit_untranslatable_source_gets_address_unreachable() {
     let st = lab.stats();
     assert!(counter(&st, "drops", "untranslatable_address") >= 1, "{st}");
     assert!(counter(&st, "events", "icmp_errors_sent") >= 1, "{st}");
+
+    // An EAM entry for it, added by a reload (all of [siit] changes live): the next ping is
+    // translated (RFC 7757), and the entry's IPv4 side is routed into the tun.
+    let srv = lab.srv.clone();
+    lab.ip(&srv, &["route", "add", "198.19.1.16/32", "via", GW4]);
+    let path = lab.dir.join("xlat.toml");
+    let cfg = siit_config(
+        &lab,
+        r#", { ipv4 = "198.19.1.16/32", ipv6 = "2001:2:0:1::10/128" }"#,
+    );
+    std::fs::write(&path, cfg).unwrap();
+    let r = lab.xlat_cmd(&["reload"]).check();
+    assert!(r.stdout.contains("siit.eam"), "{}", r.stdout);
+    let gw = lab.gw.clone();
+    let routes = lab.ns_ok(&gw, &["ip", "-4", "route", "show"]).stdout;
+    assert!(
+        routes.lines().any(|l| l.starts_with("198.19.1.16 dev")),
+        "{routes}"
+    );
+    lab.ping_all(&cli, 2, &["-6", "-I", CLI], SRV_V6);
 }
 
 /// SIIT with the pref64 for SRV and an EAM entry for the client: ping (and fragmented ping)

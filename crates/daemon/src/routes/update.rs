@@ -1,6 +1,6 @@
 //! The routing of a reload ([`Routes::update`]): when a reload changes what is routed into
 //! the TUN device -- NAT44 `inside` prefixes and `pool`, static entries, NAT64 `pool4` and
-//! `prefix` -- the difference is made, not the whole set-up again: the routes, rules,
+//! `prefix`, SIIT `pool4`, `prefix` and EAM entries -- the difference is made, not the whole set-up again: the routes, rules,
 //! `throw` routes and proxy-ARP entries that come are added (journaled first, as at start),
 //! those that go are removed (and forgotten by the journal), and everything else is left
 //! alone, so no packet of a surviving session meets a missing route.
@@ -17,7 +17,8 @@ use tracing::info;
 use xlat_engine::{Prefix4, Prefix6};
 
 use super::{
-    args, inbound_steps, ip_batch, proxies_for, rule_steps, throw_steps, RoutePlan, Routes,
+    args, eam_routes, inbound_steps, ip_batch, proxies_for, rule_steps, throw_steps, RoutePlan,
+    Routes,
 };
 
 /// `a` without what is in `b`.
@@ -37,10 +38,19 @@ impl Routes {
     /// add leaves what was made in place (removed at exit) and names the command.
     pub fn update(&mut self, old: &RoutePlan, new: &RoutePlan) -> Result<RouteChange> {
         let tun = &new.tun;
-        let come4 = minus(&new.inbound, &old.inbound);
-        let gone4 = minus(&old.inbound, &new.inbound);
-        let come6: Vec<Prefix6> = minus(&new.inbound6, &old.inbound6);
-        let gone6: Vec<Prefix6> = minus(&old.inbound6, &new.inbound6);
+        let mut come4 = minus(&new.inbound, &old.inbound);
+        let mut gone4 = minus(&old.inbound, &new.inbound);
+        let mut come6: Vec<Prefix6> = minus(&new.inbound6, &old.inbound6);
+        let mut gone6: Vec<Prefix6> = minus(&old.inbound6, &new.inbound6);
+        // EAM entries (RFC 7757): a new one's side is asked as at start; a removed one's
+        // route is whichever of its two prefixes was routed (only recorded undos run).
+        let (eam4, eam6) = eam_routes(&minus(&new.eam, &old.eam), tun);
+        come4.extend(eam4);
+        come6.extend(eam6);
+        for e in minus(&old.eam, &new.eam) {
+            gone4.push(e.ipv4);
+            gone6.push(e.ipv6);
+        }
         let come_rules = minus(&new.rule_sources, &old.rule_sources);
         let gone_rules = minus(&old.rule_sources, &new.rule_sources);
         let come_throws = minus(&new.throws, &old.throws);
@@ -110,13 +120,19 @@ impl Routes {
     /// Runs `undo` (commands recorded by [`Routes::add_all`]) now and forgets them, here and
     /// in the journal; returns how many succeeded. One that fails is gone already.
     fn undo_now(&mut self, undo: &[Vec<String>]) -> usize {
+        // Only what this run made: an entry it did not add is not its to remove.
+        let undo: Vec<Vec<String>> = undo
+            .iter()
+            .filter(|u| self.undo.contains(u))
+            .cloned()
+            .collect();
         if undo.is_empty() {
             return 0;
         }
-        let done = ip_batch(undo, true).ok;
+        let done = ip_batch(&undo, true).ok;
         self.undo.retain(|u| !undo.contains(u));
         if let Some(j) = self.journal.as_mut() {
-            if let Err(e) = j.forget(undo) {
+            if let Err(e) = j.forget(&undo) {
                 tracing::warn!(error = %e, "cannot update the state file");
             }
         }

@@ -205,6 +205,8 @@ impl Nat64 {
             self.prefix = cfg.prefix;
         }
         ended += self.napt.repool(now, &cfg.pool4, &cfg.static_bib, |_| true);
+        // Only the own-error settings differ here ([`crate::reconfigure`] refuses the rest).
+        self.params = cfg.params;
         self.own4 = cfg.pool4.first().map_or(0, |p| p.addr);
         ended
     }

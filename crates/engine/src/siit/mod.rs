@@ -428,6 +428,22 @@ impl Siit {
         }
     }
 
+    /// Takes a new configuration (a reload, [`crate::reconfigure`]): the pref64, pool4, EAM
+    /// table, RFC 6791 pools, hairpin mode and translation parameters. SIIT keeps no state
+    /// per flow (RFC 7915), so nothing ends: the next packet is translated by the new
+    /// mapping. Held fragments, the error rate limiter and the identification counters stay.
+    pub(crate) fn reshape(&mut self, cfg: &SiitConfig) {
+        self.map = AddrMap {
+            pref64: cfg.prefix,
+            eamt: Eamt::new(&cfg.eam),
+        };
+        self.pool4.clone_from(&cfg.pool4);
+        self.rfc6791 = cfg.rfc6791;
+        self.rfc6791v6 = cfg.rfc6791v6;
+        self.eam_hairpin = cfg.eam_hairpin;
+        self.params = cfg.params;
+    }
+
     /// True for an IPv4 destination SIIT translates: an EAM entry's or siit.pool4's.
     pub fn owns4(&self, a: u32) -> bool {
         self.map.eamt.has4(a) || self.pool4.iter().any(|p| p.contains(a))
