@@ -100,6 +100,18 @@ impl ConfigFileError {
     }
 }
 
+/// The SHA-256 of `bytes`, in lower-case hex.
+fn sha256_hex(bytes: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, bytes)
+        .as_ref()
+        .iter()
+        .fold(String::with_capacity(64), |mut s, b| {
+            use std::fmt::Write as _;
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
 /// The value of `r`, or `None` with its error kept in `errors` (a section's check goes on
 /// to the next section).
 fn keep<T>(errors: &mut Vec<ConfigFileError>, r: Result<T, ConfigFileError>) -> Option<T> {
@@ -221,6 +233,10 @@ pub struct Config {
     pub metrics: Option<MetricsConfig>,
     /// `[sync]`, when present: session sync with a peer gateway (stateful failover).
     pub sync: Option<crate::sync::SyncConfig>,
+    /// SHA-256 of the file's bytes (hex): logged at start and at each reload, so the log
+    /// names the exact configuration it was made under (RFC 7422 3: deterministic NAT's
+    /// mapping is a function of it).
+    pub sha256: String,
 }
 
 /// `[metrics]`: where the HTTP listener for `/metrics` (Prometheus), `/stats.json` and the
@@ -1261,6 +1277,7 @@ impl Config {
             .and_then(|n| n.deterministic_map())
             .map_or(0, |d| u32::from(d.ports_per_host()));
         let cfg = Config {
+            sha256: sha256_hex(text.as_bytes()),
             file: file.to_string(),
             tun,
             nat44,
@@ -2059,6 +2076,17 @@ static = [{ inside = "198.18.0.10", outside = "198.19.0.10" }]
         let e = err("[siit]\nprefix = \"2001:2:0:64::/96\"\neam = [{ ipv4 = \"198.19.1.0/24\", ipv6 = \"2001:2:0:6::/124\" }]\n");
         assert!(e.starts_with("xlat.toml: siit.eam: "), "{e}");
         assert!(e.contains("/120 or less"), "{e}");
+    }
+
+    #[test]
+    fn the_files_digest_is_kept_for_the_log() {
+        // FIPS 180-2's example: SHA-256("abc").
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        let text = "[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100\"]\n";
+        assert_eq!(ok(text).sha256, sha256_hex(text.as_bytes()));
     }
 
     #[test]

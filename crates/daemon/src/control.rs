@@ -676,7 +676,7 @@ fn reload(reloader: &Reloader, workers: &[WorkerLink]) -> Response {
     match ask_workers(req, workers) {
         Response::Reloaded(mut done) => {
             done.warnings = reroute(&ctx.routes, &new);
-            info!(file = %file, changed = ?done.keys, sessions_ended = done.sessions_ended, "configuration reloaded");
+            info!(file = %file, sha256 = %new.sha256, changed = ?done.keys, sessions_ended = done.sessions_ended, "configuration reloaded");
             for w in &done.warnings {
                 warn!(file = %file, "reload: {w}");
             }

@@ -108,6 +108,13 @@ fn reload_applies_live_changes_and_refuses_the_rest() {
         "no reload after SIGHUP:\n{}",
         t.proc(x).stderr_text()
     );
+    // The log names the configuration it now runs under by its digest (RFC 7422 3).
+    let digest = format!("sha256={}", sha256(&path));
+    assert!(
+        t.proc(x).stderr_text().contains(&digest),
+        "no {digest} in the log:\n{}",
+        t.proc(x).stderr_text()
+    );
     assert!(t.proc(x).try_status().is_none(), "xlat exited on SIGHUP");
 }
 
