@@ -199,8 +199,8 @@ pub struct Trial {
     pub sender_short: bool,
     /// Source address:port of the first test frame received (shows what the device did).
     pub rx_first_src: String,
-    /// The tester sending to itself (CA -> CD) as the baseline of a device's cost by
-    /// difference, stored with that device's trials.
+    /// A baseline stored with a device's trials: the tester sending to itself (CA -> CD)
+    /// for the device's cost by difference, or (reload) a window without reloads.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub baseline: bool,
     /// Churn trials: loss and latency of the established and the new flows.
