@@ -13,8 +13,10 @@
 //! 5. a baseline.
 //!
 //! A reload is what an operator does: the configuration file is replaced (written beside it
-//! and renamed, so the daemon never reads half a file) and `xlat reload --socket ...` is run;
-//! its wall time from start to exit is the round trip (the daemon replies after every packet
+//! and renamed, so the daemon never reads half a file) and `xlat reload --socket ...` is run
+//! on the DUT CPU at normal priority, as an operator's command runs on the gateway (on the
+//! tester's CPU it would disturb the tester's pacing); its wall time from start to exit is
+//! the round trip (the daemon replies after every packet
 //! worker applied the change: "applied within"). Reloads start every [`INTERVAL`] (or right
 //! after the previous one when that took longer), from [`LEAD`] after the tester's first frame;
 //! the tester keeps sending until [`TAIL`] after the last reply. Loss is counted over each
@@ -23,6 +25,7 @@
 //! changed key; the rows count those.
 
 use std::io::Read as _;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
@@ -156,17 +159,28 @@ pub fn parse_reply(stdout: &str, key: &str) -> (bool, u64) {
     (applied, ended)
 }
 
-/// Runs `xlat reload --socket SOCK` and times it; killed after [`RELOAD_TIMEOUT`].
-fn run_reload(bin: &Path, socket: &Path, key: &str) -> Reload {
+/// Runs `xlat reload --socket SOCK` on CPU `cpu` and times it; killed after
+/// [`RELOAD_TIMEOUT`].
+fn run_reload(bin: &Path, socket: &Path, key: &str, cpu: usize) -> Reload {
     let start = Instant::now();
-    let child = Command::new(bin)
-        .arg("reload")
+    let mut c = Command::new(bin);
+    c.arg("reload")
         .arg("--socket")
         .arg(socket)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
+        .stderr(Stdio::piped());
+    // SAFETY: the closure only calls sched_setaffinity (a plain syscall) between fork and
+    // exec.
+    unsafe {
+        c.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            Ok(())
+        });
+    }
+    let child = c.spawn();
     let mut child = match child {
         Ok(c) => c,
         Err(e) => {
@@ -242,6 +256,8 @@ enum Job<'a> {
         files: &'a (PathBuf, PathBuf),
         base: &'a str,
         bin: &'a Path,
+        /// Where the command runs: the DUT CPU, as an operator's command runs on the gateway.
+        cpu: usize,
     },
 }
 
@@ -262,8 +278,8 @@ impl Lab {
                 "Half the device's throughput (its RFC 2544 search in this run, loss <= {}%; or --rate), constant, \
                  on {} flows, {} frames, in five windows: baseline, {count} reloads changing [timeouts] udp (301/302 s), \
                  baseline, {count} reloads adding and removing pool address {EXTRA_POOL} (the flows' pool stays), \
-                 baseline. A reload replaces the file (write and rename) and runs `xlat reload --socket` on the tester's \
-                 CPU; its round trip is the command's wall time, start to exit (the daemon replies once every packet \
+                 baseline. A reload replaces the file (write and rename) and runs `xlat reload --socket` on the DUT \
+                 CPU at normal priority (the device's receive work and daemon run above it); its round trip is the command's wall time, start to exit (the daemon replies once every packet \
                  worker applied it). Reloads start every {} ms (at once when behind), from {} ms after the first frame; \
                  the tester sends until {} ms after the last reply; a baseline lasts as long as a reload window is \
                  planned to. Loss = sent - distinct frames received over the whole window; baseline loss: the windows \
@@ -373,6 +389,7 @@ impl Lab {
                 files: &files,
                 base: &base,
                 bin: &bin,
+                cpu: self.topo.dut_cpu,
             };
             let w = self.window(
                 dev,
@@ -382,7 +399,7 @@ impl Lab {
             )?;
             // Back to the file the device started with, outside the windows.
             replace_file(&files.0, &base)?;
-            let reset = run_reload(&bin, &files.1, change.key());
+            let reset = run_reload(&bin, &files.1, change.key(), self.topo.dut_cpu);
             if !reset.replied {
                 bail!(
                     "{}: reloading the file it started with failed: {}",
@@ -480,6 +497,7 @@ fn drive(ctl: &TrialControl, job: &Job<'_>, trial_over: impl Fn() -> bool) -> Re
             files,
             base,
             bin,
+            cpu,
         } => {
             for i in 0..count {
                 if trial_over() || sys::stopped() {
@@ -490,7 +508,7 @@ fn drive(ctl: &TrialControl, job: &Job<'_>, trial_over: impl Fn() -> bool) -> Re
                     std::thread::sleep(w);
                 }
                 replace_file(&files.0, &config_for(base, change, i)?)?;
-                let mut r = run_reload(bin, &files.1, change.key());
+                let mut r = run_reload(bin, &files.1, change.key(), cpu);
                 r.end_s = t0.elapsed().as_secs_f64();
                 out.push(r);
             }
