@@ -12,22 +12,25 @@
 //!    ([`EXTRA_POOL`]) and remove it again in turn (each ends no session),
 //! 5. a baseline.
 //!
-//! A reload is what an operator does: the configuration file is replaced (written beside it
-//! and renamed, so the daemon never reads half a file) and `xlat reload --socket ...` is run
-//! on the DUT CPU at normal priority, as an operator's command runs on the gateway (on the
-//! tester's CPU it would disturb the tester's pacing); its wall time from start to exit is
-//! the round trip (the daemon replies after every packet
-//! worker applied the change: "applied within"). Reloads start every [`INTERVAL`] (or right
+//! A reload is what `xlat reload` does, without starting a process: the configuration file is
+//! replaced (written beside it and renamed, so the daemon never reads half a file) and the
+//! lab's own thread sends `xlat reload`'s request line (`{"cmd":"reload"}`) on the control
+//! socket. The time from connecting to the answer is the round trip: the daemon answers after
+//! every packet worker applied the change ("applied within"). Not the `xlat` command itself:
+//! on this 2-vCPU lab a process started on either CPU costs that CPU's real-time work (the
+//! tester's pacing or the device's receive work) frames of its own, which a gateway with a
+//! core to spare for its operator would not see (docs/PERFORMANCE.md, "Reload cost").
+//! Reloads start every [`INTERVAL`] (or right
 //! after the previous one when that took longer), from [`LEAD`] after the tester's first frame;
 //! the tester keeps sending until [`TAIL`] after the last reply. Loss is counted over each
 //! whole window as in every trial (sent minus distinct frames received), and a baseline lasts
 //! as long as the reload windows are planned to. Every reply must say `reloaded:` with the
 //! changed key; the rows count those.
 
-use std::io::Read as _;
-use std::os::unix::process::CommandExt;
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::Shutdown;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -54,7 +57,7 @@ pub const INTERVAL: Duration = Duration::from_millis(10);
 pub const LEAD: Duration = Duration::from_millis(500);
 /// From the last reply to the tester's last frame.
 pub const TAIL: Duration = Duration::from_millis(500);
-/// The most one `xlat reload` may take before it is killed and counted as failed.
+/// The most one reload may take before the lab stops waiting and counts it failed.
 const RELOAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// The second pool address the pool variant adds and removes: in the outside subnet
 /// (198.19.0.0/24, DESIGN.md's 198.18.0.0/15), outside the pool the flows use.
@@ -121,14 +124,14 @@ fn replace_file(path: &Path, text: &str) -> Result<()> {
     std::fs::rename(&tmp, path).with_context(|| format!("renaming onto {}", path.display()))
 }
 
-/// One `xlat reload`: how long it took and what it answered.
+/// One reload: how long it took and what the daemon answered.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Reload {
-    /// Start of the command to its exit, milliseconds.
+    /// Connecting to the control socket to the daemon's answer, milliseconds.
     pub ms: f64,
     /// When it ended, seconds after the tester's first frame.
     pub end_s: f64,
-    /// The daemon replied `reloaded:` (and the command exited 0).
+    /// The daemon answered `reloaded`.
     pub replied: bool,
     /// ... and named the expected key as changed.
     pub applied: bool,
@@ -138,101 +141,60 @@ pub struct Reload {
     pub error: Option<String>,
 }
 
-/// Reads `xlat reload`'s reply: applied (it says `reloaded:` and names `key`), and the
-/// sessions it ended (`...; N sessions ended ...`).
-pub fn parse_reply(stdout: &str, key: &str) -> (bool, u64) {
-    let line = stdout.lines().find(|l| l.starts_with("reloaded:"));
-    let Some(line) = line else {
-        return (false, 0);
+/// Reads the daemon's answer to a reload request (`{"reloaded":{"keys":[...],
+/// "sessions_ended":N}}`, or `{"refused":"..."}`): replied `reloaded`, named `key` among the
+/// changed keys, and the sessions it ended.
+pub fn parse_reply(line: &str, key: &str) -> (bool, bool, u64) {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(line.trim()) else {
+        return (false, false, 0);
     };
-    let applied = line
-        .trim_start_matches("reloaded:")
-        .split(';')
-        .next()
-        .is_some_and(|keys| keys.split([',', ' ']).any(|k| k == key));
-    let ended = line
-        .split(';')
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
+    let Some(done) = v.get("reloaded") else {
+        return (false, false, 0);
+    };
+    let applied = done
+        .get("keys")
+        .and_then(|k| k.as_array())
+        .is_some_and(|k| k.iter().any(|x| x.as_str() == Some(key)));
+    let ended = done
+        .get("sessions_ended")
+        .and_then(|n| n.as_u64())
         .unwrap_or(0);
-    (applied, ended)
+    (true, applied, ended)
 }
 
-/// Runs `xlat reload --socket SOCK` on CPU `cpu` and times it; killed after
+/// Asks the daemon on `socket` to reload, as `xlat reload` does (the same request line on
+/// the control socket), and times it from connecting to the answer; gives up after
 /// [`RELOAD_TIMEOUT`].
-fn run_reload(bin: &Path, socket: &Path, key: &str, cpu: usize) -> Reload {
+fn ask_reload(socket: &Path, key: &str) -> Reload {
     let start = Instant::now();
-    let mut c = Command::new(bin);
-    c.arg("reload")
-        .arg("--socket")
-        .arg(socket)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // SAFETY: the closure only calls sched_setaffinity (a plain syscall) between fork and
-    // exec.
-    unsafe {
-        c.pre_exec(move || {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-            Ok(())
-        });
-    }
-    let child = c.spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) => {
-            return Reload {
-                error: Some(format!("cannot start {}: {e}", bin.display())),
-                ..Reload::default()
-            }
-        }
-    };
-    // Bounded: at most RELOAD_TIMEOUT in steps of 100 us.
-    let mut status = None;
-    let turns = RELOAD_TIMEOUT.as_micros() / 100 + 1;
-    for _ in 0..turns {
-        match child.try_wait() {
-            Ok(Some(s)) => {
-                status = Some(s);
-                break;
-            }
-            Ok(None) if start.elapsed() < RELOAD_TIMEOUT => {
-                std::thread::sleep(Duration::from_micros(100))
-            }
-            _ => break,
-        }
-    }
+    let answer = (|| -> std::io::Result<String> {
+        let mut s = UnixStream::connect(socket)?;
+        s.set_read_timeout(Some(RELOAD_TIMEOUT))?;
+        s.set_write_timeout(Some(RELOAD_TIMEOUT))?;
+        s.write_all(b"{\"cmd\":\"reload\"}\n")?;
+        s.shutdown(Shutdown::Write)?;
+        let mut line = String::new();
+        BufReader::new(s.take(1 << 20)).read_line(&mut line)?;
+        Ok(line)
+    })();
     let ms = start.elapsed().as_secs_f64() * 1e3;
-    let Some(status) = status else {
-        let _ = child.kill();
-        let _ = child.wait();
-        return Reload {
+    match answer {
+        Err(e) => Reload {
             ms,
-            error: Some(format!("no reply within {RELOAD_TIMEOUT:?}")),
+            error: Some(format!("asking {}: {e}", socket.display())),
             ..Reload::default()
-        };
-    };
-    // The reply is one line: the pipes hold it.
-    let (mut out, mut err) = (String::new(), String::new());
-    if let Some(mut o) = child.stdout.take() {
-        let _ = o.read_to_string(&mut out);
-    }
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut err);
-    }
-    let (applied, sessions_ended) = parse_reply(&out, key);
-    let replied = status.success() && out.starts_with("reloaded:");
-    let applied = applied && replied;
-    Reload {
-        ms,
-        end_s: 0.0,
-        replied,
-        applied,
-        sessions_ended,
-        error: (!applied).then(|| format!("{status}: {} {}", out.trim(), err.trim())),
+        },
+        Ok(line) => {
+            let (replied, applied, sessions_ended) = parse_reply(&line, key);
+            Reload {
+                ms,
+                end_s: 0.0,
+                replied,
+                applied,
+                sessions_ended,
+                error: (!applied).then(|| line.trim().to_string()),
+            }
+        }
     }
 }
 
@@ -255,9 +217,6 @@ enum Job<'a> {
         count: usize,
         files: &'a (PathBuf, PathBuf),
         base: &'a str,
-        bin: &'a Path,
-        /// Where the command runs: the DUT CPU, as an operator's command runs on the gateway.
-        cpu: usize,
     },
 }
 
@@ -278,12 +237,12 @@ impl Lab {
                 "Half the device's throughput (its RFC 2544 search in this run, loss <= {}%; or --rate), constant, \
                  on {} flows, {} frames, in five windows: baseline, {count} reloads changing [timeouts] udp (301/302 s), \
                  baseline, {count} reloads adding and removing pool address {EXTRA_POOL} (the flows' pool stays), \
-                 baseline. A reload replaces the file (write and rename) and runs `xlat reload --socket` on the DUT \
-                 CPU at normal priority (the device's receive work and daemon run above it); its round trip is the command's wall time, start to exit (the daemon replies once every packet \
-                 worker applied it). Reloads start every {} ms (at once when behind), from {} ms after the first frame; \
+                 baseline. A reload replaces the file (write and rename) and sends `xlat reload`'s request on the control \
+                 socket from the lab's thread on the tester's CPU (no process started); its round trip is from connecting to the answer \
+                 (the daemon answers once every packet worker applied it). Reloads start every {} ms (at once when behind), from {} ms after the first frame; \
                  the tester sends until {} ms after the last reply; a baseline lasts as long as a reload window is \
                  planned to. Loss = sent - distinct frames received over the whole window; baseline loss: the windows \
-                 before and after (median [min..max]). Reloads applied = replies saying `reloaded:` with the changed key.",
+                 before and after (median [min..max]). Reloads applied = answers `reloaded` naming the changed key.",
                 self.opts.threshold * 100.0,
                 self.opts.flows,
                 self.opts
@@ -341,7 +300,6 @@ impl Lab {
             .with_context(|| format!("reading {}", files.0.display()))?;
         config_for(&base, Change::Timeouts, 0)?;
         config_for(&base, Change::Pool, 0)?;
-        let bin = crate::device::xlat_bin()?;
         let flows = Arc::new(dev.flows(self.opts.flows, 0));
         let (rate, search) = match self.opts.rate {
             Some(r) => {
@@ -388,8 +346,6 @@ impl Lab {
                 count,
                 files: &files,
                 base: &base,
-                bin: &bin,
-                cpu: self.topo.dut_cpu,
             };
             let w = self.window(
                 dev,
@@ -399,7 +355,7 @@ impl Lab {
             )?;
             // Back to the file the device started with, outside the windows.
             replace_file(&files.0, &base)?;
-            let reset = run_reload(&bin, &files.1, change.key(), self.topo.dut_cpu);
+            let reset = ask_reload(&files.1, change.key());
             if !reset.replied {
                 bail!(
                     "{}: reloading the file it started with failed: {}",
@@ -496,8 +452,6 @@ fn drive(ctl: &TrialControl, job: &Job<'_>, trial_over: impl Fn() -> bool) -> Re
             count,
             files,
             base,
-            bin,
-            cpu,
         } => {
             for i in 0..count {
                 if trial_over() || sys::stopped() {
@@ -508,7 +462,7 @@ fn drive(ctl: &TrialControl, job: &Job<'_>, trial_over: impl Fn() -> bool) -> Re
                     std::thread::sleep(w);
                 }
                 replace_file(&files.0, &config_for(base, change, i)?)?;
-                let mut r = run_reload(bin, &files.1, change.key(), cpu);
+                let mut r = ask_reload(&files.1, change.key());
                 r.end_s = t0.elapsed().as_secs_f64();
                 out.push(r);
             }
@@ -616,25 +570,37 @@ mod tests {
     #[test]
     fn replies_parse() {
         assert_eq!(
-            parse_reply("reloaded: timeouts.udp changed\n", "timeouts.udp"),
-            (true, 0)
+            parse_reply(
+                r#"{"reloaded":{"keys":["timeouts.udp"],"sessions_ended":0}}"#,
+                "timeouts.udp"
+            ),
+            (true, true, 0)
         );
         assert_eq!(
             parse_reply(
-                "reloaded: nat44.pool, timeouts.udp changed; 212 sessions ended (no longer allowed: sessions_removed_by_reload)\n",
+                r#"{"reloaded":{"keys":["nat44.pool","timeouts.udp"],"sessions_ended":212,"warnings":["x"]}}"#,
                 "nat44.pool"
             ),
-            (true, 212)
+            (true, true, 212)
+        );
+        // Nothing changed, another key, a refusal, garbage.
+        assert_eq!(
+            parse_reply(
+                r#"{"reloaded":{"keys":[],"sessions_ended":0}}"#,
+                "nat44.pool"
+            ),
+            (true, false, 0)
         );
         assert_eq!(
-            parse_reply("reloaded: nothing changed\n", "nat44.pool"),
-            (false, 0)
+            parse_reply(r#"{"reloaded":{"keys":["nat44.pool"]}}"#, "timeouts.udp"),
+            (true, false, 0)
         );
-        assert_eq!(parse_reply("", "nat44.pool"), (false, 0));
         assert_eq!(
-            parse_reply("reloaded: nat44.pool changed\n", "timeouts.udp"),
-            (false, 0)
+            parse_reply(r#"{"refused":"xlat.toml: nat44.ports: ..."}"#, "nat44.pool"),
+            (false, false, 0)
         );
+        assert_eq!(parse_reply("", "nat44.pool"), (false, false, 0));
+        assert_eq!(parse_reply("reloaded: x", "nat44.pool"), (false, false, 0));
     }
 
     #[test]
