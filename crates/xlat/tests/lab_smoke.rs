@@ -506,9 +506,9 @@ fn lab_smoke_failover() {
 }
 
 /// `xlat lab run reload`, short: 20 reloads per variant through xlat-nat44 and its XDP fast
-/// path at a fixed rate. Every reload is applied (its reply says `reloaded:` with the changed
-/// key), none ends a session, frames cross in every window; what was lost and how long a
-/// reload took are measured, not asserted.
+/// path at a fixed rate. Every reload is applied (the daemon answers `reloaded` naming the
+/// changed key), none ends a session, frames cross in every window; what was lost and how
+/// long a reload took are measured, not asserted.
 #[test]
 #[ignore = "needs root: scripts/test.sh"]
 fn lab_smoke_reload() {
