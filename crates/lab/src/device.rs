@@ -163,6 +163,11 @@ pub trait Device {
     fn rx_on_sender(&self) -> bool {
         false
     }
+    /// An `xlat run` device's configuration file and control socket, once set up (the reload
+    /// experiment rewrites the one and asks the other); None for other devices.
+    fn xlat_files(&self) -> Option<(PathBuf, PathBuf)> {
+        None
+    }
 }
 
 /// Builds a device adapter by name.
@@ -288,6 +293,9 @@ impl Device for SoftirqRx {
     }
     fn rx_on_sender(&self) -> bool {
         true
+    }
+    fn xlat_files(&self) -> Option<(PathBuf, PathBuf)> {
+        self.inner.xlat_files()
     }
 }
 
@@ -476,6 +484,7 @@ struct Daemon {
     kind: DaemonKind,
     child: Option<Child>,
     socket: PathBuf,
+    config: PathBuf,
     log: PathBuf,
     extra_routes: Vec<Vec<String>>,
 }
@@ -600,6 +609,7 @@ impl Daemon {
             kind: DaemonKind::Xlat,
             child: None,
             socket: PathBuf::new(),
+            config: PathBuf::new(),
             log: PathBuf::new(),
             extra_routes: Vec::new(),
         }
@@ -945,6 +955,7 @@ impl Device for Daemon {
                     text
                 };
                 fs::write(&cfg, text).with_context(|| format!("writing {}", cfg.display()))?;
+                self.config = cfg.clone();
                 let args = vec![
                     bin.display().to_string(),
                     "run".into(),
@@ -1087,6 +1098,10 @@ impl Device for Daemon {
             .find(|c| c.get("name").and_then(|n| n.as_str()) == Some(name))?
             .get("value")?
             .as_u64()
+    }
+    fn xlat_files(&self) -> Option<(PathBuf, PathBuf)> {
+        (self.kind.is_xlat() && self.child.is_some())
+            .then(|| (self.config.clone(), self.socket.clone()))
     }
     fn check_alive(&mut self) -> Result<()> {
         if let Some(c) = self.child.as_mut() {

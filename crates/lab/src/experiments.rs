@@ -33,6 +33,7 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
     ("tcp", "iperf3 TCP through the device (tester's own stack): Mb/s, retransmits, DUT CPU, ns per byte"),
     ("http", "S3's HTTP test: ab fetches a 173,225-byte file from python3 http.server through the device: requests/s, KB/s"),
     ("owd", "one-way delay by UDP payload size 50..3000 B, S2's bounce: RTT/(2N) over N round trips"),
+    ("reload", "xlat-nat44 with and without the XDP fast path at half its throughput while `xlat reload` applies a changed [timeouts] udp, then a pool address added and removed, --count times (default 1000): loss against baselines, reload round trip p50/p99/max"),
 ];
 
 /// Options common to all experiments.
@@ -65,6 +66,8 @@ pub struct Opts {
     /// HTTP requests per http run, and how many at once.
     pub requests: usize,
     pub concurrency: usize,
+    /// reload: reloads per variant.
+    pub count: usize,
 }
 
 /// S2's payload sizes for the bounce test (the larger ones fragment).
@@ -116,7 +119,7 @@ impl Lab {
         }
     }
 
-    fn progress(&self, what: &str) {
+    pub(crate) fn progress(&self, what: &str) {
         self.bar.line(what);
     }
 
@@ -126,12 +129,12 @@ impl Lab {
         let (d, s) = (self.opts.devices.len(), self.opts.sizes.len().max(1));
         match name {
             "quick" => 2 * d * s,
-            "memory-per-session" | "setup-rate" | "tcp" | "http" | "owd" | "churn" => d,
+            "memory-per-session" | "setup-rate" | "tcp" | "http" | "owd" | "churn" | "reload" => d,
             _ => d * s,
         }
     }
 
-    fn dut_path(&self, v6: bool) -> PathSpec {
+    pub(crate) fn dut_path(&self, v6: bool) -> PathSpec {
         PathSpec {
             ns: self.topo.ns_tester.clone(),
             tx_dev: self.topo.a.dev.clone(),
@@ -153,7 +156,7 @@ impl Lab {
         }
     }
 
-    fn spec(
+    pub(crate) fn spec(
         &self,
         path: PathSpec,
         flows: Arc<Vec<Flow>>,
@@ -178,10 +181,11 @@ impl Lab {
             coalesce: self.opts.coalesce,
             rx_xdp: self.opts.rx_xdp,
             mix: None,
+            control: None,
         }
     }
 
-    fn trial(&mut self, spec: &TrialSpec, what: &str) -> Result<Trial> {
+    pub(crate) fn trial(&mut self, spec: &TrialSpec, what: &str) -> Result<Trial> {
         sys::check_stop()?;
         let rate = match spec.rate_pps {
             Some(r) => format!("{:>9.0} pps", r),
@@ -294,7 +298,12 @@ impl Lab {
     }
 
     /// Sends each flow once at a modest rate so the device holds a session for each.
-    fn warm(&mut self, dev: &dyn Device, flows: Arc<Vec<Flow>>, size: &SizeMix) -> Result<()> {
+    pub(crate) fn warm(
+        &mut self,
+        dev: &dyn Device,
+        flows: Arc<Vec<Flow>>,
+        size: &SizeMix,
+    ) -> Result<()> {
         if flows.is_empty() {
             return Ok(());
         }
@@ -351,7 +360,12 @@ impl Lab {
     }
 
     /// RFC 2544 throughput for one device and size: `repeats` searches.
-    fn throughput_row(&mut self, dev: &mut dyn Device, size: &SizeMix, flows: u32) -> Result<Row> {
+    pub(crate) fn throughput_row(
+        &mut self,
+        dev: &mut dyn Device,
+        size: &SizeMix,
+        flows: u32,
+    ) -> Result<Row> {
         let v6 = dev.v6_in();
         let max = self.ceiling(size, v6)?;
         let fl = Arc::new(dev.flows(flows, 0));
@@ -563,7 +577,7 @@ impl Lab {
     }
 
     /// Adds rows to the results as soon as they are measured, so an interrupted run keeps them.
-    fn add(&mut self, header: &Experiment, rows: Vec<Row>) {
+    pub(crate) fn add(&mut self, header: &Experiment, rows: Vec<Row>) {
         let mut e = header.clone();
         e.rows = rows;
         self.push(e);
@@ -583,7 +597,7 @@ impl Lab {
         }
     }
 
-    fn push(&mut self, e: Experiment) {
+    pub(crate) fn push(&mut self, e: Experiment) {
         if let Some(x) = self.res.experiments.iter_mut().find(|x| x.name == e.name) {
             x.rows.extend(e.rows);
         } else {
@@ -591,7 +605,12 @@ impl Lab {
         }
     }
 
-    fn exp(name: &str, title: &str, x_label: Option<&str>, method: String) -> Experiment {
+    pub(crate) fn exp(
+        name: &str,
+        title: &str,
+        x_label: Option<&str>,
+        method: String,
+    ) -> Experiment {
         Experiment {
             name: name.into(),
             title: title.into(),
@@ -612,6 +631,7 @@ impl Lab {
             "cpu" => self.cpu(),
             "setup-rate" => self.setup_rate(),
             "churn" => self.churn(),
+            "reload" => self.reload(),
             "tcp" | "owd" | "http" => {
                 self.topo.stack_on()?;
                 let r = match name {
@@ -634,7 +654,7 @@ impl Lab {
         }
     }
 
-    fn throughput_method(&self) -> String {
+    pub(crate) fn throughput_method(&self) -> String {
         format!(
             "RFC 2544 26.1: binary search between 0 and the tester's ceiling for the highest offered rate with loss <= {}%, \
              {:.1} s trials, stop at {}% of the ceiling or {} trials; {} flows with RFC 4814 pseudorandom ports (each sent once before the search); \

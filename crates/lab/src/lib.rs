@@ -14,6 +14,7 @@ pub mod experiments;
 pub mod failover;
 pub mod packet;
 pub mod progress;
+pub mod reload;
 pub mod report;
 pub mod results;
 pub mod scaleout;
@@ -100,7 +101,7 @@ pub struct RunOpts {
     pub sessions: Option<Vec<u32>>,
     /// Fixed offered load in packets/s for cpu and latency-vs-sessions; churn: the
     /// established flows' rate (default 100,000); failover: datagrams/s of each UDP flow
-    /// (default 100).
+    /// (default 100); reload: the offered rate instead of half the measured throughput.
     #[arg(long)]
     pub rate: Option<f64>,
     /// churn: new flows per second to step through, comma-separated (one frame each);
@@ -164,6 +165,9 @@ pub struct RunOpts {
     /// its links down) and/or `link-down` (its links down only). Default both.
     #[arg(long, value_delimiter = ',')]
     pub variants: Option<Vec<String>>,
+    /// reload: reloads per variant (default 1000).
+    #[arg(long)]
+    pub count: Option<usize>,
 }
 
 /// Runs `xlat lab`. Output goes to stdout; progress to stderr.
@@ -188,16 +192,25 @@ pub fn main(args: LabArgs) -> Result<()> {
                 if opts.variants.is_some() {
                     bail!("--variants is an option of failover only");
                 }
+                if opts.count.is_some() {
+                    bail!("--count is an option of reload only");
+                }
                 return scaleout::main_run(&opts).map(|_| ());
             }
             if experiment == "failover" {
                 if opts.nodes.is_some() || opts.subscribers.is_some() || opts.routing.is_some() {
                     bail!("--nodes, --subscribers and --routing are options of scale-out only");
                 }
+                if opts.count.is_some() {
+                    bail!("--count is an option of reload only");
+                }
                 return failover::main_run(&opts).map(|_| ());
             }
             if opts.variants.is_some() {
                 bail!("--variants is an option of failover only");
+            }
+            if opts.count.is_some() && experiment != "reload" {
+                bail!("--count is an option of reload only");
             }
             if opts.nodes.is_some() || opts.subscribers.is_some() || opts.routing.is_some() {
                 bail!("--nodes, --subscribers and --routing are options of scale-out only");
@@ -329,6 +342,14 @@ pub fn defaults_for(exp: &str) -> Defaults {
             ..d
         },
         "http" => Defaults { repeats: 3, ..d },
+        // One search for the rate (as quick's: 1 s trials, 6 steps), then the windows.
+        "reload" => Defaults {
+            devices: reload::DEVICES.to_vec(),
+            duration: 1.0,
+            max_steps: 6,
+            resolution: 3.0,
+            ..d
+        },
         _ => d,
     }
 }
@@ -549,6 +570,11 @@ pub fn resolve(plan: &Plan, o: &RunOpts) -> Result<Opts> {
         bounces: o.bounces.unwrap_or(100).clamp(1, 1_000_000),
         requests: o.requests.unwrap_or(1000).clamp(1, 10_000_000),
         concurrency: o.concurrency.unwrap_or(10).clamp(1, 20_000),
+        count: match o.count {
+            None => reload::COUNT,
+            Some(n @ 1..=100_000) => n,
+            Some(n) => bail!("--count: {n} reloads is outside 1..100000"),
+        },
     })
 }
 

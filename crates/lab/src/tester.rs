@@ -85,6 +85,17 @@ pub struct TrialSpec {
     /// Churn: frame number s goes to flow `mix.flow_of(s)` (established flows and new ones,
     /// counted per group), instead of the flows in turn.
     pub mix: Option<crate::churn::Mix>,
+    /// Lets another thread see the sender start and end the trial before `duration` (the
+    /// reload experiment sends while it reloads the device, for as long as that takes).
+    pub control: Option<Arc<TrialControl>>,
+}
+
+/// Shared with a trial's sender: it sets `started` just before its first frame and leaves
+/// its loop as soon as `stop` is set (`duration` still bounds it).
+#[derive(Debug, Default)]
+pub struct TrialControl {
+    pub started: AtomicBool,
+    pub stop: AtomicBool,
 }
 
 /// Latency percentiles in microseconds.
@@ -188,8 +199,8 @@ pub struct Trial {
     pub sender_short: bool,
     /// Source address:port of the first test frame received (shows what the device did).
     pub rx_first_src: String,
-    /// The tester sending to itself (CA -> CD) as the baseline of a device's cost by
-    /// difference, stored with that device's trials.
+    /// A baseline stored with a device's trials: the tester sending to itself (CA -> CD)
+    /// for the device's cost by difference, or (reload) a window without reloads.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub baseline: bool,
     /// Churn trials: loss and latency of the established and the new flows.
@@ -651,11 +662,19 @@ fn send_loop(
     let mut last_send = Duration::ZERO;
     let t0 = Instant::now();
     let limit = spec.duration;
+    if let Some(c) = &spec.control {
+        c.started.store(true, Ordering::Release);
+    }
+    let stop = || {
+        spec.control
+            .as_ref()
+            .is_some_and(|c| c.stop.load(Ordering::Relaxed))
+    };
     // Bounded in time by `limit`; the turn count bounds it too (each turn sends or waits).
     let max_turns = (limit.as_secs_f64() * 50_000_000.0) as u64 + 1_000_000;
     for _ in 0..max_turns {
         let el = t0.elapsed();
-        if el >= limit || sent >= max || sys::stopped() {
+        if el >= limit || sent >= max || sys::stopped() || stop() {
             break;
         }
         let n = match pace(el, rate, sent, max, BATCH, last_send, spec.coalesce) {

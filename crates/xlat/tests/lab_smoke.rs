@@ -112,6 +112,7 @@ fn lab_list_names_experiments_and_devices() {
         "forward4",
         "kernel-nat44",
         "xlat-nat44",
+        "reload",
         "s5",
     ] {
         assert!(s.contains(w), "lab list lacks {w}:\n{s}");
@@ -128,6 +129,12 @@ fn lab_rejects_bad_arguments() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--sizes"));
     let o = xlat().args(["lab", "run", "nonsense"]).output().unwrap();
     assert!(!o.status.success());
+    let o = xlat()
+        .args(["lab", "run", "throughput", "--count", "5"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--count"));
 }
 
 #[test]
@@ -495,5 +502,73 @@ fn lab_smoke_failover() {
     assert_eq!(m(&row(&sync, "xlat-nat44"), "events_dropped"), 0.0);
     assert!(run.stdout.contains("established lost"), "{}", run.stdout);
     assert!(run.dir.join("outcome.json").is_file());
+    run.finish();
+}
+
+/// `xlat lab run reload`, short: 20 reloads per variant through xlat-nat44 and its XDP fast
+/// path at a fixed rate. Every reload is applied (the daemon answers `reloaded` naming the
+/// changed key), none ends a session, frames cross in every window; what was lost and how
+/// long a reload took are measured, not asserted.
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn lab_smoke_reload() {
+    require_root();
+    let run = lab_run(
+        "reload",
+        &[
+            "run",
+            "reload",
+            "--devices",
+            "xlat-nat44,xlat-nat44-xdp",
+            "--count",
+            "20",
+            "--rate",
+            "20000",
+        ],
+    );
+    let e = run.r["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "reload")
+        .expect("no reload experiment")
+        .clone();
+    let rows = e["rows"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["device"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "xlat-nat44 (timeouts)",
+            "xlat-nat44 (pool)",
+            "xlat-nat44-xdp (timeouts)",
+            "xlat-nat44-xdp (pool)"
+        ]
+    );
+    let m = |r: &serde_json::Value, k: &str| {
+        r["metrics"][k]["median"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no {k}: {r}"))
+    };
+    for r in rows {
+        for k in ["reloads", "reloads_asked", "reloads_done"] {
+            assert_eq!(m(r, k), 20.0, "{k}: {r}");
+        }
+        assert_eq!(m(r, "reloads_after_window"), 0.0, "{r}");
+        assert_eq!(m(r, "sessions_ended"), 0.0, "{r}");
+        assert_eq!(m(r, "offered_pps"), 20000.0, "{r}");
+        let (sent, received) = (m(r, "sent"), m(r, "received"));
+        assert!(received > 0.0 && received <= sent, "{r}");
+        assert_eq!(m(r, "lost"), sent - received, "{r}");
+        assert!(m(r, "baseline_sent") > 0.0, "{r}");
+        assert!(m(r, "reload_p50_ms") > 0.0, "{r}");
+        assert!(m(r, "reload_max_ms") >= m(r, "reload_p99_ms"), "{r}");
+        assert!(m(r, "reload_p99_ms") >= m(r, "reload_p50_ms"), "{r}");
+        // The reload window and the baselines before and after it.
+        let trials = r["trials"].as_array().unwrap();
+        assert_eq!(trials.len(), 3, "{r}");
+        assert_ne!(trials[0]["baseline"], true, "{r}");
+        assert!(trials[1..].iter().all(|t| t["baseline"] == true), "{r}");
+    }
+    assert!(run.stdout.contains("reload p50 (ms)"), "{}", run.stdout);
     run.finish();
 }
