@@ -567,7 +567,14 @@ impl ControlServer {
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name("xlat-control".to_string())
-            .spawn(move || serve(listener, workers, stop2, reloader))
+            .spawn(move || {
+                // Reading and checking a file, `ip -batch` for a reload's routes, formatting
+                // listings: never at the packet workers' real-time priority (if they have one).
+                if xlat_io::sys::control_plane_priority() {
+                    debug!("control thread: back to normal scheduling");
+                }
+                serve(listener, workers, stop2, reloader)
+            })
             .map_err(io_err)?;
         info!(path = %name, "control socket listening");
         Ok(ControlServer {

@@ -93,7 +93,11 @@ impl MetricsServer {
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name("xlat-metrics".to_string())
-            .spawn(move || serve(listener, source, stop2))?;
+            .spawn(move || {
+                // A scrape never takes the CPU from real-time packet workers.
+                xlat_io::sys::control_plane_priority();
+                serve(listener, source, stop2)
+            })?;
         info!(%addr, "metrics listening (GET /metrics, /stats.json, /)");
         Ok(MetricsServer {
             addr,

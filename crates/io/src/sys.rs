@@ -1,7 +1,8 @@
 //! The other system calls the daemon needs, wrapped safely: waiting on descriptors
 //! ([`wait_readable`], poll(2)), waking a thread blocked in that wait ([`Waker`], an eventfd),
-//! and turning SIGINT/SIGTERM into a stop flag and SIGHUP into a reload request
-//! ([`install_stop_handler`], [`take_hangup`]).
+//! turning SIGINT/SIGTERM into a stop flag and SIGHUP into a reload request
+//! ([`install_stop_handler`], [`take_hangup`]), and keeping control-plane threads out of a
+//! real-time class the packet workers run in ([`control_plane_priority`]).
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -166,9 +167,44 @@ pub fn take_hangup() -> bool {
     HANGUP.swap(false, Ordering::SeqCst)
 }
 
+/// Puts the calling thread (and the threads and processes it starts from now on) in the
+/// normal time-sharing class, out of any real-time class it inherited: a control-plane thread
+/// -- the control socket, the metrics listener -- must never take the CPU from the packet
+/// workers, which keep what the operator gave the daemon (e.g. `chrt -f 51 xlat run`).
+/// Returns whether the class was changed (false: it was normal already, or refused).
+pub fn control_plane_priority() -> bool {
+    // SAFETY: sched_getscheduler(0) reads the calling thread's policy; no memory is passed.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    if policy != libc::SCHED_FIFO && policy != libc::SCHED_RR {
+        return false;
+    }
+    let p = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `p` is a valid sched_param that outlives the call; pid 0 is the calling thread.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &p) == 0 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_real_time_thread_goes_back_to_time_sharing() {
+        let t = std::thread::spawn(|| {
+            let p = libc::sched_param { sched_priority: 1 };
+            // SAFETY: a valid sched_param; pid 0 is this test's own thread.
+            let rt = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } == 0;
+            let changed = control_plane_priority();
+            // SAFETY: reads this thread's policy.
+            let now = unsafe { libc::sched_getscheduler(0) };
+            (rt, changed, now)
+        });
+        let (rt, changed, now) = t.join().expect("thread");
+        // Without the privilege for SCHED_FIFO there is nothing to take back.
+        assert_eq!(changed, rt);
+        assert_eq!(now, libc::SCHED_OTHER);
+        // This thread was never real-time: nothing to change.
+        assert!(!control_plane_priority(), "a normal thread stays as it is");
+    }
 
     #[test]
     fn waker_wakes_and_drains() -> io::Result<()> {
