@@ -706,14 +706,7 @@ fn reroute(routes: &SharedRoutes, new: &crate::config::Config) -> Vec<String> {
     let Some((plan, routes)) = guard.as_mut() else {
         return Vec::new();
     };
-    let next = RoutePlan::new(
-        &new.tun.name,
-        new.tun.route_table,
-        new.tun.rule_pref,
-        new.nat44.as_ref(),
-        new.nat64.as_ref(),
-        new.siit.as_ref(),
-    );
+    let next = RoutePlan::of(new);
     match routes.update(plan, &next) {
         Ok(_) => {
             *plan = next;

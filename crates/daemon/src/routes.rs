@@ -80,6 +80,18 @@ pub struct RoutePlan {
 }
 
 impl RoutePlan {
+    /// The plan of a whole configuration file (at start, and at each reload).
+    pub fn of(cfg: &crate::config::Config) -> RoutePlan {
+        RoutePlan::new(
+            &cfg.tun.name,
+            cfg.tun.route_table,
+            cfg.tun.rule_pref,
+            cfg.nat44.as_ref(),
+            cfg.nat64.as_ref(),
+            cfg.siit.as_ref(),
+        )
+    }
+
     pub fn new(
         tun: &str,
         table: u32,

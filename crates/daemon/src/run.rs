@@ -179,14 +179,7 @@ pub fn run(cfg: &Config) -> Result<()> {
     info!(tun = %tun.name(), created = tun.created(), mtu = cfg.tun.mtu, queues = n, "tun ready");
 
     let _routes = if cfg.tun.auto_routes {
-        let plan = RoutePlan::new(
-            &cfg.tun.name,
-            cfg.tun.route_table,
-            cfg.tun.rule_pref,
-            cfg.nat44.as_ref(),
-            cfg.nat64.as_ref(),
-            cfg.siit.as_ref(),
-        );
+        let plan = RoutePlan::of(cfg);
         let r = Routes::setup(&plan).context("setting up routes (tun.auto_routes)")?;
         if let Ok(mut slot) = routed.lock() {
             *slot = Some((plan, r));
