@@ -166,8 +166,23 @@ impl FragOwners {
     }
 
     fn hash(&self, id: &FragId) -> u64 {
-        let mut h = (u64::from(id.src) << 32 | u64::from(id.dst)) ^ self.seed;
-        h = mix(h ^ (u64::from(id.proto) << 16 | u64::from(id.ident)).wrapping_mul(0x9e37_79b9));
+        let (addrs, rest) = match *id {
+            FragId::V4 {
+                src,
+                dst,
+                proto,
+                ident,
+            } => (
+                u64::from(src) << 32 | u64::from(dst),
+                u64::from(proto) << 16 | u64::from(ident),
+            ),
+            // Not steered today (only IPv4 datagrams to a pool address are), but named alike.
+            FragId::V6 { src, dst, ident } => (
+                fold128(src) ^ fold128(dst).rotate_left(32),
+                u64::from(ident) | 1 << 40,
+            ),
+        };
+        let h = mix(addrs ^ self.seed ^ rest.wrapping_mul(0x9e37_79b9));
         mix(h ^ self.seed.rotate_left(29))
     }
 
@@ -207,6 +222,11 @@ fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+/// An IPv6 address's two halves, folded into one word for [`mix`].
+fn fold128(a: u128) -> u64 {
+    (a >> 64) as u64 ^ a as u64
 }
 
 /// A later fragment waiting for its first fragment to name the owner.
@@ -1224,7 +1244,7 @@ mod tests {
     use xlat_engine::HEADROOM;
 
     fn id(ident: u16) -> FragId {
-        FragId {
+        FragId::V4 {
             src: 0xcb00_7105,
             dst: 0xc613_0064,
             proto: 17,

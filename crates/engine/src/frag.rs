@@ -1,119 +1,254 @@
-//! Fragment state for NAPT (RFC 4787 REQ-14, RFC 5508 REQ-? / RFC 3022 4.1 "fragmented
-//! packets"): only the first fragment carries the transport ports, so the translation chosen
-//! for it is remembered per (source, destination, protocol, identification) and applied to
-//! the later fragments. Later fragments that arrive before their first are held, bounded in
-//! number and time, and released once the first arrives. No reassembly: fragments cross the
-//! NAT as fragments.
+//! Fragment state of every translator that keeps some: the one store of NAT44, NAT64 and
+//! SIIT. No reassembly: fragments cross as fragments (RFC 3022 4.1, RFC 7915 4.1 and 5.1.1),
+//! but three things need memory:
+//!
+//! - NAPT (NAT44, RFC 4787 REQ-14; NAT64, RFC 6146 3.4): only the first fragment carries the
+//!   ports that pick the mapping, so its translation is remembered per datagram and applied to
+//!   the later fragments; later fragments that arrive first are held (bounded in number and
+//!   time) until the first one comes.
+//! - ICMP messages (both IPv4 <-> IPv6 translators): the ICMPv6 checksum covers a
+//!   pseudo-header with the message length, the ICMPv4 one does not (RFC 7915 4.2, 5.2), and a
+//!   first fragment does not know the length of the whole message. The translated first
+//!   fragment is held until the last fragment tells the length, then its checksum gets the
+//!   missing length word (RFC 1624) and it leaves. Later fragments do not wait.
+//! - Which worker owns a datagram ([`crate::shard`]): the same [`FragId`] names it.
+//!
+//! The 6to4/ISATAP tunnel reassembles (RFC 4213 3.6 asks it to), which is other work: its
+//! store is `tunnel::reasm`, keyed by the same [`FragId`].
 
 use std::collections::VecDeque;
 
 use hashbrown::HashMap;
+use xlat_wire::field::{set_u16, u16_at};
+use xlat_wire::Delta;
 
 use crate::{DropReason, Time};
 
-/// Identifies one fragmented datagram as it arrived (RFC 791: src, dst, protocol, ident).
+/// One fragmented datagram as it arrived (RFC 791 3.2: source, destination, protocol,
+/// identification; RFC 8200 4.5: source, destination, identification). The one name of a
+/// datagram: the translators' fragment state, the tunnel's reassembly and the daemon's
+/// record of which worker owns a datagram all use it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct FragKey {
-    pub src: u32,
-    pub dst: u32,
-    pub proto: u8,
-    pub ident: u16,
+pub enum FragId {
+    V4 {
+        src: u32,
+        dst: u32,
+        proto: u8,
+        ident: u16,
+    },
+    V6 {
+        src: u128,
+        dst: u128,
+        ident: u32,
+    },
 }
 
-/// Addresses to write into every later fragment of the datagram.
+impl FragId {
+    /// The datagram an IPv4 packet belongs to.
+    pub(crate) fn of4(h: &xlat_wire::Ipv4Header) -> FragId {
+        FragId::V4 {
+            src: h.src,
+            dst: h.dst,
+            proto: h.proto,
+            ident: h.ident,
+        }
+    }
+
+    /// The datagram an IPv6 packet with a Fragment header belongs to.
+    pub(crate) fn of6(h: &xlat_wire::Ipv6Header) -> Option<FragId> {
+        h.frag.map(|f| FragId::V6 {
+            src: h.src,
+            dst: h.dst,
+            ident: f.ident,
+        })
+    }
+}
+
+/// Addresses the first fragment was translated to (NAT64): every later fragment gets them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FragRewrite {
-    pub src: u32,
-    pub dst: u32,
+pub(crate) enum Rewrite {
+    To6 { src: u128, dst: u128 },
+    To4 { src: u32, dst: u32 },
+}
+
+/// A translated first fragment of an ICMP message, waiting for the message length.
+pub(crate) struct Pending {
+    pub data: Vec<u8>,
+    /// Offset of the ICMP(v6) checksum in `data`.
+    pub cksum_at: usize,
+    /// IPv4 -> IPv6: the length is added to the checksum (pseudo-header appears); IPv6 ->
+    /// IPv4: removed.
+    pub add: bool,
+}
+
+impl Pending {
+    fn complete(mut self, total: u32) -> Vec<u8> {
+        let d = if self.add {
+            Delta::ZERO.add_sum(total)
+        } else {
+            Delta::ZERO.remove_sum(total)
+        };
+        if let Some(c) = u16_at(&self.data, self.cksum_at) {
+            set_u16(&mut self.data, self.cksum_at, d.apply(c));
+        }
+        self.data
+    }
 }
 
 struct Flow {
-    rewrite: FragRewrite,
+    rewrite: Option<Rewrite>,
     expires: Time,
-    /// Payload bytes seen so far, and the datagram's length once the last fragment is seen.
+    /// Payload bytes seen, and the datagram's payload length once its last fragment was seen.
     received: u32,
     total: Option<u32>,
+    first_seen: bool,
+    pending: Option<Pending>,
 }
 
 struct Held {
-    key: FragKey,
+    key: FragId,
     at: Time,
     data: Vec<u8>,
 }
 
-/// Bounded fragment tracking.
-pub struct Frags {
-    flows: HashMap<FragKey, Flow>,
+/// What a later fragment learns.
+pub(crate) struct Later {
+    /// The first fragment's translation, if it came.
+    pub rewrite: Option<Rewrite>,
+    /// A held first fragment that this fragment completed (it told the length).
+    pub released: Option<Vec<u8>>,
+}
+
+/// Bounded fragment state: at most `max_flows` datagrams, `max_held` packets held.
+pub(crate) struct FragTable {
+    flows: HashMap<FragId, Flow>,
     held: VecDeque<Held>,
+    pending: usize,
     max_flows: usize,
     max_held: usize,
     timeout: u64,
 }
 
-impl Frags {
+impl FragTable {
     pub fn new(max_flows: u32, max_held: u32, timeout_secs: u64) -> Self {
-        Frags {
+        FragTable {
             flows: HashMap::new(),
             held: VecDeque::new(),
+            pending: 0,
             max_flows: max_flows as usize,
             max_held: max_held as usize,
             timeout: timeout_secs,
         }
     }
 
-    /// Remembers the translation of a datagram's first fragment.
-    pub fn record_first(
-        &mut self,
-        key: FragKey,
-        rewrite: FragRewrite,
-        payload_len: usize,
-        now: Time,
-    ) -> Result<(), DropReason> {
+    fn flow(&mut self, key: FragId, now: Time) -> Result<&mut Flow, DropReason> {
         if !self.flows.contains_key(&key) && self.flows.len() >= self.max_flows {
             return Err(DropReason::FragmentLimit);
         }
         let expires = now.plus_secs(self.timeout);
-        let f = self.flows.entry(key).or_insert(Flow {
-            rewrite,
+        Ok(self.flows.entry(key).or_insert(Flow {
+            rewrite: None,
             expires,
             received: 0,
             total: None,
-        });
-        f.rewrite = rewrite;
-        f.expires = expires;
-        f.received = f.received.saturating_add(payload_len as u32);
-        Ok(())
+            first_seen: false,
+            pending: None,
+        }))
     }
 
-    /// The rewrite for a later fragment, if its first fragment was seen. Counts the fragment
-    /// and forgets the datagram once every byte has been seen.
+    /// The first fragment went through, translated with `rewrite`, carrying `payload` bytes
+    /// of the datagram. With `pending` (an ICMP message) it is held until the length is known;
+    /// if it is known already, the completed fragment comes back at once.
+    pub fn first(
+        &mut self,
+        key: FragId,
+        rewrite: Option<Rewrite>,
+        payload: usize,
+        pending: Option<Pending>,
+        now: Time,
+    ) -> Result<Option<Vec<u8>>, DropReason> {
+        if pending.is_some() && self.held.len() + self.pending >= self.max_held {
+            return Err(DropReason::FragmentLimit);
+        }
+        let f = self.flow(key, now)?;
+        f.rewrite = rewrite.or(f.rewrite);
+        f.first_seen = true;
+        f.received = f.received.saturating_add(payload as u32);
+        let mut out = None;
+        let mut added = false;
+        if let Some(p) = pending {
+            match f.total {
+                Some(t) => out = Some(p.complete(t)),
+                None => {
+                    f.pending = Some(p);
+                    added = true;
+                }
+            }
+        }
+        let done = f.pending.is_none() && matches!(f.total, Some(t) if f.received >= t);
+        if added {
+            self.pending += 1;
+        }
+        if done {
+            self.flows.remove(&key);
+        }
+        Ok(out)
+    }
+
+    /// A later fragment (`offset` in 8-byte units, `payload` bytes, `more` = M/MF flag).
+    /// With `create`, a datagram not seen yet is recorded (so that the length reaches its
+    /// first fragment when that comes).
     pub fn later(
         &mut self,
-        key: FragKey,
-        offset_units: u16,
-        payload_len: usize,
+        key: FragId,
+        offset: u16,
+        payload: usize,
         more: bool,
         now: Time,
-    ) -> Option<FragRewrite> {
-        let f = self.flows.get_mut(&key)?;
+        create: bool,
+    ) -> Later {
+        let none = Later {
+            rewrite: None,
+            released: None,
+        };
+        if !self.flows.contains_key(&key) && (!create || self.flows.len() >= self.max_flows) {
+            return none;
+        }
+        let Ok(f) = self.flow(key, now) else {
+            return none;
+        };
         if f.expires <= now {
+            let had_pending = f.pending.is_some();
             self.flows.remove(&key);
-            return None;
+            if had_pending {
+                self.pending = self.pending.saturating_sub(1);
+            }
+            return none;
         }
-        let rw = f.rewrite;
-        f.received = f.received.saturating_add(payload_len as u32);
+        f.received = f.received.saturating_add(payload as u32);
         if !more {
-            f.total = Some(u32::from(offset_units) * 8 + payload_len as u32);
+            f.total = Some(u32::from(offset) * 8 + payload as u32);
         }
-        if matches!(f.total, Some(t) if f.received >= t) {
+        let mut released = None;
+        if let Some(t) = f.total {
+            if let Some(p) = f.pending.take() {
+                released = Some(p.complete(t));
+            }
+        }
+        let rewrite = f.rewrite;
+        let done = f.first_seen && matches!(f.total, Some(t) if f.received >= t);
+        if released.is_some() {
+            self.pending = self.pending.saturating_sub(1);
+        }
+        if done {
             self.flows.remove(&key);
         }
-        Some(rw)
+        Later { rewrite, released }
     }
 
-    /// Holds a later fragment that arrived before its first fragment.
-    pub fn hold(&mut self, key: FragKey, data: &[u8], now: Time) -> Result<(), DropReason> {
-        if self.held.len() >= self.max_held {
+    /// Holds a later fragment that came before its first fragment (RFC 6146 3.4).
+    pub fn hold(&mut self, key: FragId, data: &[u8], now: Time) -> Result<(), DropReason> {
+        if self.held.len() + self.pending >= self.max_held {
             return Err(DropReason::FragmentNoFirst);
         }
         self.held.push_back(Held {
@@ -125,7 +260,7 @@ impl Frags {
     }
 
     /// Takes the held fragments of `key`, in arrival order.
-    pub fn take_held(&mut self, key: FragKey, out: &mut Vec<Vec<u8>>) {
+    pub fn take_held(&mut self, key: FragId, out: &mut Vec<Vec<u8>>) {
         if self.held.is_empty() {
             return;
         }
@@ -141,13 +276,22 @@ impl Frags {
         }
     }
 
-    /// Drops expired flows and held fragments; returns how many held fragments were dropped.
-    pub fn expire(&mut self, now: Time) -> u64 {
-        self.flows.retain(|_, f| f.expires > now);
+    /// Forgets expired datagrams; returns (held fragments dropped, first fragments dropped
+    /// for want of their length).
+    pub fn expire(&mut self, now: Time) -> (u64, u64) {
+        let mut incomplete = 0u64;
+        self.flows.retain(|_, f| {
+            let keep = f.expires > now;
+            if !keep && f.pending.is_some() {
+                incomplete += 1;
+            }
+            keep
+        });
+        self.pending = self.pending.saturating_sub(incomplete as usize);
         let timeout = self.timeout;
         let before = self.held.len();
         self.held.retain(|h| h.at.plus_secs(timeout) > now);
-        (before - self.held.len()) as u64
+        ((before - self.held.len()) as u64, incomplete)
     }
 
     pub fn flows(&self) -> usize {
@@ -155,6 +299,118 @@ impl Frags {
     }
 
     pub fn held(&self) -> usize {
-        self.held.len()
+        self.held.len() + self.pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const K: FragId = FragId::V6 {
+        src: 1,
+        dst: 2,
+        ident: 3,
+    };
+
+    fn pending(c: u16) -> Pending {
+        let mut data = vec![0u8; 8];
+        set_u16(&mut data, 2, c);
+        Pending {
+            data,
+            cksum_at: 2,
+            add: true,
+        }
+    }
+
+    #[test]
+    fn icmp_first_fragment_waits_for_the_length() {
+        let mut t = FragTable::new(8, 8, 2);
+        let now = Time::from_secs(1);
+        assert!(t
+            .first(K, None, 24, Some(pending(0x1000)), now)
+            .unwrap()
+            .is_none());
+        assert_eq!(t.held(), 1);
+        let l = t.later(K, 3, 24, true, now, true);
+        assert!(l.released.is_none());
+        let l = t.later(K, 6, 8, false, now, true);
+        let done = l.released.unwrap();
+        // 0x1000 + total (56) in one's complement.
+        assert_eq!(
+            u16_at(&done, 2),
+            Some(Delta::ZERO.add_sum(56).apply(0x1000))
+        );
+        assert_eq!((t.held(), t.flows()), (0, 0));
+    }
+
+    #[test]
+    fn last_fragment_first_completes_at_once() {
+        let mut t = FragTable::new(8, 8, 2);
+        let now = Time::from_secs(1);
+        let l = t.later(K, 6, 8, false, now, true);
+        assert!(l.rewrite.is_none() && l.released.is_none());
+        let done = t
+            .first(K, None, 48, Some(pending(7)), now)
+            .unwrap()
+            .unwrap();
+        assert_eq!(u16_at(&done, 2), Some(Delta::ZERO.add_sum(56).apply(7)));
+        assert_eq!(t.flows(), 0);
+    }
+
+    #[test]
+    fn rewrite_reaches_later_fragments_and_held_ones_wait() {
+        let mut t = FragTable::new(8, 1, 2);
+        let now = Time::from_secs(1);
+        let l = t.later(K, 3, 24, true, now, false);
+        assert!(l.rewrite.is_none());
+        t.hold(K, &[1, 2, 3], now).unwrap();
+        assert_eq!(t.hold(K, &[4], now), Err(DropReason::FragmentNoFirst));
+        let rw = Rewrite::To4 { src: 9, dst: 10 };
+        assert!(t.first(K, Some(rw), 24, None, now).unwrap().is_none());
+        let mut out = Vec::new();
+        t.take_held(K, &mut out);
+        assert_eq!(out, vec![vec![1, 2, 3]]);
+        assert_eq!(t.later(K, 3, 24, true, now, false).rewrite, Some(rw));
+        assert_eq!(t.later(K, 6, 8, false, now, false).rewrite, Some(rw));
+        assert_eq!(t.flows(), 0, "every byte seen: forgotten");
+    }
+
+    #[test]
+    fn expiry_counts_what_it_drops() {
+        let mut t = FragTable::new(8, 8, 2);
+        t.first(K, None, 24, Some(pending(1)), Time::from_secs(0))
+            .unwrap();
+        t.hold(
+            FragId::V4 {
+                src: 1,
+                dst: 2,
+                proto: 17,
+                ident: 5,
+            },
+            &[0],
+            Time::from_secs(0),
+        )
+        .unwrap();
+        assert_eq!(t.expire(Time::from_secs(1)), (0, 0));
+        assert_eq!(t.expire(Time::from_secs(3)), (1, 1));
+        assert_eq!((t.flows(), t.held()), (0, 0));
+    }
+
+    #[test]
+    fn limits_hold() {
+        let mut t = FragTable::new(1, 8, 2);
+        let now = Time::from_secs(0);
+        t.first(K, None, 8, None, now).unwrap();
+        let other = FragId::V6 {
+            src: 1,
+            dst: 2,
+            ident: 4,
+        };
+        assert_eq!(
+            t.first(other, None, 8, None, now),
+            Err(DropReason::FragmentLimit)
+        );
+        assert!(t.later(other, 1, 8, false, now, true).rewrite.is_none());
     }
 }

@@ -95,15 +95,9 @@ impl SiitSteer {
     }
 }
 
-/// One IPv4 datagram, as its fragments arrive (RFC 791 3.2: source, destination, protocol,
-/// identification).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct FragId {
-    pub src: u32,
-    pub dst: u32,
-    pub proto: u8,
-    pub ident: u16,
-}
+/// One datagram, as its fragments arrive: the engine's one datagram name (`FragId::V4` here,
+/// RFC 791 3.2: source, destination, protocol, identification).
+pub use crate::frag::FragId;
 
 /// Which worker translates a packet ([`Shards::owner`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -358,7 +352,7 @@ impl Shards {
 
     /// An IPv4 packet to a pool address (NAT44 pool or NAT64 pool4).
     fn inbound(&self, pkt: &[u8], ff: u16, proto: u8, src: u32, dst: u32) -> Owner {
-        let id = |pkt: &[u8]| FragId {
+        let id = |pkt: &[u8]| FragId::V4 {
             src,
             dst,
             proto,

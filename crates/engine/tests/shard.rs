@@ -240,7 +240,7 @@ fn all_config() -> EngineConfig {
 
 /// The id of an IPv4 fragment as the owner function names it.
 fn frag_id(p: &[u8]) -> FragId {
-    FragId {
+    FragId::V4 {
         src: u32::from_be_bytes(a4_of(&p[12..16])),
         dst: u32::from_be_bytes(a4_of(&p[16..20])),
         proto: p[9],

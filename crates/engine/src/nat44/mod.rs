@@ -31,7 +31,7 @@ use crate::alg::{self, Announced, FtpAlg};
 use crate::config::{Nat44Config, Nat44Mode, PrefixSet4};
 use crate::counters::{Counters, DropReason, Event};
 use crate::flow::{Endpoint, FlowKey, Proto};
-use crate::frag::{FragKey, FragRewrite, Frags};
+use crate::frag::{FragId, FragTable, Rewrite};
 use crate::napt::{Napt, NaptConfig, NO_CAND};
 use crate::offload::{self, OffloadKind, OffloadOp};
 use crate::snapshot::{SessionFilter, SessionInfo, SessionState, Stats};
@@ -87,7 +87,7 @@ pub struct Nat44 {
     static_in: HashMap<u32, u32>,
     static_out: HashMap<u32, u32>,
     napt: Napt<u32>,
-    frags: Frags,
+    frags: FragTable,
     ready: VecDeque<Vec<u8>>,
     /// The FTP ALG (`alg = ["ftp"]`), if on ([`crate::alg`]).
     ftp: Option<Box<FtpAlg>>,
@@ -105,7 +105,7 @@ impl Nat44 {
             .iter()
             .map(|s| (u32::from(s.outside), u32::from(s.inside)))
             .collect();
-        let frags = Frags::new(
+        let frags = FragTable::new(
             cfg.limits.max_fragment_flows,
             cfg.limits.max_fragments_held,
             cfg.timeouts.fragment,
@@ -473,36 +473,30 @@ impl Nat44 {
         h: &Ipv4Header,
         c: &mut Counters,
     ) -> Result<bool, DropReason> {
-        let key = FragKey {
-            src: h.src,
-            dst: h.dst,
-            proto: h.proto,
-            ident: h.ident,
-        };
-        let rewrite = FragRewrite {
-            src: u32_at(pkt, ipv4::off::SRC).unwrap_or(h.src),
-            dst: u32_at(pkt, ipv4::off::DST).unwrap_or(h.dst),
-        };
+        let key = FragId::of4(h);
+        let (src, dst) = (
+            u32_at(pkt, ipv4::off::SRC).unwrap_or(h.src),
+            u32_at(pkt, ipv4::off::DST).unwrap_or(h.dst),
+        );
+        let rewrite = Rewrite::To4 { src, dst };
         self.frags
-            .record_first(key, rewrite, h.payload_len(), now)?;
+            .first(key, Some(rewrite), h.payload_len(), None, now)?;
         c.event(Event::Fragments);
         let mut held = Vec::new();
         self.frags.take_held(key, &mut held);
         for mut frag in held {
             if let Ok(fh) = Ipv4Header::parse(&frag, false) {
-                if self
-                    .frags
-                    .later(
-                        key,
-                        fh.frag_offset,
-                        fh.payload_len(),
-                        fh.more_fragments,
-                        now,
-                    )
-                    .is_some()
-                {
-                    ipv4::rewrite_src(&mut frag, rewrite.src);
-                    ipv4::rewrite_dst(&mut frag, rewrite.dst);
+                let later = self.frags.later(
+                    key,
+                    fh.frag_offset,
+                    fh.payload_len(),
+                    fh.more_fragments,
+                    now,
+                    false,
+                );
+                if later.rewrite.is_some() {
+                    ipv4::rewrite_src(&mut frag, src);
+                    ipv4::rewrite_dst(&mut frag, dst);
                     c.event(Event::Fragments);
                     self.ready.push_back(frag);
                 }
@@ -549,22 +543,24 @@ impl Nat44 {
             c.event(Event::StaticTranslated);
             return Ok(true);
         }
-        let key = FragKey {
-            src: h.src,
-            dst: h.dst,
-            proto: h.proto,
-            ident: h.ident,
-        };
-        match self
-            .frags
-            .later(key, h.frag_offset, h.payload_len(), h.more_fragments, now)
-        {
-            Some(rw) => {
-                ipv4::rewrite_src(pkt, rw.src);
-                ipv4::rewrite_dst(pkt, rw.dst);
+        let key = FragId::of4(h);
+        let later = self.frags.later(
+            key,
+            h.frag_offset,
+            h.payload_len(),
+            h.more_fragments,
+            now,
+            false,
+        );
+        match later.rewrite {
+            Some(Rewrite::To4 { src, dst }) => {
+                ipv4::rewrite_src(pkt, src);
+                ipv4::rewrite_dst(pkt, dst);
                 c.event(Event::Fragments);
                 Ok(true)
             }
+            // NAT44 records only IPv4 rewrites: another kind would be a broken invariant.
+            Some(Rewrite::To6 { .. }) => Err(DropReason::Internal),
             None => {
                 self.frags.hold(key, pkt, now)?;
                 c.event(Event::FragmentsHeld);
@@ -753,8 +749,10 @@ impl Nat44 {
             ftp.expire(now, self.cfg.timeouts.tcp_established);
             self.napt.expire_expects(now);
         }
-        let dropped = self.frags.expire(now);
-        for _ in 0..dropped {
+        // NAT44 holds no ICMP first fragments (no checksum to complete): only held later
+        // fragments can time out.
+        let (held, _) = self.frags.expire(now);
+        for _ in 0..held {
             c.drop(DropReason::FragmentNoFirst);
         }
         removed

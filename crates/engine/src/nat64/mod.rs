@@ -28,19 +28,17 @@ use xlat_wire::{PacketBuf, HEADROOM};
 use crate::config::{Nat44Mode, Nat64Config, XlatParams};
 use crate::counters::{Counters, DropReason, Event};
 use crate::flow::{Endpoint, FlowKey, Proto};
+use crate::frag::{FragId, FragTable, Rewrite};
 use crate::ipv4_id::Ipv4Ids;
 use crate::martian;
 use crate::napt::{Napt, NaptConfig, NO_CAND};
 use crate::offload::{self, OffloadKind, OffloadOp};
 use crate::rewrite;
 use crate::rfc6052::Pref64;
-use crate::siit::frag::{FragTable, Rewrite};
 use crate::siit::reply::RateLimit;
 use crate::siit::to4::{self, Kind6};
 use crate::siit::to6::{self, Kind4};
-use crate::siit::{
-    checks4, checks6, embed, extract, finish4, finish6, frag_id4, frag_id6, Done, Map,
-};
+use crate::siit::{checks4, checks6, embed, extract, finish4, finish6, Done, Map};
 use crate::snapshot::{SessionFilter, SessionInfo, Stats};
 use crate::{Time, Verdict};
 use xlat_wire::field::{u16_at, u32_at, u8_at};
@@ -873,7 +871,7 @@ impl Nat64 {
             }
             Kind6::Other if h.is_later_fragment() => {
                 // RFC 6146 3.4: a later fragment takes its first fragment's translation.
-                let (Some(key), Some(f)) = (frag_id6(&h), h.frag) else {
+                let (Some(key), Some(f)) = (FragId::of6(&h), h.frag) else {
                     return Err(DropReason::UnsupportedProtocol);
                 };
                 let l = self
@@ -951,7 +949,7 @@ impl Nat64 {
         if inner.is_some() {
             c.event(Event::IcmpErrorsTranslated);
         }
-        if let Some(key) = frag_id6(&h) {
+        if let Some(key) = FragId::of6(&h) {
             c.event(Event::Fragments);
             let done = finish4(
                 buf,
@@ -1045,7 +1043,7 @@ impl Nat64 {
                 )
             }
             Kind4::Other if h.is_later_fragment() => {
-                let key = frag_id4(&h);
+                let key = FragId::of4(&h);
                 let l = self.frags.later(
                     key,
                     h.frag_offset,
@@ -1138,20 +1136,14 @@ impl Nat64 {
             c,
         )?;
         if h.more_fragments && h.frag_offset == 0 && rewrite.is_some() {
-            self.release_held(frag_id4(&h), rewrite, now, c);
+            self.release_held(FragId::of4(&h), rewrite, now, c);
         }
         Ok(Some(done))
     }
 
     /// Translates the later fragments held for a datagram whose first fragment just went
     /// through (RFC 6146 3.4) and queues them.
-    fn release_held(
-        &mut self,
-        key: crate::siit::frag::FragId,
-        rewrite: Option<Rewrite>,
-        now: Time,
-        c: &mut Counters,
-    ) {
+    fn release_held(&mut self, key: FragId, rewrite: Option<Rewrite>, now: Time, c: &mut Counters) {
         let mut held = Vec::new();
         self.frags.take_held(key, &mut held);
         for data in held {
@@ -1186,7 +1178,7 @@ impl Nat64 {
         c: &mut Counters,
     ) -> Result<(), DropReason> {
         let in6 = to4::parse(b.data(), &self.params)?;
-        let (Some(key), Some(f)) = (frag_id6(&in6.h), in6.h.frag) else {
+        let (Some(key), Some(f)) = (FragId::of6(&in6.h), in6.h.frag) else {
             return Err(DropReason::FragmentNoFirst);
         };
         let m = Map {
@@ -1223,7 +1215,7 @@ impl Nat64 {
         let em = to6::emit(b, &in4, &m, None, &self.params, true)?;
         c.event(Event::Ipv4ToIpv6);
         let l = self.frags.later(
-            frag_id4(&h),
+            FragId::of4(&h),
             h.frag_offset,
             h.payload_len(),
             h.more_fragments,

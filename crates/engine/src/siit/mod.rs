@@ -21,7 +21,6 @@
 
 pub(crate) mod eam;
 pub(crate) mod ext;
-pub(crate) mod frag;
 pub(crate) mod icmp;
 pub(crate) mod reply;
 pub(crate) mod to4;
@@ -42,8 +41,8 @@ use crate::martian;
 use crate::rfc6052::Pref64;
 use crate::{Time, Verdict};
 
+use crate::frag::{self, FragId, FragTable, Pending};
 use eam::Eamt;
-use frag::{FragId, FragTable, Pending};
 use reply::RateLimit;
 use to4::{In6, Kind6};
 use to6::{In4, Kind4};
@@ -770,7 +769,7 @@ impl Siit {
         // first fragment.
         if h.is_later_fragment() && h.proto == ipproto::ICMP {
             let l = self.frags.later(
-                frag_id4(&h),
+                FragId::of4(&h),
                 h.frag_offset,
                 h.payload_len(),
                 h.more_fragments,
@@ -830,7 +829,7 @@ impl Siit {
         if matches!(in6.kind, Kind6::Error(_)) {
             c.event(Event::IcmpErrorsTranslated);
         }
-        if let (Some(key), Some(f)) = (frag_id6(&h), h.frag) {
+        if let (Some(key), Some(f)) = (FragId::of6(&h), h.frag) {
             c.event(Event::Fragments);
             if h.is_later_fragment() && h.proto == nh::ICMPV6 {
                 let l = self
@@ -871,25 +870,6 @@ impl Siit {
     }
 }
 
-/// The fragment bookkeeping key of an IPv4 packet.
-pub(crate) fn frag_id4(h: &xlat_wire::Ipv4Header) -> FragId {
-    FragId::V4 {
-        src: h.src,
-        dst: h.dst,
-        proto: h.proto,
-        ident: h.ident,
-    }
-}
-
-/// The fragment bookkeeping key of an IPv6 packet with a Fragment header.
-pub(crate) fn frag_id6(h: &xlat_wire::Ipv6Header) -> Option<FragId> {
-    h.frag.map(|f| FragId::V6 {
-        src: h.src,
-        dst: h.dst,
-        ident: f.ident,
-    })
-}
-
 /// After an IPv4 -> IPv6 emit: splits an oversized packet without DF (RFC 7915 4.1), and for
 /// a first fragment records its translation (`rewrite`, NAT64) or, for an ICMP message,
 /// holds it until the message length is known (the pieces after the first leave at once).
@@ -918,11 +898,17 @@ pub(crate) fn finish6(
                 cksum_at: ck,
                 add: true,
             };
-            ready.extend(frags.first(frag_id4(h), rewrite, h.payload_len(), Some(pending), now)?);
+            ready.extend(frags.first(
+                FragId::of4(h),
+                rewrite,
+                h.payload_len(),
+                Some(pending),
+                now,
+            )?);
             c.event(Event::FragmentsHeld);
             done = Done::Held;
         } else if rewrite.is_some() {
-            frags.first(frag_id4(h), rewrite, h.payload_len(), None, now)?;
+            frags.first(FragId::of4(h), rewrite, h.payload_len(), None, now)?;
         }
     }
     ready.extend(extra);
@@ -941,7 +927,7 @@ pub(crate) fn finish4(
     now: Time,
     c: &mut Counters,
 ) -> Result<Done, DropReason> {
-    let (Some(key), true) = (frag_id6(h), h.more_fragments() && !h.is_later_fragment()) else {
+    let (Some(key), true) = (FragId::of6(h), h.more_fragments() && !h.is_later_fragment()) else {
         return Ok(Done::Forward);
     };
     if let Some(ck) = pending_at {

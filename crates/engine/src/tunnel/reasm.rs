@@ -10,6 +10,7 @@
 use xlat_wire::ipv4::{self, Ipv4Fields, Ipv4Header};
 
 use crate::counters::{Counters, DropReason};
+use crate::frag::FragId;
 use crate::Time;
 
 /// Datagrams reassembled at once.
@@ -21,9 +22,8 @@ pub const TIMEOUT_SECS: u64 = 30;
 const MAX_DATAGRAM: usize = 65535;
 
 struct Flow {
-    src: u32,
-    dst: u32,
-    ident: u16,
+    /// The datagram (RFC 791 3.2; the protocol is always 41 here).
+    id: FragId,
     deadline: Time,
     /// Fields of the first fragment (offset 0), once it arrived.
     first: Option<Ipv4Header>,
@@ -70,9 +70,7 @@ impl Reassembly {
                     return Err(DropReason::TunnelReassemblyLimit);
                 }
                 self.flows.push(Flow {
-                    src: h.src,
-                    dst: h.dst,
-                    ident: h.ident,
+                    id: FragId::of4(h),
                     deadline: now.plus_secs(TIMEOUT_SECS),
                     first: None,
                     data: Vec::new(),
@@ -140,9 +138,8 @@ impl Reassembly {
     }
 
     fn find(&self, h: &Ipv4Header) -> Option<usize> {
-        self.flows
-            .iter()
-            .position(|f| f.src == h.src && f.dst == h.dst && f.ident == h.ident)
+        let id = FragId::of4(h);
+        self.flows.iter().position(|f| f.id == id)
     }
 
     fn forget(&mut self, h: &Ipv4Header) {
