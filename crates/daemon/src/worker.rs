@@ -1,15 +1,18 @@
 //! The packet workers of `xlat run`: each owns one engine shard and one TUN queue, and
 //! hands the packets it reads but does not own to their owner (VPP nat44-ed's layout).
 //!
-//! One turn of a worker: wait (poll, [`TICK`] at most) on its TUN queue and its eventfd;
+//! One turn of a worker: wait (poll) on its TUN queue, its eventfd and the stop descriptor
+//! ([`xlat_io::sys::stop_fd`]) until the engine's next timer ([`Engine::poll_timeout`]: the
+//! expiry sweep while sessions live, fragment and tunnel timers), [`IDLE_MAX`] at most;
 //! translate what other workers handed it (its rings, in place); read a batch of up to 64
 //! packets from its queue; with several workers, place each ([`Shards::owner`]): its own
 //! and stateless packets stay, the others are copied into the bounded lock-free ring to
 //! their owner (a full ring is a drop, `handoff_ring_full`), whose [`Doorbell`] rings only
 //! if it sleeps; translate the batch with one `now`, write it back to its queue, then what
 //! [`Engine::pop_ready`] releases; expire a little ([`Engine::expire_step`]); carry offload
-//! ops to the XDP fast path; answer pending control requests. Idle ticks expire longer
-//! ([`Engine::expire`]). With one worker nothing is placed: the batch goes straight to the
+//! ops to the XDP fast path; answer pending control requests. When the engine's timer is due,
+//! an idle worker expires longer ([`Engine::expire`]); a gateway with nothing to expire
+//! sleeps until a packet, a control request or a stop wakes it. With one worker nothing is placed: the batch goes straight to the
 //! engine, as before workers existed.
 //!
 //! Fragments (RFC 4787 REQ-14, RFC 6146 3.4 / 3.5): outbound fragments follow their
@@ -65,8 +68,12 @@ pub const EXPIRE_BUDGET_PER_BATCH: usize = 1024;
 /// sessions to remove, up to this many (~16,000 removals, ~5-10 ms) -- and stop as soon as a
 /// packet waits, so it waits no longer than one pass.
 const IDLE_PASSES_MAX: usize = 1024;
-/// How often idle sessions are expired, and the longest poll wait.
+/// The expiry cadence of a pcap replay (`xlat translate`), and a worker's longest wait when
+/// the stop descriptor is missing (then it looks at the stop flag this often).
 pub const TICK: Duration = Duration::from_millis(100);
+/// A worker's longest wait when the engine has no timer: it still wakes now and then, so a
+/// write error report or a lost wake-up is never stuck for long.
+pub const IDLE_MAX: Duration = Duration::from_secs(1);
 /// How often a worker with fragments waiting for their owner looks again.
 pub const FRAG_RETRY: Duration = Duration::from_millis(5);
 /// Later fragments a worker holds while their owner is unknown.
@@ -310,6 +317,9 @@ pub struct Worker {
     /// the last reload gave (applied with the engine's configuration, at the same batch
     /// boundary).
     steer: Option<Shards>,
+    /// Readable once SIGINT/SIGTERM came ([`xlat_io::sys::stop_fd`]), so a long wait ends at
+    /// once on a stop; `None` if it could not be made (waits are then [`TICK`] at most).
+    stop: Option<std::os::fd::BorrowedFd<'static>>,
 }
 
 /// A worker's side of `xlat trace`.
@@ -564,6 +574,7 @@ impl Worker {
             afxdp: None,
             trace: None,
             steer: None,
+            stop: xlat_io::sys::stop_fd(),
         }
     }
 
@@ -614,7 +625,7 @@ impl Worker {
             let timeout = if self.handoff.waiting() > 0 {
                 FRAG_RETRY
             } else {
-                TICK
+                self.idle_wait(sh.clock(), last_expire)
             };
             let [tun_ready, wake_ready, xsk_ready] = if sh.shards.is_none() {
                 // One worker: nobody hands it packets, no doorbell.
@@ -727,7 +738,11 @@ impl Worker {
                 let r = self.answer(&msg.request, now, sh);
                 let _ = msg.reply.send(r);
             }
-            if now.0.saturating_sub(last_expire.0) >= TICK.as_nanos() as u64 {
+            let due = self
+                .engine
+                .poll_timeout(last_expire)
+                .is_some_and(|t| t <= now);
+            if due {
                 // Under traffic the per-batch passes sweep; a long pass only when idle.
                 if !busy {
                     self.idle_expiry(now, &bell)?;
@@ -737,6 +752,10 @@ impl Worker {
                 last_expire = now;
                 // Packets the engine originates on its timers (ISATAP Router Solicitations).
                 self.send_ready();
+            }
+            if due || tun_ready || xsk_ready {
+                // An ISATAP host's address and default route follow what the router's
+                // advertisements (packets) and the lifetimes (timers) made of its state.
                 if let (Some(h), Some(st)) =
                     (self.isatap_host.as_mut(), self.engine.tunnel_status())
                 {
@@ -845,21 +864,46 @@ impl Worker {
         Ok(())
     }
 
-    /// Waits on the TUN queue, the doorbell and the AF_XDP sockets: which are ready (the
-    /// sockets as one).
-    fn wait(&self, bell: &Doorbell, timeout: Duration) -> std::io::Result<[bool; 3]> {
-        let Some(port) = self.afxdp.as_ref() else {
-            let [t, w] = wait_readable([self.tun.as_fd(), bell.waker().as_fd()], timeout)?;
-            return Ok([t, w, false]);
-        };
-        if port.rx_ready() {
-            let [t, w] = wait_readable([self.tun.as_fd(), bell.waker().as_fd()], Duration::ZERO)?;
-            return Ok([t, w, true]);
+    /// How long a turn may wait for packets: until the engine's next timer, counted from
+    /// the last expiry (`last`), rounded up to poll(2)'s milliseconds; [`IDLE_MAX`] at most
+    /// ([`TICK`] without the stop descriptor, which alone wakes a long wait on a stop).
+    fn idle_wait(&self, now: Time, last: Time) -> Duration {
+        let most = if self.stop.is_some() { IDLE_MAX } else { TICK };
+        match self.engine.poll_timeout(last) {
+            None => most,
+            Some(t) => {
+                let ms = t.0.saturating_sub(now.0).div_ceil(1_000_000);
+                Duration::from_millis(ms).min(most)
+            }
         }
-        let mut fds = vec![self.tun.as_fd(), bell.waker().as_fd()];
-        fds.extend(port.fds());
-        let r = xlat_io::sys::wait_readable_any(&fds, timeout)?;
-        Ok([r & 1 != 0, r & 2 != 0, r >> 2 != 0])
+    }
+
+    /// Waits on the TUN queue, the doorbell, the stop descriptor and the AF_XDP sockets:
+    /// which are ready (the sockets as one; a stop shows as the doorbell).
+    fn wait(&self, bell: &Doorbell, timeout: Duration) -> std::io::Result<[bool; 3]> {
+        let port = self.afxdp.as_ref();
+        let rx = port.is_some_and(|p| p.rx_ready());
+        let timeout = if rx { Duration::ZERO } else { timeout };
+        let (tun, waker) = (self.tun.as_fd(), bell.waker().as_fd());
+        match (self.stop, port.filter(|_| !rx)) {
+            (None, None) => {
+                let [t, w] = wait_readable([tun, waker], timeout)?;
+                Ok([t, w, rx])
+            }
+            (Some(stop), None) => {
+                let [t, w, s] = wait_readable([tun, waker, stop], timeout)?;
+                Ok([t, w || s, rx])
+            }
+            (stop, Some(port)) => {
+                let mut fds = vec![tun, waker];
+                fds.extend(stop);
+                let first_socket = fds.len();
+                fds.extend(port.fds());
+                let r = xlat_io::sys::wait_readable_any(&fds, timeout)?;
+                let wake = r & 2 != 0 || (stop.is_some() && r & 4 != 0);
+                Ok([r & 1 != 0, wake, r >> first_socket != 0])
+            }
+        }
     }
 
     /// Writes what the engine released outside a batch's verdicts.

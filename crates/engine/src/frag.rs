@@ -64,6 +64,14 @@ impl FragId {
     }
 }
 
+/// The earlier of two optional times.
+pub(crate) fn earliest(a: Option<Time>, b: Option<Time>) -> Option<Time> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Addresses the first fragment was translated to (NAT64): every later fragment gets them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Rewrite {
@@ -124,6 +132,9 @@ pub(crate) struct FragTable {
     flows: HashMap<FragId, Flow>,
     held: VecDeque<Held>,
     pending: usize,
+    /// No datagram or held fragment expires before this ([`FragTable::next_due`]): exact
+    /// after [`FragTable::expire`], lowered by every insert, possibly early after removals.
+    due: Option<Time>,
     max_flows: usize,
     max_held: usize,
     timeout: u64,
@@ -135,6 +146,7 @@ impl FragTable {
             flows: HashMap::new(),
             held: VecDeque::new(),
             pending: 0,
+            due: None,
             max_flows: max_flows as usize,
             max_held: max_held as usize,
             timeout: timeout_secs,
@@ -146,6 +158,7 @@ impl FragTable {
             return Err(DropReason::FragmentLimit);
         }
         let expires = now.plus_secs(self.timeout);
+        self.due = earliest(self.due, Some(expires));
         Ok(self.flows.entry(key).or_insert(Flow {
             rewrite: None,
             expires,
@@ -251,6 +264,7 @@ impl FragTable {
         if self.held.len() + self.pending >= self.max_held {
             return Err(DropReason::FragmentNoFirst);
         }
+        self.due = earliest(self.due, Some(now.plus_secs(self.timeout)));
         self.held.push_back(Held {
             key,
             at: now,
@@ -291,7 +305,19 @@ impl FragTable {
         let timeout = self.timeout;
         let before = self.held.len();
         self.held.retain(|h| h.at.plus_secs(timeout) > now);
+        // Held fragments queue in arrival order: the first is the next to time out.
+        let held_due = self.held.front().map(|h| h.at.plus_secs(timeout));
+        self.due = earliest(self.flows.values().map(|f| f.expires).min(), held_due);
         ((before - self.held.len()) as u64, incomplete)
+    }
+
+    /// When [`FragTable::expire`] next has something to do (`None`: nothing held or tracked).
+    /// Never later than the truth; after a datagram completes it may be earlier.
+    pub fn next_due(&self) -> Option<Time> {
+        if self.flows.is_empty() && self.held.is_empty() {
+            return None;
+        }
+        self.due
     }
 
     pub fn flows(&self) -> usize {

@@ -100,6 +100,16 @@ impl Time {
 
 pub use xlat_wire::{PacketBuf, HEADROOM};
 
+/// While a translator holds sessions, how long [`Engine::poll_timeout`] lets pass between
+/// expiry calls (100 ms): a call sweeps a bounded part of the table, so the sweep must come
+/// round often for an idle timeout to end a session close to its time.
+pub const SWEEP_INTERVAL: Time = Time::from_millis(100);
+
+/// `now` + [`SWEEP_INTERVAL`].
+pub(crate) fn sweep_after(now: Time) -> Time {
+    Time(now.0.saturating_add(SWEEP_INTERVAL.0))
+}
+
 /// [`Engine::expire_step`]'s budget under load, with no new sessions: 128 units, a 128-slot
 /// scan or two removals (`--bench fill` prints a pass against a batch).
 pub const EXPIRE_STEP_BASE: usize = 128;
@@ -622,6 +632,30 @@ impl Engine {
             t.expire(now, c);
         }
         removed
+    }
+
+    /// When the engine next needs [`Engine::expire`] though no packet comes: the earliest of
+    /// its timers -- the expiry sweep while sessions or FTP expectations exist
+    /// ([`SWEEP_INTERVAL`] after `now`), a held or tracked fragment's timeout, a tunnel
+    /// datagram's reassembly deadline, an ISATAP host's Router Solicitation or lifetimes.
+    /// `None`: nothing happens until a packet comes, so a driver may sleep as long as it
+    /// likes. A time at or before `now` means "now". Cheap (no table is walked): a driver asks
+    /// once per turn and sleeps to the answer instead of waking on a fixed tick.
+    pub fn poll_timeout(&self, now: Time) -> Option<Time> {
+        let mut next = None;
+        if let Some(n) = &self.nat44 {
+            next = frag::earliest(next, n.poll_timeout(now));
+        }
+        if let Some(n) = &self.nat64 {
+            next = frag::earliest(next, n.poll_timeout(now));
+        }
+        if let Some(s) = &self.siit {
+            next = frag::earliest(next, s.poll_timeout());
+        }
+        if let Some(t) = &self.tunnel {
+            next = frag::earliest(next, t.poll_timeout(now));
+        }
+        next
     }
 
     /// The expiry a driver runs after each batch it translates: [`Engine::expire`] with a

@@ -1027,3 +1027,32 @@ fn static_napt_entry_owns_its_outside_port() {
         DropReason::PoolExhausted
     );
 }
+
+/// `Engine::poll_timeout`: nothing to wake for until a packet comes; the expiry sweep's
+/// cadence while sessions live; a held fragment's own timeout when only it waits; and
+/// nothing again once the sweep has ended every session.
+#[test]
+fn poll_timeout_names_the_next_thing_the_engine_must_do() {
+    let mut e = napt();
+    let t0 = Time::from_secs(1);
+    assert_eq!(e.poll_timeout(t0), None, "a fresh engine has no timer");
+
+    // A later fragment whose first has not come: held, due at the fragment timeout.
+    let mut lone = fragment(&ip(IN_A, R1, 17, udp(1, 2, &[0; 100]), 0, 0x999), 48)[1].clone();
+    assert_eq!(e.process_vec(t0, &mut lone), Verdict::Held);
+    let frag_due = t0.plus_secs(Timeouts::default().fragment);
+    assert_eq!(e.poll_timeout(t0), Some(frag_due));
+
+    // A session: the sweep wants to come round every SWEEP_INTERVAL, earlier than the fragment.
+    let t1 = Time::from_secs(2);
+    fwd(&mut e, 2, udp_pkt(IN_A, 40000, R1, 53));
+    let sweep = Time(t1.0 + SWEEP_INTERVAL.0);
+    assert_eq!(e.poll_timeout(t1), Some(sweep.min(frag_due)));
+
+    // Past every timeout: the fragment is dropped (counted), the session ends, no timer left.
+    let late = Time::from_secs(100_000);
+    while e.expire(late, 1 << 16) > 0 {}
+    assert_eq!(e.counters().dropped(DropReason::FragmentNoFirst), 1);
+    assert_eq!(e.stats().sessions, 0);
+    assert_eq!(e.poll_timeout(late), None, "nothing left to expire");
+}

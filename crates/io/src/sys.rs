@@ -1,7 +1,8 @@
 //! The other system calls the daemon needs, wrapped safely: waiting on descriptors
 //! ([`wait_readable`], poll(2)), waking a thread blocked in that wait ([`Waker`], an eventfd),
 //! turning SIGINT/SIGTERM into a stop flag and SIGHUP into a reload request
-//! ([`install_stop_handler`], [`take_hangup`]), and keeping control-plane threads out of a
+//! ([`install_stop_handler`], [`take_hangup`]) -- the stop also readable on a descriptor a
+//! sleeping thread waits on ([`stop_fd`]) --, and keeping control-plane threads out of a
 //! real-time class the packet workers run in ([`control_plane_priority`]).
 
 use std::io;
@@ -86,16 +87,16 @@ impl Waker {
 
     /// Makes the eventfd readable. Never blocks (a saturated counter is readable anyway).
     pub fn wake(&self) {
+        Waker::wake_fd(self.fd.as_raw_fd());
+    }
+
+    /// Adds one to the eventfd `fd`, which the caller keeps open across the call.
+    fn wake_fd(fd: libc::c_int) {
         let one: u64 = 1;
-        // SAFETY: writes the 8 bytes of `one`, which lives across the call. Errors (EAGAIN on a
-        // saturated counter) leave the fd readable, which is all a wake needs.
-        let _ = unsafe {
-            libc::write(
-                self.fd.as_raw_fd(),
-                (&one as *const u64).cast(),
-                std::mem::size_of::<u64>(),
-            )
-        };
+        // SAFETY: writes the 8 bytes of `one`, which lives across the call, to `fd`, which the
+        // caller holds open. Errors (EAGAIN on a saturated counter) leave the fd readable,
+        // which is all a wake needs.
+        let _ = unsafe { libc::write(fd, (&one as *const u64).cast(), std::mem::size_of::<u64>()) };
     }
 
     /// Resets the eventfd to not readable.
@@ -122,15 +123,51 @@ impl AsFd for Waker {
 static STOP: AtomicBool = AtomicBool::new(false);
 static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
 static HANGUP: AtomicBool = AtomicBool::new(false);
+/// The eventfd behind [`stop_fd`] (-1 until made): written by the signal handler, never
+/// closed, so the handler can never write to a descriptor that was closed and reused.
+static STOP_FD: AtomicI32 = AtomicI32::new(-1);
+static STOP_FD_MADE: std::sync::OnceLock<Option<OwnedFd>> = std::sync::OnceLock::new();
 
 extern "C" fn on_stop_signal(sig: libc::c_int) {
-    // Only async-signal-safe work here: atomic stores.
+    // Only async-signal-safe work here: atomic stores and write(2).
     if sig == libc::SIGHUP {
         HANGUP.store(true, Ordering::SeqCst);
         return;
     }
     STOP_SIGNAL.store(sig, Ordering::SeqCst);
     STOP.store(true, Ordering::SeqCst);
+    let fd = STOP_FD.load(Ordering::SeqCst);
+    if fd >= 0 {
+        let one: u64 = 1;
+        // SAFETY: `fd` is the process-lifetime eventfd of `stop_fd` (never closed); writes the
+        // 8 bytes of `one`, which lives across the call. write(2) is async-signal-safe.
+        let _ = unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+    }
+}
+
+/// A descriptor that becomes readable (and stays so) when SIGINT or SIGTERM sets the stop
+/// flag of [`install_stop_handler`]: a thread that sleeps long in [`wait_readable`] adds it
+/// to its descriptors and wakes at once on a stop. Made on the first call and kept for the
+/// life of the process; `None` if the eventfd cannot be made (then sleep in short steps).
+/// Call it before the stop can come (a stop before the first call is seen on the flag only).
+pub fn stop_fd() -> Option<BorrowedFd<'static>> {
+    let made = STOP_FD_MADE.get_or_init(|| {
+        // SAFETY: eventfd(2) with constant flags; no pointers.
+        let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if raw < 0 {
+            return None;
+        }
+        STOP_FD.store(raw, Ordering::SeqCst);
+        // SAFETY: `raw` is a descriptor we just created and own exclusively.
+        Some(unsafe { OwnedFd::from_raw_fd(raw) })
+    });
+    if STOP.load(Ordering::SeqCst) {
+        // A stop that came before the descriptor existed: make it readable now.
+        if let Some(fd) = made {
+            Waker::wake_fd(fd.as_raw_fd());
+        }
+    }
+    made.as_ref().map(|fd| fd.as_fd())
 }
 
 /// Installs handlers for SIGINT and SIGTERM that set the returned flag (and nothing else),
@@ -186,6 +223,21 @@ pub fn control_plane_priority() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The only test here that raises a stop signal (the flag is process-wide).
+    #[test]
+    fn a_stop_signal_makes_the_stop_descriptor_readable() {
+        let flag = install_stop_handler().expect("handlers");
+        let fd = stop_fd().expect("an eventfd");
+        let [before] = wait_readable([fd], Duration::ZERO).expect("poll");
+        assert!(!before, "not readable before a stop");
+        // SAFETY: raise(3) sends SIGTERM to this thread, whose handler was installed above.
+        assert_eq!(unsafe { libc::raise(libc::SIGTERM) }, 0);
+        let [after] = wait_readable([fd], Duration::from_secs(5)).expect("poll");
+        assert!(after, "readable after SIGTERM");
+        assert!(flag.load(Ordering::SeqCst));
+        assert_eq!(stop_signal(), libc::SIGTERM);
+    }
 
     #[test]
     fn a_real_time_thread_goes_back_to_time_sharing() {

@@ -34,6 +34,12 @@ const RECLAIM_BUDGET: usize = 64 * REMOVE_UNITS;
 const RECLAIM_BACKOFF_NS: u64 = 10_000_000;
 
 impl<A: InsideAddr> Napt<A> {
+    /// Whether the expiry sweep has anything to look at: sessions (their mappings and hosts
+    /// go with them) or FTP expectations.
+    pub fn needs_sweep(&self) -> bool {
+        self.sessions.len > 0 || !self.expects.is_empty()
+    }
+
     /// Removes expired sessions, from where the last call stopped, for at most `budget` units
     /// of work: a slot looked at costs 1, a removal [`REMOVE_COST`] -- so a pass's time is
     /// bounded whether nothing or everything is due (a pass that removed every due session it

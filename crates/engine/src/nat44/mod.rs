@@ -31,7 +31,7 @@ use crate::alg::{self, Announced, FtpAlg};
 use crate::config::{Nat44Config, Nat44Mode, PrefixSet4};
 use crate::counters::{Counters, DropReason, Event};
 use crate::flow::{Endpoint, FlowKey, Proto};
-use crate::frag::{FragId, FragTable, Rewrite};
+use crate::frag::{earliest, FragId, FragTable, Rewrite};
 use crate::napt::{Napt, NaptConfig, NO_CAND};
 use crate::offload::{self, OffloadKind, OffloadOp};
 use crate::snapshot::{SessionFilter, SessionInfo, SessionState, Stats};
@@ -466,6 +466,8 @@ impl Nat44 {
 
     /// RFC 4787 REQ-14: remember the first fragment's translation for the later ones and
     /// release later fragments that arrived before it.
+    #[cold]
+    #[inline(never)]
     fn first_fragment_done(
         &mut self,
         now: Time,
@@ -507,6 +509,8 @@ impl Nat44 {
 
     /// A non-first fragment carries no transport header: static entries translate it by
     /// address; dynamic ones use the first fragment's translation (RFC 4787 REQ-14).
+    #[cold]
+    #[inline(never)]
     fn later_fragment(
         &mut self,
         now: Time,
@@ -740,6 +744,13 @@ impl Nat44 {
         update_cksum(pkt, icmp_off + icmp::CHECKSUM, outer, false);
         c.event(Event::IcmpErrorsTranslated);
         Ok(())
+    }
+
+    /// When [`Nat44::expire`] next has work ([`crate::Engine::poll_timeout`]).
+    pub fn poll_timeout(&self, now: Time) -> Option<Time> {
+        let ftp = self.ftp.as_ref().is_some_and(|f| f.controls() > 0);
+        let sweep = (self.napt.needs_sweep() || ftp).then(|| crate::sweep_after(now));
+        earliest(sweep, self.frags.next_due())
     }
 
     /// Removes expired sessions (up to `budget` slots looked at) and fragment state.

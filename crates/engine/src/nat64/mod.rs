@@ -28,7 +28,7 @@ use xlat_wire::{PacketBuf, HEADROOM};
 use crate::config::{Nat44Mode, Nat64Config, XlatParams};
 use crate::counters::{Counters, DropReason, Event};
 use crate::flow::{Endpoint, FlowKey, Proto};
-use crate::frag::{FragId, FragTable, Rewrite};
+use crate::frag::{earliest, FragId, FragTable, Rewrite};
 use crate::ipv4_id::Ipv4Ids;
 use crate::martian;
 use crate::napt::{Napt, NaptConfig, NO_CAND};
@@ -273,6 +273,13 @@ impl Nat64 {
         c: &mut Counters,
     ) -> bool {
         self.napt.offload_seen(now, sid, out_seen, in_seen, c)
+    }
+
+    /// When [`Nat64::expire`] next has work ([`crate::Engine::poll_timeout`]).
+    pub fn poll_timeout(&self, now: Time) -> Option<Time> {
+        let ftp = self.ftp.as_ref().is_some_and(|f| f.controls() > 0);
+        let sweep = (self.napt.needs_sweep() || ftp).then(|| crate::sweep_after(now));
+        earliest(sweep, self.frags.next_due())
     }
 
     /// Removes idle sessions (up to `budget` slots looked at) and stale fragment state.

@@ -458,6 +458,11 @@ impl Siit {
     }
 
     /// Forgets stale fragment state.
+    /// When [`Siit::expire`] next has work: a fragment's time is up.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        self.frags.next_due()
+    }
+
     pub fn expire(&mut self, now: Time, c: &mut Counters) {
         let (held, incomplete) = self.frags.expire(now);
         for _ in 0..held {

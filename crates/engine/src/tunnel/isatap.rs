@@ -429,6 +429,17 @@ impl Isatap {
     }
 
     /// Host timers: forget expired routers and prefixes, send Router Solicitations when due.
+    /// When [`Isatap::timers`] next has work: a host's next Router Solicitation (now, before
+    /// the first) or the end of its router's or prefix's lifetime; a router has no timers.
+    pub fn next_timer(&self, now: Time) -> Option<Time> {
+        let Role::Host(hs) = &self.role else {
+            return None;
+        };
+        let lifetimes = hs.router.map(|(_, until)| until).into_iter();
+        let lifetimes = lifetimes.chain(hs.prefix.as_ref().map(|l| l.until));
+        lifetimes.chain([hs.next_rs.unwrap_or(now)]).min()
+    }
+
     pub fn timers(&mut self, now: Time, c: &mut Counters, ident: &mut u16, out: &mut Vec<Vec<u8>>) {
         let (v4, ll, params) = (self.v4, self.ll, self.params);
         let Role::Host(hs) = &mut self.role else {

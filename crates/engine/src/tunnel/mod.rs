@@ -715,6 +715,13 @@ impl Tunnel {
     }
 
     /// Timers: reassembly timeouts and, on an ISATAP host, Router Solicitations due.
+    /// When [`Tunnel::expire`] next has work: a datagram's reassembly time is up, or an
+    /// ISATAP host's timer (Router Solicitation, router or prefix lifetime) is due.
+    pub fn poll_timeout(&self, now: Time) -> Option<Time> {
+        let isatap = self.isatap.as_ref().and_then(|i| i.next_timer(now));
+        crate::frag::earliest(self.reasm.next_due(), isatap)
+    }
+
     pub fn expire(&mut self, now: Time, c: &mut Counters) {
         self.reasm.expire(now, c);
         let mut out = Vec::new();

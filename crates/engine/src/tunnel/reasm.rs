@@ -148,6 +148,11 @@ impl Reassembly {
         }
     }
 
+    /// The earliest deadline of a datagram in progress (at most [`MAX_FLOWS`] to look at).
+    pub fn next_due(&self) -> Option<Time> {
+        self.flows.iter().map(|f| f.deadline).min()
+    }
+
     /// Abandons datagrams past their deadline, one `tunnel_reassembly_timeout` each.
     pub fn expire(&mut self, now: Time, c: &mut Counters) {
         let before = self.flows.len();

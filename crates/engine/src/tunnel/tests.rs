@@ -543,8 +543,13 @@ fn host() -> Engine {
 fn isatap_host_solicits_and_router_advertises() {
     let mut h = host();
     let mut r = router();
+    // A router has no timer; a host's first solicitation is due at once.
+    assert_eq!(r.poll_timeout(Time::from_secs(1)), None);
+    assert_eq!(h.poll_timeout(Time::from_secs(1)), Some(Time::from_secs(1)));
     // The first timer run sends a Router Solicitation to the PRL router.
     h.expire(Time::from_secs(1), 1000);
+    // The next is due in 4 s (RFC 4861 6.3.7's RTR_SOLICITATION_INTERVAL).
+    assert_eq!(h.poll_timeout(Time::from_secs(1)), Some(Time::from_secs(5)));
     let rs = h.pop_ready().expect("a router solicitation");
     assert!(h.pop_ready().is_none());
     let oh = Ipv4Header::parse(&rs, true).unwrap();
