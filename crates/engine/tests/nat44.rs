@@ -7,6 +7,9 @@
 use std::net::Ipv4Addr;
 
 use xlat_engine::*;
+
+mod common;
+use common::{ip4, tcp, udp, verify4};
 use xlat_wire::checksum;
 
 const IN_A: [u8; 4] = [198, 18, 0, 20];
@@ -44,85 +47,14 @@ fn napt() -> Engine {
     engine(cfg(Nat44Mode::Napt, Filtering::AddressDependent))
 }
 
-/// Builds an IPv4 packet around `l4` (whose checksum field is filled for TCP/UDP/ICMP).
-fn ip(src: [u8; 4], dst: [u8; 4], proto: u8, mut l4: Vec<u8>, frag: u16, ident: u16) -> Vec<u8> {
-    let total = 20 + l4.len();
-    let mut p = vec![0x45, 0, (total >> 8) as u8, total as u8];
-    p.extend_from_slice(&ident.to_be_bytes());
-    p.extend_from_slice(&frag.to_be_bytes());
-    p.extend_from_slice(&[64, proto, 0, 0]);
-    p.extend_from_slice(&src);
-    p.extend_from_slice(&dst);
-    let c = checksum::checksum(&p);
-    p[10..12].copy_from_slice(&c.to_be_bytes());
-    if frag & 0x1fff == 0 {
-        let n = l4.len();
-        fill_l4(&src, &dst, proto, &mut l4, n);
-    }
-    p.extend_from_slice(&l4);
-    p
+/// This file's IPv4 packets: TTL 64, checksums filled (`common::ip4`).
+fn ip(src: [u8; 4], dst: [u8; 4], proto: u8, l4: Vec<u8>, frag: u16, ident: u16) -> Vec<u8> {
+    ip4(src, dst, proto, l4, 64, frag, ident)
 }
 
-fn cksum_off(proto: u8) -> Option<usize> {
-    match proto {
-        6 => Some(16),
-        17 => Some(6),
-        1 => Some(2),
-        _ => None,
-    }
-}
-
-fn pseudo(src: &[u8], dst: &[u8], proto: u8, len: usize) -> u32 {
-    let mut ph = Vec::new();
-    ph.extend_from_slice(src);
-    ph.extend_from_slice(dst);
-    ph.extend_from_slice(&[0, proto, (len >> 8) as u8, len as u8]);
-    checksum::sum(&ph, 0)
-}
-
-fn fill_l4(src: &[u8], dst: &[u8], proto: u8, l4: &mut [u8], len: usize) {
-    let Some(off) = cksum_off(proto) else { return };
-    if l4.len() < off + 2 {
-        return;
-    }
-    l4[off..off + 2].copy_from_slice(&[0, 0]);
-    let init = if proto == 1 {
-        0
-    } else {
-        pseudo(src, dst, proto, len)
-    };
-    let mut c = checksum::finish(checksum::sum(&*l4, init));
-    if proto == 17 && c == 0 {
-        c = 0xffff;
-    }
-    l4[off..off + 2].copy_from_slice(&c.to_be_bytes());
-}
-
-fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
-    let len = 8 + payload.len();
-    let mut u = Vec::new();
-    u.extend_from_slice(&sport.to_be_bytes());
-    u.extend_from_slice(&dport.to_be_bytes());
-    u.extend_from_slice(&(len as u16).to_be_bytes());
-    u.extend_from_slice(&[0, 0]);
-    u.extend_from_slice(payload);
-    u
-}
-
-fn tcp(sport: u16, dport: u16, flags: u8) -> Vec<u8> {
-    let mut t = Vec::new();
-    t.extend_from_slice(&sport.to_be_bytes());
-    t.extend_from_slice(&dport.to_be_bytes());
-    t.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
-    t
-}
-
+/// An echo message with an 8-byte payload.
 fn echo(kind: u8, id: u16, seq: u16) -> Vec<u8> {
-    let mut e = vec![kind, 0, 0, 0];
-    e.extend_from_slice(&id.to_be_bytes());
-    e.extend_from_slice(&seq.to_be_bytes());
-    e.extend_from_slice(b"abcdefgh");
-    e
+    common::echo(kind, id, seq, b"abcdefgh")
 }
 
 fn udp_pkt(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16) -> Vec<u8> {
@@ -155,28 +87,6 @@ impl Out {
     }
 }
 
-/// Full checksum verification of a whole (unfragmented) packet.
-fn assert_checksums(p: &[u8]) {
-    assert!(checksum::verifies(&p[..20]), "IPv4 header checksum");
-    let proto = p[9];
-    let l4 = &p[20..];
-    match proto {
-        1 => assert!(checksum::verifies(l4), "ICMP checksum"),
-        6 | 17 => {
-            if proto == 17 && l4[6..8] == [0, 0] {
-                return;
-            }
-            let init = pseudo(&p[12..16], &p[16..20], proto, l4.len());
-            assert_eq!(
-                checksum::fold(checksum::sum(l4, init)),
-                0xffff,
-                "L4 checksum"
-            );
-        }
-        _ => {}
-    }
-}
-
 fn fwd(e: &mut Engine, t: u64, mut p: Vec<u8>) -> Out {
     match e.process_vec(Time::from_secs(t), &mut p) {
         Verdict::Forward => Out { bytes: p },
@@ -199,10 +109,10 @@ fn rfc3022_napt_udp_out_and_back_with_port_preservation() {
         (o.src(), o.sport(), o.dst(), o.dport()),
         (POOL, 40000, R1, 53)
     );
-    assert_checksums(&o.bytes);
+    verify4(&o.bytes);
     let back = fwd(&mut e, 1, udp_pkt(R1, 53, POOL, 40000));
     assert_eq!((back.src(), back.dst(), back.dport()), (R1, IN_A, 40000));
-    assert_checksums(&back.bytes);
+    verify4(&back.bytes);
     assert_eq!(e.counters().count(Event::PortsPreserved), 1);
 }
 
@@ -369,14 +279,14 @@ fn rfc5508_echo_identifier_and_timeout() {
     let mut e = napt();
     let o = fwd(&mut e, 0, ip(IN_A, R1, 1, echo(8, 777, 1), 0, 3));
     assert_eq!((o.src(), o.icmp_id()), (POOL, 777));
-    assert_checksums(&o.bytes);
+    verify4(&o.bytes);
     let r = fwd(&mut e, 1, ip(R1, POOL, 1, echo(0, 777, 1), 0, 3));
     assert_eq!((r.dst(), r.icmp_id()), (IN_A, 777));
-    assert_checksums(&r.bytes);
+    verify4(&r.bytes);
     // Second host with the same identifier gets another one.
     let o2 = fwd(&mut e, 1, ip(IN_B, R1, 1, echo(8, 777, 1), 0, 3));
     assert_ne!(o2.icmp_id(), 777);
-    assert_checksums(&o2.bytes);
+    verify4(&o2.bytes);
     assert_eq!(
         fwd(&mut e, 2, ip(R1, POOL, 1, echo(0, o2.icmp_id(), 1), 0, 3)).dst(),
         IN_B
@@ -401,7 +311,7 @@ fn rfc5508_icmp_error_inbound_embedded_translated() {
     err.extend_from_slice(&out.bytes);
     let o = fwd(&mut e, 1, ip(R1, POOL, 1, err, 0, 9));
     assert_eq!(o.dst(), IN_A);
-    assert_checksums(&o.bytes);
+    verify4(&o.bytes);
     let inner = &o.bytes[28..];
     assert_eq!(&inner[12..16], &IN_A);
     assert_eq!(u16::from_be_bytes([inner[20], inner[21]]), 40000);
@@ -428,7 +338,7 @@ fn rfc5508_icmp_error_outbound_from_inside_host() {
     err.extend_from_slice(&inb.bytes);
     let o = fwd(&mut e, 1, ip(IN_A, R2, 1, err, 0, 4));
     assert_eq!(o.src(), POOL);
-    assert_checksums(&o.bytes);
+    verify4(&o.bytes);
     let inner = &o.bytes[28..];
     assert_eq!(&inner[16..20], &POOL);
     assert_eq!(u16::from_be_bytes([inner[22], inner[23]]), 40000);
@@ -442,12 +352,12 @@ fn rfc4787_req9_hairpin_to_static_and_dynamic() {
         (o.src(), o.sport(), o.dst(), o.dport()),
         (POOL, 5000, STATIC_IN, 53)
     );
-    assert_checksums(&o.bytes);
+    verify4(&o.bytes);
     // B listens via a mapping; A reaches it at B's outside address.
     fwd(&mut e, 0, udp_pkt(IN_B, 6000, R1, 1));
     let h = fwd(&mut e, 1, udp_pkt(IN_A, 5001, POOL, 6000));
     assert_eq!((h.src(), h.dst(), h.dport()), (POOL, IN_B, 6000));
-    assert_checksums(&h.bytes);
+    verify4(&h.bytes);
     assert_eq!(e.counters().count(Event::Hairpinned), 2);
 }
 
@@ -456,10 +366,10 @@ fn rfc2663_static_both_ways_any_protocol() {
     let mut e = napt();
     let o = fwd(&mut e, 0, tcp_pkt(STATIC_IN, 22, R1, 5555, 0x10));
     assert_eq!((o.src(), o.sport()), (STATIC_OUT, 22));
-    assert_checksums(&o.bytes);
+    verify4(&o.bytes);
     let i = fwd(&mut e, 0, tcp_pkt(R2, 1234, STATIC_OUT, 22, 0x02));
     assert_eq!(i.dst(), STATIC_IN);
-    assert_checksums(&i.bytes);
+    verify4(&i.bytes);
     let gre = fwd(&mut e, 0, ip(R1, STATIC_OUT, 47, vec![0; 8], 0, 1));
     assert_eq!(gre.dst(), STATIC_IN);
     assert_eq!(
@@ -538,8 +448,8 @@ fn rfc1624_bad_checksum_is_not_repaired() {
     p[26] ^= 0x55; // corrupt the UDP checksum
     let o = fwd(&mut e, 0, p);
     let l4 = &o.bytes[20..];
-    let init = pseudo(&o.bytes[12..16], &o.bytes[16..20], 17, l4.len());
-    assert_ne!(checksum::fold(checksum::sum(l4, init)), 0xffff);
+    let init = common::pseudo4(&o.bytes[12..16], &o.bytes[16..20], 17, l4.len());
+    assert_ne!(common::fold(common::sum16(init, l4)), 0xffff);
     // Zero UDP checksum stays zero.
     let mut z = udp_pkt(IN_A, 40001, R1, 53);
     z[26] = 0;
@@ -603,7 +513,7 @@ fn rfc4787_req14_fragments_in_and_out_of_order() {
         .collect();
     assert!(outs.iter().all(|o| o[12..16] == POOL));
     let r = reassemble(&outs);
-    assert_checksums(&r);
+    verify4(&r);
     let port = u16::from_be_bytes([r[20], r[21]]);
     assert_ne!(port, 40000);
     // Out of order: the last two arrive first and are held.
@@ -619,7 +529,7 @@ fn rfc4787_req14_fragments_in_and_out_of_order() {
     let mut all = vec![first.bytes];
     all.push(released[1].clone());
     all.push(released[0].clone());
-    assert_checksums(&reassemble(&all));
+    verify4(&reassemble(&all));
     // A later fragment whose first never comes is dropped after the fragment timeout.
     let mut lone = fragment(&ip(IN_A, R1, 17, udp(1, 2, &[0; 100]), 0, 0x999), 48)[1].clone();
     assert_eq!(e.process_vec(Time::from_secs(3), &mut lone), Verdict::Held);
@@ -632,7 +542,7 @@ fn rfc4787_req14_fragments_in_and_out_of_order() {
         .map(|f| fwd(&mut e, 4, f).bytes)
         .collect();
     assert!(back.iter().all(|o| o[16..20] == IN_A));
-    assert_checksums(&reassemble(&back));
+    verify4(&reassemble(&back));
 }
 
 #[test]
@@ -645,7 +555,7 @@ fn fragmented_echo_crosses() {
         .into_iter()
         .map(|f| fwd(&mut e, 0, f).bytes)
         .collect();
-    assert_checksums(&reassemble(&outs));
+    verify4(&reassemble(&outs));
 }
 
 #[test]
@@ -691,9 +601,7 @@ fn ipv4_options_translate() {
     let o = fwd(&mut e, 0, p);
     assert!(checksum::verifies(&o.bytes[..24]));
     assert_eq!(&o.bytes[12..16], &POOL);
-    let l4 = &o.bytes[24..];
-    let init = pseudo(&o.bytes[12..16], &o.bytes[16..20], 17, l4.len());
-    assert_eq!(checksum::fold(checksum::sum(l4, init)), 0xffff);
+    verify4(&o.bytes);
 }
 
 #[test]
@@ -762,7 +670,7 @@ fn offload_udp_recipes_match_the_engine_both_ways() {
     // The second packet each way: the recipe and the engine agree byte for byte.
     let mut by_recipe = udp_pkt(IN_A, 40000, R1, 53);
     assert!(offload::apply(v[0].nat44().unwrap().0, &mut by_recipe));
-    assert_checksums(&by_recipe);
+    verify4(&by_recipe);
     assert_eq!(
         by_recipe,
         engine_as_router(&mut e, 1, udp_pkt(IN_A, 40000, R1, 53))
@@ -770,7 +678,7 @@ fn offload_udp_recipes_match_the_engine_both_ways() {
     let reply = udp_pkt(R1, 53, POOL, 40000);
     let mut by_recipe = reply.clone();
     assert!(offload::apply(v[0].nat44().unwrap().1, &mut by_recipe));
-    assert_checksums(&by_recipe);
+    verify4(&by_recipe);
     assert_eq!(by_recipe, engine_as_router(&mut e, 1, reply));
     assert!(
         ops(&mut e).is_empty(),
@@ -934,7 +842,7 @@ fn rfc1624_all_zero_echo_reply_gets_checksum_0xffff() {
     );
     assert_eq!(r.dst(), IN_A);
     assert_eq!(&r.bytes[20..], &[0, 0, 0xff, 0xff, 0, 0, 0, 0]);
-    assert_checksums(&r.bytes);
+    verify4(&r.bytes);
 }
 
 fn forwarding() -> Engine {
@@ -985,10 +893,10 @@ fn static_napt_entry_forwards_inbound_connections() {
         (i.dst(), i.dport(), i.src(), i.sport()),
         (IN_A, 8080, R1, 40000)
     );
-    assert_checksums(&i.bytes);
+    verify4(&i.bytes);
     let o = fwd(&mut e, 0, tcp_pkt(IN_A, 8080, R1, 40000, 0x12));
     assert_eq!((o.src(), o.sport()), (POOL, 80));
-    assert_checksums(&o.bytes);
+    verify4(&o.bytes);
     let i2 = fwd(&mut e, 1, tcp_pkt(R2, 41000, POOL, 80, 0x02));
     assert_eq!((i2.dst(), i2.dport()), (IN_A, 8080));
     // A port of a range: 6001 -> 5001.

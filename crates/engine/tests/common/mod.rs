@@ -37,7 +37,8 @@ pub fn cksum(acc: u64) -> u16 {
     !fold(acc)
 }
 
-fn pseudo4(src: &[u8], dst: &[u8], proto: u8, len: usize) -> u64 {
+/// The IPv4 pseudo-header sum (RFC 768 / RFC 793) of a `len`-byte transport message.
+pub fn pseudo4(src: &[u8], dst: &[u8], proto: u8, len: usize) -> u64 {
     sum16(sum16(0, src), dst) + u64::from(proto) + len as u64
 }
 
