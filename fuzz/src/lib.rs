@@ -50,6 +50,7 @@ fn limits() -> Limits {
         max_fragments_held: 8,
         port_block_size: 0,
         port_block_hold: 0,
+        port_blocks_per_host: 0,
     }
 }
 
@@ -89,6 +90,8 @@ fn nat44(v: u8) -> Nat44Config {
             port_block_size: if v % 4 < 2 && v & 0x80 != 0 { 8 } else { 0 },
             // Freed blocks held 30 s on odd variants (the trace's clock passes it).
             port_block_hold: u32::from(v & 0x01) * 30,
+            // At most two blocks a host on some variants, so the quota refusal is reached.
+            port_blocks_per_host: u16::from(v & 0x04 != 0) * 2,
             ..limits()
         },
         // Deterministic NAT (RFC 7422) where it can be on: NAPT, the whole port range, no

@@ -411,6 +411,7 @@ struct RawNat44 {
     ports: Option<String>,
     port_block_size: Option<i64>,
     port_block_hold: Option<i64>,
+    port_blocks_per_host: Option<i64>,
     deterministic: Option<bool>,
     ports_per_host: Option<i64>,
     inbound_refresh: Option<bool>,
@@ -426,6 +427,7 @@ struct RawNat64 {
     ports: Option<String>,
     port_block_size: Option<i64>,
     port_block_hold: Option<i64>,
+    port_blocks_per_host: Option<i64>,
     deterministic: Option<bool>,
     filtering: Option<String>,
     inbound_refresh: Option<bool>,
@@ -610,6 +612,12 @@ impl Ctx<'_> {
             self.port_block_size("nat44", n.port_block_size, ports, mode == Nat44Mode::Napt)?;
         limits.port_block_hold =
             self.port_block_hold("nat44", n.port_block_hold, limits.port_block_size)?;
+        limits.port_blocks_per_host = self.port_blocks_per_host(
+            "nat44",
+            n.port_blocks_per_host,
+            limits.port_block_size,
+            ports,
+        )?;
 
         let nat44 = Nat44Config {
             inside,
@@ -877,6 +885,36 @@ impl Ctx<'_> {
         Ok(u16::try_from(v).unwrap_or(u16::MAX))
     }
 
+    /// `TABLE.port_blocks_per_host`: the most port blocks a host holds at once (per
+    /// protocol); 0 (no limit) when absent. Only with `port_block_size` (`size` > 0), and at
+    /// most the blocks the range holds.
+    fn port_blocks_per_host(
+        &self,
+        table: &str,
+        value: Option<i64>,
+        size: u16,
+        ports: (u16, u16),
+    ) -> Result<u16, ConfigFileError> {
+        let Some(v) = value else {
+            return Ok(0);
+        };
+        let key = format!("{table}.port_blocks_per_host");
+        if size == 0 {
+            return Err(self.invalid(
+                key,
+                "limits port blocks, but port blocks are off: set port_block_size too, or remove it".to_string(),
+            ));
+        }
+        let blocks = (u32::from(ports.1 - ports.0) + 1).div_ceil(u32::from(size));
+        match u16::try_from(v) {
+            Ok(n) if n >= 1 && u32::from(n) <= blocks => Ok(n),
+            _ => Err(self.invalid(
+                key,
+                format!("{v} blocks is out of range; expected 1 to {blocks} (the blocks of {size} ports in {table}.ports {}-{}), like 4", ports.0, ports.1),
+            )),
+        }
+    }
+
     /// `TABLE.port_block_hold`: seconds a freed block waits before another host takes it;
     /// 0 when absent. Only with `port_block_size` (`size` > 0).
     fn port_block_hold(
@@ -1081,6 +1119,12 @@ impl Ctx<'_> {
         limits.port_block_size = self.port_block_size("nat64", n.port_block_size, ports, true)?;
         limits.port_block_hold =
             self.port_block_hold("nat64", n.port_block_hold, limits.port_block_size)?;
+        limits.port_blocks_per_host = self.port_blocks_per_host(
+            "nat64",
+            n.port_blocks_per_host,
+            limits.port_block_size,
+            ports,
+        )?;
         let mut params = self.params(
             "nat64",
             tun.mtu,
@@ -1222,9 +1266,11 @@ impl Config {
             max_sessions_per_host: l.max_sessions_per_host.unwrap_or(dl.max_sessions_per_host),
             max_fragment_flows: l.max_fragment_flows.unwrap_or(dl.max_fragment_flows),
             max_fragments_held: l.max_fragments_held.unwrap_or(dl.max_fragments_held),
-            // Per translator: [nat44] / [nat64] port_block_size and port_block_hold.
+            // Per translator: [nat44] / [nat64] port_block_size, port_block_hold and
+            // port_blocks_per_host.
             port_block_size: 0,
             port_block_hold: 0,
+            port_blocks_per_host: 0,
         };
 
         // [nat44]
@@ -1271,11 +1317,28 @@ impl Config {
             return Err(ConfigFileError::all(file, errors));
         }
 
-        // With deterministic NAT44, a full range is a quota of this many ports (IPFIX).
+        // With deterministic NAT44, a full range is a quota of this many ports (IPFIX); with
+        // a port-block limit, the ports of that many blocks ([nat44]'s, else [nat64]'s).
+        let block_quota = |l: &xlat_engine::Limits| {
+            u32::from(l.port_blocks_per_host) * u32::from(l.port_block_size)
+        };
         let det_ports = nat44
             .as_ref()
             .and_then(|n| n.deterministic_map())
-            .map_or(0, |d| u32::from(d.ports_per_host()));
+            .map(|d| u32::from(d.ports_per_host()))
+            .or_else(|| {
+                nat44
+                    .as_ref()
+                    .map(|n| block_quota(&n.limits))
+                    .filter(|&q| q > 0)
+            })
+            .or_else(|| {
+                nat64
+                    .as_ref()
+                    .map(|n| block_quota(&n.limits))
+                    .filter(|&q| q > 0)
+            })
+            .unwrap_or(0);
         let cfg = Config {
             sha256: sha256_hex(text.as_bytes()),
             file: file.to_string(),
@@ -2446,6 +2509,37 @@ rfc6791v6 = "2001:db8:6791::/96"
         assert!(e.contains("expected 0 to 86400"), "{e}");
         let c = ok("[nat64]\nprefix = \"2001:2:0:64::/96\"\npool4 = [\"198.19.0.101\"]\nport_block_size = 64\nport_block_hold = 30\n");
         assert_eq!(c.nat64.as_ref().map(|n| n.limits.port_block_hold), Some(30));
+    }
+
+    #[test]
+    fn port_blocks_per_host_needs_blocks_and_fits_the_range() {
+        const NAT: &str = "[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100\"]\n";
+        let c = ok(&format!(
+            "{NAT}port_block_size = 512\nport_blocks_per_host = 4\n"
+        ));
+        assert_eq!(n44(&c).limits.port_blocks_per_host, 4);
+        assert_eq!(
+            n44(&ok(NAT)).limits.port_blocks_per_host,
+            0,
+            "no limit by default"
+        );
+        let e = err(&format!("{NAT}port_blocks_per_host = 4\n"));
+        assert!(
+            e.contains("nat44.port_blocks_per_host") && e.contains("port_block_size"),
+            "{e}"
+        );
+        // 1024-65535 in blocks of 512: 126 blocks.
+        for bad in ["0", "-1", "127"] {
+            let e = err(&format!(
+                "{NAT}port_block_size = 512\nport_blocks_per_host = {bad}\n"
+            ));
+            assert!(e.contains("expected 1 to 126"), "{bad}: {e}");
+        }
+        let c = ok("[nat64]\nprefix = \"2001:2:0:64::/96\"\npool4 = [\"198.19.0.101\"]\nport_block_size = 64\nport_blocks_per_host = 2\n");
+        assert_eq!(
+            c.nat64.as_ref().map(|n| n.limits.port_blocks_per_host),
+            Some(2)
+        );
     }
 
     #[test]

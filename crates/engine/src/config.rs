@@ -147,6 +147,11 @@ pub struct Limits {
     /// late packets of the last host's flows never reach the next one and log records of
     /// the two never meet in the same second.
     pub port_block_hold: u32,
+    /// With port blocks: the most blocks one host holds at once, per protocol (0: no limit
+    /// but the pool's). A host at the limit whose blocks are full gets no new mapping
+    /// (`port_quota`, an RFC 8158 quota-exceeded event), so one subscriber cannot take a
+    /// whole address's ports (RFC 6888 REQ-4's per-subscriber limit, in blocks).
+    pub port_blocks_per_host: u16,
 }
 
 impl Default for Limits {
@@ -158,6 +163,7 @@ impl Default for Limits {
             max_fragments_held: 256,
             port_block_size: 0,
             port_block_hold: 0,
+            port_blocks_per_host: 0,
         }
     }
 }

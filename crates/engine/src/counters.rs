@@ -229,11 +229,13 @@ reasons! {
         /// unspecified, loopback, link-local, multicast sources. Spoofed or misrouted
         /// traffic.
         MartianAddress = "martian_address",
-        /// With deterministic NAT (`nat44.deterministic`, RFC 7422) the inside host has a
-        /// mapping on every port of its fixed range already: a new one has no port to take
-        /// (an RFC 8158 quota-exceeded event is logged). Raise `nat44.ports_per_host` (the
-        /// pool must have room: `xlat check` prints the numbers), shorten timeouts, or find
-        /// what opens so many flows on that host.
+        /// The inside host has used its share of ports: with deterministic NAT
+        /// (`nat44.deterministic`, RFC 7422) a mapping on every port of its fixed range, with
+        /// port blocks every port of the `port_blocks_per_host` blocks it may hold. A new
+        /// mapping has no port to take (an RFC 8158 quota-exceeded event is logged). Raise
+        /// `nat44.ports_per_host` (the pool must have room: `xlat check` prints the numbers)
+        /// or `port_blocks_per_host`, shorten timeouts, or find what opens so many flows on
+        /// that host.
         PortQuota = "port_quota",
     }
 }

@@ -71,6 +71,9 @@ pub(crate) struct Live {
     pub filtering: crate::config::Filtering,
     pub inbound_refresh: bool,
     pub max_sessions_per_host: u32,
+    /// `port_blocks_per_host`: a lower limit takes no block away; a host above it gets no
+    /// new one until it is below.
+    pub port_blocks_per_host: u16,
 }
 
 /// Compares a translator's old and new `Live` parts and adds the changed keys to `change`
@@ -107,6 +110,9 @@ fn diff_live(table: &str, old: Live, new: Live, change: &mut Change) -> Result<(
     if old.max_sessions_per_host != new.max_sessions_per_host {
         change.keys.push("limits.max_sessions_per_host".to_string());
     }
+    if old.port_blocks_per_host != new.port_blocks_per_host {
+        change.keys.push(t("port_blocks_per_host"));
+    }
     Ok(())
 }
 
@@ -135,6 +141,7 @@ macro_rules! stateful_live {
                 filtering: self.filtering,
                 inbound_refresh: self.inbound_refresh,
                 max_sessions_per_host: self.limits.max_sessions_per_host,
+                port_blocks_per_host: self.limits.port_blocks_per_host,
             }
         }
         fn set_live(&mut self, l: Live) {
@@ -142,6 +149,7 @@ macro_rules! stateful_live {
             self.filtering = l.filtering;
             self.inbound_refresh = l.inbound_refresh;
             self.limits.max_sessions_per_host = l.max_sessions_per_host;
+            self.limits.port_blocks_per_host = l.port_blocks_per_host;
         }
     };
 }
@@ -348,7 +356,8 @@ fn first_diff44(a: &crate::Nat44Config, b: &crate::Nat44Config) -> String {
     } else if a.ports_per_host != b.ports_per_host {
         "ports_per_host"
     } else {
-        return "limits (only max_sessions_per_host changes live)".to_string();
+        return "limits (only max_sessions_per_host and port_blocks_per_host change live)"
+            .to_string();
     };
     format!("nat44.{k}")
 }
@@ -368,7 +377,8 @@ fn first_diff64(a: &crate::Nat64Config, b: &crate::Nat64Config) -> String {
     } else if a.limits.port_block_hold != b.limits.port_block_hold {
         "port_block_hold"
     } else {
-        return "limits (only max_sessions_per_host changes live)".to_string();
+        return "limits (only max_sessions_per_host and port_blocks_per_host change live)"
+            .to_string();
     };
     format!("nat64.{k}")
 }

@@ -446,6 +446,37 @@ fn an_unreachable_collector_is_counted_and_translation_goes_on() {
     );
 }
 
+/// The default NAPT configuration with the port-block keys `blocks` and IPFIX logging of
+/// port-block events to the collector address.
+fn port_block_config(t: &Topo, blocks: &str) -> String {
+    let cfg = t
+        .default_config()
+        .replace("mode = \"napt\"\n", &format!("mode = \"napt\"\n{blocks}"));
+    assert!(cfg.contains(blocks), "{cfg}");
+    format!("{cfg}\n[logging]\nipfix = [\"{OUT_ADDR}:{IPFIX_PORT}\"]\nevents = \"port-blocks\"\n")
+}
+
+/// A UDP echo server outside, and one echoed datagram from each inside port of `srcs`:
+/// the outside port each flow was seen from.
+fn echo_flows(t: &mut Topo, srcs: impl IntoIterator<Item = u16>) -> Vec<u16> {
+    let (out, inn) = (t.ns_out.clone(), t.ns_in.clone());
+    t.udp_echo(&out, OUT_ADDR, 7000);
+    let mut seen = Vec::new();
+    for src in srcs {
+        let r = t.sh(
+            &inn,
+            20,
+            &format!(
+                "echo pba-{src} | socat -T 5 -t 3 - UDP4:{OUT_ADDR}:7000,bind={IN_ADDR}:{src}"
+            ),
+        );
+        let (peer, peer_port) = echo_peer(&r);
+        assert_eq!(peer, POOL_ADDR);
+        seen.push(peer_port);
+    }
+    seen
+}
+
 /// Port-block allocation (`port_block_size`, RFC 7422) logged per block (`events =
 /// "port-blocks"`): a UDP flow gives its host a block (natEvent 16) holding the port the
 /// echo server saw, clearing the sessions frees it (natEvent 17), and no per-session or
@@ -456,7 +487,6 @@ fn port_blocks_are_logged_once_a_block() {
     require_ipfix_tools();
     let mut t = Topo::new(Opts::default());
     let out = t.ns_out.clone();
-    let inn = t.ns_in.clone();
     let dev = t.out_dev.clone();
     let (cap, pcap) = capture(&mut t, &out, &dev);
     let flows = t.dir.join("nfcapd");
@@ -469,29 +499,9 @@ fn port_blocks_are_logged_once_a_block() {
         &["nfcapd", "-w", &flows_s, "-b", OUT_ADDR, "-p", &port],
     );
     t.wait_listening_on(&out, "udp", OUT_ADDR, IPFIX_PORT, Some(col));
-    let cfg = t.default_config().replace(
-        "mode = \"napt\"\n",
-        "mode = \"napt\"\nport_block_size = 64\n",
-    );
-    assert!(cfg.contains("port_block_size = 64"), "{cfg}");
-    let cfg = format!(
-        "{cfg}\n[logging]\nipfix = [\"{OUT_ADDR}:{IPFIX_PORT}\"]\nevents = \"port-blocks\"\n"
-    );
-    t.start_xlat(&cfg);
-
-    t.udp_echo(&out, OUT_ADDR, 7000);
-    let mut seen = Vec::new();
+    t.start_xlat(&port_block_config(&t, "port_block_size = 64\n"));
     // Two flows from one host: one block holds both.
-    for src in [555, 556] {
-        let r = t.sh(
-            &inn,
-            20,
-            &format!("echo pba-hi | socat -T 5 -t 3 - UDP4:{OUT_ADDR}:7000,bind={IN_ADDR}:{src}"),
-        );
-        let (peer, peer_port) = echo_peer(&r);
-        assert_eq!(peer, POOL_ADDR);
-        seen.push(peer_port);
-    }
+    let seen = echo_flows(&mut t, [555, 556]);
     t.xlat_cmd(&["clear", "sessions", "--all"]).check();
 
     let st = wait_sent(&mut t, &out, cap, &pcap, 2);
@@ -543,4 +553,48 @@ fn port_blocks_are_logged_once_a_block() {
     let mut ids: Vec<String> = stored.iter().map(|r| field(r, "nat_event_id")).collect();
     ids.sort();
     assert_eq!(ids, ["16", "17"], "{}", r.stdout);
+}
+
+/// A host at its port-block limit (`port_blocks_per_host = 1`, blocks of 8): eight UDP flows
+/// fill its one block, the ninth gets no mapping -- dropped and counted (`port_quota`) and
+/// logged as an RFC 8158 quota-exceeded record (natEvent 13, "maximum entries per user",
+/// maxEntriesPerUser 8) that tshark decodes.
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn a_host_at_its_port_block_limit_is_refused_and_logged() {
+    require_ipfix_tools();
+    let mut t = Topo::new(Opts::default());
+    let out = t.ns_out.clone();
+    let inn = t.ns_in.clone();
+    let dev = t.out_dev.clone();
+    let (cap, pcap) = capture(&mut t, &out, &dev);
+    let blocks = "port_block_size = 8\nport_blocks_per_host = 1\n";
+    t.start_xlat(&port_block_config(&t, blocks));
+    let seen = echo_flows(&mut t, 555..563);
+    let block: std::collections::BTreeSet<u16> = seen.iter().map(|p| p / 8).collect();
+    assert_eq!(block.len(), 1, "eight flows in one block of 8: {seen:?}");
+    // The ninth flow: no port left for this host.
+    let r = t.sh(
+        &inn,
+        20,
+        &format!("echo pba-over | socat -T 2 -t 2 - UDP4:{OUT_ADDR}:7000,bind={IN_ADDR}:563"),
+    );
+    assert!(
+        !r.stdout.contains("pba-over"),
+        "the ninth flow got through: {}",
+        r.stdout
+    );
+    let st = t.stats();
+    assert!(
+        counter(&st, "drops", "port_quota") >= 1,
+        "port_quota counted: {st}"
+    );
+
+    // One block given (16), then the refusal (13), before the sessions end.
+    let st = wait_sent(&mut t, &out, cap, &pcap, 2);
+    let records = decode(&t, &out, &pcap, "1", &st);
+    let rec = record(&records, "13", |_| true);
+    assert_eq!(field(rec, "cflow.srcaddr"), IN_ADDR, "{rec}");
+    assert_eq!(field(rec, "cflow.nat_quota_exceeded_event"), "3", "{rec}");
+    assert_eq!(field(rec, "cflow.max_entries_per_user"), "8", "{rec}");
 }

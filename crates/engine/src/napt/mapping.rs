@@ -151,7 +151,8 @@ impl<A: InsideAddr> Napt<A> {
                             port: 0,
                         };
                         // RFC 8158 natEvent: ports exhausted, or quota exceeded when the
-                        // host's deterministic range (RFC 7422) is full.
+                        // host's deterministic range (RFC 7422) or its allowed port blocks
+                        // are full.
                         let kind = match e {
                             DropReason::PortQuota => EventKind::QuotaExceeded,
                             _ => EventKind::PortsExhausted,

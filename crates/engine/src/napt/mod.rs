@@ -223,6 +223,7 @@ impl<A: InsideAddr> Napt<A> {
         self.cfg.filtering = l.filtering;
         self.cfg.inbound_refresh = l.inbound_refresh;
         self.cfg.limits.max_sessions_per_host = l.max_sessions_per_host;
+        self.cfg.limits.port_blocks_per_host = l.port_blocks_per_host;
     }
 
     pub fn new(cfg: NaptConfig, pool_prefixes: &[Prefix4], seed: u64) -> Self {

@@ -211,14 +211,16 @@ impl<A: InsideAddr> Napt<A> {
             let (port, fresh) = take_in_blocks(
                 ports,
                 blocks,
-                (lo, hi),
-                size,
-                owner,
-                int.port,
-                pick,
-                (now, hold),
-            )
-            .ok_or(DropReason::PoolExhausted)?;
+                BlockAsk {
+                    range: (lo, hi),
+                    size,
+                    owner,
+                    want: int.port,
+                    pick,
+                    held: (now, hold),
+                    most: self.cfg.limits.port_blocks_per_host,
+                },
+            )?;
             new_block = fresh;
             port
         } else {
@@ -366,47 +368,81 @@ fn det_slice<A: InsideAddr>(
 /// keeps the host on one address). Returns the port and the new block's ports if one was
 /// taken; `None` when every block is full, owned or held.
 #[allow(clippy::too_many_arguments)]
+/// What [`take_in_blocks`] is asked for.
+struct BlockAsk {
+    /// The protocol's port (identifier) range.
+    range: (u16, u16),
+    /// Ports a block.
+    size: u16,
+    /// The host's number + 1.
+    owner: u32,
+    /// The port the host used (kept if free in one of its blocks).
+    want: u16,
+    /// Where the search for a new block starts.
+    pick: usize,
+    /// Now, and how long a freed block waits.
+    held: (Time, u32),
+    /// The most blocks the host may hold (0: no limit).
+    most: u16,
+}
+
+/// A port for host `ask.owner` from its blocks, or from a new block. Errors:
+/// `port_quota` when its blocks are full and it holds `ask.most` already, `pool_exhausted`
+/// when no block is free.
 fn take_in_blocks(
     ports: &mut PortMap,
     blocks: &mut Blocks,
-    range: (u16, u16),
-    size: u16,
-    owner: u32,
-    want: u16,
-    pick: usize,
-    held: (Time, u32),
-) -> Option<(u16, NewBlock)> {
-    let (lo, hi) = range;
+    ask: BlockAsk,
+) -> Result<(u16, NewBlock), DropReason> {
+    let BlockAsk {
+        range: (lo, hi),
+        size,
+        owner,
+        want,
+        pick,
+        held,
+        most,
+    } = ask;
     let n = (usize::from(hi - lo) + 1).div_ceil(usize::from(size));
     blocks.size_for(n);
     // The host's blocks first.
+    let mut holds = 0usize;
     for b in 0..n {
         if blocks.owner.get(b) != Some(&owner) {
             continue;
         }
+        holds += 1;
         let (first, last) = block_ports(lo, hi, size, b);
         if let Some(port) = ports.take(want, first, last, first) {
             if let Some(u) = blocks.used.get_mut(b) {
                 *u += 1;
             }
-            return Some((port, None));
+            return Ok((port, None));
         }
+    }
+    if most > 0 && holds >= usize::from(most) {
+        return Err(DropReason::PortQuota);
     }
     // A new block: the first free one from `pick` whose hold has passed, wrapping. A block
     // never freed has `freed_at` 0 and is free at once.
     let (now, hold) = held;
-    let b = (0..n).map(|i| (pick + i) % n).find(|&b| {
-        blocks.owner.get(b) == Some(&0)
-            && blocks
-                .freed_at
-                .get(b)
-                .is_some_and(|&t| t == Time(0) || t.plus_secs(u64::from(hold)) <= now)
-    })?;
+    let b = (0..n)
+        .map(|i| (pick + i) % n)
+        .find(|&b| {
+            blocks.owner.get(b) == Some(&0)
+                && blocks
+                    .freed_at
+                    .get(b)
+                    .is_some_and(|&t| t == Time(0) || t.plus_secs(u64::from(hold)) <= now)
+        })
+        .ok_or(DropReason::PoolExhausted)?;
     let (first, last) = block_ports(lo, hi, size, b);
-    let port = ports.take(want, first, last, first)?;
+    let port = ports
+        .take(want, first, last, first)
+        .ok_or(DropReason::PoolExhausted)?;
     if let (Some(o), Some(u)) = (blocks.owner.get_mut(b), blocks.used.get_mut(b)) {
         *o = owner;
         *u = 1;
     }
-    Some((port, Some((first, last))))
+    Ok((port, Some((first, last))))
 }

@@ -336,3 +336,74 @@ fn a_freed_block_waits_its_hold_before_another_host_takes_it() {
         assert!((1024..=1087).contains(&e.port));
     }
 }
+
+#[test]
+fn a_host_holds_at_most_port_blocks_per_host_blocks() {
+    // Blocks of 8 ports, at most 2 a host: its 16 first mappings fit, the 17th is refused
+    // with `port_quota` and a quota-exceeded event, while another host still gets a block;
+    // raised live to 3, the host gets a third block.
+    let mut n: Napt<u32> = Napt::new(
+        NaptConfig {
+            mode: Nat44Mode::Napt,
+            filtering: Filtering::EndpointIndependent,
+            ports: (1024, 1279),
+            timeouts: Timeouts::default(),
+            limits: Limits {
+                port_block_size: 8,
+                port_blocks_per_host: 2,
+                ..Limits::default()
+            },
+            inbound_refresh: true,
+            det: None,
+        },
+        &["198.19.0.7/32".parse().unwrap()],
+        1,
+    );
+    n.set_events(64);
+    let mut c = Counters::default();
+    let t = Time::from_secs(1);
+    let flow = |addr: u32, port: u16| Endpoint { addr, port };
+    let mut ports = std::collections::BTreeSet::new();
+    for i in 0..16 {
+        let e = n.outbound(
+            t,
+            Proto::Udp,
+            flow(0xc612_0001, 5000 + i),
+            REMOTE,
+            0,
+            &mut c,
+        );
+        ports.insert(e.unwrap().port / 8);
+    }
+    assert_eq!(ports.len(), 2, "16 mappings in two blocks of 8");
+    let over = n.outbound(t, Proto::Udp, flow(0xc612_0001, 6000), REMOTE, 0, &mut c);
+    assert_eq!(over.err(), Some(crate::DropReason::PortQuota));
+    let mut ev = Vec::new();
+    n.drain_events(&mut ev);
+    let quota = ev
+        .iter()
+        .filter(|e| e.kind == crate::events::EventKind::QuotaExceeded);
+    assert_eq!(quota.count(), 1, "one quota-exceeded event");
+    assert!(
+        n.outbound(t, Proto::Udp, flow(0xc612_0002, 5000), REMOTE, 0, &mut c)
+            .is_ok(),
+        "another host is not limited by the first"
+    );
+    let mut live = n_live(&n);
+    live.port_blocks_per_host = 3;
+    n.set_live(live);
+    assert!(n
+        .outbound(t, Proto::Udp, flow(0xc612_0001, 6000), REMOTE, 0, &mut c)
+        .is_ok());
+}
+
+/// The live part of `n`'s configuration, as a reload reads it.
+fn n_live<A: InsideAddr>(n: &Napt<A>) -> crate::reconfigure::Live {
+    crate::reconfigure::Live {
+        timeouts: n.cfg.timeouts,
+        filtering: n.cfg.filtering,
+        inbound_refresh: n.cfg.inbound_refresh,
+        max_sessions_per_host: n.cfg.limits.max_sessions_per_host,
+        port_blocks_per_host: n.cfg.limits.port_blocks_per_host,
+    }
+}
