@@ -692,39 +692,15 @@ fn deterministic_ports_come_from_the_hosts_range_and_lookup_names_it() {
     assert!(said.contains(&format!("is {IN_ADDR} ")), "{said}");
 }
 
-/// Runs `xlat trace ARGS` in GW in the background and, until it exits (at most ~15 s),
-/// `send()` every 300 ms: the trace is armed some time after it starts, so traffic goes on
-/// until it has caught what it waits for. Returns its stdout.
-fn trace_while(t: &mut Topo, args: &[&str], mut send: impl FnMut(&Topo)) -> String {
-    let (gw, sock) = (t.ns_gw.clone(), t.socket.display().to_string());
-    let mut argv = vec![xlat_bin(), "trace", "--socket", &sock, "--timeout", "12"];
-    argv.extend_from_slice(args);
-    let p = t.spawn(&gw, "trace", &argv);
-    for _ in 0..50 {
-        if t.proc(p).try_status().is_some() {
-            break;
-        }
-        send(t);
-        std::thread::sleep(Duration::from_millis(300));
-    }
-    let st = t.proc(p).wait_exit(Duration::from_secs(15));
-    let (out, err) = (t.proc(p).stdout_text(), t.proc(p).stderr_text());
-    assert!(
-        st.is_some_and(|s| s.success()),
-        "xlat trace failed ({st:?}):\n{out}\n{err}"
-    );
-    out
-}
-
 #[test]
 #[ignore = "needs root: scripts/test.sh"]
 fn trace_shows_an_unsolicited_drop_and_a_translated_ping() {
     let mut t = setup(Opts::default());
-    let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
+    let (inn, out, gw) = (t.ns_in.clone(), t.ns_out.clone(), t.ns_gw.clone());
 
     // An unsolicited datagram to a pool port nobody mapped: dropped, and the trace says why.
-    let text = trace_while(
-        &mut t,
+    let text = t.trace_while(
+        &gw,
         &["--count", "1", "--outside", OUT_ADDR, "--proto", "udp"],
         |t| {
             t.ns(
@@ -761,8 +737,8 @@ fn trace_shows_an_unsolicited_drop_and_a_translated_ping() {
     assert!(text.contains("1 packet traced\n"), "{text}");
 
     // An outbound ping and its reply: translated, with the addresses before and after.
-    let json = trace_while(
-        &mut t,
+    let json = t.trace_while(
+        &gw,
         &[
             "--count", "2", "--inside", IN_ADDR, "--proto", "icmp", "--json",
         ],

@@ -987,3 +987,62 @@ fn nat64_static_bib_lets_ipv4_hosts_reach_an_ipv6_server() {
         r.stdout
     );
 }
+
+/// `xlat trace` on the NAT64: a ping from the IPv6 client traced by its IPv6 address -- the
+/// request leaves translated to IPv4 from the pool4 address, and the reply comes back to the
+/// client's IPv6 address from the server's pref64 form (RFC 6146 3.5.3, RFC 6052).
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn nat64_trace_shows_a_ping_translated_both_ways() {
+    let mut lab = nat64_lab(false);
+    let (cli, gw) = (lab.cli.clone(), lab.gw.clone());
+    let json = lab.trace_while(
+        &gw,
+        &["--count", "2", "--inside", CLI, "--proto", "icmp", "--json"],
+        |l| {
+            let _ = l.ns(&cli, 5, &["ping", "-6", "-c", "1", "-W", "1", SRV_V6]);
+        },
+    );
+    eprintln!("{json}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("trace JSON");
+    let recs = v.as_array().expect("a list of records");
+    assert_eq!(recs.len(), 2, "{json}");
+    let addr =
+        |r: &serde_json::Value, side: &str, f: &str| r[side][f].as_str().unwrap_or("").to_string();
+    let req = recs
+        .iter()
+        .find(|r| r["direction"] == "outbound")
+        .unwrap_or_else(|| panic!("no outbound record:\n{json}"));
+    assert_eq!(req["translator"], "nat64", "{json}");
+    assert_eq!(req["verdict"], "forwarded", "{json}");
+    assert_eq!(
+        (addr(req, "before", "src"), addr(req, "before", "dst")),
+        (CLI.to_string(), SRV_V6.to_string()),
+        "{json}"
+    );
+    assert_eq!(
+        (addr(req, "after", "src"), addr(req, "after", "dst")),
+        (POOL4.to_string(), SRV.to_string()),
+        "{json}"
+    );
+    // The other record: the next request, or the reply on its way back.
+    let other = recs
+        .iter()
+        .find(|r| !std::ptr::eq(*r, req))
+        .expect("two records");
+    assert_eq!(other["translator"], "nat64", "{json}");
+    assert_eq!(other["verdict"], "forwarded", "{json}");
+    if other["direction"] == "inbound" {
+        assert_eq!(other["lookup"], "found", "{json}");
+        assert_eq!(
+            (addr(other, "before", "src"), addr(other, "before", "dst")),
+            (SRV.to_string(), POOL4.to_string()),
+            "{json}"
+        );
+        assert_eq!(
+            (addr(other, "after", "src"), addr(other, "after", "dst")),
+            (SRV_V6.to_string(), CLI.to_string()),
+            "{json}"
+        );
+    }
+}

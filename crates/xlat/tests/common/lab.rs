@@ -242,6 +242,30 @@ impl Lab {
         &mut self.procs[p.0]
     }
 
+    /// Runs `xlat trace ARGS` (12 s timeout) against the lab's control socket in `gw` while
+    /// `send` makes traffic -- every 300 ms, 50 times at most, until the trace ends -- and
+    /// returns what the trace printed; fails the test if the trace failed.
+    pub fn trace_while(&mut self, gw: &str, args: &[&str], mut send: impl FnMut(&Lab)) -> String {
+        let sock = self.socket.display().to_string();
+        let mut argv = vec![xlat_bin(), "trace", "--socket", &sock, "--timeout", "12"];
+        argv.extend_from_slice(args);
+        let p = self.spawn(gw, "trace", &argv);
+        for _ in 0..50 {
+            if self.proc(p).try_status().is_some() {
+                break;
+            }
+            send(self);
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let st = self.proc(p).wait_exit(Duration::from_secs(15));
+        let (out, err) = (self.proc(p).stdout_text(), self.proc(p).stderr_text());
+        assert!(
+            st.is_some_and(|s| s.success()),
+            "xlat trace failed ({st:?}):\n{out}\n{err}"
+        );
+        out
+    }
+
     /// Stops a process: SIGTERM, up to 2 s grace, then SIGKILL.
     pub fn stop(&mut self, p: ProcId) -> Option<ExitStatus> {
         self.procs[p.0].stop_with(libc::SIGTERM, Duration::from_secs(2))
