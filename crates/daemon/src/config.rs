@@ -2356,8 +2356,19 @@ rfc6791v6 = "2001:db8:6791::/96"
             .unwrap()
             .role;
         assert_eq!(role, StartRole::Active);
+        assert!(s.min_age.is_zero(), "every session synced by default");
+        let aged = ok(&format!("{NAT}{SYNC}{key}min_session_age = 2\n"))
+            .sync
+            .unwrap()
+            .min_age;
+        assert_eq!(aged, std::time::Duration::from_secs(2));
         for (extra, key_named, says) in [
             ("", "sync.key", "missing"),
+            (
+                &format!("{key}min_session_age = 61\n") as &str,
+                "sync.min_session_age",
+                "0 (sync every session) to 60",
+            ),
             ("key = \"short\"\n", "sync.key", "16 or more"),
             (
                 &format!("{key}role = \"master\"\n") as &str,

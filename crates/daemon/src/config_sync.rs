@@ -8,6 +8,7 @@
 //! role = "auto"                  # "active", "standby", or "auto": standby until keepalived
 //!                                # (notify hook: xlat sync role active) says otherwise
 //! key = "a long shared secret"   # HMAC-SHA256 key, the same on both (or key_file = PATH)
+//! min_session_age = 0            # seconds a session lives before it is synced (0: all)
 //! ```
 
 use std::net::SocketAddr;
@@ -22,6 +23,9 @@ use super::{ConfigFileError, Ctx};
 /// output length for full strength; a passphrase should be longer).
 const MIN_KEY: usize = 16;
 
+/// Longest `min_session_age`: a minute (the held sessions wait in memory on the active).
+const MAX_MIN_AGE: i64 = 60;
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSync {
@@ -30,6 +34,7 @@ pub(super) struct RawSync {
     role: Option<String>,
     key: Option<String>,
     key_file: Option<String>,
+    min_session_age: Option<i64>,
 }
 
 impl RawSync {
@@ -117,11 +122,22 @@ impl RawSync {
                 format!("the key has {} bytes; expected {MIN_KEY} or more (a long random string, the same on both gateways)", key.len()),
             ));
         }
+        let min_age = match self.min_session_age {
+            None => 0,
+            Some(s) if (0..=MAX_MIN_AGE).contains(&s) => s.unsigned_abs(),
+            Some(s) => {
+                return Err(cx.invalid(
+                    "sync.min_session_age",
+                    format!("{s} seconds is out of range; expected 0 (sync every session) to {MAX_MIN_AGE}, like 2"),
+                ))
+            }
+        };
         Ok(SyncConfig {
             listen,
             peer,
             role,
             key,
+            min_age: std::time::Duration::from_secs(min_age),
         })
     }
 }

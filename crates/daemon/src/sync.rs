@@ -21,7 +21,7 @@
 //! BULK_END one (the standby is in sync). Both send HELLO every [`HELLO_EVERY`]; a peer
 //! that is also active is split brain, counted and logged.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
@@ -54,6 +54,8 @@ const PEER_GONE: Duration = Duration::from_secs(3);
 const RESYNC_QUIET: Duration = Duration::from_secs(2);
 /// Event batches waiting for the sync thread (as the log's queue, crate::eventlog).
 pub const QUEUE_BATCHES: usize = 4096;
+/// Young sessions (`min_session_age`) held at most; past it the oldest is sent early.
+const MAX_YOUNG: usize = 1 << 20;
 
 /// `[sync] role`: what the gateway is when it starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,6 +75,9 @@ pub struct SyncConfig {
     pub role: StartRole,
     /// The shared HMAC key (never logged or shown).
     pub key: Vec<u8>,
+    /// `min_session_age`: a session is synced once it has lived this long (zero: at once);
+    /// one that ends sooner is never sent ([`Syncer`]'s young sessions).
+    pub min_age: Duration,
 }
 
 impl std::fmt::Debug for SyncConfig {
@@ -144,6 +149,7 @@ sync_counters! {
     gaps: "Sequence gaps the standby could not fill (more than 4,096 datagrams ahead, or the peer started over): it asked for a full resync.",
     split_brain: "HELLOs from a peer that is active while this gateway is active too: both forward, with separate tables. keepalived's state or the network between them is at fault.",
     standby_dropped: "Packets a standby received and dropped: a standby forwards nothing (its table is the active's copy). keepalived should route nothing here until it makes this gateway active.",
+    short_sessions_not_synced: "Sessions that ended within [sync] min_session_age of their start, so neither their start nor their end was sent: a failover loses such sessions, as configured (0 syncs every session).",
 }
 
 /// What `xlat show sync` prints.
@@ -273,6 +279,10 @@ pub fn start(
         last_split_warn: None,
         warned_workers: false,
         was_active: cfg.role == StartRole::Active,
+        young: VecDeque::new(),
+        young_live: HashMap::new(),
+        young_next: 0,
+        min_age: cfg.min_age,
     };
     Ok((shared, syncer))
 }
@@ -335,6 +345,28 @@ pub struct Syncer {
     /// The peer's worker count differs (said once).
     warned_workers: bool,
     was_active: bool,
+    /// Sessions made less than `min_age` ago, not sent yet: when each came, its number, its
+    /// event. One that ends while here is never sent (nor its end).
+    young: VecDeque<(Instant, u64, StateEvent)>,
+    /// The young sessions still alive, by what names a session on the wire, with their
+    /// number (an entry of `young` whose number is not here has ended).
+    young_live: HashMap<YoungKey, u64>,
+    young_next: u64,
+    min_age: Duration,
+}
+
+/// What names a session on the wire ([`wire::put_record`]): protocol, inside and remote
+/// endpoints.
+type YoungKey = (u8, std::net::IpAddr, u16, std::net::Ipv4Addr, u16);
+
+fn young_key(ev: &StateEvent) -> YoungKey {
+    (
+        ev.proto as u8,
+        ev.inside,
+        ev.inside_port,
+        ev.remote,
+        ev.remote_port,
+    )
 }
 
 impl Syncer {
@@ -355,6 +387,7 @@ impl Syncer {
                     Err(_) => break,
                 }
             }
+            self.release_young(false);
             self.flush();
             // The peer's datagrams (the socket waits up to 5 ms for the first).
             let mut got = false;
@@ -386,9 +419,11 @@ impl Syncer {
     /// worker's ends the full resync (BULK_END).
     fn outgoing(&mut self, m: Outgoing, active: bool) {
         match m {
-            Outgoing::Events(evs) if active => self.queue_events(&evs),
+            Outgoing::Events(evs) if active => self.hold_young(&evs),
             Outgoing::Events(_) => {}
             Outgoing::Snapshot(evs) => {
+                // The snapshot names the young sessions too: their ends must follow it.
+                self.release_young(true);
                 self.queue_events(&evs);
                 if let Some(left) = self.bulk.as_mut() {
                     *left = left.saturating_sub(1);
@@ -414,11 +449,64 @@ impl Syncer {
             self.ahead.clear();
         } else {
             // The workers dropped their sessions; ask the (new) active for its table.
+            self.young.clear();
+            self.young_live.clear();
             self.in_sync = false;
             self.unacked.clear();
             self.bulk = None;
         }
         self.hello();
+    }
+
+    /// An active's events of one batch: with `min_session_age`, a new session waits in
+    /// `young` and one that ends while it waits is never sent; the rest goes out now.
+    fn hold_young(&mut self, evs: &[StateEvent]) {
+        if self.min_age.is_zero() {
+            self.queue_events(evs);
+            return;
+        }
+        let now = Instant::now();
+        for ev in evs {
+            match ev.kind {
+                xlat_engine::events::EventKind::SessionCreated => {
+                    self.young_next += 1;
+                    self.young_live.insert(young_key(ev), self.young_next);
+                    self.young.push_back((now, self.young_next, *ev));
+                    if self.young.len() > MAX_YOUNG {
+                        self.send_oldest_young();
+                    }
+                }
+                xlat_engine::events::EventKind::SessionDeleted(_)
+                    if self.young_live.remove(&young_key(ev)).is_some() =>
+                {
+                    self.sh
+                        .count(&self.sh.counters.short_sessions_not_synced, 1);
+                }
+                _ => self.queue_events(std::slice::from_ref(ev)),
+            }
+        }
+    }
+
+    /// Sends the young sessions that have lived `min_age` (`all`: every one, as a snapshot
+    /// goes out).
+    fn release_young(&mut self, all: bool) {
+        while let Some(&(at, _, _)) = self.young.front() {
+            if !all && at.elapsed() < self.min_age {
+                break;
+            }
+            self.send_oldest_young();
+        }
+    }
+
+    fn send_oldest_young(&mut self) {
+        let Some((_, n, ev)) = self.young.pop_front() else {
+            return;
+        };
+        let key = young_key(&ev);
+        if self.young_live.get(&key) == Some(&n) {
+            self.young_live.remove(&key);
+            self.queue_events(&[ev]);
+        }
     }
 
     /// Packs `evs` into datagrams, sending each full one.
@@ -768,6 +856,14 @@ mod tests {
     /// A sync side on a loopback socket with one worker whose control channel the test
     /// reads.
     fn side(active: bool) -> (Arc<SyncShared>, Syncer, mpsc::Receiver<ControlMsg>) {
+        side_aged(active, Duration::ZERO)
+    }
+
+    /// [`side`] with `[sync] min_session_age`.
+    fn side_aged(
+        active: bool,
+        min_age: Duration,
+    ) -> (Arc<SyncShared>, Syncer, mpsc::Receiver<ControlMsg>) {
         let (tx, rx) = mpsc::channel();
         let waker = Arc::new(xlat_io::sys::Waker::new().unwrap());
         let cfg = SyncConfig {
@@ -779,6 +875,7 @@ mod tests {
                 StartRole::Standby
             },
             key: b"0123456789abcdef".to_vec(),
+            min_age,
         };
         let (sh, sy) = start(&cfg, vec![WorkerLink { tx, waker }]).unwrap();
         (sh, sy, rx)
@@ -965,6 +1062,38 @@ mod tests {
         sy.receive(&forged, sy.peer, &mut per, None);
         assert_eq!(sh.counters.snapshot().auth_failures, 2);
         assert_eq!(sy.unacked.len(), n - 2);
+    }
+
+    /// `min_session_age`: a session that ends young is never sent, nor its end; one that
+    /// lives long enough is sent then, and its end after it; a snapshot sends the young at
+    /// once (their ends must follow it).
+    #[test]
+    fn sessions_younger_than_min_age_are_not_synced() {
+        let age = Duration::from_millis(200);
+        let (sh, mut sy, _rx) = side_aged(true, age);
+        let ended = |port| StateEvent {
+            kind: EventKind::SessionDeleted(xlat_engine::events::EndReason::Expired),
+            ..created(port)
+        };
+        let sent = |sh: &SyncShared| sh.counters.snapshot().events_sent;
+        // 1000 ends young; 1001 lives on.
+        sy.outgoing(Outgoing::Events(vec![created(1000), created(1001)]), true);
+        sy.outgoing(Outgoing::Events(vec![ended(1000)]), true);
+        sy.release_young(false);
+        assert_eq!(sent(&sh), 0, "nothing sent before the minimum age");
+        assert_eq!(sh.counters.snapshot().short_sessions_not_synced, 1);
+        std::thread::sleep(age + Duration::from_millis(20));
+        sy.release_young(false);
+        assert_eq!(sent(&sh), 1, "the session that lived on is sent");
+        sy.outgoing(Outgoing::Events(vec![ended(1001)]), true);
+        assert_eq!(sent(&sh), 2, "and its end at once");
+        // A young session when a full resync's snapshot passes: sent before the snapshot.
+        sy.outgoing(Outgoing::Events(vec![created(1002)]), true);
+        sy.outgoing(Outgoing::Snapshot(vec![created(1002)]), true);
+        assert_eq!(sent(&sh), 4, "the young one, then the snapshot's");
+        sy.outgoing(Outgoing::Events(vec![ended(1002)]), true);
+        assert_eq!(sent(&sh), 5, "its end follows");
+        assert_eq!(sh.counters.snapshot().short_sessions_not_synced, 1);
     }
 
     #[test]
