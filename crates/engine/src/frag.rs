@@ -19,7 +19,7 @@
 use std::collections::VecDeque;
 
 use hashbrown::HashMap;
-use xlat_wire::field::{set_u16, u16_at};
+use xlat_wire::field::chunk_mut;
 use xlat_wire::Delta;
 
 use crate::{DropReason, Time};
@@ -96,8 +96,8 @@ impl Pending {
         } else {
             Delta::ZERO.remove_sum(total)
         };
-        if let Some(c) = u16_at(&self.data, self.cksum_at) {
-            set_u16(&mut self.data, self.cksum_at, d.apply(c));
+        if let Some(ck) = chunk_mut::<2>(&mut self.data, self.cksum_at) {
+            *ck = d.apply(u16::from_be_bytes(*ck)).to_be_bytes();
         }
         self.data
     }
@@ -332,6 +332,7 @@ impl FragTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use xlat_wire::field::{set_u16, u16_at};
 
     const K: FragId = FragId::V6 {
         src: 1,
@@ -341,7 +342,7 @@ mod tests {
 
     fn pending(c: u16) -> Pending {
         let mut data = vec![0u8; 8];
-        set_u16(&mut data, 2, c);
+        assert!(set_u16(&mut data, 2, c));
         Pending {
             data,
             cksum_at: 2,

@@ -8,12 +8,13 @@
 //! `xlat_wire::ipv4::write_header` / `ipv6::write_header` instead: they carry fragment
 //! fields, options and ICMP errors that a plain packet never has.
 
-use xlat_wire::field::{set_u16, u16_at};
+use xlat_wire::field::{chunk_mut, set_u16, u16_at};
 use xlat_wire::ipv4::proto as ipproto;
 use xlat_wire::ipv6::addr4_sum;
 use xlat_wire::l4::{tcp, udp};
 use xlat_wire::{Delta, PacketBuf};
 
+use crate::counters::{wrote, DropReason};
 use crate::flow::Proto;
 use crate::ipv4_id::Ipv4Ids;
 
@@ -164,27 +165,24 @@ pub(crate) fn lane_6to4(
     key: &Tuple6,
     new: &Tuple4,
     ids: &mut Ipv4Ids,
-) {
+) -> Result<(), DropReason> {
     use xlat_wire::ipv6::HEADER;
     const SHRINK: usize = HEADER - xlat_wire::ipv4::MIN_HEADER;
     let delta = delta64(key, new).folded();
     buf.truncate(HEADER + plen);
     let out = buf.data_mut();
-    set_u16(out, HEADER, new.sport);
-    set_u16(out, HEADER + 2, new.dport);
     let ck = HEADER + l4_csum_off(new.proto);
-    if let Some(v) = u16_at(out, ck) {
-        set_u16(out, ck, l4_csum(new.proto, v, delta));
-    }
-    if let Some(h) = out
-        .get_mut(SHRINK..HEADER)
-        .and_then(|h| <&mut [u8; 20]>::try_from(h).ok())
-    {
-        let total = xlat_wire::ipv4::MIN_HEADER + plen;
-        let id = ids.next(total, new.src, new.dst, new.proto);
-        write_ipv4_header(h, tos, total.min(0xffff) as u16, id, ttl, new);
-    }
-    buf.pull_front(SHRINK);
+    let old = u16_at(out, ck).ok_or(DropReason::Internal)?;
+    wrote(
+        set_u16(out, HEADER, new.sport)
+            & set_u16(out, HEADER + 2, new.dport)
+            & set_u16(out, ck, l4_csum(new.proto, old, delta)),
+    )?;
+    let h = chunk_mut::<20>(out, SHRINK).ok_or(DropReason::Internal)?;
+    let total = xlat_wire::ipv4::MIN_HEADER + plen;
+    let id = ids.next(total, new.src, new.dst, new.proto);
+    write_ipv4_header(h, tos, total.min(0xffff) as u16, id, ttl, new);
+    wrote(buf.pull_front(SHRINK))
 }
 
 /// [`lane_6to4`]'s twin: a plain IPv4 TCP/UDP packet in `buf` (20-byte header, `total`
@@ -199,23 +197,24 @@ pub(crate) fn lane_4to6(
     hop: u8,
     key: &Tuple4,
     new: &Tuple6,
-) {
+) -> Result<(), DropReason> {
     use xlat_wire::ipv6::HEADER;
     let delta = delta46(key, new).folded();
     let payload = total.saturating_sub(xlat_wire::ipv4::MIN_HEADER);
     buf.truncate(total);
-    if buf.push_front(HEADER - xlat_wire::ipv4::MIN_HEADER) {
-        let out = buf.data_mut();
-        if let Some(h) = out.first_chunk_mut::<HEADER>() {
-            write_ipv6_header(h, tos, payload.min(0xffff) as u16, hop, new);
-        }
-        set_u16(out, HEADER, new.sport);
-        set_u16(out, HEADER + 2, new.dport);
-        let ck = HEADER + l4_csum_off(new.proto);
-        if let Some(v) = u16_at(out, ck) {
-            set_u16(out, ck, l4_csum(new.proto, v, delta));
-        }
-    }
+    wrote(buf.push_front(HEADER - xlat_wire::ipv4::MIN_HEADER))?;
+    let out = buf.data_mut();
+    let h = out
+        .first_chunk_mut::<HEADER>()
+        .ok_or(DropReason::Internal)?;
+    write_ipv6_header(h, tos, payload.min(0xffff) as u16, hop, new);
+    let ck = HEADER + l4_csum_off(new.proto);
+    let old = u16_at(out, ck).ok_or(DropReason::Internal)?;
+    wrote(
+        set_u16(out, HEADER, new.sport)
+            & set_u16(out, HEADER + 2, new.dport)
+            & set_u16(out, ck, l4_csum(new.proto, old, delta)),
+    )
 }
 
 /// Writes the 40-byte IPv6 header an unfragmented IPv4 packet without options becomes (RFC

@@ -169,7 +169,9 @@ impl Delta {
 /// checksum is 0x0000, and stops at the first non-zero byte.
 pub fn fix_all_zero(msg: &mut [u8], ck_at: usize) {
     if crate::field::u16_at(msg, ck_at) == Some(0) && msg.iter().all(|&b| b == 0) {
-        crate::field::set_u16(msg, ck_at, 0xffff);
+        if let Some(ck) = crate::field::chunk_mut::<2>(msg, ck_at) {
+            *ck = [0xff, 0xff];
+        }
     }
 }
 

@@ -28,7 +28,7 @@ pub(crate) mod to6;
 
 use std::collections::VecDeque;
 
-use xlat_wire::field::{set_u16, u16_at};
+use xlat_wire::field::u16_at;
 use xlat_wire::ipv4::proto as ipproto;
 use xlat_wire::ipv6::{self, nh};
 use xlat_wire::PacketBuf;
@@ -115,42 +115,46 @@ pub(crate) fn resize_front(buf: &mut PacketBuf, old: usize, new: usize) -> Resul
 /// RFC 7915 4.1: splits the IPv6 packet in `buf`, which carries a Fragment header right
 /// after the fixed header, into fragments of at most `limit` bytes. The first stays in `buf`;
 /// the others are appended to `out`. Returns the number of fragments (0: nothing to split).
-pub(crate) fn split6(buf: &mut PacketBuf, limit: usize, out: &mut VecDeque<Vec<u8>>) -> u64 {
+pub(crate) fn split6(
+    buf: &mut PacketBuf,
+    limit: usize,
+    out: &mut VecDeque<Vec<u8>>,
+) -> Result<u64, DropReason> {
     const HDR: usize = ipv6::HEADER + ipv6::FRAGMENT_HEADER;
+    /// Offsets of the payload length and the fragment offset word in the headers.
+    const PLEN: usize = ipv6::off::PAYLOAD_LEN;
+    const FO: usize = ipv6::HEADER + 2;
     let chunk = (limit.saturating_sub(HDR) / 8) * 8;
     if chunk == 0 || buf.len() <= limit {
-        return 0;
+        return Ok(0);
     }
-    let data = buf.data();
-    let (Some(header), Some(payload), Some(fo)) = (
-        data.get(..HDR),
-        data.get(HDR..),
-        u16_at(data, ipv6::HEADER + 2),
-    ) else {
-        return 0;
+    let Some((header, payload)) = buf.data().split_first_chunk::<HDR>() else {
+        return Ok(0);
     };
+    let fo = u16::from_be_bytes([header[FO], header[FO + 1]]);
     let (base, more) = (fo >> 3, fo & 1 != 0);
     let mut n = 1;
     for (k, part) in payload.chunks(chunk).enumerate().skip(1) {
-        let mut p = Vec::with_capacity(HDR + part.len());
-        p.extend_from_slice(header);
-        p.extend_from_slice(part);
         let last = (k + 1) * chunk >= payload.len();
         let off = base.saturating_add((k * chunk / 8) as u16);
-        set_u16(&mut p, 4, (ipv6::FRAGMENT_HEADER + part.len()) as u16);
-        set_u16(
-            &mut p,
-            ipv6::HEADER + 2,
-            (off << 3) | u16::from(!last || more),
-        );
+        let mut h = *header;
+        h[PLEN..PLEN + 2]
+            .copy_from_slice(&((ipv6::FRAGMENT_HEADER + part.len()) as u16).to_be_bytes());
+        h[FO..FO + 2].copy_from_slice(&((off << 3) | u16::from(!last || more)).to_be_bytes());
+        let mut p = Vec::with_capacity(HDR + part.len());
+        p.extend_from_slice(&h);
+        p.extend_from_slice(part);
         out.push_back(p);
         n += 1;
     }
     buf.truncate(HDR + chunk);
-    let d = buf.data_mut();
-    set_u16(d, 4, (ipv6::FRAGMENT_HEADER + chunk) as u16);
-    set_u16(d, ipv6::HEADER + 2, (base << 3) | 1);
-    n
+    let h = buf
+        .data_mut()
+        .first_chunk_mut::<HDR>()
+        .ok_or(DropReason::Internal)?;
+    h[PLEN..PLEN + 2].copy_from_slice(&((ipv6::FRAGMENT_HEADER + chunk) as u16).to_be_bytes());
+    h[FO..FO + 2].copy_from_slice(&((base << 3) | 1).to_be_bytes());
+    Ok(n)
 }
 
 /// Sends an ICMPv4 error about the packet in `buf` in its place, if allowed; else drops.
@@ -603,7 +607,9 @@ impl Siit {
             sport,
             dport,
         };
-        rewrite::lane_6to4(buf, plen, tc, hop - 1, &key, &new, &mut self.ids);
+        if let Err(e) = rewrite::lane_6to4(buf, plen, tc, hop - 1, &key, &new, &mut self.ids) {
+            return Some(Verdict::Drop(e));
+        }
         c.event(Event::Ipv6ToIpv4);
         Some(Verdict::Forward)
     }
@@ -671,7 +677,9 @@ impl Siit {
             sport,
             dport,
         };
-        rewrite::lane_4to6(buf, total, tos, ttl - 1, &key, &new);
+        if let Err(e) = rewrite::lane_4to6(buf, total, tos, ttl - 1, &key, &new) {
+            return Some(Verdict::Drop(e));
+        }
         c.event(Event::Ipv4ToIpv6);
         Some(Verdict::Forward)
     }
@@ -891,7 +899,7 @@ pub(crate) fn finish6(
 ) -> Result<Done, DropReason> {
     let mut extra = VecDeque::new();
     if let Some(limit) = em.split {
-        let n = split6(buf, limit, &mut extra);
+        let n = split6(buf, limit, &mut extra)?;
         c.add(Event::FragmentsCreated, n);
     }
     let first = h.more_fragments && h.frag_offset == 0;

@@ -15,7 +15,7 @@
 //! - 5.5: TCP and UDP checksums follow the pseudo-header change incrementally (RFC 1624).
 
 use xlat_wire::checksum;
-use xlat_wire::field::{set_u16, set_u32, set_u8, u16_at, u32_at, u8_at};
+use xlat_wire::field::{chunk_mut, set_u16, set_u32, set_u8, u16_at, u32_at, u8_at};
 use xlat_wire::ipv4::{self, proto as ipproto, Ipv4Fields};
 use xlat_wire::ipv6::{self, addr4_sum, addr_sum, nh, Ipv6Header};
 use xlat_wire::l4::{icmp, icmpv6, tcp, udp};
@@ -23,9 +23,9 @@ use xlat_wire::{Delta, PacketBuf};
 
 use super::{ext, icmp as map, resize_front, Map, Ports};
 use crate::config::XlatParams;
+use crate::counters::{wrote, DropReason};
 use crate::flow::Proto;
 use crate::ipv4_id::Ipv4Ids;
-use crate::DropReason;
 
 /// An IPv6 packet, examined.
 #[derive(Clone, Copy, Debug)]
@@ -205,7 +205,7 @@ fn rewrite_l4(
     m: &Map<u32>,
     ports: &Ports,
     len: Option<u32>,
-) {
+) -> bool {
     match ports.proto {
         Proto::Tcp | Proto::Udp => {
             let ck = at
@@ -214,31 +214,32 @@ fn rewrite_l4(
                 } else {
                     udp::CHECKSUM
                 };
-            set_u16(pkt, at, m.sport);
-            set_u16(pkt, at + 2, m.dport);
+            let wrote = set_u16(pkt, at, m.sport) & set_u16(pkt, at + 2, m.dport);
             let d = Delta::ZERO
                 .remove_sum(addr_sum(src6).wrapping_add(addr_sum(dst6)))
                 .add_sum(addr4_sum(m.src) + addr4_sum(m.dst))
                 .word(ports.src, m.sport)
                 .word(ports.dst, m.dport);
-            if let Some(c) = u16_at(pkt, ck) {
+            // A quoted packet may end before its checksum.
+            if let Some(ck) = chunk_mut::<2>(pkt, ck) {
+                let c = u16::from_be_bytes(*ck);
                 // RFC 768: a zero UDP checksum means none in IPv4 and stays zero.
                 let new = if ports.proto == Proto::Udp {
                     d.apply_udp(c)
                 } else {
                     d.apply(c)
                 };
-                set_u16(pkt, ck, new);
+                *ck = new.to_be_bytes();
             }
+            wrote
         }
         Proto::Icmp => {
             // RFC 7915 5.2: echo 128/129 -> 8/0; the pseudo-header leaves the checksum.
             let (Some(t), Some(code)) = (u8_at(pkt, at), u8_at(pkt, at + 1)) else {
-                return;
+                return true;
             };
             let t4 = map::query_6to4(t).unwrap_or(t);
-            set_u8(pkt, at, t4);
-            set_u16(pkt, at + icmp::IDENT, m.sport);
+            let wrote = set_u8(pkt, at, t4) & set_u16(pkt, at + icmp::IDENT, m.sport);
             let mut d = Delta::ZERO
                 .word(
                     u16::from_be_bytes([t, code]),
@@ -253,13 +254,14 @@ fn rewrite_l4(
             if let Some(l) = len {
                 d = d.remove_sum(l);
             }
-            if let Some(c) = u16_at(pkt, at + icmp::CHECKSUM) {
-                set_u16(pkt, at + icmp::CHECKSUM, d.apply(c));
+            if let Some(ck) = chunk_mut::<2>(pkt, at + icmp::CHECKSUM) {
+                *ck = d.apply(u16::from_be_bytes(*ck)).to_be_bytes();
             }
             // Without the pseudo-header a whole message may be all zero (RFC 1624 3).
             if let Some(m) = len.and_then(|l| pkt.get_mut(at..at + l as usize)) {
                 checksum::fix_all_zero(m, icmp::CHECKSUM);
             }
+            wrote
         }
     }
 }
@@ -301,7 +303,7 @@ pub(crate) fn emit(
         } else {
             Some(l4_len as u32)
         };
-        rewrite_l4(buf.data_mut(), l4, h.src, h.dst, m, ports, len);
+        wrote(rewrite_l4(buf.data_mut(), l4, h.src, h.dst, m, ports, len))?;
     }
     buf.truncate(h.total_len());
     resize_front(buf, l4, ipv4::MIN_HEADER)?;
@@ -314,7 +316,7 @@ pub(crate) fn emit(
         Some(f) => (f.ident as u16, false),
         None => ids.next(total, m.src, m.dst, proto),
     };
-    ipv4::write_header(
+    let header = ipv4::write_header(
         buf.data_mut(),
         &Ipv4Fields {
             tos: h.traffic_class,
@@ -329,6 +331,7 @@ pub(crate) fn emit(
             dst: m.dst,
         },
     );
+    wrote(header)?;
     Ok(Emitted4 {
         icmp_len_pending: pending.then_some(ipv4::MIN_HEADER + icmp::CHECKSUM),
     })
@@ -351,7 +354,15 @@ fn emit_error(
     let inner_payload = (ipv6::HEADER + ii.payload_len).saturating_sub(ii.l4_off);
     if let Some(ports) = &e.inner_ports {
         let len = (!ii.is_fragment()).then_some(inner_payload as u32);
-        rewrite_l4(buf.data_mut(), inner_l4, ii.src, ii.dst, im, ports, len);
+        wrote(rewrite_l4(
+            buf.data_mut(),
+            inner_l4,
+            ii.src,
+            ii.dst,
+            im,
+            ports,
+            len,
+        ))?;
     }
     buf.truncate(h.total_len());
     // RFC 4884 extensions come off here and go back after the translated quote (`ext`).
@@ -379,7 +390,7 @@ fn emit_error(
         None => ids.next(quoted_total, im.src, im.dst, quoted_proto),
     };
     let pkt = buf.data_mut();
-    ipv4::write_header(
+    let header = ipv4::write_header(
         pkt,
         &Ipv4Fields {
             tos: h.traffic_class,
@@ -395,15 +406,17 @@ fn emit_error(
         },
     );
     let icmp_at = ipv4::MIN_HEADER;
-    set_u8(pkt, icmp_at + icmp::TYPE, e.typ4);
-    set_u8(pkt, icmp_at + icmp::CODE, e.code4);
-    set_u16(pkt, icmp_at + icmp::CHECKSUM, 0);
-    set_u32(pkt, icmp_at + 4, e.rest4);
-    if length_attr != 0 {
-        set_u8(pkt, icmp_at + 5, length_attr);
-    }
+    wrote(
+        header
+            & set_u8(pkt, icmp_at + icmp::TYPE, e.typ4)
+            & set_u8(pkt, icmp_at + icmp::CODE, e.code4)
+            & set_u16(pkt, icmp_at + icmp::CHECKSUM, 0)
+            & set_u32(pkt, icmp_at + 4, e.rest4)
+            & (length_attr == 0 || set_u8(pkt, icmp_at + 5, length_attr)),
+    )?;
     let frag = ii.frag;
-    if let Some(ih) = pkt.get_mut(icmp_at + icmp::HEADER..) {
+    // The front was resized to hold the quoted header.
+    let quoted = pkt.get_mut(icmp_at + icmp::HEADER..).is_some_and(|ih| {
         ipv4::write_header(
             ih,
             &Ipv4Fields {
@@ -419,9 +432,9 @@ fn emit_error(
                 src: im.src,
                 dst: im.dst,
             },
-        );
-    }
+        )
+    });
     let c = checksum::checksum(pkt.get(icmp_at..).unwrap_or(&[]));
-    set_u16(pkt, icmp_at + icmp::CHECKSUM, c);
+    wrote(quoted & set_u16(pkt, icmp_at + icmp::CHECKSUM, c))?;
     Ok(Emitted4::default())
 }
