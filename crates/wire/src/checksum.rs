@@ -29,6 +29,10 @@ pub fn sum(data: &[u8], initial: u32) -> u32 {
 }
 
 #[inline]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "two folds leave at most 2^32 - 1"
+)]
 fn fold64(mut acc: u64) -> u32 {
     // Two steps always suffice (2^64 - 1 -> at most 2^33 - 2 -> at most 2^32 - 1); no loop,
     // no branch.
@@ -39,6 +43,10 @@ fn fold64(mut acc: u64) -> u32 {
 
 /// Folds a 32-bit one's-complement accumulator to 16 bits.
 #[inline]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "two folds leave at most 0xffff"
+)]
 pub fn fold(mut acc: u32) -> u16 {
     // As `fold64`: 2^32 - 1 -> at most 0x1fffe -> at most 0xffff.
     acc = (acc & 0xffff) + (acc >> 16);
@@ -103,8 +111,9 @@ impl Delta {
     #[must_use]
     #[inline]
     pub fn addr(self, old: u32, new: u32) -> Delta {
-        self.word((old >> 16) as u16, (new >> 16) as u16)
-            .word(old as u16, new as u16)
+        let ([o0, o1, o2, o3], [n0, n1, n2, n3]) = (old.to_be_bytes(), new.to_be_bytes());
+        self.word(u16::from_be_bytes([o0, o1]), u16::from_be_bytes([n0, n1]))
+            .word(u16::from_be_bytes([o2, o3]), u16::from_be_bytes([n2, n3]))
     }
 
     /// Records that words summing to `sum` (a one's-complement sum, e.g. from [`sum`]) were

@@ -124,8 +124,10 @@ impl Ipv6Header {
         }
         let payload_len = usize::from(u16_at(b, off::PAYLOAD_LEN).ok_or(Ipv6Error::Truncated)?);
         let next_header = u8_at(b, off::NEXT_HEADER).ok_or(Ipv6Error::Truncated)?;
+        // Version (4 bits), traffic class (8), flow label (20).
+        let [v0, v1, _, _] = first.to_be_bytes();
         let mut h = Ipv6Header {
-            traffic_class: (first >> 20) as u8,
+            traffic_class: (v0 << 4) | (v1 >> 4),
             flow_label: first & 0x000f_ffff,
             payload_len,
             next_header,
@@ -314,16 +316,12 @@ pub fn addr4_sum(a: u32) -> u32 {
 /// Sum of the IPv6 pseudo-header (RFC 8200 8.1): source, destination, upper-layer packet
 /// length (32 bits) and next header (32 bits, zero-padded). Start a checksum with it.
 pub fn pseudo_header_sum(src: u128, dst: u128, upper_len: u32, next_header: u8) -> u32 {
-    let acc = u64::from(addr_sum(src))
-        + u64::from(addr_sum(dst))
-        + u64::from(upper_len >> 16)
-        + u64::from(upper_len & 0xffff)
-        + u64::from(next_header);
-    let mut a = acc;
-    while a > 0xffff_ffff {
-        a = (a & 0xffff_ffff) + (a >> 32);
-    }
-    a as u32
+    // Five terms of at most 0xffff each (the address sums are folded): no overflow.
+    addr_sum(src)
+        + addr_sum(dst)
+        + (upper_len >> 16)
+        + (upper_len & 0xffff)
+        + u32::from(next_header)
 }
 
 /// Checksum field value for an upper-layer message `data` (checksum field zeroed) under the
@@ -347,7 +345,7 @@ mod tests {
             &Ipv6Fields {
                 traffic_class: 0xb8,
                 flow_label: 0x12345,
-                payload_len: payload.len() as u16,
+                payload_len: u16::try_from(payload.len()).unwrap(),
                 next_header: next,
                 hop_limit: 64,
                 src: 0x2001_0002_0000_0001_0000_0000_0000_0010,
