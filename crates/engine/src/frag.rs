@@ -186,7 +186,9 @@ impl FragTable {
         let f = self.flow(key, now)?;
         f.rewrite = rewrite.or(f.rewrite);
         f.first_seen = true;
-        f.received = f.received.saturating_add(payload as u32);
+        f.received = f
+            .received
+            .saturating_add(u32::try_from(payload).unwrap_or(u32::MAX));
         let mut out = None;
         let mut added = false;
         if let Some(p) = pending {
@@ -238,9 +240,13 @@ impl FragTable {
             }
             return none;
         }
-        f.received = f.received.saturating_add(payload as u32);
+        f.received = f
+            .received
+            .saturating_add(u32::try_from(payload).unwrap_or(u32::MAX));
         if !more {
-            f.total = Some(u32::from(offset) * 8 + payload as u32);
+            f.total = Some(
+                (u32::from(offset) * 8).saturating_add(u32::try_from(payload).unwrap_or(u32::MAX)),
+            );
         }
         let mut released = None;
         if let Some(t) = f.total {
@@ -301,7 +307,9 @@ impl FragTable {
             }
             keep
         });
-        self.pending = self.pending.saturating_sub(incomplete as usize);
+        self.pending = self
+            .pending
+            .saturating_sub(usize::try_from(incomplete).unwrap_or(usize::MAX));
         let timeout = self.timeout;
         let before = self.held.len();
         self.held.retain(|h| h.at.plus_secs(timeout) > now);

@@ -278,6 +278,10 @@ pub fn apply(r: &Recipe, pkt: &mut [u8]) -> bool {
     let Some(l4ck) = u16_at(pkt, ck_off) else {
         return false;
     };
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "two folds leave at most 0xffff"
+    )]
     let fold = |ck: u16, d: u16| -> u16 {
         let s = u32::from(!ck) + u32::from(d);
         let s = (s & 0xffff) + (s >> 16);

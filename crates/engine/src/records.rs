@@ -99,7 +99,7 @@ impl<R: Record> Records<R> {
     #[inline(always)]
     pub fn slot(&self, num: u32) -> Option<&R> {
         self.chunks
-            .get((num / CHUNK as u32) as usize)?
+            .get(num as usize / CHUNK)?
             .get(num as usize % CHUNK)
     }
 
@@ -125,7 +125,7 @@ impl<R: Record> Records<R> {
     #[inline(always)]
     fn slot_mut(&mut self, num: u32) -> Option<&mut R> {
         self.chunks
-            .get_mut((num / CHUNK as u32) as usize)?
+            .get_mut(num as usize / CHUNK)?
             .get_mut(num as usize % CHUNK)
     }
 
@@ -216,9 +216,7 @@ impl<R: Record> Records<R> {
         // The entry is in `index` unless it is still waiting in `old` to be copied; there it
         // stays, stale, until `old` goes.
         self.index.remove(hasher.hash(R::words(key)), num, |v| {
-            let r = chunks
-                .get((v / CHUNK as u32) as usize)?
-                .get(v as usize % CHUNK)?;
+            let r = chunks.get(v as usize / CHUNK)?.get(v as usize % CHUNK)?;
             Some(hasher.hash(R::words(r.key())))
         });
         let next = self.free;

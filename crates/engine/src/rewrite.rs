@@ -52,6 +52,10 @@ pub(crate) fn ip_proto(proto: Proto) -> u8 {
 /// summed in 64 bits and folded (2^16 = 1 modulo 0xffff, so a chunk counts as its two
 /// words, RFC 1071 2 (B)); the same value, zero only for `::`.
 #[inline(always)]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the address's four 32-bit chunks; the folded sum is below 2^17"
+)]
 fn addr6_sum(a: u128) -> u32 {
     let s = u64::from(a as u32)
         + u64::from((a >> 32) as u32)
@@ -138,6 +142,10 @@ pub(crate) fn write_ipv4_header(
     let s: u32 = words.iter().sum();
     let s = (s & 0xffff) + (s >> 16);
     let s = (s & 0xffff) + (s >> 16);
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "two folds leave at most 0xffff"
+    )]
     let ck = !(s as u16);
     let [t0, t1] = total_len.to_be_bytes();
     let [c0, c1] = ck.to_be_bytes();
@@ -181,7 +189,8 @@ pub(crate) fn lane_6to4(
     let h = chunk_mut::<20>(out, SHRINK).ok_or(DropReason::Internal)?;
     let total = xlat_wire::ipv4::MIN_HEADER + plen;
     let id = ids.next(total, new.src, new.dst, new.proto);
-    write_ipv4_header(h, tos, total.min(0xffff) as u16, id, ttl, new);
+    let total = u16::try_from(total).unwrap_or(u16::MAX);
+    write_ipv4_header(h, tos, total, id, ttl, new);
     wrote(buf.pull_front(SHRINK))
 }
 
@@ -207,7 +216,8 @@ pub(crate) fn lane_4to6(
     let h = out
         .first_chunk_mut::<HEADER>()
         .ok_or(DropReason::Internal)?;
-    write_ipv6_header(h, tos, payload.min(0xffff) as u16, hop, new);
+    let payload = u16::try_from(payload).unwrap_or(u16::MAX);
+    write_ipv6_header(h, tos, payload, hop, new);
     let ck = HEADER + l4_csum_off(new.proto);
     let old = u16_at(out, ck).ok_or(DropReason::Internal)?;
     wrote(
@@ -237,6 +247,10 @@ pub(crate) fn write_ipv6_header(
 }
 
 /// RFC 1624 eqn. 3 on a checksum field, as the XDP program does it.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "two folds leave at most 0xffff"
+)]
 fn csum_apply(ck: u16, d: u16) -> u16 {
     let s = u32::from(!ck) + u32::from(d);
     let s = (s & 0xffff) + (s >> 16);

@@ -111,9 +111,8 @@ impl Delta {
     #[must_use]
     #[inline]
     pub fn addr(self, old: u32, new: u32) -> Delta {
-        let ([o0, o1, o2, o3], [n0, n1, n2, n3]) = (old.to_be_bytes(), new.to_be_bytes());
-        self.word(u16::from_be_bytes([o0, o1]), u16::from_be_bytes([n0, n1]))
-            .word(u16::from_be_bytes([o2, o3]), u16::from_be_bytes([n2, n3]))
+        self.word((old >> 16) as u16, (new >> 16) as u16)
+            .word((old & 0xffff) as u16, (new & 0xffff) as u16)
     }
 
     /// Records that words summing to `sum` (a one's-complement sum, e.g. from [`sum`]) were

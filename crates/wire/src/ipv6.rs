@@ -124,10 +124,8 @@ impl Ipv6Header {
         }
         let payload_len = usize::from(u16_at(b, off::PAYLOAD_LEN).ok_or(Ipv6Error::Truncated)?);
         let next_header = u8_at(b, off::NEXT_HEADER).ok_or(Ipv6Error::Truncated)?;
-        // Version (4 bits), traffic class (8), flow label (20).
-        let [v0, v1, _, _] = first.to_be_bytes();
         let mut h = Ipv6Header {
-            traffic_class: (v0 << 4) | (v1 >> 4),
+            traffic_class: ((first >> 20) & 0xff) as u8,
             flow_label: first & 0x000f_ffff,
             payload_len,
             next_header,

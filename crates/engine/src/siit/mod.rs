@@ -128,6 +128,10 @@ pub(crate) fn split6(
     if chunk == 0 || buf.len() <= limit {
         return Ok(0);
     }
+    // A fragment's payload length: at most `chunk` bytes after the Fragment header, less than
+    // the packet's own (a u16), so it fits.
+    let plen =
+        |n: usize| u16::try_from(ipv6::FRAGMENT_HEADER + n).map_err(|_| DropReason::Internal);
     let Some((header, payload)) = buf.data().split_first_chunk::<HDR>() else {
         return Ok(0);
     };
@@ -136,10 +140,9 @@ pub(crate) fn split6(
     let mut n = 1;
     for (k, part) in payload.chunks(chunk).enumerate().skip(1) {
         let last = (k + 1) * chunk >= payload.len();
-        let off = base.saturating_add((k * chunk / 8) as u16);
+        let off = base.saturating_add(u16::try_from(k * chunk / 8).unwrap_or(u16::MAX));
         let mut h = *header;
-        h[PLEN..PLEN + 2]
-            .copy_from_slice(&((ipv6::FRAGMENT_HEADER + part.len()) as u16).to_be_bytes());
+        h[PLEN..PLEN + 2].copy_from_slice(&plen(part.len())?.to_be_bytes());
         h[FO..FO + 2].copy_from_slice(&((off << 3) | u16::from(!last || more)).to_be_bytes());
         let mut p = Vec::with_capacity(HDR + part.len());
         p.extend_from_slice(&h);
@@ -152,7 +155,7 @@ pub(crate) fn split6(
         .data_mut()
         .first_chunk_mut::<HDR>()
         .ok_or(DropReason::Internal)?;
-    h[PLEN..PLEN + 2].copy_from_slice(&((ipv6::FRAGMENT_HEADER + chunk) as u16).to_be_bytes());
+    h[PLEN..PLEN + 2].copy_from_slice(&plen(chunk)?.to_be_bytes());
     h[FO..FO + 2].copy_from_slice(&((base << 3) | 1).to_be_bytes());
     Ok(n)
 }
@@ -303,7 +306,10 @@ pub(crate) fn checks4(
         && h.dont_fragment
         && (ipv6::HEADER + frag + h.payload_len()) as u64 > u64::from(p.mtu)
     {
-        let fits = p.mtu.saturating_sub(20 + frag as u32).min(0xffff);
+        let fits = p
+            .mtu
+            .saturating_sub(u32::try_from(20 + frag).unwrap_or(u32::MAX))
+            .min(0xffff);
         (DropReason::TooBig, 3, 4, fits)
     } else {
         return Ok(None);
@@ -330,7 +336,12 @@ pub(crate) fn checks6(
     }
     let is_error = matches!(in6.kind, Kind6::Error(_));
     let err = if let Some(at) = h.segments_left_at {
-        (DropReason::RoutingHeader, 4, 0, at as u32)
+        (
+            DropReason::RoutingHeader,
+            4,
+            0,
+            u32::try_from(at).unwrap_or(u32::MAX),
+        )
     } else if h.hop_limit <= 1 {
         (DropReason::HopLimitExceeded, 3, 0, 0)
     } else if !is_error && !h.is_fragment() && (20 + h.l4_len()) as u64 > u64::from(p.mtu) {
@@ -486,6 +497,10 @@ impl Siit {
     /// source always gets the same address.
     fn rfc6791_for(&self, src: u128) -> Option<u32> {
         let p = self.rfc6791?;
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "the address's two 64-bit halves, folded"
+        )]
         let fold = (src as u64) ^ ((src >> 64) as u64);
         Some(p.nth(fold % p.size()))
     }

@@ -61,14 +61,17 @@ pub(crate) fn icmp4_error(buf: &mut PacketBuf, src: u32, typ: u8, code: u8, rest
     if !buf.push_front(28) {
         return false;
     }
-    let total = buf.len();
+    // At most MAX_ICMP4 bytes (the quote was cut above).
+    let Ok(total) = u16::try_from(buf.len()) else {
+        return false;
+    };
     let pkt = buf.data_mut();
     // False from a write below: the 28 bytes pushed in front were not there after all.
     let wrote = ipv4::write_header(
         pkt,
         &Ipv4Fields {
             tos: 0,
-            total_len: total as u16,
+            total_len: total,
             ident: 0,
             dont_fragment: false,
             more_fragments: false,
@@ -106,7 +109,10 @@ pub(crate) fn icmp6_error(buf: &mut PacketBuf, src: u128, typ: u8, code: u8, res
     if !buf.push_front(48) {
         return false;
     }
-    let total = buf.len();
+    // At most MAX_ICMP6 bytes (the quote was cut above).
+    let Ok(payload_len) = u16::try_from(buf.len() - 40) else {
+        return false;
+    };
     let pkt = buf.data_mut();
     // False from a write below: the 48 bytes pushed in front were not there after all.
     let wrote = ipv6::write_header(
@@ -114,7 +120,7 @@ pub(crate) fn icmp6_error(buf: &mut PacketBuf, src: u128, typ: u8, code: u8, res
         &Ipv6Fields {
             traffic_class: 0,
             flow_label: 0,
-            payload_len: (total - 40) as u16,
+            payload_len,
             next_header: nh::ICMPV6,
             hop_limit: TTL,
             src,

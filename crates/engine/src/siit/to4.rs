@@ -150,7 +150,12 @@ pub(crate) fn parse(pkt: &[u8], p: &XlatParams) -> Result<In6, DropReason> {
     }
     let sum = checksum::sum(
         l4,
-        ipv6::pseudo_header_sum(h.src, h.dst, l4.len() as u32, nh::ICMPV6),
+        ipv6::pseudo_header_sum(
+            h.src,
+            h.dst,
+            u32::try_from(l4.len()).unwrap_or(u32::MAX),
+            nh::ICMPV6,
+        ),
     );
     if checksum::fold(sum) != 0xffff {
         return Err(DropReason::IcmpErrorBadChecksum);
@@ -289,19 +294,18 @@ pub(crate) fn emit(
     }
     let l4 = h.l4_off;
     let l4_len = h.l4_len();
-    let total = ipv4::MIN_HEADER + l4_len;
-    if total > 0xffff {
+    let Ok(total) = u16::try_from(ipv4::MIN_HEADER + l4_len) else {
         // A jumbo-sized IPv6 fragment (payload length up to 65,535 after a Fragment header)
         // whose IPv4 form no total length can say (RFC 791).
         return Err(DropReason::TranslatedTooLong);
-    }
+    };
     let mut pending = false;
     if let Kind6::Flow(ports) = &in6.kind {
         let len = if h.is_fragment() {
             pending = ports.proto == Proto::Icmp;
             None
         } else {
-            Some(l4_len as u32)
+            u32::try_from(l4_len).ok()
         };
         wrote(rewrite_l4(buf.data_mut(), l4, h.src, h.dst, m, ports, len))?;
     }
@@ -313,14 +317,14 @@ pub(crate) fn emit(
     // = its low 16 bits, MF and offset copied, DF clear.
     let proto = proto4(h.proto);
     let (ident, dont_fragment) = match frag {
-        Some(f) => (f.ident as u16, false),
-        None => ids.next(total, m.src, m.dst, proto),
+        Some(f) => ((f.ident & 0xffff) as u16, false),
+        None => ids.next(usize::from(total), m.src, m.dst, proto),
     };
     let header = ipv4::write_header(
         buf.data_mut(),
         &Ipv4Fields {
             tos: h.traffic_class,
-            total_len: total as u16,
+            total_len: total,
             ident,
             dont_fragment,
             more_fragments: frag.is_some_and(|f| f.more),
@@ -353,7 +357,9 @@ fn emit_error(
     // Transport bytes of the original packet: its payload minus the headers removed.
     let inner_payload = (ipv6::HEADER + ii.payload_len).saturating_sub(ii.l4_off);
     if let Some(ports) = &e.inner_ports {
-        let len = (!ii.is_fragment()).then_some(inner_payload as u32);
+        let len = u32::try_from(inner_payload)
+            .ok()
+            .filter(|_| !ii.is_fragment());
         wrote(rewrite_l4(
             buf.data_mut(),
             inner_l4,
@@ -386,7 +392,7 @@ fn emit_error(
     let quoted_total = ipv4::MIN_HEADER + inner_payload;
     let quoted_proto = proto4(ii.proto);
     let (quoted_ident, quoted_df) = match ii.frag {
-        Some(f) => (f.ident as u16, false),
+        Some(f) => ((f.ident & 0xffff) as u16, false),
         None => ids.next(quoted_total, im.src, im.dst, quoted_proto),
     };
     let pkt = buf.data_mut();
@@ -394,7 +400,7 @@ fn emit_error(
         pkt,
         &Ipv4Fields {
             tos: h.traffic_class,
-            total_len: total.min(0xffff) as u16,
+            total_len: u16::try_from(total).unwrap_or(u16::MAX),
             ident,
             dont_fragment,
             more_fragments: false,
@@ -421,7 +427,7 @@ fn emit_error(
             ih,
             &Ipv4Fields {
                 tos: ii.traffic_class,
-                total_len: quoted_total.min(0xffff) as u16,
+                total_len: u16::try_from(quoted_total).unwrap_or(u16::MAX),
                 ident: quoted_ident,
                 dont_fragment: quoted_df,
                 more_fragments: frag.is_some_and(|f| f.more),

@@ -367,7 +367,7 @@ pub(crate) fn emit(
             pending = ports.proto == Proto::Icmp;
             None
         } else {
-            Some(payload as u32)
+            u32::try_from(payload).ok()
         };
         compute_udp = rewrite_l4(buf.data_mut(), ihl, h.src, h.dst, m, ports, len)?;
         if compute_udp {
@@ -387,7 +387,8 @@ pub(crate) fn emit(
             // RFC 7915 4.1: traffic class copied from TOS; flow label zero.
             traffic_class: h.tos,
             flow_label: 0,
-            payload_len: (hdr6 - ipv6::HEADER + payload) as u16,
+            payload_len: u16::try_from(hdr6 - ipv6::HEADER + payload)
+                .map_err(|_| DropReason::TranslatedTooLong)?,
             next_header: if frag { nh::FRAGMENT } else { next },
             hop_limit: hop,
             src: m.src,
@@ -440,7 +441,7 @@ fn emit_error(
     if let Some(ports) = &e.inner_ports {
         // The quoted transport header is translated too (4.3: "just like a normal IP
         // packet"), including its checksum where quoted.
-        let len = (!inner_frag).then_some(inner_payload as u32);
+        let len = u32::try_from(inner_payload).ok().filter(|_| !inner_frag);
         rewrite_l4(buf.data_mut(), inner_l4, ii.src, ii.dst, im, ports, len)?;
     }
     let front = ipv6::HEADER + icmpv6::HEADER + inner_hdr6;
@@ -459,7 +460,7 @@ fn emit_error(
         &Ipv6Fields {
             traffic_class: h.tos,
             flow_label: 0,
-            payload_len: (total - ipv6::HEADER) as u16,
+            payload_len: u16::try_from(total - ipv6::HEADER).map_err(|_| DropReason::Internal)?,
             next_header: nh::ICMPV6,
             hop_limit: hop,
             src: m.src,
@@ -484,7 +485,8 @@ fn emit_error(
             &Ipv6Fields {
                 traffic_class: ii.tos,
                 flow_label: 0,
-                payload_len: (inner_hdr6 - ipv6::HEADER + inner_payload).min(0xffff) as u16,
+                payload_len: u16::try_from(inner_hdr6 - ipv6::HEADER + inner_payload)
+                    .unwrap_or(u16::MAX),
                 next_header: if inner_frag { nh::FRAGMENT } else { inner_next },
                 // RFC 7915 4.3: the quoted packet's TTL is not decremented.
                 hop_limit: ii.ttl,

@@ -60,6 +60,16 @@ const RA_LEN: usize = 16 + 32 + 8;
 /// option, the address is in the identifier).
 const RS_LEN: usize = 8;
 
+/// A length of the messages built here (all below 200 bytes) as a header field.
+#[expect(clippy::cast_possible_truncation, reason = "capped at 0xffff first")]
+const fn len16(n: usize) -> u16 {
+    if n > 0xffff {
+        u16::MAX
+    } else {
+        n as u16
+    }
+}
+
 /// The ISATAP interface identifier of `v4` (RFC 5214 6.1), as the low 64 bits of an address.
 pub fn iid(v4: u32) -> u64 {
     let hi: u64 = if is_global_ipv4(v4) {
@@ -71,6 +81,10 @@ pub fn iid(v4: u32) -> u64 {
 }
 
 /// The IPv4 address in an ISATAP interface identifier (either u/l form), if `a` has one.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the identifier's two 32-bit halves (RFC 5214 6.1)"
+)]
 pub fn embedded(a: u128) -> Option<u32> {
     let hi = (a >> 32) as u32;
     (hi == 0x0000_5efe || hi == 0x0200_5efe).then_some(a as u32)
@@ -342,13 +356,13 @@ impl Isatap {
         let h6 = ipv6::header(&Ipv6Fields {
             traffic_class: 0,
             flow_label: 0,
-            payload_len: RA_LEN as u16,
+            payload_len: len16(RA_LEN),
             next_header: nh::ICMPV6,
             hop_limit: ND_HOP_LIMIT,
             src: self.ll,
             dst: inner.src,
         });
-        out[..OUTER].copy_from_slice(&outer(TOTAL as u16, *ident, &self.params, self.v4, h.src));
+        out[..OUTER].copy_from_slice(&outer(len16(TOTAL), *ident, &self.params, self.v4, h.src));
         out[OUTER..OUTER + ipv6::HEADER].copy_from_slice(&h6);
         out[OUTER + ipv6::HEADER..].copy_from_slice(&ra);
         c.event(Event::IsatapRaSent);
@@ -522,14 +536,14 @@ fn router_solicitation(ident: u16, p: &TunnelParams, v4: u32, ll: u128, router: 
     let h6 = ipv6::header(&Ipv6Fields {
         traffic_class: 0,
         flow_label: 0,
-        payload_len: RS_LEN as u16,
+        payload_len: len16(RS_LEN),
         next_header: nh::ICMPV6,
         hop_limit: ND_HOP_LIMIT,
         src: ll,
         dst,
     });
     let mut b = Vec::with_capacity(TOTAL);
-    b.extend_from_slice(&outer(TOTAL as u16, ident, p, v4, router));
+    b.extend_from_slice(&outer(len16(TOTAL), ident, p, v4, router));
     b.extend_from_slice(&h6);
     b.extend_from_slice(&rs);
     b

@@ -274,7 +274,7 @@ impl Inner6 {
             src: ipv6::addr_at(b, ipv6::off::SRC)?,
             dst: ipv6::addr_at(b, ipv6::off::DST)?,
             len,
-            traffic_class: (first >> 20) as u8,
+            traffic_class: ((first >> 20) & 0xff) as u8,
             next_header: u8_at(b, ipv6::off::NEXT_HEADER)?,
             hop_limit: u8_at(b, ipv6::off::HOP_LIMIT)?,
         })
@@ -326,10 +326,17 @@ const MAX_READY: usize = 256;
 
 impl Tunnel {
     pub fn new(cfg: &TunnelConfig, seed: u64) -> Tunnel {
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "the first identification: any 16 bits of the seed"
+        )]
+        fn fold16(seed: u64) -> u16 {
+            (seed ^ (seed >> 16) ^ (seed >> 32)) as u16
+        }
         Tunnel {
             six: cfg.sixtofour.as_ref().map(SixToFour::new),
             isatap: cfg.isatap.as_ref().map(Isatap::new),
-            ident: (seed ^ (seed >> 16) ^ (seed >> 32)) as u16,
+            ident: fold16(seed),
             errors: RateLimit::new(),
             reasm: Reassembly::new(),
             ready: VecDeque::new(),
@@ -434,7 +441,10 @@ impl Tunnel {
         if !buf.push_front(OUTER) {
             return Verdict::Drop(DropReason::NoHeadroom);
         }
-        let total = buf.len();
+        // An IPv4 packet says at most 65,535 bytes: a tunnel MTU above 65,515 cannot be used.
+        let Ok(total) = u16::try_from(buf.len()) else {
+            return Verdict::Drop(DropReason::TranslatedTooLong);
+        };
         // RFC 4213 3.2.2: DF on packets above the IPv6 minimum MTU, so that the path can tell
         // us its MTU; smaller ones must always get through, fragmented by IPv4 if need be.
         // 3.2.1 (static MTU): DF never set.
@@ -446,7 +456,7 @@ impl Tunnel {
                 // RFC 4213 3.5 leaves TOS to RFC 2983 / RFC 3168; RFC 6040 4.1 (normal mode):
                 // copy the DSCP and the ECN field.
                 tos: inner.traffic_class,
-                total_len: total as u16,
+                total_len: total,
                 ident: self.ident,
                 dont_fragment,
                 more_fragments: false,
@@ -671,7 +681,11 @@ impl Tunnel {
                 } else {
                     mtu4.saturating_sub(qihl).max(MIN_MTU6)
                 };
-                (icmpv6::PACKET_TOO_BIG, 0, mtu6 as u32)
+                (
+                    icmpv6::PACKET_TOO_BIG,
+                    0,
+                    u32::try_from(mtu6).unwrap_or(u32::MAX),
+                )
             }
             // Administratively prohibited (RFC 1812 5.2.7.1; RFC 1122 codes 9 and 10).
             (icmp::DEST_UNREACH, 9 | 10 | icmp::CODE_ADMIN_PROHIBITED) => {

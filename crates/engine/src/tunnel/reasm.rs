@@ -119,7 +119,8 @@ impl Reassembly {
         let mut out = Vec::with_capacity(ipv4::MIN_HEADER + total);
         out.extend_from_slice(&ipv4::header(&Ipv4Fields {
             tos: first.tos,
-            total_len: (ipv4::MIN_HEADER + total) as u16,
+            total_len: u16::try_from(ipv4::MIN_HEADER + total)
+                .map_err(|_| DropReason::TunnelReassemblyInvalid)?,
             ident: first.ident,
             dont_fragment: false,
             more_fragments: false,
