@@ -406,14 +406,16 @@ impl Nat44 {
         };
         let pkt = buf.data_mut();
         match l.key {
-            FlowKey::Out(proto, ..) => {
-                if let Err(e) = rewrite_endpoint(pkt, ipv4::MIN_HEADER, proto, Side::Src, tr.ext) {
+            FlowKey::Out(proto, src, _) => {
+                let (l4, old) = (ipv4::MIN_HEADER, src.port);
+                if let Err(e) = rewrite_endpoint(pkt, l4, proto, Side::Src, old, tr.ext) {
                     return Some(Verdict::Drop(e));
                 }
                 c.event(Event::Outbound);
             }
-            FlowKey::In(proto, ..) => {
-                if let Err(e) = rewrite_endpoint(pkt, ipv4::MIN_HEADER, proto, Side::Dst, tr.int) {
+            FlowKey::In(proto, dst, _) => {
+                let (l4, old) = (ipv4::MIN_HEADER, dst.port);
+                if let Err(e) = rewrite_endpoint(pkt, l4, proto, Side::Dst, old, tr.int) {
                     return Some(Verdict::Drop(e));
                 }
                 c.event(Event::Inbound);
@@ -609,7 +611,7 @@ impl Nat44 {
         let ext = self
             .napt
             .outbound(now, f.proto, f.src, f.dst, f.tcp_flags, c)?;
-        rewrite_endpoint(pkt, h.header_len, f.proto, Side::Src, ext)
+        rewrite_endpoint(pkt, h.header_len, f.proto, Side::Src, f.src.port, ext)
     }
 
     /// Outside -> inside (RFC 3022 4.1; RFC 4787 5 filtering; RFC 5508 3).
@@ -635,7 +637,7 @@ impl Nat44 {
         let int = self
             .napt
             .inbound(now, f.proto, f.dst, f.src, f.tcp_flags, c)?;
-        rewrite_endpoint(pkt, h.header_len, f.proto, Side::Dst, int)
+        rewrite_endpoint(pkt, h.header_len, f.proto, Side::Dst, f.dst.port, int)
     }
 
     /// RFC 5508 4 (REQ-3, REQ-4): translates an ICMP error -- the outer header, and the
@@ -993,15 +995,16 @@ fn rewrite_addr_only(pkt: &mut [u8], h: &Ipv4Header, side: Side, new: u32) {
     }
 }
 
-/// Rewrites address and port (ICMP: identifier) with incremental checksums (RFC 1624).
-/// The caller checked that the transport header is there: a port field past the end is
-/// [`DropReason::Internal`].
+/// Rewrites address and port (ICMP: identifier) `old_port`, as the caller read it, with
+/// incremental checksums (RFC 1624). The caller checked that the transport header is there:
+/// a port field past the end is [`DropReason::Internal`].
 #[inline(always)]
 fn rewrite_endpoint(
     pkt: &mut [u8],
     l4: usize,
     proto: Proto,
     side: Side,
+    old_port: u16,
     new: Endpoint,
 ) -> Result<(), DropReason> {
     let d_addr = match side {
@@ -1013,9 +1016,7 @@ fn rewrite_endpoint(
             Side::Src => proto.src_port_off(),
             Side::Dst => proto.dst_port_off(),
         };
-    let port = chunk_mut::<2>(pkt, port_off).ok_or(DropReason::Internal)?;
-    let old_port = u16::from_be_bytes(*port);
-    *port = new.port.to_be_bytes();
+    wrote(set_u16(pkt, port_off, new.port))?;
     let d_port = Delta::ZERO.word(old_port, new.port);
     match proto {
         Proto::Tcp => {
