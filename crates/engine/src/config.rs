@@ -35,6 +35,10 @@ impl Prefix4 {
         1u64 << (32 - u32::from(self.len.min(32)))
     }
     /// The i-th address of the prefix (no bounds check beyond wrapping).
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "wraps in the 32-bit address space, as said"
+    )]
     pub fn nth(&self, i: u64) -> u32 {
         self.addr.wrapping_add(i as u32)
     }

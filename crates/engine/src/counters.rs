@@ -215,7 +215,8 @@ reasons! {
         /// packets) was full: the driver does not drain it.
         TunnelQueueFull = "tunnel_queue_full",
         /// A broken invariant of the engine's own tables (an index entry naming a session,
-        /// mapping or host that is gone): a bug in xlat, never the traffic's fault. The
+        /// mapping or host that is gone) or of its packet code (a field write past a buffer
+        /// it had checked to be long enough): a bug in xlat, never the traffic's fault. The
         /// packet was dropped rather than translated wrongly. Please report it with the
         /// output of `xlat show stats --json`.
         Internal = "internal_error",
@@ -237,6 +238,19 @@ reasons! {
         /// or `port_blocks_per_host`, shorten timeouts, or find what opens so many flows on
         /// that host.
         PortQuota = "port_quota",
+    }
+}
+
+/// `Ok` when every write of a group landed: the `bool`s of `xlat_wire`'s setters (false: the
+/// buffer was too short and nothing was written), combined with a non-short-circuit `&` so
+/// that each write happens. A false one is a broken invariant -- the caller checked the
+/// length before writing -- and drops the packet as [`DropReason::Internal`].
+#[inline(always)]
+pub(crate) fn wrote(all: bool) -> Result<(), DropReason> {
+    if all {
+        Ok(())
+    } else {
+        Err(DropReason::Internal)
     }
 }
 

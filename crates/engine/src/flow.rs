@@ -122,6 +122,10 @@ impl InsideAddr for u32 {
 impl InsideAddr for u128 {
     const TRANSLATOR: Translator = Translator::Nat64;
     #[inline]
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "the address's two 64-bit halves"
+    )]
     fn words(self) -> (u64, u64) {
         (self as u64, (self >> 64) as u64)
     }

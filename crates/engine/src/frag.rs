@@ -19,7 +19,7 @@
 use std::collections::VecDeque;
 
 use hashbrown::HashMap;
-use xlat_wire::field::{set_u16, u16_at};
+use xlat_wire::field::chunk_mut;
 use xlat_wire::Delta;
 
 use crate::{DropReason, Time};
@@ -96,8 +96,8 @@ impl Pending {
         } else {
             Delta::ZERO.remove_sum(total)
         };
-        if let Some(c) = u16_at(&self.data, self.cksum_at) {
-            set_u16(&mut self.data, self.cksum_at, d.apply(c));
+        if let Some(ck) = chunk_mut::<2>(&mut self.data, self.cksum_at) {
+            *ck = d.apply(u16::from_be_bytes(*ck)).to_be_bytes();
         }
         self.data
     }
@@ -186,7 +186,9 @@ impl FragTable {
         let f = self.flow(key, now)?;
         f.rewrite = rewrite.or(f.rewrite);
         f.first_seen = true;
-        f.received = f.received.saturating_add(payload as u32);
+        f.received = f
+            .received
+            .saturating_add(u32::try_from(payload).unwrap_or(u32::MAX));
         let mut out = None;
         let mut added = false;
         if let Some(p) = pending {
@@ -238,9 +240,13 @@ impl FragTable {
             }
             return none;
         }
-        f.received = f.received.saturating_add(payload as u32);
+        f.received = f
+            .received
+            .saturating_add(u32::try_from(payload).unwrap_or(u32::MAX));
         if !more {
-            f.total = Some(u32::from(offset) * 8 + payload as u32);
+            f.total = Some(
+                (u32::from(offset) * 8).saturating_add(u32::try_from(payload).unwrap_or(u32::MAX)),
+            );
         }
         let mut released = None;
         if let Some(t) = f.total {
@@ -301,7 +307,9 @@ impl FragTable {
             }
             keep
         });
-        self.pending = self.pending.saturating_sub(incomplete as usize);
+        self.pending = self
+            .pending
+            .saturating_sub(usize::try_from(incomplete).unwrap_or(usize::MAX));
         let timeout = self.timeout;
         let before = self.held.len();
         self.held.retain(|h| h.at.plus_secs(timeout) > now);
@@ -332,6 +340,7 @@ impl FragTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use xlat_wire::field::{set_u16, u16_at};
 
     const K: FragId = FragId::V6 {
         src: 1,
@@ -341,7 +350,7 @@ mod tests {
 
     fn pending(c: u16) -> Pending {
         let mut data = vec![0u8; 8];
-        set_u16(&mut data, 2, c);
+        assert!(set_u16(&mut data, 2, c));
         Pending {
             data,
             cksum_at: 2,

@@ -53,6 +53,10 @@ pub struct KeyHasher {
 }
 
 #[inline]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the product's two 64-bit halves, folded"
+)]
 fn fold_mul(a: u64, b: u64) -> u64 {
     let r = u128::from(a) * u128::from(b);
     (r as u64) ^ ((r >> 64) as u64)
@@ -101,6 +105,9 @@ pub struct FlowIndex {
 /// F, marks a far entry. A constant, so the modulo compiles to a multiply (a run-time
 /// divisor made every lookup wait for a `div`).
 const F: usize = 15;
+/// [`F`] as a tag bit pattern.
+#[expect(clippy::cast_possible_truncation, reason = "F is 15")]
+const F_TAG: u32 = F as u32;
 /// Bits of the home field.
 const HOME_BITS: u32 = 4;
 
@@ -145,9 +152,9 @@ impl FlowIndex {
         FlowIndex {
             slots: zeroed(cap),
             len: 0,
-            max_val: ((1u64 << val_bits) - 2) as u32,
+            max_val: u32::try_from((1u64 << val_bits) - 2).unwrap_or(u32::MAX),
             val_shift: rest,
-            tag_mask: ((1u32 << rest) - 1) & !(F as u32),
+            tag_mask: ((1u32 << rest) - 1) & !F_TAG,
         }
     }
 
@@ -196,14 +203,18 @@ impl FlowIndex {
     }
 
     #[inline]
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "the tag is the hash's low 32 bits; home % F is below 15"
+    )]
     fn want(&self, hash: u64) -> Want {
         let home = self.home(hash);
         let tag = (hash as u32) & self.tag_mask;
         Want {
             home,
             near: tag | (home % F) as u32,
-            far: tag | F as u32,
-            mask: self.tag_mask | F as u32,
+            far: tag | F_TAG,
+            mask: self.tag_mask | F_TAG,
         }
     }
 
@@ -414,7 +425,7 @@ pub struct SidedIndex<const BIT: u32> {
 impl<const BIT: u32> SidedIndex<BIT> {
     /// Up to `entries` entries a side, values below `values` (both sides').
     pub fn with_capacity(entries: usize, values: usize) -> Self {
-        let per_side = Self::pack(values as u32) as usize + 1;
+        let per_side = Self::pack(u32::try_from(values).unwrap_or(u32::MAX)) as usize + 1;
         SidedIndex {
             sides: [
                 FlowIndex::with_capacity(entries, per_side),

@@ -45,6 +45,10 @@ pub struct Ipv4Ids {
 /// The 128-bit product of `a` and `b`, its halves folded (the mixing step of the engine's
 /// keyed hashes, `index::KeyHasher`).
 #[inline(always)]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the product's two 64-bit halves, folded"
+)]
 fn fold_mul(a: u64, b: u64) -> u64 {
     let r = u128::from(a) * u128::from(b);
     (r as u64) ^ ((r >> 64) as u64)
@@ -55,7 +59,9 @@ impl Ipv4Ids {
     pub fn new(seed: u64) -> Ipv4Ids {
         let mut rng = Rng::new(seed ^ 0x6964_6964_6964_6964);
         let k = [0; 4].map(|_: u64| rng.next_u64() | 1);
-        let counters = (0..SLOTS).map(|_| rng.next_u64() as u16).collect();
+        let counters = (0..SLOTS)
+            .map(|_| (rng.next_u64() & 0xffff) as u16)
+            .collect();
         Ipv4Ids { k, counters }
     }
 
@@ -64,6 +70,10 @@ impl Ipv4Ids {
     /// own destinations' identifications does not give the keys away easily, and the keys
     /// are new with every start).
     #[inline(always)]
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "the slot is masked to SLOTS - 1 (4095)"
+    )]
     fn place(&self, src: u32, dst: u32, proto: u8) -> (u16, usize) {
         let [k0, k1, k2, k3] = self.k;
         let pair = (u64::from(src) << 32) | u64::from(dst);
@@ -90,6 +100,10 @@ impl Ipv4Ids {
 
     /// The fast path's part for a session sending from `src` to `dst`: its offset and the
     /// slot of its counter in the XDP program's table.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "the slot is below SLOTS (4096)"
+    )]
     pub fn recipe(&self, src: u32, dst: u32, proto: u8) -> (u16, u16) {
         let (offset, slot) = self.place(src, dst, proto);
         (offset ^ FAST_PATH_OFFSET, slot as u16)

@@ -23,6 +23,10 @@
 //! pref64, else to SIIT when it is in SIIT's pref64 or EAM table, else to the tunnel; IPv4
 //! to NAT64 when the destination is in pool4, else to SIIT when it is an EAM or siit.pool4
 //! address, else to NAT44.
+#![warn(clippy::cast_possible_truncation)]
+// The unit tests' packet builders cast lengths and counters they chose: a wrong cast there
+// fails a test, it does not mistranslate a packet.
+#![cfg_attr(test, allow(clippy::cast_possible_truncation))]
 #![deny(
     clippy::indexing_slicing,
     clippy::panic,
@@ -723,7 +727,11 @@ impl Engine {
             n += x.end_some(now, reason, max);
         }
         if let Some(x) = self.nat64.as_mut() {
-            n += x.end_some(now, reason, max.saturating_sub(n as usize));
+            n += x.end_some(
+                now,
+                reason,
+                max.saturating_sub(usize::try_from(n).unwrap_or(usize::MAX)),
+            );
         }
         n
     }
@@ -788,6 +796,10 @@ impl Engine {
         out_seen: Option<Time>,
         in_seen: Option<Time>,
     ) -> bool {
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "the session id is the token's low 32 bits (offload::Recipe::token)"
+        )]
         let sid = token as u32;
         let c = &mut self.counters;
         match (

@@ -278,6 +278,10 @@ pub fn apply(r: &Recipe, pkt: &mut [u8]) -> bool {
     let Some(l4ck) = u16_at(pkt, ck_off) else {
         return false;
     };
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "two folds leave at most 0xffff"
+    )]
     let fold = |ck: u16, d: u16| -> u16 {
         let s = u32::from(!ck) + u32::from(d);
         let s = (s & 0xffff) + (s >> 16);
@@ -292,14 +296,14 @@ pub fn apply(r: &Recipe, pkt: &mut [u8]) -> bool {
             c => c,
         }
     };
-    set_u32(pkt, ip4off::SRC, r.new.src);
-    set_u32(pkt, ip4off::DST, r.new.dst);
-    set_u8(pkt, ip4off::TTL, ttl.saturating_sub(1));
-    set_u16(pkt, ip4off::CHECKSUM, fold(ipck, r.ip_delta));
-    set_u16(pkt, 20, r.new.sport);
-    set_u16(pkt, 22, r.new.dport);
-    set_u16(pkt, ck_off, new_l4);
-    true
+    // Every field was read above, so every write lands.
+    set_u32(pkt, ip4off::SRC, r.new.src)
+        & set_u32(pkt, ip4off::DST, r.new.dst)
+        & set_u8(pkt, ip4off::TTL, ttl.saturating_sub(1))
+        & set_u16(pkt, ip4off::CHECKSUM, fold(ipck, r.ip_delta))
+        & set_u16(pkt, 20, r.new.sport)
+        & set_u16(pkt, 22, r.new.dport)
+        & set_u16(pkt, ck_off, new_l4)
 }
 
 /// The tuple of an IPv6 TCP/UDP packet a fast path would consider: no extension headers,
@@ -357,12 +361,12 @@ pub fn apply64(r: &Recipe64, pkt: &[u8], count: u16) -> Option<Vec<u8>> {
     write_ipv4_header(&mut h, tc, total, id, hop.saturating_sub(1), &r.new);
     let mut out = h.to_vec();
     out.extend_from_slice(pkt.get(40..40 + plen)?);
-    set_u16(&mut out, 20, r.new.sport);
-    set_u16(&mut out, 22, r.new.dport);
     let at = 20 + l4_csum_off(r.key.proto);
     let c = u16_at(&out, at)?;
-    set_u16(&mut out, at, l4_csum(r.key.proto, c, r.l4_delta));
-    Some(out)
+    let wrote = set_u16(&mut out, 20, r.new.sport)
+        & set_u16(&mut out, 22, r.new.dport)
+        & set_u16(&mut out, at, l4_csum(r.key.proto, c, r.l4_delta));
+    wrote.then_some(out)
 }
 
 /// Applies a NAT64 inbound recipe to an IPv4 packet the way the XDP program does, returning
@@ -394,11 +398,11 @@ pub fn apply46(r: &Recipe46, pkt: &[u8]) -> Option<Vec<u8>> {
     write_ipv6_header(&mut h, tos, plen, ttl.saturating_sub(1), &r.new);
     let mut out = h.to_vec();
     out.extend_from_slice(pkt.get(20..total)?);
-    set_u16(&mut out, 40, r.new.sport);
-    set_u16(&mut out, 42, r.new.dport);
     let at6 = 40 + l4_csum_off(r.key.proto);
-    set_u16(&mut out, at6, l4_csum(r.key.proto, c, r.l4_delta));
-    Some(out)
+    let wrote = set_u16(&mut out, 40, r.new.sport)
+        & set_u16(&mut out, 42, r.new.dport)
+        & set_u16(&mut out, at6, l4_csum(r.key.proto, c, r.l4_delta));
+    wrote.then_some(out)
 }
 
 #[cfg(test)]

@@ -96,6 +96,10 @@ impl PortMap {
         })
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "p <= to, a u16, where it is cast"
+    )]
     fn scan(&self, from: u16, to: u16) -> Option<u16> {
         let mut p = u32::from(from);
         let to = u32::from(to);

@@ -16,7 +16,9 @@
 use crate::index::{FlowIndex, KeyHasher};
 
 /// Records per chunk.
-const CHUNK: usize = 4096;
+const CHUNK: usize = CHUNK32 as usize;
+/// [`CHUNK`] as the type of a record number.
+const CHUNK32: u32 = 4096;
 /// No released number to reuse.
 const NO_FREE: u32 = u32::MAX;
 /// Index entries a new index is made for at first; it doubles from there.
@@ -99,7 +101,7 @@ impl<R: Record> Records<R> {
     #[inline(always)]
     pub fn slot(&self, num: u32) -> Option<&R> {
         self.chunks
-            .get((num / CHUNK as u32) as usize)?
+            .get((num / CHUNK32) as usize)?
             .get(num as usize % CHUNK)
     }
 
@@ -125,7 +127,7 @@ impl<R: Record> Records<R> {
     #[inline(always)]
     fn slot_mut(&mut self, num: u32) -> Option<&mut R> {
         self.chunks
-            .get_mut((num / CHUNK as u32) as usize)?
+            .get_mut((num / CHUNK32) as usize)?
             .get_mut(num as usize % CHUNK)
     }
 
@@ -217,7 +219,7 @@ impl<R: Record> Records<R> {
         // stays, stale, until `old` goes.
         self.index.remove(hasher.hash(R::words(key)), num, |v| {
             let r = chunks
-                .get((v / CHUNK as u32) as usize)?
+                .get((v / CHUNK32) as usize)?
                 .get(v as usize % CHUNK)?;
             Some(hasher.hash(R::words(r.key())))
         });

@@ -8,12 +8,13 @@
 //! `xlat_wire::ipv4::write_header` / `ipv6::write_header` instead: they carry fragment
 //! fields, options and ICMP errors that a plain packet never has.
 
-use xlat_wire::field::{set_u16, u16_at};
+use xlat_wire::field::{chunk_mut, set_u16, u16_at};
 use xlat_wire::ipv4::proto as ipproto;
 use xlat_wire::ipv6::addr4_sum;
 use xlat_wire::l4::{tcp, udp};
 use xlat_wire::{Delta, PacketBuf};
 
+use crate::counters::{wrote, DropReason};
 use crate::flow::Proto;
 use crate::ipv4_id::Ipv4Ids;
 
@@ -51,6 +52,10 @@ pub(crate) fn ip_proto(proto: Proto) -> u8 {
 /// summed in 64 bits and folded (2^16 = 1 modulo 0xffff, so a chunk counts as its two
 /// words, RFC 1071 2 (B)); the same value, zero only for `::`.
 #[inline(always)]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the address's four 32-bit chunks; the folded sum is below 2^17"
+)]
 fn addr6_sum(a: u128) -> u32 {
     let s = u64::from(a as u32)
         + u64::from((a >> 32) as u32)
@@ -137,6 +142,10 @@ pub(crate) fn write_ipv4_header(
     let s: u32 = words.iter().sum();
     let s = (s & 0xffff) + (s >> 16);
     let s = (s & 0xffff) + (s >> 16);
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "two folds leave at most 0xffff"
+    )]
     let ck = !(s as u16);
     let [t0, t1] = total_len.to_be_bytes();
     let [c0, c1] = ck.to_be_bytes();
@@ -164,27 +173,25 @@ pub(crate) fn lane_6to4(
     key: &Tuple6,
     new: &Tuple4,
     ids: &mut Ipv4Ids,
-) {
+) -> Result<(), DropReason> {
     use xlat_wire::ipv6::HEADER;
     const SHRINK: usize = HEADER - xlat_wire::ipv4::MIN_HEADER;
     let delta = delta64(key, new).folded();
     buf.truncate(HEADER + plen);
     let out = buf.data_mut();
-    set_u16(out, HEADER, new.sport);
-    set_u16(out, HEADER + 2, new.dport);
     let ck = HEADER + l4_csum_off(new.proto);
-    if let Some(v) = u16_at(out, ck) {
-        set_u16(out, ck, l4_csum(new.proto, v, delta));
-    }
-    if let Some(h) = out
-        .get_mut(SHRINK..HEADER)
-        .and_then(|h| <&mut [u8; 20]>::try_from(h).ok())
-    {
-        let total = xlat_wire::ipv4::MIN_HEADER + plen;
-        let id = ids.next(total, new.src, new.dst, new.proto);
-        write_ipv4_header(h, tos, total.min(0xffff) as u16, id, ttl, new);
-    }
-    buf.pull_front(SHRINK);
+    let old = u16_at(out, ck).ok_or(DropReason::Internal)?;
+    wrote(
+        set_u16(out, HEADER, new.sport)
+            & set_u16(out, HEADER + 2, new.dport)
+            & set_u16(out, ck, l4_csum(new.proto, old, delta)),
+    )?;
+    let h = chunk_mut::<20>(out, SHRINK).ok_or(DropReason::Internal)?;
+    let total = xlat_wire::ipv4::MIN_HEADER + plen;
+    let id = ids.next(total, new.src, new.dst, new.proto);
+    let total = u16::try_from(total).unwrap_or(u16::MAX);
+    write_ipv4_header(h, tos, total, id, ttl, new);
+    wrote(buf.pull_front(SHRINK))
 }
 
 /// [`lane_6to4`]'s twin: a plain IPv4 TCP/UDP packet in `buf` (20-byte header, `total`
@@ -199,23 +206,25 @@ pub(crate) fn lane_4to6(
     hop: u8,
     key: &Tuple4,
     new: &Tuple6,
-) {
+) -> Result<(), DropReason> {
     use xlat_wire::ipv6::HEADER;
     let delta = delta46(key, new).folded();
     let payload = total.saturating_sub(xlat_wire::ipv4::MIN_HEADER);
     buf.truncate(total);
-    if buf.push_front(HEADER - xlat_wire::ipv4::MIN_HEADER) {
-        let out = buf.data_mut();
-        if let Some(h) = out.first_chunk_mut::<HEADER>() {
-            write_ipv6_header(h, tos, payload.min(0xffff) as u16, hop, new);
-        }
-        set_u16(out, HEADER, new.sport);
-        set_u16(out, HEADER + 2, new.dport);
-        let ck = HEADER + l4_csum_off(new.proto);
-        if let Some(v) = u16_at(out, ck) {
-            set_u16(out, ck, l4_csum(new.proto, v, delta));
-        }
-    }
+    wrote(buf.push_front(HEADER - xlat_wire::ipv4::MIN_HEADER))?;
+    let out = buf.data_mut();
+    let h = out
+        .first_chunk_mut::<HEADER>()
+        .ok_or(DropReason::Internal)?;
+    let payload = u16::try_from(payload).unwrap_or(u16::MAX);
+    write_ipv6_header(h, tos, payload, hop, new);
+    let ck = HEADER + l4_csum_off(new.proto);
+    let old = u16_at(out, ck).ok_or(DropReason::Internal)?;
+    wrote(
+        set_u16(out, HEADER, new.sport)
+            & set_u16(out, HEADER + 2, new.dport)
+            & set_u16(out, ck, l4_csum(new.proto, old, delta)),
+    )
 }
 
 /// Writes the 40-byte IPv6 header an unfragmented IPv4 packet without options becomes (RFC
@@ -238,6 +247,10 @@ pub(crate) fn write_ipv6_header(
 }
 
 /// RFC 1624 eqn. 3 on a checksum field, as the XDP program does it.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "two folds leave at most 0xffff"
+)]
 fn csum_apply(ck: u16, d: u16) -> u16 {
     let s = u32::from(!ck) + u32::from(d);
     let s = (s & 0xffff) + (s >> 16);

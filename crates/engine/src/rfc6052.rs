@@ -163,6 +163,10 @@ impl Pref64 {
 
     /// The IPv4 address embedded in `a` (RFC 6052 2.3); `None` when `a` is not in this
     /// prefix, or when this is the Well-Known Prefix and the address is not global (3.1).
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "the embedded IPv4 address is 32 bits of the IPv6 one (RFC 6052 2.2)"
+    )]
     pub fn extract(&self, a: u128) -> Option<u32> {
         if !self.contains(a) {
             return None;

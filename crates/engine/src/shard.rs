@@ -281,6 +281,10 @@ impl Shards {
 
     /// The worker of an IPv6 source address (both halves folded, then as IPv4).
     #[inline]
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "the address's two 64-bit halves, folded"
+    )]
     fn by_source6(&self, a: u128) -> usize {
         self.pick((a as u64) ^ ((a >> 64) as u64))
     }

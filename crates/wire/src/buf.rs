@@ -70,6 +70,7 @@ impl<'a> PacketBuf<'a> {
     }
 
     /// Grows the packet by `n` bytes at the front (into the headroom).
+    #[must_use = "false means nothing was written: the buffer is too short"]
     pub fn push_front(&mut self, n: usize) -> bool {
         match self.head.checked_sub(n) {
             Some(h) => {
@@ -82,6 +83,7 @@ impl<'a> PacketBuf<'a> {
     }
 
     /// Removes `n` bytes from the front.
+    #[must_use = "false means nothing was written: the buffer is too short"]
     pub fn pull_front(&mut self, n: usize) -> bool {
         if n > self.len {
             return false;
@@ -92,6 +94,7 @@ impl<'a> PacketBuf<'a> {
     }
 
     /// Sets the length, growing at the tail within the buffer if needed.
+    #[must_use = "false means nothing was written: the buffer is too short"]
     pub fn set_len(&mut self, len: usize) -> bool {
         if self
             .head

@@ -29,6 +29,10 @@ pub fn sum(data: &[u8], initial: u32) -> u32 {
 }
 
 #[inline]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "two folds leave at most 2^32 - 1"
+)]
 fn fold64(mut acc: u64) -> u32 {
     // Two steps always suffice (2^64 - 1 -> at most 2^33 - 2 -> at most 2^32 - 1); no loop,
     // no branch.
@@ -39,6 +43,10 @@ fn fold64(mut acc: u64) -> u32 {
 
 /// Folds a 32-bit one's-complement accumulator to 16 bits.
 #[inline]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "two folds leave at most 0xffff"
+)]
 pub fn fold(mut acc: u32) -> u16 {
     // As `fold64`: 2^32 - 1 -> at most 0x1fffe -> at most 0xffff.
     acc = (acc & 0xffff) + (acc >> 16);
@@ -104,7 +112,7 @@ impl Delta {
     #[inline]
     pub fn addr(self, old: u32, new: u32) -> Delta {
         self.word((old >> 16) as u16, (new >> 16) as u16)
-            .word(old as u16, new as u16)
+            .word((old & 0xffff) as u16, (new & 0xffff) as u16)
     }
 
     /// Records that words summing to `sum` (a one's-complement sum, e.g. from [`sum`]) were
@@ -169,7 +177,9 @@ impl Delta {
 /// checksum is 0x0000, and stops at the first non-zero byte.
 pub fn fix_all_zero(msg: &mut [u8], ck_at: usize) {
     if crate::field::u16_at(msg, ck_at) == Some(0) && msg.iter().all(|&b| b == 0) {
-        crate::field::set_u16(msg, ck_at, 0xffff);
+        if let Some(ck) = crate::field::chunk_mut::<2>(msg, ck_at) {
+            *ck = [0xff, 0xff];
+        }
     }
 }
 

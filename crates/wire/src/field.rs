@@ -1,6 +1,8 @@
 //! Bounds-checked big-endian field access: readers return `None` past the end of the buffer,
-//! writers do nothing there. The packet code uses these instead of indexing, so that no
-//! offset computed from packet bytes can panic.
+//! writers do nothing there and say so (`false`, which must be used). The packet code uses
+//! these instead of indexing, so that no offset computed from packet bytes can panic. Code
+//! that writes several fields after one length check takes a fixed-size view instead
+//! ([`chunk_mut`], `<[u8]>::first_chunk_mut`), whose writes cannot fail.
 
 /// Reads one byte at `off`.
 #[inline]
@@ -28,6 +30,7 @@ pub fn u32_at(b: &[u8], off: usize) -> Option<u32> {
 
 /// Writes a big-endian u16 at `off`; returns false (and writes nothing) if it does not fit.
 #[inline]
+#[must_use = "false means nothing was written: the buffer is too short"]
 pub fn set_u16(b: &mut [u8], off: usize, v: u16) -> bool {
     match off.checked_add(2).and_then(|end| b.get_mut(off..end)) {
         Some(s) => {
@@ -40,6 +43,7 @@ pub fn set_u16(b: &mut [u8], off: usize, v: u16) -> bool {
 
 /// Writes a big-endian u32 at `off`; returns false (and writes nothing) if it does not fit.
 #[inline]
+#[must_use = "false means nothing was written: the buffer is too short"]
 pub fn set_u32(b: &mut [u8], off: usize, v: u32) -> bool {
     match off.checked_add(4).and_then(|end| b.get_mut(off..end)) {
         Some(s) => {
@@ -52,6 +56,7 @@ pub fn set_u32(b: &mut [u8], off: usize, v: u32) -> bool {
 
 /// Writes one byte at `off`; returns false if it does not fit.
 #[inline]
+#[must_use = "false means nothing was written: the buffer is too short"]
 pub fn set_u8(b: &mut [u8], off: usize, v: u8) -> bool {
     match b.get_mut(off) {
         Some(x) => {
@@ -60,4 +65,11 @@ pub fn set_u8(b: &mut [u8], off: usize, v: u8) -> bool {
         }
         None => false,
     }
+}
+
+/// The `N` bytes at `off` as a fixed-size array, whose fields can then be written without a
+/// check each; `None` if they do not fit.
+#[inline]
+pub fn chunk_mut<const N: usize>(b: &mut [u8], off: usize) -> Option<&mut [u8; N]> {
+    b.get_mut(off..)?.first_chunk_mut::<N>()
 }

@@ -1,7 +1,7 @@
 //! The IPv4 header (RFC 791 3.1): a validated, copied-out summary plus in-place setters.
 
 use crate::checksum;
-use crate::field::{set_u16, set_u32, u16_at, u32_at, u8_at};
+use crate::field::u8_at;
 
 /// Offsets of IPv4 header fields (RFC 791 3.1).
 pub mod off {
@@ -122,36 +122,49 @@ impl Ipv4Header {
 }
 
 /// Rewrites the source address in place and returns the checksum delta of that change;
-/// the IPv4 header checksum is updated incrementally (RFC 1624).
+/// the IPv4 header checksum is updated incrementally (RFC 1624). A buffer shorter than the
+/// 20-byte header is left alone (delta zero): the callers parsed the header first.
 pub fn rewrite_src(b: &mut [u8], new: u32) -> crate::Delta {
-    rewrite_addr(b, off::SRC, new)
+    let Some(h) = b.first_chunk_mut::<MIN_HEADER>() else {
+        return crate::Delta::ZERO;
+    };
+    let [.., c0, c1, s0, s1, s2, s3, _, _, _, _] = h;
+    rewrite_addr([c0, c1], [s0, s1, s2, s3], new)
 }
 
 /// Rewrites the destination address in place; see [`rewrite_src`].
 pub fn rewrite_dst(b: &mut [u8], new: u32) -> crate::Delta {
-    rewrite_addr(b, off::DST, new)
-}
-
-fn rewrite_addr(b: &mut [u8], at: usize, new: u32) -> crate::Delta {
-    let Some(old) = u32_at(b, at) else {
+    let Some(h) = b.first_chunk_mut::<MIN_HEADER>() else {
         return crate::Delta::ZERO;
     };
+    let [.., c0, c1, _, _, _, _, d0, d1, d2, d3] = h;
+    rewrite_addr([c0, c1], [d0, d1, d2, d3], new)
+}
+
+/// The address bytes `a` become `new`, the checksum bytes `ck` follow (RFC 1624).
+#[inline]
+fn rewrite_addr(ck: [&mut u8; 2], a: [&mut u8; 4], new: u32) -> crate::Delta {
+    let [a0, a1, a2, a3] = a;
+    let old = u32::from_be_bytes([*a0, *a1, *a2, *a3]);
     let d = crate::Delta::ZERO.addr(old, new);
-    if set_u32(b, at, new) {
-        if let Some(c) = u16_at(b, off::CHECKSUM) {
-            set_u16(b, off::CHECKSUM, d.apply(c));
-        }
-    }
+    [*a0, *a1, *a2, *a3] = new.to_be_bytes();
+    let [c0, c1] = ck;
+    [*c0, *c1] = d.apply(u16::from_be_bytes([*c0, *c1])).to_be_bytes();
     d
 }
 
-/// Computes and writes the header checksum over `header_len` bytes (for headers we build).
+/// Computes and writes the header checksum over `header_len` bytes (for headers we build);
+/// a buffer shorter than `header_len`, or a `header_len` below 20, is left alone.
 pub fn fill_checksum(b: &mut [u8], header_len: usize) {
-    set_u16(b, off::CHECKSUM, 0);
-    if let Some(h) = b.get(..header_len) {
-        let c = checksum::checksum(h);
-        set_u16(b, off::CHECKSUM, c);
-    }
+    let Some((fixed, options)) = b
+        .get_mut(..header_len)
+        .and_then(|h| h.split_first_chunk_mut::<MIN_HEADER>())
+    else {
+        return;
+    };
+    [fixed[off::CHECKSUM], fixed[off::CHECKSUM + 1]] = [0, 0];
+    let c = checksum::finish(checksum::sum(options, checksum::sum(fixed, 0)));
+    [fixed[off::CHECKSUM], fixed[off::CHECKSUM + 1]] = c.to_be_bytes();
 }
 
 /// The fields of a 20-byte IPv4 header (no options) to write with [`write_header`].
@@ -170,24 +183,30 @@ pub struct Ipv4Fields {
     pub dst: u32,
 }
 
-/// Writes a 20-byte IPv4 header with its checksum at the start of `b`; false if `b` is shorter.
-pub fn write_header(b: &mut [u8], f: &Ipv4Fields) -> bool {
-    let Some(h) = b.get_mut(..MIN_HEADER) else {
-        return false;
-    };
+/// The 20-byte IPv4 header of `f` with its checksum (for a packet being built).
+pub fn header(f: &Ipv4Fields) -> [u8; MIN_HEADER] {
     let flags = (u16::from(f.dont_fragment) << 14)
         | (u16::from(f.more_fragments) << 13)
         | (f.frag_offset & 0x1fff);
-    crate::field::set_u8(h, off::VER_IHL, 0x45);
-    crate::field::set_u8(h, off::TOS, f.tos);
-    set_u16(h, off::TOTAL_LEN, f.total_len);
-    set_u16(h, off::IDENT, f.ident);
-    set_u16(h, off::FLAGS_FRAG, flags);
-    crate::field::set_u8(h, off::TTL, f.ttl);
-    crate::field::set_u8(h, off::PROTO, f.proto);
-    set_u32(h, off::SRC, f.src);
-    set_u32(h, off::DST, f.dst);
-    fill_checksum(h, MIN_HEADER);
+    let [t0, t1] = f.total_len.to_be_bytes();
+    let [i0, i1] = f.ident.to_be_bytes();
+    let [f0, f1] = flags.to_be_bytes();
+    let [s0, s1, s2, s3] = f.src.to_be_bytes();
+    let [d0, d1, d2, d3] = f.dst.to_be_bytes();
+    let mut h = [
+        0x45, f.tos, t0, t1, i0, i1, f0, f1, f.ttl, f.proto, 0, 0, s0, s1, s2, s3, d0, d1, d2, d3,
+    ];
+    [h[off::CHECKSUM], h[off::CHECKSUM + 1]] = checksum::checksum(&h).to_be_bytes();
+    h
+}
+
+/// Writes [`header`] at the start of `b`; false (nothing written) if `b` is shorter.
+#[must_use = "false means nothing was written: the buffer is too short"]
+pub fn write_header(b: &mut [u8], f: &Ipv4Fields) -> bool {
+    let Some(h) = b.first_chunk_mut::<MIN_HEADER>() else {
+        return false;
+    };
+    *h = header(f);
     true
 }
 

@@ -125,7 +125,7 @@ impl Ipv6Header {
         let payload_len = usize::from(u16_at(b, off::PAYLOAD_LEN).ok_or(Ipv6Error::Truncated)?);
         let next_header = u8_at(b, off::NEXT_HEADER).ok_or(Ipv6Error::Truncated)?;
         let mut h = Ipv6Header {
-            traffic_class: (first >> 20) as u8,
+            traffic_class: ((first >> 20) & 0xff) as u8,
             flow_label: first & 0x000f_ffff,
             payload_len,
             next_header,
@@ -236,6 +236,7 @@ pub fn addr_at(b: &[u8], off: usize) -> Option<u128> {
 }
 
 /// Writes a 128-bit address at `off`; false (nothing written) if it does not fit.
+#[must_use = "false means nothing was written: the buffer is too short"]
 pub fn set_addr(b: &mut [u8], off: usize, a: u128) -> bool {
     match off.checked_add(16).and_then(|end| b.get_mut(off..end)) {
         Some(s) => {
@@ -258,22 +259,30 @@ pub struct Ipv6Fields {
     pub dst: u128,
 }
 
-/// Writes a 40-byte IPv6 header at the start of `b`; false if `b` is shorter.
+/// The 40-byte IPv6 header of `f` (for a packet being built).
+pub fn header(f: &Ipv6Fields) -> [u8; HEADER] {
+    let first = (6u32 << 28) | (u32::from(f.traffic_class) << 20) | (f.flow_label & 0x000f_ffff);
+    let [v0, v1, v2, v3] = first.to_be_bytes();
+    let [p0, p1] = f.payload_len.to_be_bytes();
+    let mut h = [0u8; HEADER];
+    h[..off::SRC].copy_from_slice(&[v0, v1, v2, v3, p0, p1, f.next_header, f.hop_limit]);
+    h[off::SRC..off::DST].copy_from_slice(&f.src.to_be_bytes());
+    h[off::DST..].copy_from_slice(&f.dst.to_be_bytes());
+    h
+}
+
+/// Writes [`header`] at the start of `b`; false (nothing written) if `b` is shorter.
+#[must_use = "false means nothing was written: the buffer is too short"]
 pub fn write_header(b: &mut [u8], f: &Ipv6Fields) -> bool {
-    let Some(h) = b.get_mut(..HEADER) else {
+    let Some(h) = b.first_chunk_mut::<HEADER>() else {
         return false;
     };
-    let first = (6u32 << 28) | (u32::from(f.traffic_class) << 20) | (f.flow_label & 0x000f_ffff);
-    crate::field::set_u32(h, off::VER_TC_FL, first);
-    crate::field::set_u16(h, off::PAYLOAD_LEN, f.payload_len);
-    crate::field::set_u8(h, off::NEXT_HEADER, f.next_header);
-    crate::field::set_u8(h, off::HOP_LIMIT, f.hop_limit);
-    set_addr(h, off::SRC, f.src);
-    set_addr(h, off::DST, f.dst);
+    *h = header(f);
     true
 }
 
 /// Writes an 8-byte Fragment header (RFC 8200 4.5) at `at`; false if it does not fit.
+#[must_use = "false means nothing was written: the buffer is too short"]
 pub fn write_fragment_header(
     b: &mut [u8],
     at: usize,
@@ -282,16 +291,12 @@ pub fn write_fragment_header(
     more: bool,
     ident: u32,
 ) -> bool {
-    let Some(h) = at
-        .checked_add(FRAGMENT_HEADER)
-        .and_then(|end| b.get_mut(at..end))
-    else {
+    let Some(h) = crate::field::chunk_mut::<FRAGMENT_HEADER>(b, at) else {
         return false;
     };
-    crate::field::set_u8(h, 0, next_header);
-    crate::field::set_u8(h, 1, 0);
-    crate::field::set_u16(h, 2, (offset << 3) | u16::from(more));
-    crate::field::set_u32(h, 4, ident);
+    let [o0, o1] = ((offset << 3) | u16::from(more)).to_be_bytes();
+    let [i0, i1, i2, i3] = ident.to_be_bytes();
+    *h = [next_header, 0, o0, o1, i0, i1, i2, i3];
     true
 }
 
@@ -309,16 +314,12 @@ pub fn addr4_sum(a: u32) -> u32 {
 /// Sum of the IPv6 pseudo-header (RFC 8200 8.1): source, destination, upper-layer packet
 /// length (32 bits) and next header (32 bits, zero-padded). Start a checksum with it.
 pub fn pseudo_header_sum(src: u128, dst: u128, upper_len: u32, next_header: u8) -> u32 {
-    let acc = u64::from(addr_sum(src))
-        + u64::from(addr_sum(dst))
-        + u64::from(upper_len >> 16)
-        + u64::from(upper_len & 0xffff)
-        + u64::from(next_header);
-    let mut a = acc;
-    while a > 0xffff_ffff {
-        a = (a & 0xffff_ffff) + (a >> 32);
-    }
-    a as u32
+    // Five terms of at most 0xffff each (the address sums are folded): no overflow.
+    addr_sum(src)
+        + addr_sum(dst)
+        + (upper_len >> 16)
+        + (upper_len & 0xffff)
+        + u32::from(next_header)
 }
 
 /// Checksum field value for an upper-layer message `data` (checksum field zeroed) under the
@@ -337,18 +338,19 @@ mod tests {
 
     fn base(next: u8, payload: &[u8]) -> Vec<u8> {
         let mut p = vec![0u8; 40];
-        write_header(
+        let wrote = write_header(
             &mut p,
             &Ipv6Fields {
                 traffic_class: 0xb8,
                 flow_label: 0x12345,
-                payload_len: payload.len() as u16,
+                payload_len: u16::try_from(payload.len()).unwrap(),
                 next_header: next,
                 hop_limit: 64,
                 src: 0x2001_0002_0000_0001_0000_0000_0000_0010,
                 dst: 0x2001_0002_0000_0064_0000_0000_c613_0002,
             },
         );
+        assert!(wrote);
         p.extend_from_slice(payload);
         p
     }

@@ -12,6 +12,7 @@
 //! with a bad checksum: it is never "repaired".
 
 #![forbid(unsafe_code)]
+#![warn(clippy::cast_possible_truncation)]
 #![deny(
     clippy::indexing_slicing,
     clippy::panic,

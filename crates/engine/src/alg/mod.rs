@@ -47,12 +47,12 @@
 pub mod ftp;
 
 use hashbrown::HashMap;
-use xlat_wire::field::{set_u16, set_u32, u16_at, u32_at, u8_at};
+use xlat_wire::field::{chunk_mut, set_u16, u16_at, u32_at, u8_at};
 use xlat_wire::ipv4::{self, proto as ipproto};
 use xlat_wire::l4::tcp;
 use xlat_wire::{checksum, Delta, PacketBuf};
 
-use crate::counters::{Counters, Event};
+use crate::counters::{wrote, Counters, DropReason, Event};
 use crate::flow::Endpoint;
 use crate::Time;
 
@@ -202,10 +202,15 @@ fn tcp_sum(pkt: &[u8], l4: usize, end: usize) -> Option<u16> {
     Some(checksum::finish(checksum::sum(seg, pseudo)))
 }
 
-/// Rewrites a 32-bit TCP field and returns the checksum delta.
-fn set_word(pkt: &mut [u8], off: usize, new: u32) -> Delta {
-    let old = u32_at(pkt, off).unwrap_or(new);
-    set_u32(pkt, off, new);
+/// Moves the 32-bit TCP field at `off` by `f` and returns the checksum delta (zero, and
+/// nothing written, when the field is not in the packet).
+fn move_word(pkt: &mut [u8], off: usize, f: impl FnOnce(u32) -> u32) -> Delta {
+    let Some(w) = chunk_mut::<4>(pkt, off) else {
+        return Delta::ZERO;
+    };
+    let old = u32::from_be_bytes(*w);
+    let new = f(old);
+    *w = new.to_be_bytes();
     Delta::ZERO.addr(old, new)
 }
 
@@ -268,28 +273,29 @@ impl FtpAlg {
     /// rewrites the lines the module doc lists -- `map` turns an announced inside data
     /// endpoint into the outside one it made a mapping for (`None`: not the control
     /// connection's host, or no port) -- and moves sequence and acknowledgement numbers.
+    /// `Err` ([`DropReason::Internal`]): a write missed a segment it had checked.
     pub fn outbound(
         &mut self,
         now: Time,
         buf: &mut PacketBuf,
         map: &mut dyn FnMut(Announced, &mut Counters) -> Option<Endpoint>,
         c: &mut Counters,
-    ) {
+    ) -> Result<(), DropReason> {
         let pkt = buf.data();
         let Some(seg) = segment(pkt) else {
-            return;
+            return Ok(());
         };
         let (Some(ext), Some(remote)) = (endpoint(pkt, seg.l4, true), endpoint(pkt, seg.l4, false))
         else {
-            return;
+            return Ok(());
         };
         let key = (ext, remote);
         if seg.flags & tcp::RST != 0 {
             self.ctl.remove(&key);
-            return;
+            return Ok(());
         }
         let Some(mut ctl) = self.state(key, now, c) else {
-            return;
+            return Ok(());
         };
         let seq = u32_at(pkt, seg.l4 + 4).unwrap_or(0);
         let nat64 = self.nat64;
@@ -299,33 +305,39 @@ impl FtpAlg {
                 |line: &[u8], c: &mut Counters| outbound_line(line, seq, nat64, &mut ctl, map, c);
             rewrite_lines(&mut scratch, buf, &seg, wanted_out, &mut line_fn, c)
         } else {
-            None
+            Ok(None)
         };
-        let diff = rewritten.unwrap_or(0);
         self.scratch = scratch;
+        let rewritten = rewritten?;
+        let diff = rewritten.unwrap_or(0);
         ctl.out.record(seq, diff);
         self.keep(key, ctl);
-        adjust(
+        wrote(adjust(
             buf.data_mut(),
             &seg_after(&seg, diff),
             &ctl.out,
             &ctl.inb,
             rewritten.is_some(),
-        );
+        ))
     }
 
     /// An inbound control segment before its translation (IPv4, destination = the outside
     /// endpoint): NAT64's 227 answering a PASV the ALG made from an EPSV becomes a 229
     /// (RFC 6384); its sequence number moves by what the ALG changed in this direction and
-    /// its acknowledgement by what it changed in the other.
-    pub fn inbound(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) {
+    /// its acknowledgement by what it changed in the other. `Err` as [`FtpAlg::outbound`].
+    pub fn inbound(
+        &mut self,
+        now: Time,
+        buf: &mut PacketBuf,
+        c: &mut Counters,
+    ) -> Result<(), DropReason> {
         let pkt = buf.data();
         let Some(seg) = segment(pkt) else {
-            return;
+            return Ok(());
         };
         let (Some(remote), Some(ext)) = (endpoint(pkt, seg.l4, true), endpoint(pkt, seg.l4, false))
         else {
-            return;
+            return Ok(());
         };
         let key = (ext, remote);
         // (An inbound RST does not end the state: a spoofed one the endpoint ignores would
@@ -333,7 +345,7 @@ impl FtpAlg {
         // Inbound segments never make state: until the ALG changed something going out,
         // there is nothing to do to them.
         let Some(e) = self.ctl.get_mut(&key) else {
-            return;
+            return Ok(());
         };
         e.seen = now;
         let mut ctl = *e;
@@ -345,19 +357,20 @@ impl FtpAlg {
         {
             let mut scratch = std::mem::take(&mut self.scratch);
             let mut line_fn = |line: &[u8], _: &mut Counters| inbound_line(line, seq, &mut ctl);
-            rewritten = rewrite_lines(&mut scratch, buf, &seg, wanted_in, &mut line_fn, c);
+            let r = rewrite_lines(&mut scratch, buf, &seg, wanted_in, &mut line_fn, c);
             self.scratch = scratch;
+            rewritten = r?;
         }
         let diff = rewritten.unwrap_or(0);
         ctl.inb.record(seq, diff);
         self.keep(key, ctl);
-        adjust(
+        wrote(adjust(
             buf.data_mut(),
             &seg_after(&seg, diff),
             &ctl.inb,
             &ctl.out,
             rewritten.is_some(),
-        );
+        ))
     }
 }
 
@@ -371,31 +384,26 @@ fn seg_after(seg: &Seg, diff: i32) -> Seg {
 
 /// Moves the segment's sequence number by `own` and its acknowledgement by `peer`, with an
 /// incremental checksum update (RFC 1624) -- or a full one when the payload was rewritten
-/// (`full`; the original checksum was verified before).
-fn adjust(pkt: &mut [u8], seg: &Seg, own: &SeqAdj, peer: &SeqAdj, full: bool) {
+/// (`full`; the original checksum was verified before). False when the checksum could not be
+/// written: [`segment`] checked the TCP header is there, so that is a broken invariant.
+#[must_use = "false means the checksum was not written"]
+fn adjust(pkt: &mut [u8], seg: &Seg, own: &SeqAdj, peer: &SeqAdj, full: bool) -> bool {
     if !full && !own.changed() && !peer.changed() {
-        return;
+        return true;
     }
     let mut d = Delta::ZERO;
-    if let Some(seq) = u32_at(pkt, seg.l4 + 4) {
-        d = d.plus(set_word(pkt, seg.l4 + 4, own.seq(seq)));
-    }
+    d = d.plus(move_word(pkt, seg.l4 + 4, |seq| own.seq(seq)));
     if seg.flags & tcp::ACK != 0 {
-        if let Some(ack) = u32_at(pkt, seg.l4 + 8) {
-            d = d.plus(set_word(pkt, seg.l4 + 8, peer.ack(ack)));
-        }
+        d = d.plus(move_word(pkt, seg.l4 + 8, |ack| peer.ack(ack)));
         if peer.changed() {
             d = d.plus(adjust_sack(pkt, seg, peer));
         }
     }
     let ck = seg.l4 + tcp::CHECKSUM;
     if full {
-        set_u16(pkt, ck, 0);
-        if let Some(sum) = tcp_sum(pkt, seg.l4, seg.end) {
-            set_u16(pkt, ck, sum);
-        }
-    } else if let Some(old) = u16_at(pkt, ck) {
-        set_u16(pkt, ck, d.apply(old));
+        set_u16(pkt, ck, 0) & tcp_sum(pkt, seg.l4, seg.end).is_some_and(|sum| set_u16(pkt, ck, sum))
+    } else {
+        u16_at(pkt, ck).is_some_and(|old| set_u16(pkt, ck, d.apply(old)))
     }
 }
 
@@ -429,9 +437,7 @@ fn adjust_sack(pkt: &mut [u8], seg: &Seg, peer: &SeqAdj) -> Delta {
         if kind == SACK && (len - 2).is_multiple_of(8) && (at + 2 - seg.l4).is_multiple_of(2) {
             let mut e = at + 2;
             while e + 4 <= at + len {
-                if let Some(v) = u32_at(pkt, e) {
-                    d = d.plus(set_word(pkt, e, peer.ack(v)));
-                }
+                d = d.plus(move_word(pkt, e, |v| peer.ack(v)));
                 e += 4;
             }
         }
@@ -525,7 +531,8 @@ fn inbound_line(line: &[u8], seq: u32, ctl: &mut Ctl) -> Option<ftp::Out> {
 /// Rewrites the whole lines of a segment's payload that `line_fn` changes, in place (the
 /// packet grows or shrinks at its tail); returns the change of length, `None` when nothing
 /// was rewritten. A trailing part line
-/// `wanted` would act on is counted as split.
+/// `wanted` would act on is counted as split. `Err` ([`DropReason::Internal`]): the new
+/// payload or length did not land in the packet after its length was set for them.
 fn rewrite_lines(
     scratch: &mut Vec<u8>,
     buf: &mut PacketBuf,
@@ -533,9 +540,11 @@ fn rewrite_lines(
     wanted: fn(&[u8]) -> bool,
     line_fn: &mut dyn FnMut(&[u8], &mut Counters) -> Option<ftp::Out>,
     c: &mut Counters,
-) -> Option<i32> {
+) -> Result<Option<i32>, DropReason> {
     let pkt = buf.data();
-    let payload = pkt.get(seg.data..seg.end)?;
+    let Some(payload) = pkt.get(seg.data..seg.end) else {
+        return Ok(None);
+    };
     scratch.clear();
     let mut rest = payload;
     let mut changed = false;
@@ -561,35 +570,38 @@ fn rewrite_lines(
         rest = rest.get(n..).unwrap_or(&[]);
     }
     if !changed {
-        return None;
+        return Ok(None);
     }
     scratch.extend_from_slice(rest);
     // Never rewrite over a bad checksum: the receiver would accept what the sender's
     // corruption made (a bad checksum stays bad).
     if !tcp_verifies(pkt, seg.l4, seg.end) {
         c.event(Event::AlgFtpMalformed);
-        return None;
+        return Ok(None);
     }
     let old_len = seg.end - seg.data;
     let new_total = seg.data + scratch.len();
     let Ok(total16) = u16::try_from(new_total) else {
         c.event(Event::AlgFtpNoRoom);
-        return None;
+        return Ok(None);
     };
     if new_total > buf.len() && !buf.set_len(new_total) {
         c.event(Event::AlgFtpNoRoom);
-        return None;
+        return Ok(None);
     }
     if new_total < buf.len() {
         buf.truncate(new_total);
     }
     let pkt = buf.data_mut();
-    if let Some(dst) = pkt.get_mut(seg.data..new_total) {
-        dst.copy_from_slice(scratch);
-    }
-    set_u16(pkt, ipv4::off::TOTAL_LEN, total16);
+    let copied = pkt
+        .get_mut(seg.data..new_total)
+        .map(|dst| dst.copy_from_slice(scratch))
+        .is_some();
+    wrote(copied & set_u16(pkt, ipv4::off::TOTAL_LEN, total16))?;
     ipv4::fill_checksum(pkt, seg.l4);
-    Some(i32::try_from(scratch.len()).unwrap_or(0) - i32::try_from(old_len).unwrap_or(0))
+    Ok(Some(
+        i32::try_from(scratch.len()).unwrap_or(0) - i32::try_from(old_len).unwrap_or(0),
+    ))
 }
 
 /// Does an outbound line start like one the ALG rewrites (for the split and malformed
@@ -660,10 +672,10 @@ mod tests {
         p.extend_from_slice(&seq.to_be_bytes());
         p.extend_from_slice(&[0, 0, 0, 1, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0]);
         p.extend_from_slice(data);
-        set_u16(&mut p, ipv4::off::TOTAL_LEN, total as u16);
+        assert!(set_u16(&mut p, ipv4::off::TOTAL_LEN, total as u16));
         ipv4::fill_checksum(&mut p, 20);
         let s = tcp_sum(&p, 20, total).unwrap();
-        set_u16(&mut p, 20 + tcp::CHECKSUM, s);
+        assert!(set_u16(&mut p, 20 + tcp::CHECKSUM, s));
         p
     }
 
@@ -693,13 +705,13 @@ mod tests {
         p.splice(40..40, opts.iter().copied());
         p[32] = 0x80;
         let total = p.len();
-        set_u16(&mut p, ipv4::off::TOTAL_LEN, total as u16);
+        assert!(set_u16(&mut p, ipv4::off::TOTAL_LEN, total as u16));
         ipv4::fill_checksum(&mut p, 20);
-        set_u16(&mut p, 20 + tcp::CHECKSUM, 0);
+        assert!(set_u16(&mut p, 20 + tcp::CHECKSUM, 0));
         let s = tcp_sum(&p, 20, total).unwrap();
-        set_u16(&mut p, 20 + tcp::CHECKSUM, s);
+        assert!(set_u16(&mut p, 20 + tcp::CHECKSUM, s));
         let sg = segment(&p).unwrap();
-        adjust(&mut p, &sg, &SeqAdj::default(), &peer, false);
+        assert!(adjust(&mut p, &sg, &SeqAdj::default(), &peer, false));
         assert_eq!(u32_at(&p, 44), Some(1030));
         assert_eq!(u32_at(&p, 48), Some(1060));
         assert!(tcp_verifies(&p, 20, total), "incremental checksum");
@@ -723,7 +735,10 @@ mod tests {
             let mut room = vec![0u8; b.len() + 64];
             room[..b.len()].copy_from_slice(&b);
             let mut buf = PacketBuf::new(&mut room, 0, b.len()).unwrap();
-            alg.outbound(Time(u64::from(i)), &mut buf, &mut none, &mut c);
+            assert_eq!(
+                alg.outbound(Time(u64::from(i)), &mut buf, &mut none, &mut c),
+                Ok(())
+            );
             b.copy_from_slice(buf.data());
         }
         assert_eq!(alg.controls(), 0, "EPSV and RETR need no state");
@@ -745,7 +760,7 @@ mod tests {
             let mut room = vec![0u8; b.len() + 64];
             room[..b.len()].copy_from_slice(&b);
             let mut buf = PacketBuf::new(&mut room, 0, b.len()).unwrap();
-            alg.outbound(Time(1), &mut buf, &mut map, &mut c);
+            assert_eq!(alg.outbound(Time(1), &mut buf, &mut map, &mut c), Ok(()));
         }
         assert_eq!(alg.controls(), MAX_CONTROLS);
         assert_eq!(c.count(Event::AlgFtpNoRoom), 1);
@@ -762,11 +777,14 @@ mod tests {
         let mut room = vec![0u8; b.len() + 64];
         room[..b.len()].copy_from_slice(&b);
         let mut buf = PacketBuf::new(&mut room, 0, b.len()).unwrap();
-        alg.outbound(
-            Time::from_secs(IDLE_AT_CAPACITY + 2),
-            &mut buf,
-            &mut map,
-            &mut c,
+        assert_eq!(
+            alg.outbound(
+                Time::from_secs(IDLE_AT_CAPACITY + 2),
+                &mut buf,
+                &mut map,
+                &mut c,
+            ),
+            Ok(())
         );
         assert_eq!(alg.controls(), 1);
         assert_eq!(c.count(Event::AlgFtpRewritten), MAX_CONTROLS as u64 + 1);

@@ -60,6 +60,10 @@ impl<A: InsideAddr> Napt<A> {
             if self.sweep_cursor >= n {
                 self.sweep_cursor = 0;
             }
+            #[expect(
+                clippy::cast_possible_truncation,
+                reason = "the cursor is below the slab's length, whose ids are u32"
+            )]
             let sid = self.sweep_cursor as u32;
             self.sweep_cursor += 1;
             match self.sessions.get(sid) {

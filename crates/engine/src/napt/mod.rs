@@ -233,14 +233,14 @@ impl<A: InsideAddr> Napt<A> {
         for p in pool_prefixes {
             for i in 0..p.size() {
                 let addr = p.nth(i);
-                pool_index.insert(addr, pool.len() as u32);
+                pool_index.insert(addr, u32::try_from(pool.len()).unwrap_or(u32::MAX));
                 pool.push(PoolAddr::new(addr));
             }
         }
         Napt {
             cfg,
             icmp_ids: (0, u16::MAX),
-            active: (0..pool.len() as u32).collect(),
+            active: (0..u32::try_from(pool.len()).unwrap_or(u32::MAX)).collect(),
             pool,
             pool_index,
             pool_prefixes: PrefixSet4::new(pool_prefixes),

@@ -41,7 +41,7 @@ impl<A: InsideAddr> Napt<A> {
             self.flows.prefetch_next_line(true, hash);
         }
         self.pending.push(Pending { bib, hash, val });
-        let b = (hash >> 16) as u8;
+        let b = ((hash >> 16) & 0xff) as u8;
         if let Some(w) = self.pending_mask.get_mut(usize::from(b >> 6)) {
             *w |= 1 << (b & 63);
         }
@@ -50,7 +50,7 @@ impl<A: InsideAddr> Napt<A> {
     /// Might an entry with this hash be waiting?
     #[inline]
     pub(super) fn may_wait(&self, hash: u64) -> bool {
-        let b = (hash >> 16) as u8;
+        let b = ((hash >> 16) & 0xff) as u8;
         self.pending_mask
             .get(usize::from(b >> 6))
             .is_some_and(|w| w >> (b & 63) & 1 == 1)

@@ -57,6 +57,10 @@ impl Blocks {
 }
 
 /// A block's first and last port in `lo..=hi`.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "b is a block of lo..=hi, and both ends are capped at hi"
+)]
 fn block_ports(lo: u16, hi: u16, size: u16, b: usize) -> (u16, u16) {
     let first = u32::from(lo) + b as u32 * u32::from(size);
     let last = (first + u32::from(size) - 1).min(u32::from(hi));
@@ -107,7 +111,12 @@ impl<A: InsideAddr> Napt<A> {
             return Err(DropReason::PoolExhausted);
         }
         let start = self.rng.below(n);
-        let nth = |i: u64| active.get(((start + i) % n) as usize).copied();
+        let nth = |i: u64| {
+            usize::try_from((start + i) % n)
+                .ok()
+                .and_then(|k| active.get(k))
+                .copied()
+        };
         let pick = match (&self.cfg.det, self.cfg.mode) {
             // RFC 7422 2: the address is a function of the inside address.
             (Some(d), _) => det_slice(d, int_addr)?.pool_ix,
@@ -180,6 +189,10 @@ impl<A: InsideAddr> Napt<A> {
             _ => self.cfg.ports,
         };
         let span = u64::from(hi - lo) + 1;
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "below(span) < span <= 65536"
+        )]
         let start = lo.wrapping_add(self.rng.below(span) as u16);
         let mode = self.cfg.mode;
         let size = self.cfg.limits.port_block_size;
@@ -193,7 +206,7 @@ impl<A: InsideAddr> Napt<A> {
         // ports chosen without them stay as they were for a given seed).
         let pick = match owner {
             0 => 0,
-            _ => self.rng.below(span.div_ceil(u64::from(size))) as usize,
+            _ => usize::try_from(self.rng.below(span.div_ceil(u64::from(size)))).unwrap_or(0),
         };
         let p = self
             .pool
@@ -253,6 +266,10 @@ impl<A: InsideAddr> Napt<A> {
             None => return Err(DropReason::Internal),
         };
         let span = u64::from(s.last - s.first) + 1;
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "below(span) < span <= 65536"
+        )]
         let start = s.first.wrapping_add(self.rng.below(span) as u16);
         let p = self
             .pool

@@ -121,10 +121,11 @@ impl<A: InsideAddr> Napt<A> {
                 if let Some(p) = self.pool.get_mut(ix) {
                     p.retired = false;
                 }
-                self.pool_index.insert(addr, ix as u32);
+                self.pool_index
+                    .insert(addr, u32::try_from(ix).unwrap_or(u32::MAX));
             }
         }
-        self.active = (0..self.pool.len() as u32)
+        self.active = (0..u32::try_from(self.pool.len()).unwrap_or(u32::MAX))
             .filter(|&ix| self.pool.get(ix as usize).is_some_and(|p| !p.retired))
             .collect();
         self.pool_prefixes = new_set;

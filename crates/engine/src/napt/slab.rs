@@ -61,7 +61,12 @@ impl<T, S: Store<Slot<T>>> Slab<T, S> {
             }
         }
         self.slots.append(Slot::Used(v));
-        (self.slots.count() - 1) as u32
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "slot ids are u32: the table holds at most max_sessions (a u32)"
+        )]
+        let id = (self.slots.count() - 1) as u32;
+        id
     }
     pub(super) fn remove(&mut self, i: u32) -> Option<T> {
         let s = self.slots.at_mut(i as usize)?;
@@ -94,6 +99,10 @@ impl<T, S: Store<Slot<T>>> Slab<T, S> {
             crate::mem::prefetch(p);
         }
     }
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "slot ids are u32: the table holds at most max_sessions (a u32)"
+    )]
     pub(super) fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
         (0..self.slots.count()).filter_map(|i| match self.slots.at(i)? {
             Slot::Used(v) => Some((i as u32, v)),

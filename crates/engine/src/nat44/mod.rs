@@ -22,14 +22,14 @@
 use std::collections::VecDeque;
 
 use hashbrown::HashMap;
-use xlat_wire::field::{set_u16, set_u32, u16_at, u32_at, u8_at};
+use xlat_wire::field::{chunk_mut, set_u16, set_u32, u16_at, u32_at, u8_at};
 use xlat_wire::ipv4::{self, proto as ipproto, Ipv4Header};
 use xlat_wire::l4::{icmp, tcp, udp};
 use xlat_wire::{checksum, Delta};
 
 use crate::alg::{self, Announced, FtpAlg};
 use crate::config::{Nat44Config, Nat44Mode, PrefixSet4};
-use crate::counters::{Counters, DropReason, Event};
+use crate::counters::{wrote, Counters, DropReason, Event};
 use crate::flow::{Endpoint, FlowKey, Proto};
 use crate::frag::{earliest, FragId, FragTable, Rewrite};
 use crate::napt::{Napt, NaptConfig, NO_CAND};
@@ -181,9 +181,12 @@ impl Nat44 {
         // Hairpinned control connections are translated twice and not rewritten.
         let hairpin = outbound && self.is_outside(dst);
         if !outbound && self.is_outside(dst) {
-            ftp.inbound(now, buf, c);
+            if let Err(e) = ftp.inbound(now, buf, c) {
+                self.ftp = Some(ftp);
+                return Verdict::Drop(e);
+            }
         }
-        let v = self.process_plain(now, buf, c);
+        let mut v = self.process_plain(now, buf, c);
         if outbound && !hairpin && v == Verdict::Forward {
             let napt = &mut self.napt;
             // A static 1:1 host keeps its ports and admits every remote (RFC 2663 4.1.1):
@@ -207,7 +210,9 @@ impl Nat44 {
                 }
                 napt.expect(now, Endpoint { addr: src, port }, ext, remote, c)
             };
-            ftp.outbound(now, buf, &mut map, c);
+            if let Err(e) = ftp.outbound(now, buf, &mut map, c) {
+                v = Verdict::Drop(e);
+            }
         }
         self.ftp = Some(ftp);
         v
@@ -401,12 +406,18 @@ impl Nat44 {
         };
         let pkt = buf.data_mut();
         match l.key {
-            FlowKey::Out(proto, ..) => {
-                rewrite_endpoint(pkt, ipv4::MIN_HEADER, proto, Side::Src, tr.ext);
+            FlowKey::Out(proto, src, _) => {
+                let (l4, old) = (ipv4::MIN_HEADER, src.port);
+                if let Err(e) = rewrite_endpoint(pkt, l4, proto, Side::Src, old, tr.ext) {
+                    return Some(Verdict::Drop(e));
+                }
                 c.event(Event::Outbound);
             }
-            FlowKey::In(proto, ..) => {
-                rewrite_endpoint(pkt, ipv4::MIN_HEADER, proto, Side::Dst, tr.int);
+            FlowKey::In(proto, dst, _) => {
+                let (l4, old) = (ipv4::MIN_HEADER, dst.port);
+                if let Err(e) = rewrite_endpoint(pkt, l4, proto, Side::Dst, old, tr.int) {
+                    return Some(Verdict::Drop(e));
+                }
                 c.event(Event::Inbound);
             }
         }
@@ -600,8 +611,7 @@ impl Nat44 {
         let ext = self
             .napt
             .outbound(now, f.proto, f.src, f.dst, f.tcp_flags, c)?;
-        rewrite_endpoint(pkt, h.header_len, f.proto, Side::Src, ext);
-        Ok(())
+        rewrite_endpoint(pkt, h.header_len, f.proto, Side::Src, f.src.port, ext)
     }
 
     /// Outside -> inside (RFC 3022 4.1; RFC 4787 5 filtering; RFC 5508 3).
@@ -627,8 +637,7 @@ impl Nat44 {
         let int = self
             .napt
             .inbound(now, f.proto, f.dst, f.src, f.tcp_flags, c)?;
-        rewrite_endpoint(pkt, h.header_len, f.proto, Side::Dst, int);
-        Ok(())
+        rewrite_endpoint(pkt, h.header_len, f.proto, Side::Dst, f.dst.port, int)
     }
 
     /// RFC 5508 4 (REQ-3, REQ-4): translates an ICMP error -- the outer header, and the
@@ -725,7 +734,11 @@ impl Nat44 {
         // checksum (all offsets are even relative to the ICMP header, so RFC 1624 applies).
         let mut outer = Delta::ZERO;
         let d_addr = Delta::ZERO.addr(our.addr, new.addr);
-        set_u32(pkt, inner_off + addr_field, new.addr);
+        let d_port = Delta::ZERO.word(our.port, new.port);
+        wrote(
+            set_u32(pkt, inner_off + addr_field, new.addr)
+                & set_u16(pkt, inner_l4 + port_field, new.port),
+        )?;
         outer = outer.plus(d_addr);
         outer = outer.plus(update_cksum(
             pkt,
@@ -733,8 +746,6 @@ impl Nat44 {
             d_addr,
             false,
         ));
-        let d_port = Delta::ZERO.word(our.port, new.port);
-        set_u16(pkt, inner_l4 + port_field, new.port);
         outer = outer.plus(d_port);
         outer = outer.plus(match proto {
             Proto::Tcp => update_cksum(pkt, inner_l4 + tcp::CHECKSUM, d_addr.plus(d_port), false),
@@ -953,11 +964,12 @@ fn parse_l4(pkt: &[u8], h: &Ipv4Header) -> Result<L4, DropReason> {
 /// Applies `d` to the checksum at `off` (if present) and returns the change to that field
 /// as a delta, for checksums that cover it. `udp`: zero means none and stays zero.
 fn update_cksum(pkt: &mut [u8], off: usize, d: Delta, udp: bool) -> Delta {
-    let Some(old) = u16_at(pkt, off) else {
+    let Some(ck) = chunk_mut::<2>(pkt, off) else {
         return Delta::ZERO;
     };
+    let old = u16::from_be_bytes(*ck);
     let new = if udp { d.apply_udp(old) } else { d.apply(old) };
-    set_u16(pkt, off, new);
+    *ck = new.to_be_bytes();
     Delta::ZERO.word(old, new)
 }
 
@@ -983,9 +995,18 @@ fn rewrite_addr_only(pkt: &mut [u8], h: &Ipv4Header, side: Side, new: u32) {
     }
 }
 
-/// Rewrites address and port (ICMP: identifier) with incremental checksums (RFC 1624).
+/// Rewrites address and port (ICMP: identifier) `old_port`, as the caller read it, with
+/// incremental checksums (RFC 1624). The caller checked that the transport header is there:
+/// a port field past the end is [`DropReason::Internal`].
 #[inline(always)]
-fn rewrite_endpoint(pkt: &mut [u8], l4: usize, proto: Proto, side: Side, new: Endpoint) {
+fn rewrite_endpoint(
+    pkt: &mut [u8],
+    l4: usize,
+    proto: Proto,
+    side: Side,
+    old_port: u16,
+    new: Endpoint,
+) -> Result<(), DropReason> {
     let d_addr = match side {
         Side::Src => ipv4::rewrite_src(pkt, new.addr),
         Side::Dst => ipv4::rewrite_dst(pkt, new.addr),
@@ -995,8 +1016,7 @@ fn rewrite_endpoint(pkt: &mut [u8], l4: usize, proto: Proto, side: Side, new: En
             Side::Src => proto.src_port_off(),
             Side::Dst => proto.dst_port_off(),
         };
-    let old_port = u16_at(pkt, port_off).unwrap_or(new.port);
-    set_u16(pkt, port_off, new.port);
+    wrote(set_u16(pkt, port_off, new.port))?;
     let d_port = Delta::ZERO.word(old_port, new.port);
     match proto {
         Proto::Tcp => {
@@ -1016,6 +1036,7 @@ fn rewrite_endpoint(pkt: &mut [u8], l4: usize, proto: Proto, side: Side, new: En
             }
         }
     }
+    Ok(())
 }
 
 /// The IPv4 header embedded in an ICMP error (RFC 792: header + at least 64 bits of data).

@@ -482,7 +482,9 @@ impl Nat64 {
             // RFC 6384: the ALG works on the IPv4 side; an inbound control segment has its
             // acknowledgement moved by what the ALG added going out, before translation.
             if let Some(ftp) = &mut self.ftp {
-                ftp.inbound(now, buf, c);
+                if let Err(e) = ftp.inbound(now, buf, c) {
+                    return Verdict::Drop(e);
+                }
             }
         }
         let r = full(self.inbound(now, buf, c, true, None));
@@ -600,9 +602,12 @@ impl Nat64 {
             }
             _ => None,
         };
-        ftp.outbound(now, buf, &mut map, c);
+        let done = ftp.outbound(now, buf, &mut map, c);
         self.ftp = Some(ftp);
-        v
+        match done {
+            Ok(()) => v,
+            Err(e) => Verdict::Drop(e),
+        }
     }
 
     /// The established-flow lane (batch stage 3): the packet goes through the same
@@ -721,7 +726,9 @@ impl Nat64 {
             sport: t.ext.port,
             dport: remote.port,
         };
-        rewrite::lane_6to4(buf, plen, tc, hop - 1, &key, &new, &mut self.ids);
+        if let Err(e) = rewrite::lane_6to4(buf, plen, tc, hop - 1, &key, &new, &mut self.ids) {
+            return Plain::Done(Verdict::Drop(e));
+        }
         c.event(Event::Ipv6ToIpv4);
         c.event(Event::Outbound);
         Plain::Done(Verdict::Forward)
@@ -803,7 +810,9 @@ impl Nat64 {
             sport: remote.port,
             dport: t.int.port,
         };
-        rewrite::lane_4to6(buf, total, tos, ttl - 1, &key, &new);
+        if let Err(e) = rewrite::lane_4to6(buf, total, tos, ttl - 1, &key, &new) {
+            return Plain::Done(Verdict::Drop(e));
+        }
         c.event(Event::Ipv4ToIpv6);
         c.event(Event::Inbound);
         Plain::Done(Verdict::Forward)
@@ -1232,7 +1241,7 @@ impl Nat64 {
         self.ready.extend(l.released);
         if let Some(limit) = em.split {
             let mut extra = VecDeque::new();
-            let n = crate::siit::split6(b, limit, &mut extra);
+            let n = crate::siit::split6(b, limit, &mut extra)?;
             c.add(Event::FragmentsCreated, n);
             self.ready.extend(extra);
         }

@@ -67,6 +67,10 @@ fn suffix4to6(e: &Eam, a: u32) -> u128 {
 
 /// The first IPv4-suffix-length bits after the entry's IPv6 prefix (RFC 7757 3.2); any further
 /// IPv6 suffix bits are ignored.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the IPv4 suffix is at most 32 bits (RFC 7757 3.2)"
+)]
 fn suffix6to4(e: &Eam, a: u128) -> u32 {
     let (s4, s6) = suffix_lens(e);
     let suffix = a & !e.ipv6.mask();

@@ -117,7 +117,8 @@ pub(crate) fn put(buf: &mut PacketBuf, field: usize, a: Attr, s: &Saved, limit: 
     if ok {
         attr
     } else {
-        buf.set_len(field + have);
+        // Back to the length it had (shorter than `end`).
+        buf.truncate(field + have);
         0
     }
 }

@@ -28,7 +28,7 @@ pub(crate) mod to6;
 
 use std::collections::VecDeque;
 
-use xlat_wire::field::{set_u16, u16_at};
+use xlat_wire::field::u16_at;
 use xlat_wire::ipv4::proto as ipproto;
 use xlat_wire::ipv6::{self, nh};
 use xlat_wire::PacketBuf;
@@ -115,42 +115,49 @@ pub(crate) fn resize_front(buf: &mut PacketBuf, old: usize, new: usize) -> Resul
 /// RFC 7915 4.1: splits the IPv6 packet in `buf`, which carries a Fragment header right
 /// after the fixed header, into fragments of at most `limit` bytes. The first stays in `buf`;
 /// the others are appended to `out`. Returns the number of fragments (0: nothing to split).
-pub(crate) fn split6(buf: &mut PacketBuf, limit: usize, out: &mut VecDeque<Vec<u8>>) -> u64 {
+pub(crate) fn split6(
+    buf: &mut PacketBuf,
+    limit: usize,
+    out: &mut VecDeque<Vec<u8>>,
+) -> Result<u64, DropReason> {
     const HDR: usize = ipv6::HEADER + ipv6::FRAGMENT_HEADER;
+    /// Offsets of the payload length and the fragment offset word in the headers.
+    const PLEN: usize = ipv6::off::PAYLOAD_LEN;
+    const FO: usize = ipv6::HEADER + 2;
     let chunk = (limit.saturating_sub(HDR) / 8) * 8;
     if chunk == 0 || buf.len() <= limit {
-        return 0;
+        return Ok(0);
     }
-    let data = buf.data();
-    let (Some(header), Some(payload), Some(fo)) = (
-        data.get(..HDR),
-        data.get(HDR..),
-        u16_at(data, ipv6::HEADER + 2),
-    ) else {
-        return 0;
+    // A fragment's payload length: at most `chunk` bytes after the Fragment header, less than
+    // the packet's own (a u16), so it fits.
+    let plen =
+        |n: usize| u16::try_from(ipv6::FRAGMENT_HEADER + n).map_err(|_| DropReason::Internal);
+    let Some((header, payload)) = buf.data().split_first_chunk::<HDR>() else {
+        return Ok(0);
     };
+    let fo = u16::from_be_bytes([header[FO], header[FO + 1]]);
     let (base, more) = (fo >> 3, fo & 1 != 0);
     let mut n = 1;
     for (k, part) in payload.chunks(chunk).enumerate().skip(1) {
-        let mut p = Vec::with_capacity(HDR + part.len());
-        p.extend_from_slice(header);
-        p.extend_from_slice(part);
         let last = (k + 1) * chunk >= payload.len();
-        let off = base.saturating_add((k * chunk / 8) as u16);
-        set_u16(&mut p, 4, (ipv6::FRAGMENT_HEADER + part.len()) as u16);
-        set_u16(
-            &mut p,
-            ipv6::HEADER + 2,
-            (off << 3) | u16::from(!last || more),
-        );
+        let off = base.saturating_add(u16::try_from(k * chunk / 8).unwrap_or(u16::MAX));
+        let mut h = *header;
+        h[PLEN..PLEN + 2].copy_from_slice(&plen(part.len())?.to_be_bytes());
+        h[FO..FO + 2].copy_from_slice(&((off << 3) | u16::from(!last || more)).to_be_bytes());
+        let mut p = Vec::with_capacity(HDR + part.len());
+        p.extend_from_slice(&h);
+        p.extend_from_slice(part);
         out.push_back(p);
         n += 1;
     }
     buf.truncate(HDR + chunk);
-    let d = buf.data_mut();
-    set_u16(d, 4, (ipv6::FRAGMENT_HEADER + chunk) as u16);
-    set_u16(d, ipv6::HEADER + 2, (base << 3) | 1);
-    n
+    let h = buf
+        .data_mut()
+        .first_chunk_mut::<HDR>()
+        .ok_or(DropReason::Internal)?;
+    h[PLEN..PLEN + 2].copy_from_slice(&plen(chunk)?.to_be_bytes());
+    h[FO..FO + 2].copy_from_slice(&((base << 3) | 1).to_be_bytes());
+    Ok(n)
 }
 
 /// Sends an ICMPv4 error about the packet in `buf` in its place, if allowed; else drops.
@@ -299,7 +306,10 @@ pub(crate) fn checks4(
         && h.dont_fragment
         && (ipv6::HEADER + frag + h.payload_len()) as u64 > u64::from(p.mtu)
     {
-        let fits = p.mtu.saturating_sub(20 + frag as u32).min(0xffff);
+        let fits = p
+            .mtu
+            .saturating_sub(u32::try_from(20 + frag).unwrap_or(u32::MAX))
+            .min(0xffff);
         (DropReason::TooBig, 3, 4, fits)
     } else {
         return Ok(None);
@@ -326,7 +336,12 @@ pub(crate) fn checks6(
     }
     let is_error = matches!(in6.kind, Kind6::Error(_));
     let err = if let Some(at) = h.segments_left_at {
-        (DropReason::RoutingHeader, 4, 0, at as u32)
+        (
+            DropReason::RoutingHeader,
+            4,
+            0,
+            u32::try_from(at).unwrap_or(u32::MAX),
+        )
     } else if h.hop_limit <= 1 {
         (DropReason::HopLimitExceeded, 3, 0, 0)
     } else if !is_error && !h.is_fragment() && (20 + h.l4_len()) as u64 > u64::from(p.mtu) {
@@ -482,6 +497,10 @@ impl Siit {
     /// source always gets the same address.
     fn rfc6791_for(&self, src: u128) -> Option<u32> {
         let p = self.rfc6791?;
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "the address's two 64-bit halves, folded"
+        )]
         let fold = (src as u64) ^ ((src >> 64) as u64);
         Some(p.nth(fold % p.size()))
     }
@@ -603,7 +622,9 @@ impl Siit {
             sport,
             dport,
         };
-        rewrite::lane_6to4(buf, plen, tc, hop - 1, &key, &new, &mut self.ids);
+        if let Err(e) = rewrite::lane_6to4(buf, plen, tc, hop - 1, &key, &new, &mut self.ids) {
+            return Some(Verdict::Drop(e));
+        }
         c.event(Event::Ipv6ToIpv4);
         Some(Verdict::Forward)
     }
@@ -671,7 +692,9 @@ impl Siit {
             sport,
             dport,
         };
-        rewrite::lane_4to6(buf, total, tos, ttl - 1, &key, &new);
+        if let Err(e) = rewrite::lane_4to6(buf, total, tos, ttl - 1, &key, &new) {
+            return Some(Verdict::Drop(e));
+        }
         c.event(Event::Ipv4ToIpv6);
         Some(Verdict::Forward)
     }
@@ -891,7 +914,7 @@ pub(crate) fn finish6(
 ) -> Result<Done, DropReason> {
     let mut extra = VecDeque::new();
     if let Some(limit) = em.split {
-        let n = split6(buf, limit, &mut extra);
+        let n = split6(buf, limit, &mut extra)?;
         c.add(Event::FragmentsCreated, n);
     }
     let first = h.more_fragments && h.frag_offset == 0;

@@ -43,7 +43,8 @@ fn unicast6(a: u128) -> bool {
 
 /// Replaces the IPv4 packet in `buf` by an ICMPv4 error (`typ`, `code`, the 32 bits after
 /// the checksum) about it, from `src` to the packet's source. False, with `buf` unchanged,
-/// when no error may be sent.
+/// when no error may be sent -- or, a broken invariant, with `buf` changed, when a header
+/// write missed the room it had made.
 pub(crate) fn icmp4_error(buf: &mut PacketBuf, src: u32, typ: u8, code: u8, rest: u32) -> bool {
     let Ok(h) = Ipv4Header::parse(buf.data(), false) else {
         return false;
@@ -60,13 +61,17 @@ pub(crate) fn icmp4_error(buf: &mut PacketBuf, src: u32, typ: u8, code: u8, rest
     if !buf.push_front(28) {
         return false;
     }
-    let total = buf.len();
+    // At most MAX_ICMP4 bytes (the quote was cut above).
+    let Ok(total) = u16::try_from(buf.len()) else {
+        return false;
+    };
     let pkt = buf.data_mut();
-    ipv4::write_header(
+    // False from a write below: the 28 bytes pushed in front were not there after all.
+    let wrote = ipv4::write_header(
         pkt,
         &Ipv4Fields {
             tos: 0,
-            total_len: total as u16,
+            total_len: total,
             ident: 0,
             dont_fragment: false,
             more_fragments: false,
@@ -76,14 +81,12 @@ pub(crate) fn icmp4_error(buf: &mut PacketBuf, src: u32, typ: u8, code: u8, rest
             src,
             dst: h.src,
         },
-    );
-    set_u8(pkt, 20 + icmp::TYPE, typ);
-    set_u8(pkt, 20 + icmp::CODE, code);
-    set_u16(pkt, 20 + icmp::CHECKSUM, 0);
-    set_u32(pkt, 24, rest);
+    ) & set_u8(pkt, 20 + icmp::TYPE, typ)
+        & set_u8(pkt, 20 + icmp::CODE, code)
+        & set_u16(pkt, 20 + icmp::CHECKSUM, 0)
+        & set_u32(pkt, 24, rest);
     let c = checksum::checksum(pkt.get(20..).unwrap_or(&[]));
-    set_u16(pkt, 20 + icmp::CHECKSUM, c);
-    true
+    wrote & set_u16(pkt, 20 + icmp::CHECKSUM, c)
 }
 
 /// Replaces the IPv6 packet in `buf` by an ICMPv6 error about it, from `src` to the packet's
@@ -106,27 +109,29 @@ pub(crate) fn icmp6_error(buf: &mut PacketBuf, src: u128, typ: u8, code: u8, res
     if !buf.push_front(48) {
         return false;
     }
-    let total = buf.len();
+    // At most MAX_ICMP6 bytes (the quote was cut above).
+    let Ok(payload_len) = u16::try_from(buf.len() - 40) else {
+        return false;
+    };
     let pkt = buf.data_mut();
-    ipv6::write_header(
+    // False from a write below: the 48 bytes pushed in front were not there after all.
+    let wrote = ipv6::write_header(
         pkt,
         &Ipv6Fields {
             traffic_class: 0,
             flow_label: 0,
-            payload_len: (total - 40) as u16,
+            payload_len,
             next_header: nh::ICMPV6,
             hop_limit: TTL,
             src,
             dst: h.src,
         },
-    );
-    set_u8(pkt, 40 + icmpv6::TYPE, typ);
-    set_u8(pkt, 40 + icmpv6::CODE, code);
-    set_u16(pkt, 40 + icmpv6::CHECKSUM, 0);
-    set_u32(pkt, 44, rest);
+    ) & set_u8(pkt, 40 + icmpv6::TYPE, typ)
+        & set_u8(pkt, 40 + icmpv6::CODE, code)
+        & set_u16(pkt, 40 + icmpv6::CHECKSUM, 0)
+        & set_u32(pkt, 44, rest);
     let c = ipv6::upper_checksum(src, h.src, nh::ICMPV6, pkt.get(40..).unwrap_or(&[]));
-    set_u16(pkt, 40 + icmpv6::CHECKSUM, c);
-    true
+    wrote & set_u16(pkt, 40 + icmpv6::CHECKSUM, c)
 }
 
 /// A token bucket for the errors a translator originates (RFC 4443 2.4 f): `RATE` per

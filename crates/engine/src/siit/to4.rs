@@ -15,7 +15,7 @@
 //! - 5.5: TCP and UDP checksums follow the pseudo-header change incrementally (RFC 1624).
 
 use xlat_wire::checksum;
-use xlat_wire::field::{set_u16, set_u32, set_u8, u16_at, u32_at, u8_at};
+use xlat_wire::field::{chunk_mut, set_u16, set_u32, set_u8, u16_at, u32_at, u8_at};
 use xlat_wire::ipv4::{self, proto as ipproto, Ipv4Fields};
 use xlat_wire::ipv6::{self, addr4_sum, addr_sum, nh, Ipv6Header};
 use xlat_wire::l4::{icmp, icmpv6, tcp, udp};
@@ -23,9 +23,9 @@ use xlat_wire::{Delta, PacketBuf};
 
 use super::{ext, icmp as map, resize_front, Map, Ports};
 use crate::config::XlatParams;
+use crate::counters::{wrote, DropReason};
 use crate::flow::Proto;
 use crate::ipv4_id::Ipv4Ids;
-use crate::DropReason;
 
 /// An IPv6 packet, examined.
 #[derive(Clone, Copy, Debug)]
@@ -150,7 +150,12 @@ pub(crate) fn parse(pkt: &[u8], p: &XlatParams) -> Result<In6, DropReason> {
     }
     let sum = checksum::sum(
         l4,
-        ipv6::pseudo_header_sum(h.src, h.dst, l4.len() as u32, nh::ICMPV6),
+        ipv6::pseudo_header_sum(
+            h.src,
+            h.dst,
+            u32::try_from(l4.len()).unwrap_or(u32::MAX),
+            nh::ICMPV6,
+        ),
     );
     if checksum::fold(sum) != 0xffff {
         return Err(DropReason::IcmpErrorBadChecksum);
@@ -205,7 +210,7 @@ fn rewrite_l4(
     m: &Map<u32>,
     ports: &Ports,
     len: Option<u32>,
-) {
+) -> bool {
     match ports.proto {
         Proto::Tcp | Proto::Udp => {
             let ck = at
@@ -214,31 +219,32 @@ fn rewrite_l4(
                 } else {
                     udp::CHECKSUM
                 };
-            set_u16(pkt, at, m.sport);
-            set_u16(pkt, at + 2, m.dport);
+            let wrote = set_u16(pkt, at, m.sport) & set_u16(pkt, at + 2, m.dport);
             let d = Delta::ZERO
                 .remove_sum(addr_sum(src6).wrapping_add(addr_sum(dst6)))
                 .add_sum(addr4_sum(m.src) + addr4_sum(m.dst))
                 .word(ports.src, m.sport)
                 .word(ports.dst, m.dport);
-            if let Some(c) = u16_at(pkt, ck) {
+            // A quoted packet may end before its checksum.
+            if let Some(ck) = chunk_mut::<2>(pkt, ck) {
+                let c = u16::from_be_bytes(*ck);
                 // RFC 768: a zero UDP checksum means none in IPv4 and stays zero.
                 let new = if ports.proto == Proto::Udp {
                     d.apply_udp(c)
                 } else {
                     d.apply(c)
                 };
-                set_u16(pkt, ck, new);
+                *ck = new.to_be_bytes();
             }
+            wrote
         }
         Proto::Icmp => {
             // RFC 7915 5.2: echo 128/129 -> 8/0; the pseudo-header leaves the checksum.
             let (Some(t), Some(code)) = (u8_at(pkt, at), u8_at(pkt, at + 1)) else {
-                return;
+                return true;
             };
             let t4 = map::query_6to4(t).unwrap_or(t);
-            set_u8(pkt, at, t4);
-            set_u16(pkt, at + icmp::IDENT, m.sport);
+            let wrote = set_u8(pkt, at, t4) & set_u16(pkt, at + icmp::IDENT, m.sport);
             let mut d = Delta::ZERO
                 .word(
                     u16::from_be_bytes([t, code]),
@@ -253,13 +259,14 @@ fn rewrite_l4(
             if let Some(l) = len {
                 d = d.remove_sum(l);
             }
-            if let Some(c) = u16_at(pkt, at + icmp::CHECKSUM) {
-                set_u16(pkt, at + icmp::CHECKSUM, d.apply(c));
+            if let Some(ck) = chunk_mut::<2>(pkt, at + icmp::CHECKSUM) {
+                *ck = d.apply(u16::from_be_bytes(*ck)).to_be_bytes();
             }
             // Without the pseudo-header a whole message may be all zero (RFC 1624 3).
             if let Some(m) = len.and_then(|l| pkt.get_mut(at..at + l as usize)) {
                 checksum::fix_all_zero(m, icmp::CHECKSUM);
             }
+            wrote
         }
     }
 }
@@ -287,21 +294,20 @@ pub(crate) fn emit(
     }
     let l4 = h.l4_off;
     let l4_len = h.l4_len();
-    let total = ipv4::MIN_HEADER + l4_len;
-    if total > 0xffff {
+    let Ok(total) = u16::try_from(ipv4::MIN_HEADER + l4_len) else {
         // A jumbo-sized IPv6 fragment (payload length up to 65,535 after a Fragment header)
         // whose IPv4 form no total length can say (RFC 791).
         return Err(DropReason::TranslatedTooLong);
-    }
+    };
     let mut pending = false;
     if let Kind6::Flow(ports) = &in6.kind {
         let len = if h.is_fragment() {
             pending = ports.proto == Proto::Icmp;
             None
         } else {
-            Some(l4_len as u32)
+            u32::try_from(l4_len).ok()
         };
-        rewrite_l4(buf.data_mut(), l4, h.src, h.dst, m, ports, len);
+        wrote(rewrite_l4(buf.data_mut(), l4, h.src, h.dst, m, ports, len))?;
     }
     buf.truncate(h.total_len());
     resize_front(buf, l4, ipv4::MIN_HEADER)?;
@@ -311,14 +317,14 @@ pub(crate) fn emit(
     // = its low 16 bits, MF and offset copied, DF clear.
     let proto = proto4(h.proto);
     let (ident, dont_fragment) = match frag {
-        Some(f) => (f.ident as u16, false),
-        None => ids.next(total, m.src, m.dst, proto),
+        Some(f) => ((f.ident & 0xffff) as u16, false),
+        None => ids.next(usize::from(total), m.src, m.dst, proto),
     };
-    ipv4::write_header(
+    let header = ipv4::write_header(
         buf.data_mut(),
         &Ipv4Fields {
             tos: h.traffic_class,
-            total_len: total as u16,
+            total_len: total,
             ident,
             dont_fragment,
             more_fragments: frag.is_some_and(|f| f.more),
@@ -329,6 +335,7 @@ pub(crate) fn emit(
             dst: m.dst,
         },
     );
+    wrote(header)?;
     Ok(Emitted4 {
         icmp_len_pending: pending.then_some(ipv4::MIN_HEADER + icmp::CHECKSUM),
     })
@@ -350,8 +357,18 @@ fn emit_error(
     // Transport bytes of the original packet: its payload minus the headers removed.
     let inner_payload = (ipv6::HEADER + ii.payload_len).saturating_sub(ii.l4_off);
     if let Some(ports) = &e.inner_ports {
-        let len = (!ii.is_fragment()).then_some(inner_payload as u32);
-        rewrite_l4(buf.data_mut(), inner_l4, ii.src, ii.dst, im, ports, len);
+        let len = u32::try_from(inner_payload)
+            .ok()
+            .filter(|_| !ii.is_fragment());
+        wrote(rewrite_l4(
+            buf.data_mut(),
+            inner_l4,
+            ii.src,
+            ii.dst,
+            im,
+            ports,
+            len,
+        ))?;
     }
     buf.truncate(h.total_len());
     // RFC 4884 extensions come off here and go back after the translated quote (`ext`).
@@ -375,15 +392,15 @@ fn emit_error(
     let quoted_total = ipv4::MIN_HEADER + inner_payload;
     let quoted_proto = proto4(ii.proto);
     let (quoted_ident, quoted_df) = match ii.frag {
-        Some(f) => (f.ident as u16, false),
+        Some(f) => ((f.ident & 0xffff) as u16, false),
         None => ids.next(quoted_total, im.src, im.dst, quoted_proto),
     };
     let pkt = buf.data_mut();
-    ipv4::write_header(
+    let header = ipv4::write_header(
         pkt,
         &Ipv4Fields {
             tos: h.traffic_class,
-            total_len: total.min(0xffff) as u16,
+            total_len: u16::try_from(total).unwrap_or(u16::MAX),
             ident,
             dont_fragment,
             more_fragments: false,
@@ -395,20 +412,22 @@ fn emit_error(
         },
     );
     let icmp_at = ipv4::MIN_HEADER;
-    set_u8(pkt, icmp_at + icmp::TYPE, e.typ4);
-    set_u8(pkt, icmp_at + icmp::CODE, e.code4);
-    set_u16(pkt, icmp_at + icmp::CHECKSUM, 0);
-    set_u32(pkt, icmp_at + 4, e.rest4);
-    if length_attr != 0 {
-        set_u8(pkt, icmp_at + 5, length_attr);
-    }
+    wrote(
+        header
+            & set_u8(pkt, icmp_at + icmp::TYPE, e.typ4)
+            & set_u8(pkt, icmp_at + icmp::CODE, e.code4)
+            & set_u16(pkt, icmp_at + icmp::CHECKSUM, 0)
+            & set_u32(pkt, icmp_at + 4, e.rest4)
+            & (length_attr == 0 || set_u8(pkt, icmp_at + 5, length_attr)),
+    )?;
     let frag = ii.frag;
-    if let Some(ih) = pkt.get_mut(icmp_at + icmp::HEADER..) {
+    // The front was resized to hold the quoted header.
+    let quoted = pkt.get_mut(icmp_at + icmp::HEADER..).is_some_and(|ih| {
         ipv4::write_header(
             ih,
             &Ipv4Fields {
                 tos: ii.traffic_class,
-                total_len: quoted_total.min(0xffff) as u16,
+                total_len: u16::try_from(quoted_total).unwrap_or(u16::MAX),
                 ident: quoted_ident,
                 dont_fragment: quoted_df,
                 more_fragments: frag.is_some_and(|f| f.more),
@@ -419,9 +438,9 @@ fn emit_error(
                 src: im.src,
                 dst: im.dst,
             },
-        );
-    }
+        )
+    });
     let c = checksum::checksum(pkt.get(icmp_at..).unwrap_or(&[]));
-    set_u16(pkt, icmp_at + icmp::CHECKSUM, c);
+    wrote(quoted & set_u16(pkt, icmp_at + icmp::CHECKSUM, c))?;
     Ok(Emitted4::default())
 }

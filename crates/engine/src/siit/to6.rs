@@ -17,7 +17,7 @@
 //!   UDP checksum of zero is computed (or the datagram dropped, by configuration).
 
 use xlat_wire::checksum;
-use xlat_wire::field::{set_u16, set_u8, u16_at, u8_at};
+use xlat_wire::field::{chunk_mut, set_u16, set_u8, u16_at, u8_at};
 use xlat_wire::ipv4::{self, proto as ipproto, Ipv4Header};
 use xlat_wire::ipv6::{self, addr4_sum, addr_sum, nh, Ipv6Fields};
 use xlat_wire::l4::{icmp, icmpv6, tcp, udp};
@@ -25,8 +25,8 @@ use xlat_wire::{Delta, PacketBuf};
 
 use super::{ext, icmp as map, resize_front, Map, Ports};
 use crate::config::{UdpZeroChecksum, XlatParams};
+use crate::counters::{wrote, DropReason};
 use crate::flow::Proto;
-use crate::DropReason;
 
 /// An IPv4 packet, examined.
 #[derive(Clone, Copy, Debug)]
@@ -267,8 +267,9 @@ fn l4_delta(src4: u32, dst4: u32, m: &Map<u128>, ports: &Ports) -> Delta {
 
 /// Rewrites the transport header at `at` (ports or identifier, ICMP type, checksum).
 /// `len`: the ICMP message length for the pseudo-header, `None` when unknown (a fragment).
-/// Fields past the end of `pkt` (a short quote) are left alone. Returns whether a UDP
-/// checksum of zero was found.
+/// A checksum past the end of `pkt` (a short quote) is left alone. Returns whether a UDP
+/// checksum of zero was found; `Err` ([`DropReason::Internal`]) when the ports or type
+/// read before were not there to write.
 fn rewrite_l4(
     pkt: &mut [u8],
     at: usize,
@@ -277,7 +278,7 @@ fn rewrite_l4(
     m: &Map<u128>,
     ports: &Ports,
     len: Option<u32>,
-) -> bool {
+) -> Result<bool, DropReason> {
     match ports.proto {
         Proto::Tcp | Proto::Udp => {
             let ck = at
@@ -286,31 +287,28 @@ fn rewrite_l4(
                 } else {
                     udp::CHECKSUM
                 };
-            set_u16(pkt, at, m.sport);
-            set_u16(pkt, at + 2, m.dport);
+            wrote(set_u16(pkt, at, m.sport) & set_u16(pkt, at + 2, m.dport))?;
             let d = l4_delta(src4, dst4, m, ports);
-            match u16_at(pkt, ck) {
-                Some(0) if ports.proto == Proto::Udp => return true,
+            let Some(ck) = chunk_mut::<2>(pkt, ck) else {
+                return Ok(false);
+            };
+            *ck = match u16::from_be_bytes(*ck) {
+                0 if ports.proto == Proto::Udp => return Ok(true),
                 // RFC 8200 8.1: a UDP checksum that comes out zero is sent as all ones.
-                Some(c) if ports.proto == Proto::Udp => {
-                    set_u16(pkt, ck, d.apply_udp(c));
-                }
-                Some(c) => {
-                    set_u16(pkt, ck, d.apply(c));
-                }
-                None => {}
+                c if ports.proto == Proto::Udp => d.apply_udp(c),
+                c => d.apply(c),
             }
-            false
+            .to_be_bytes();
+            Ok(false)
         }
         Proto::Icmp => {
             // RFC 7915 4.2: echo request/reply -> 128/129; the ICMPv6 checksum also covers
             // the IPv6 pseudo-header.
             let (Some(t), Some(code)) = (u8_at(pkt, at), u8_at(pkt, at + 1)) else {
-                return false;
+                return Ok(false);
             };
             let t6 = map::query_4to6(t).unwrap_or(t);
-            set_u8(pkt, at, t6);
-            set_u16(pkt, at + icmpv6::IDENT, m.sport);
+            wrote(set_u8(pkt, at, t6) & set_u16(pkt, at + icmpv6::IDENT, m.sport))?;
             let mut d = Delta::ZERO
                 .word(
                     u16::from_be_bytes([t, code]),
@@ -325,10 +323,10 @@ fn rewrite_l4(
             if let Some(l) = len {
                 d = d.add_sum(l);
             }
-            if let Some(c) = u16_at(pkt, at + icmp::CHECKSUM) {
-                set_u16(pkt, at + icmp::CHECKSUM, d.apply(c));
+            if let Some(ck) = chunk_mut::<2>(pkt, at + icmp::CHECKSUM) {
+                *ck = d.apply(u16::from_be_bytes(*ck)).to_be_bytes();
             }
-            false
+            Ok(false)
         }
     }
 }
@@ -369,9 +367,9 @@ pub(crate) fn emit(
             pending = ports.proto == Proto::Icmp;
             None
         } else {
-            Some(payload as u32)
+            u32::try_from(payload).ok()
         };
-        compute_udp = rewrite_l4(buf.data_mut(), ihl, h.src, h.dst, m, ports, len);
+        compute_udp = rewrite_l4(buf.data_mut(), ihl, h.src, h.dst, m, ports, len)?;
         if compute_udp {
             // RFC 7915 4.5: a stateless translator computes a zero UDP checksum of an
             // unfragmented datagram (or drops it, if so configured); fragments are dropped.
@@ -383,22 +381,23 @@ pub(crate) fn emit(
     resize_front(buf, ihl, hdr6)?;
     let pkt = buf.data_mut();
     let next = proto6(h.proto);
-    ipv6::write_header(
+    let header = ipv6::write_header(
         pkt,
         &Ipv6Fields {
             // RFC 7915 4.1: traffic class copied from TOS; flow label zero.
             traffic_class: h.tos,
             flow_label: 0,
-            payload_len: (hdr6 - ipv6::HEADER + payload) as u16,
+            payload_len: u16::try_from(hdr6 - ipv6::HEADER + payload)
+                .map_err(|_| DropReason::TranslatedTooLong)?,
             next_header: if frag { nh::FRAGMENT } else { next },
             hop_limit: hop,
             src: m.src,
             dst: m.dst,
         },
     );
-    if frag {
-        // RFC 7915 4.1: offset and M copied; identification = the IPv4 one, zero-extended.
-        ipv6::write_fragment_header(
+    // RFC 7915 4.1: offset and M copied; identification = the IPv4 one, zero-extended.
+    let fragment = !frag
+        || ipv6::write_fragment_header(
             pkt,
             ipv6::HEADER,
             next,
@@ -406,12 +405,12 @@ pub(crate) fn emit(
             h.more_fragments,
             u32::from(h.ident),
         );
-    }
+    wrote(header & fragment)?;
     if compute_udp {
         let ck = hdr6 + udp::CHECKSUM;
-        set_u16(pkt, ck, 0);
+        let zeroed = set_u16(pkt, ck, 0);
         let c = ipv6::upper_checksum(m.src, m.dst, nh::UDP, pkt.get(hdr6..).unwrap_or(&[]));
-        set_u16(pkt, ck, if c == 0 { 0xffff } else { c });
+        wrote(zeroed & set_u16(pkt, ck, if c == 0 { 0xffff } else { c }))?;
     }
     Ok(Emitted6 {
         icmp_len_pending: pending.then_some(hdr6 + icmpv6::CHECKSUM),
@@ -442,8 +441,8 @@ fn emit_error(
     if let Some(ports) = &e.inner_ports {
         // The quoted transport header is translated too (4.3: "just like a normal IP
         // packet"), including its checksum where quoted.
-        let len = (!inner_frag).then_some(inner_payload as u32);
-        rewrite_l4(buf.data_mut(), inner_l4, ii.src, ii.dst, im, ports, len);
+        let len = u32::try_from(inner_payload).ok().filter(|_| !inner_frag);
+        rewrite_l4(buf.data_mut(), inner_l4, ii.src, ii.dst, im, ports, len)?;
     }
     let front = ipv6::HEADER + icmpv6::HEADER + inner_hdr6;
     resize_front(buf, inner_l4, front)?;
@@ -456,12 +455,12 @@ fn emit_error(
     buf.truncate(ipv6::MIN_MTU);
     let total = buf.len();
     let pkt = buf.data_mut();
-    ipv6::write_header(
+    let header = ipv6::write_header(
         pkt,
         &Ipv6Fields {
             traffic_class: h.tos,
             flow_label: 0,
-            payload_len: (total - ipv6::HEADER) as u16,
+            payload_len: u16::try_from(total - ipv6::HEADER).map_err(|_| DropReason::Internal)?,
             next_header: nh::ICMPV6,
             hop_limit: hop,
             src: m.src,
@@ -469,41 +468,42 @@ fn emit_error(
         },
     );
     let icmp_at = ipv6::HEADER;
-    set_u8(pkt, icmp_at + icmpv6::TYPE, e.typ6);
-    set_u8(pkt, icmp_at + icmpv6::CODE, e.code6);
-    set_u16(pkt, icmp_at + icmpv6::CHECKSUM, 0);
-    xlat_wire::field::set_u32(pkt, icmp_at + icmpv6::MTU, e.rest6);
-    if length_attr != 0 {
-        set_u8(pkt, icmp_at + 4, length_attr);
-    }
+    wrote(
+        header
+            & set_u8(pkt, icmp_at + icmpv6::TYPE, e.typ6)
+            & set_u8(pkt, icmp_at + icmpv6::CODE, e.code6)
+            & set_u16(pkt, icmp_at + icmpv6::CHECKSUM, 0)
+            & xlat_wire::field::set_u32(pkt, icmp_at + icmpv6::MTU, e.rest6)
+            & (length_attr == 0 || set_u8(pkt, icmp_at + 4, length_attr)),
+    )?;
     let inner_start = icmp_at + icmpv6::HEADER;
     let inner_next = proto6(ii.proto);
-    if let Some(ih) = pkt.get_mut(inner_start..) {
+    // The front was resized to hold the quoted header (and its Fragment header).
+    let quoted = pkt.get_mut(inner_start..).is_some_and(|ih| {
         ipv6::write_header(
             ih,
             &Ipv6Fields {
                 traffic_class: ii.tos,
                 flow_label: 0,
-                payload_len: (inner_hdr6 - ipv6::HEADER + inner_payload).min(0xffff) as u16,
+                payload_len: u16::try_from(inner_hdr6 - ipv6::HEADER + inner_payload)
+                    .unwrap_or(u16::MAX),
                 next_header: if inner_frag { nh::FRAGMENT } else { inner_next },
                 // RFC 7915 4.3: the quoted packet's TTL is not decremented.
                 hop_limit: ii.ttl,
                 src: im.src,
                 dst: im.dst,
             },
-        );
-        if inner_frag {
-            ipv6::write_fragment_header(
+        ) & (!inner_frag
+            || ipv6::write_fragment_header(
                 ih,
                 ipv6::HEADER,
                 inner_next,
                 ii.frag_offset,
                 ii.more_fragments,
                 u32::from(ii.ident),
-            );
-        }
-    }
+            ))
+    });
     let c = ipv6::upper_checksum(m.src, m.dst, nh::ICMPV6, pkt.get(icmp_at..).unwrap_or(&[]));
-    set_u16(pkt, icmp_at + icmpv6::CHECKSUM, c);
+    wrote(quoted & set_u16(pkt, icmp_at + icmpv6::CHECKSUM, c))?;
     Ok(Emitted6::default())
 }

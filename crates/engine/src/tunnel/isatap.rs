@@ -21,7 +21,7 @@
 //! hop limit 255, code 0, checksum, length, options of non-zero length.
 
 use xlat_wire::checksum;
-use xlat_wire::field::{set_u16, set_u32, set_u8, u16_at, u32_at, u8_at};
+use xlat_wire::field::{u16_at, u32_at, u8_at};
 use xlat_wire::ipv4::Ipv4Header;
 use xlat_wire::ipv6::{self, nh, Ipv6Fields};
 use xlat_wire::PacketBuf;
@@ -32,8 +32,7 @@ use crate::rfc6052::is_global_ipv4;
 use crate::{Time, Verdict};
 
 use super::{
-    addr6, fill_icmpv6_checksum, unicast4, write_outer, Inner6, IsatapConfig, IsatapRole,
-    TunnelParams, TunnelStatus, OUTER,
+    addr6, outer, unicast4, Inner6, IsatapConfig, IsatapRole, TunnelParams, TunnelStatus, OUTER,
 };
 
 /// ICMPv6 Router Solicitation and Advertisement (RFC 4861 4.1, 4.2).
@@ -61,6 +60,16 @@ const RA_LEN: usize = 16 + 32 + 8;
 /// option, the address is in the identifier).
 const RS_LEN: usize = 8;
 
+/// A length of the messages built here (all below 200 bytes) as a header field.
+#[expect(clippy::cast_possible_truncation, reason = "capped at 0xffff first")]
+const fn len16(n: usize) -> u16 {
+    if n > 0xffff {
+        u16::MAX
+    } else {
+        n as u16
+    }
+}
+
 /// The ISATAP interface identifier of `v4` (RFC 5214 6.1), as the low 64 bits of an address.
 pub fn iid(v4: u32) -> u64 {
     let hi: u64 = if is_global_ipv4(v4) {
@@ -72,6 +81,10 @@ pub fn iid(v4: u32) -> u64 {
 }
 
 /// The IPv4 address in an ISATAP interface identifier (either u/l form), if `a` has one.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the identifier's two 32-bit halves (RFC 5214 6.1)"
+)]
 pub fn embedded(a: u128) -> Option<u32> {
     let hi = (a >> 32) as u32;
     (hi == 0x0000_5efe || hi == 0x0200_5efe).then_some(a as u32)
@@ -298,58 +311,60 @@ impl Isatap {
         if inner.dst != ALL_ROUTERS && !self.ours(inner.dst) {
             return Verdict::Drop(DropReason::TunnelWrongDestination);
         }
-        let total = OUTER + ipv6::HEADER + RA_LEN;
+        const TOTAL: usize = OUTER + ipv6::HEADER + RA_LEN;
         // Room for the advertisement: grow at the tail if the buffer allows, else at the front.
-        let grown = buf.len() >= total || buf.set_len(total) || buf.push_front(total - buf.len());
+        let grown = buf.len() >= TOTAL || buf.set_len(TOTAL) || buf.push_front(TOTAL - buf.len());
         if !grown {
             return Verdict::Drop(DropReason::NoHeadroom);
         }
-        buf.truncate(total);
+        buf.truncate(TOTAL);
         *ident = ident.wrapping_add(1);
-        let b = buf.data_mut();
-        write_outer(b, *ident, &self.params, self.v4, h.src);
-        let Some(p6) = b.get_mut(OUTER..) else {
-            return Verdict::Drop(DropReason::NoHeadroom);
+        let Some(out) = buf.data_mut().first_chunk_mut::<TOTAL>() else {
+            return Verdict::Drop(DropReason::Internal);
         };
-        ipv6::write_header(
-            p6,
-            &Ipv6Fields {
-                traffic_class: 0,
-                flow_label: 0,
-                payload_len: RA_LEN as u16,
-                next_header: nh::ICMPV6,
-                hop_limit: ND_HOP_LIMIT,
-                src: self.ll,
-                dst: inner.src,
-            },
-        );
-        let m = ipv6::HEADER;
+        let [l0, l1] = lifetime.to_be_bytes();
+        let [v0, v1, v2, v3] = VALID_LIFETIME.to_be_bytes();
+        let [p0, p1, p2, p3] = PREFERRED_LIFETIME.to_be_bytes();
+        let [m0, m1, m2, m3] = u32::from(self.params.mtu).to_be_bytes();
+        let mut ra = [0u8; RA_LEN];
         // RFC 4861 4.2: type, code, checksum, Cur Hop Limit, M/O flags, Router Lifetime,
-        // Reachable Time, Retrans Timer.
-        set_u8(p6, m, ROUTER_ADVERTISEMENT);
-        set_u8(p6, m + 1, 0);
-        set_u8(p6, m + 4, CUR_HOP_LIMIT);
-        set_u8(p6, m + 5, 0);
-        set_u16(p6, m + 6, lifetime);
-        set_u32(p6, m + 8, 0);
-        set_u32(p6, m + 12, 0);
+        // Reachable Time, Retrans Timer (zero).
+        ra[..8].copy_from_slice(&[ROUTER_ADVERTISEMENT, 0, 0, 0, CUR_HOP_LIMIT, 0, l0, l1]);
         // RFC 4861 4.6.2 Prefix Information: /64, on-link (L) and autonomous (A).
-        let o = m + 16;
-        set_u8(p6, o, OPT_PREFIX_INFO);
-        set_u8(p6, o + 1, 4);
-        set_u8(p6, o + 2, 64);
-        set_u8(p6, o + 3, 0xc0);
-        set_u32(p6, o + 4, VALID_LIFETIME);
-        set_u32(p6, o + 8, PREFERRED_LIFETIME);
-        set_u32(p6, o + 12, 0);
-        ipv6::set_addr(p6, o + 16, prefix);
+        ra[16..32].copy_from_slice(&[
+            OPT_PREFIX_INFO,
+            4,
+            64,
+            0xc0,
+            v0,
+            v1,
+            v2,
+            v3,
+            p0,
+            p1,
+            p2,
+            p3,
+            0,
+            0,
+            0,
+            0,
+        ]);
+        ra[32..48].copy_from_slice(&prefix.to_be_bytes());
         // RFC 4861 4.6.4 MTU: the tunnel MTU (RFC 4213 3.2).
-        let o = o + 32;
-        set_u8(p6, o, OPT_MTU);
-        set_u8(p6, o + 1, 1);
-        set_u16(p6, o + 2, 0);
-        set_u32(p6, o + 4, u32::from(self.params.mtu));
-        fill_icmpv6_checksum(p6, self.ll, inner.src);
+        ra[48..].copy_from_slice(&[OPT_MTU, 1, 0, 0, m0, m1, m2, m3]);
+        [ra[2], ra[3]] = ipv6::upper_checksum(self.ll, inner.src, nh::ICMPV6, &ra).to_be_bytes();
+        let h6 = ipv6::header(&Ipv6Fields {
+            traffic_class: 0,
+            flow_label: 0,
+            payload_len: len16(RA_LEN),
+            next_header: nh::ICMPV6,
+            hop_limit: ND_HOP_LIMIT,
+            src: self.ll,
+            dst: inner.src,
+        });
+        out[..OUTER].copy_from_slice(&outer(len16(TOTAL), *ident, &self.params, self.v4, h.src));
+        out[OUTER..OUTER + ipv6::HEADER].copy_from_slice(&h6);
+        out[OUTER + ipv6::HEADER..].copy_from_slice(&ra);
         c.event(Event::IsatapRaSent);
         Verdict::Forward
     }
@@ -514,24 +529,22 @@ fn valid_nd(msg: &[u8], inner: &Inner6, min: usize) -> Result<(), DropReason> {
 /// A Router Solicitation from `ll` to the ISATAP link-local address of `router`, in IPv4
 /// (RFC 5214 8.3.4; RFC 4861 4.1).
 fn router_solicitation(ident: u16, p: &TunnelParams, v4: u32, ll: u128, router: u32) -> Vec<u8> {
+    const TOTAL: usize = OUTER + ipv6::HEADER + RS_LEN;
     let dst = link_local(router);
-    let mut b = vec![0u8; OUTER + ipv6::HEADER + RS_LEN];
-    write_outer(&mut b, ident, p, v4, router);
-    if let Some(p6) = b.get_mut(OUTER..) {
-        ipv6::write_header(
-            p6,
-            &Ipv6Fields {
-                traffic_class: 0,
-                flow_label: 0,
-                payload_len: RS_LEN as u16,
-                next_header: nh::ICMPV6,
-                hop_limit: ND_HOP_LIMIT,
-                src: ll,
-                dst,
-            },
-        );
-        set_u8(p6, ipv6::HEADER, ROUTER_SOLICITATION);
-        fill_icmpv6_checksum(p6, ll, dst);
-    }
+    let mut rs = [ROUTER_SOLICITATION, 0, 0, 0, 0, 0, 0, 0];
+    [rs[2], rs[3]] = ipv6::upper_checksum(ll, dst, nh::ICMPV6, &rs).to_be_bytes();
+    let h6 = ipv6::header(&Ipv6Fields {
+        traffic_class: 0,
+        flow_label: 0,
+        payload_len: len16(RS_LEN),
+        next_header: nh::ICMPV6,
+        hop_limit: ND_HOP_LIMIT,
+        src: ll,
+        dst,
+    });
+    let mut b = Vec::with_capacity(TOTAL);
+    b.extend_from_slice(&outer(len16(TOTAL), ident, p, v4, router));
+    b.extend_from_slice(&h6);
+    b.extend_from_slice(&rs);
     b
 }

@@ -34,9 +34,9 @@ use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 
 use xlat_wire::checksum;
-use xlat_wire::field::{set_u16, u16_at, u32_at, u8_at};
+use xlat_wire::field::{u16_at, u32_at, u8_at};
 use xlat_wire::ipv4::{self, proto, Ipv4Fields, Ipv4Header};
-use xlat_wire::ipv6::{self, nh};
+use xlat_wire::ipv6;
 use xlat_wire::l4::{icmp, icmpv6};
 use xlat_wire::PacketBuf;
 
@@ -274,7 +274,7 @@ impl Inner6 {
             src: ipv6::addr_at(b, ipv6::off::SRC)?,
             dst: ipv6::addr_at(b, ipv6::off::DST)?,
             len,
-            traffic_class: (first >> 20) as u8,
+            traffic_class: ((first >> 20) & 0xff) as u8,
             next_header: u8_at(b, ipv6::off::NEXT_HEADER)?,
             hop_limit: u8_at(b, ipv6::off::HOP_LIMIT)?,
         })
@@ -326,10 +326,17 @@ const MAX_READY: usize = 256;
 
 impl Tunnel {
     pub fn new(cfg: &TunnelConfig, seed: u64) -> Tunnel {
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "the first identification: any 16 bits of the seed"
+        )]
+        fn fold16(seed: u64) -> u16 {
+            (seed ^ (seed >> 16) ^ (seed >> 32)) as u16
+        }
         Tunnel {
             six: cfg.sixtofour.as_ref().map(SixToFour::new),
             isatap: cfg.isatap.as_ref().map(Isatap::new),
-            ident: (seed ^ (seed >> 16) ^ (seed >> 32)) as u16,
+            ident: fold16(seed),
             errors: RateLimit::new(),
             reasm: Reassembly::new(),
             ready: VecDeque::new(),
@@ -434,19 +441,22 @@ impl Tunnel {
         if !buf.push_front(OUTER) {
             return Verdict::Drop(DropReason::NoHeadroom);
         }
-        let total = buf.len();
+        // An IPv4 packet says at most 65,535 bytes: a tunnel MTU above 65,515 cannot be used.
+        let Ok(total) = u16::try_from(buf.len()) else {
+            return Verdict::Drop(DropReason::TranslatedTooLong);
+        };
         // RFC 4213 3.2.2: DF on packets above the IPv6 minimum MTU, so that the path can tell
         // us its MTU; smaller ones must always get through, fragmented by IPv4 if need be.
         // 3.2.1 (static MTU): DF never set.
         let dont_fragment = p.pmtud && inner.len > MIN_MTU6;
         self.ident = self.ident.wrapping_add(1);
-        ipv4::write_header(
+        let wrote = ipv4::write_header(
             buf.data_mut(),
             &Ipv4Fields {
                 // RFC 4213 3.5 leaves TOS to RFC 2983 / RFC 3168; RFC 6040 4.1 (normal mode):
                 // copy the DSCP and the ECN field.
                 tos: inner.traffic_class,
-                total_len: total as u16,
+                total_len: total,
                 ident: self.ident,
                 dont_fragment,
                 more_fragments: false,
@@ -458,6 +468,9 @@ impl Tunnel {
                 dst: dst4,
             },
         );
+        if !wrote {
+            return Verdict::Drop(DropReason::Internal);
+        }
         c.event(Event::TunnelEncapsulated);
         Verdict::Forward
     }
@@ -596,9 +609,9 @@ impl Tunnel {
         }
         buf.truncate(inner.len);
         if new_tc != inner.traffic_class {
-            if let Some(first) = u32_at(buf.data(), 0) {
-                let v = (first & !0x0ff0_0000) | (u32::from(new_tc) << 20);
-                xlat_wire::field::set_u32(buf.data_mut(), 0, v);
+            if let Some(w) = buf.data_mut().first_chunk_mut::<4>() {
+                let first = u32::from_be_bytes(*w);
+                *w = ((first & !0x0ff0_0000) | (u32::from(new_tc) << 20)).to_be_bytes();
             }
         }
         // RFC 4213 3.3: the hop limit is not touched here; the kernel decrements it when it
@@ -668,7 +681,11 @@ impl Tunnel {
                 } else {
                     mtu4.saturating_sub(qihl).max(MIN_MTU6)
                 };
-                (icmpv6::PACKET_TOO_BIG, 0, mtu6 as u32)
+                (
+                    icmpv6::PACKET_TOO_BIG,
+                    0,
+                    u32::try_from(mtu6).unwrap_or(u32::MAX),
+                )
             }
             // Administratively prohibited (RFC 1812 5.2.7.1; RFC 1122 codes 9 and 10).
             (icmp::DEST_UNREACH, 9 | 10 | icmp::CODE_ADMIN_PROHIBITED) => {
@@ -739,34 +756,21 @@ impl Tunnel {
     }
 }
 
-/// Writes an outer IPv4 header for a packet the tunnel originates (Router Solicitation or
-/// Advertisement) at the start of `b`, whose IPv6 packet of `inner_len` bytes follows.
-pub(crate) fn write_outer(b: &mut [u8], ident: u16, p: &TunnelParams, src: u32, dst: u32) -> bool {
-    let total = b.len();
-    ipv4::write_header(
-        b,
-        &Ipv4Fields {
-            tos: 0,
-            total_len: total as u16,
-            ident,
-            dont_fragment: false,
-            more_fragments: false,
-            frag_offset: 0,
-            ttl: p.ttl,
-            proto: PROTO_IPV6,
-            src,
-            dst,
-        },
-    )
-}
-
-/// The ICMPv6 checksum of the message after the IPv6 header of the packet in `b` (which
-/// starts with that header), written in place.
-pub(crate) fn fill_icmpv6_checksum(b: &mut [u8], src: u128, dst: u128) {
-    let at = ipv6::HEADER + icmpv6::CHECKSUM;
-    set_u16(b, at, 0);
-    let c = ipv6::upper_checksum(src, dst, nh::ICMPV6, b.get(ipv6::HEADER..).unwrap_or(&[]));
-    set_u16(b, at, c);
+/// The outer IPv4 header of a packet the tunnel originates (Router Solicitation or
+/// Advertisement), `total` bytes long with it.
+pub(crate) fn outer(total: u16, ident: u16, p: &TunnelParams, src: u32, dst: u32) -> [u8; OUTER] {
+    ipv4::header(&Ipv4Fields {
+        tos: 0,
+        total_len: total,
+        ident,
+        dont_fragment: false,
+        more_fragments: false,
+        frag_offset: 0,
+        ttl: p.ttl,
+        proto: PROTO_IPV6,
+        src,
+        dst,
+    })
 }
 
 #[cfg(test)]

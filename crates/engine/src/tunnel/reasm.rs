@@ -115,25 +115,22 @@ impl Reassembly {
         let Some(first) = f.first else {
             return Ok(None);
         };
-        let mut out = vec![0u8; ipv4::MIN_HEADER + total];
-        ipv4::write_header(
-            &mut out,
-            &Ipv4Fields {
-                tos: first.tos,
-                total_len: (ipv4::MIN_HEADER + total) as u16,
-                ident: first.ident,
-                dont_fragment: false,
-                more_fragments: false,
-                frag_offset: 0,
-                ttl: first.ttl,
-                proto: first.proto,
-                src: first.src,
-                dst: first.dst,
-            },
-        );
-        if let (Some(dst), Some(src)) = (out.get_mut(ipv4::MIN_HEADER..), f.data.get(..total)) {
-            dst.copy_from_slice(src);
-        }
+        let data = f.data.get(..total).ok_or(DropReason::Internal)?;
+        let mut out = Vec::with_capacity(ipv4::MIN_HEADER + total);
+        out.extend_from_slice(&ipv4::header(&Ipv4Fields {
+            tos: first.tos,
+            total_len: u16::try_from(ipv4::MIN_HEADER + total)
+                .map_err(|_| DropReason::TunnelReassemblyInvalid)?,
+            ident: first.ident,
+            dont_fragment: false,
+            more_fragments: false,
+            frag_offset: 0,
+            ttl: first.ttl,
+            proto: first.proto,
+            src: first.src,
+            dst: first.dst,
+        }));
+        out.extend_from_slice(data);
         Ok(Some(out))
     }
 

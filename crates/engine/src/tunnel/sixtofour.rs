@@ -52,6 +52,10 @@ pub fn prefix48(v4: u32) -> u128 {
 }
 
 /// The IPv4 address embedded in a 2002::/16 address (RFC 3056 2), if it is one.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "bits 16..48 of 2002::/16 are the IPv4 address (RFC 3056 2)"
+)]
 pub fn embedded(a: u128) -> Option<u32> {
     (a >> 112 == 0x2002).then_some((a >> 80) as u32)
 }

@@ -41,7 +41,7 @@ fn six_engine(relay: Option<Ipv4Addr>, relay_router: bool) -> Engine {
 /// An IPv6 UDP packet with `n` payload bytes (checksum left 0: the tunnel does not look).
 fn udp6(src: u128, dst: u128, n: usize, tc: u8, hlim: u8) -> Vec<u8> {
     let mut p = vec![0u8; 40 + 8 + n];
-    ipv6::write_header(
+    assert!(ipv6::write_header(
         &mut p,
         &Ipv6Fields {
             traffic_class: tc,
@@ -52,7 +52,7 @@ fn udp6(src: u128, dst: u128, n: usize, tc: u8, hlim: u8) -> Vec<u8> {
             src,
             dst,
         },
-    );
+    ));
     p[40..42].copy_from_slice(&5000u16.to_be_bytes());
     p[42..44].copy_from_slice(&53u16.to_be_bytes());
     p[44..46].copy_from_slice(&((8 + n) as u16).to_be_bytes());
@@ -65,7 +65,7 @@ fn udp6(src: u128, dst: u128, n: usize, tc: u8, hlim: u8) -> Vec<u8> {
 /// `inner` in an IPv4 protocol-41 header.
 fn encap(src: Ipv4Addr, dst: Ipv4Addr, tos: u8, inner: &[u8]) -> Vec<u8> {
     let mut p = vec![0u8; 20];
-    ipv4::write_header(
+    assert!(ipv4::write_header(
         &mut p,
         &Ipv4Fields {
             tos,
@@ -79,7 +79,7 @@ fn encap(src: Ipv4Addr, dst: Ipv4Addr, tos: u8, inner: &[u8]) -> Vec<u8> {
             src: v4(src),
             dst: v4(dst),
         },
-    );
+    ));
     p.extend_from_slice(inner);
     p
 }
@@ -351,7 +351,7 @@ fn icmp4_error(from: Ipv4Addr, ty: u8, code: u8, mtu: u16, quoted: &[u8], quote:
     let q = &quoted[..quote.min(quoted.len())];
     let mut p = vec![0u8; 28];
     p.extend_from_slice(q);
-    ipv4::write_header(
+    assert!(ipv4::write_header(
         &mut p,
         &Ipv4Fields {
             tos: 0,
@@ -365,7 +365,7 @@ fn icmp4_error(from: Ipv4Addr, ty: u8, code: u8, mtu: u16, quoted: &[u8], quote:
             src: v4(from),
             dst: v4(A4),
         },
-    );
+    ));
     p[20] = ty;
     p[21] = code;
     p[26..28].copy_from_slice(&mtu.to_be_bytes());
@@ -463,7 +463,7 @@ fn fragments_are_reassembled_before_decapsulation() {
     let whole = encap(B4, A4, 0, &inner);
     let frag = |off: usize, data: &[u8], more: bool| {
         let mut p = vec![0u8; 20];
-        ipv4::write_header(
+        assert!(ipv4::write_header(
             &mut p,
             &Ipv4Fields {
                 tos: 0,
@@ -477,7 +477,7 @@ fn fragments_are_reassembled_before_decapsulation() {
                 src: v4(B4),
                 dst: v4(A4),
             },
-        );
+        ));
         p.extend_from_slice(data);
         p
     };
