@@ -137,12 +137,15 @@ pub fn run(cfg: &Config) -> Result<()> {
     }
     // The routes, once made, are the reload's too: they follow the pool and static entries.
     let routed: crate::control::SharedRoutes = Default::default();
+    // So are the metrics listener, the event log and the DNS64 proxy (crate::live).
+    let services: crate::live::SharedServices = Default::default();
     let reload = crate::control::ReloadCtx {
         file: std::path::PathBuf::from(&cfg.file),
         running: cfg.clone(),
         seed,
         workers: n,
         routes: routed.clone(),
+        services: services.clone(),
     };
     let sync_links = links.clone();
     let metric_links = links.clone();
@@ -150,7 +153,8 @@ pub fn run(cfg: &Config) -> Result<()> {
     let _control = ControlServer::start_reloadable(&cfg.socket, links, Some(reload))?;
     // [metrics]: Prometheus and the live page on a control-plane thread, asking the workers
     // through the same channels as the control socket (they answer between batches).
-    let _metrics = match &cfg.metrics {
+    let _services = crate::live::ServicesAtExit(services.clone());
+    crate::live::lock(&services).metrics = match &cfg.metrics {
         Some(m) => Some(
             crate::http::MetricsServer::start(m.listen, metric_links).map_err(|e| {
                 anyhow::anyhow!(
@@ -218,6 +222,7 @@ pub fn run(cfg: &Config) -> Result<()> {
         None => None,
     };
     let dns64_stats = dns64_service.as_ref().map(|s| s.stats().clone());
+    crate::live::lock(&services).dns64 = dns64_service;
 
     // [dataplane] fast_path = "xdp": established NAT44 flows are rewritten in the kernel by
     // the engines' recipes; without it (or where XDP cannot attach) every packet crosses the
@@ -345,6 +350,7 @@ pub fn run(cfg: &Config) -> Result<()> {
             }
             let log = crate::eventlog::EventLog::start(l, start)?;
             info!(syslog = ?l.syslog, ipfix = ?l.ipfix, events = ?l.events, "NAT event logging on");
+            crate::live::lock(&services).log = Some(log.clone());
             Some(log)
         }
         None => None,
