@@ -97,6 +97,8 @@ struct Listener {
     configured: SocketAddr,
     local: SocketAddr,
     stop: Arc<AtomicBool>,
+    /// Its sockets closed (UDP listener gone, TCP listener closed): 2 when both are.
+    closed: Arc<AtomicUsize>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -232,25 +234,30 @@ impl Dns64Service {
             tcp,
         } = b;
         let mine = Arc::new(AtomicBool::new(false));
+        let closed = Arc::new(AtomicUsize::new(0));
         let mut threads = Vec::with_capacity(2);
-        let (tx, stop, own, st) = (
+        let (tx, stop, own, st, done) = (
             self.tx.clone(),
             self.stop.clone(),
             mine.clone(),
             self.stats.clone(),
+            closed.clone(),
         );
         threads.push(spawn(format!("xlat-dns64-udp-{local}"), move || {
-            udp_listener(&udp, &tx, &[&stop, &own], &st)
+            udp_listener(&udp, &tx, &[&stop, &own], &st);
+            // Queries taken still hold the socket for their answers; nothing new is read.
+            done.fetch_add(1, Ordering::SeqCst);
         })?);
-        let (live, stop, own, active, max) = (
+        let (live, stop, own, active, max, done) = (
             self.live.clone(),
             self.stop.clone(),
             mine.clone(),
             self.tcp_active.clone(),
             self.max_tcp,
+            closed.clone(),
         );
         let r = spawn(format!("xlat-dns64-tcp-{local}"), move || {
-            tcp_listener(&tcp, &live, [&stop, &own], &active, max)
+            tcp_listener(tcp, &live, [&stop, &own], &active, max, &done)
         });
         match r {
             Ok(h) => threads.push(h),
@@ -264,6 +271,7 @@ impl Dns64Service {
             configured,
             local,
             stop: mine,
+            closed,
             threads,
         });
         self.local = self.listeners.iter().map(|l| l.local).collect();
@@ -320,8 +328,17 @@ impl Dns64Service {
             .into_iter()
             .partition(|l| keep.contains(&l.configured));
         self.listeners = stay;
-        for l in gone {
+        for l in &gone {
             l.stop.store(true, Ordering::SeqCst);
+        }
+        // A removed address stops taking queries before the reload answers: its listeners
+        // look at the flag every POLL (a TCP connection open on it answers its query first).
+        let deadline = Instant::now() + 3 * POLL;
+        while Instant::now() < deadline && gone.iter().any(|l| l.closed.load(Ordering::SeqCst) < 2)
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for l in gone {
             self.retired.extend(l.threads);
         }
         self.retired.retain(|h| !h.is_finished());
@@ -449,11 +466,12 @@ fn worker(rx: &Mutex<Receiver<Job>>, live: &Live, stop: &AtomicBool) {
 }
 
 fn tcp_listener(
-    l: &TcpListener,
+    l: TcpListener,
     live: &Arc<Live>,
     stop: [&Arc<AtomicBool>; 2],
     active: &Arc<AtomicUsize>,
     max: usize,
+    closed: &AtomicUsize,
 ) {
     let mut conns: Vec<JoinHandle<()>> = Vec::new();
     while !stopped(&stop) {
@@ -492,6 +510,9 @@ fn tcp_listener(
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
     }
+    // Closed before the connections end: a removed address refuses new ones at once.
+    drop(l);
+    closed.fetch_add(1, Ordering::SeqCst);
     for h in conns {
         let _ = h.join();
     }
