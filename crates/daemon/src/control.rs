@@ -647,7 +647,7 @@ fn reload(reloader: &Reloader, workers: &[WorkerLink]) -> Response {
     if new.socket != old.socket {
         return restart("control.socket");
     }
-    if new.dataplane != old.dataplane {
+    if crate::live::dataplane_restart(old, &new) {
         return restart("dataplane");
     }
     if new.sync != old.sync {

@@ -1,5 +1,6 @@
 //! What a reload changes outside the engines: the `[metrics]` listener, the `[logging]`
-//! collectors (the event log thread) and the `[dns64]` proxy.
+//! collectors (the event log thread), the `[dns64]` proxy and the XDP program's slow-path
+//! policer (`[dataplane] slow_path_pps`).
 //!
 //! A reload is all or nothing ([`crate::control`]): [`prepare`] does everything that can
 //! fail -- binds the new metrics listener, the event log's sockets, the DNS64's added listen
@@ -27,6 +28,8 @@ pub struct Services {
     pub log: Option<Arc<EventLog>>,
     /// `[dns64]`'s proxy.
     pub dns64: Option<xlat_dns64::Dns64Service>,
+    /// The XDP program, when attached (the workers hold it too).
+    pub fast: Option<Arc<Mutex<xlat_xdp::FastPath>>>,
 }
 
 /// Shared by `xlat run` (which fills it and empties it at exit) and the control thread's
@@ -65,6 +68,8 @@ pub struct Prepared {
     metrics: Option<MetricsStep>,
     log: Option<LogUpdate>,
     dns64: Option<xlat_dns64::Dns64Update>,
+    /// A new `[dataplane] slow_path_pps`.
+    slow_path_pps: Option<u32>,
     /// The keys that change (`metrics.listen`, `logging.ipfix`, `dns64.upstream`, ...).
     pub keys: Vec<String>,
 }
@@ -101,7 +106,20 @@ pub fn changed_keys(old: &Config, new: &Config) -> Vec<String> {
         }
         _ => keys.push("dns64".to_string()),
     }
+    if old.dataplane.slow_path_pps != new.dataplane.slow_path_pps {
+        keys.push("dataplane.slow_path_pps".to_string());
+    }
     keys
+}
+
+/// Does `new`'s `[dataplane]` differ from `old`'s in more than `slow_path_pps` (the one
+/// key of it a reload changes live)?
+pub fn dataplane_restart(old: &Config, new: &Config) -> bool {
+    let same_pps = crate::config::DataplaneConfig {
+        slow_path_pps: old.dataplane.slow_path_pps,
+        ..new.dataplane.clone()
+    };
+    same_pps != old.dataplane
 }
 
 /// Why `new` cannot be applied to these services while running, with the fix (the running
@@ -167,6 +185,9 @@ pub fn prepare(svc: &Services, old: &Config, new: &Config) -> Result<Prepared, S
             })?);
         }
     }
+    if old.dataplane.slow_path_pps != new.dataplane.slow_path_pps {
+        p.slow_path_pps = Some(new.dataplane.slow_path_pps);
+    }
     Ok(p)
 }
 
@@ -200,6 +221,19 @@ pub fn apply(svc: &mut Services, p: Prepared, workers: &[WorkerLink]) -> Vec<Str
     if let (Some(u), Some(d)) = (p.dns64, svc.dns64.as_mut()) {
         info!("dns64 reload: {}", u.summary());
         warnings.extend(d.apply(u));
+    }
+    // Without an attached program nothing is policed: the value waits for a restart.
+    if let (Some(pps), Some(fast)) = (p.slow_path_pps, &svc.fast) {
+        let mut f = match fast.lock() {
+            Ok(f) => f,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        match f.set_slow_path_pps(pps) {
+            Ok(()) => info!(slow_path_pps = pps, "XDP slow-path policer reconfigured"),
+            Err(e) => warnings.push(format!(
+                "dataplane.slow_path_pps: {e:#}; the policer keeps its old rate, reload again or restart"
+            )),
+        }
     }
     warnings
 }

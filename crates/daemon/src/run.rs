@@ -287,7 +287,8 @@ pub fn run(cfg: &Config) -> Result<()> {
             ),
         }
     }
-    let fast = fast.map(Mutex::new);
+    let fast = fast.map(|f| Arc::new(Mutex::new(f)));
+    crate::live::lock(&services).fast = fast.clone();
 
     // The handoff rings: one per ordered pair of workers, slots sized for the TUN's MTU.
     let mut to: Vec<Vec<Option<xlat_io::ring::Producer>>> =
@@ -381,7 +382,7 @@ pub fn run(cfg: &Config) -> Result<()> {
         bells: &bells,
         owners: &owners,
         frag_timeout: Duration::from_secs(fragment_timeout(cfg)),
-        fast: fast.as_ref(),
+        fast: fast.as_deref(),
         log: log.as_deref(),
         stop,
         halt: &halt,
