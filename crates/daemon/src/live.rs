@@ -55,6 +55,17 @@ impl Drop for ServicesAtExit {
     }
 }
 
+/// Lets the reload's hold on the XDP program go when it drops, so the program detaches where
+/// `run`'s teardown always detached it (before the routes go), not with the other services.
+pub struct FastAtExit(pub SharedServices);
+
+impl Drop for FastAtExit {
+    fn drop(&mut self) {
+        let taken = lock(&self.0).fast.take();
+        drop(taken);
+    }
+}
+
 /// What the metrics listener becomes.
 enum MetricsStep {
     Off,

@@ -289,6 +289,7 @@ pub fn run(cfg: &Config) -> Result<()> {
     }
     let fast = fast.map(|f| Arc::new(Mutex::new(f)));
     crate::live::lock(&services).fast = fast.clone();
+    let _fast_at_exit = crate::live::FastAtExit(services.clone());
 
     // The handoff rings: one per ordered pair of workers, slots sized for the TUN's MTU.
     let mut to: Vec<Vec<Option<xlat_io::ring::Producer>>> =
