@@ -209,9 +209,12 @@ pub fn apply(svc: &mut Services, p: Prepared, workers: &[WorkerLink]) -> Vec<Str
     match p.metrics {
         None => {}
         Some(MetricsStep::Off) => {
-            if svc.metrics.take().is_some() {
-                info!("metrics listener stopped ([metrics] removed)");
-            }
+            let stopped = svc.metrics.take();
+            info!(
+                was = ?stopped.as_ref().map(MetricsServer::local_addr),
+                "metrics listener stopped ([metrics] removed)"
+            );
+            drop(stopped);
         }
         Some(MetricsStep::On(listener)) => {
             // The old listener goes first (its thread joined), then the new one serves the
