@@ -80,11 +80,12 @@ pub fn changed_keys(old: Option<&LogConfig>, new: Option<&LogConfig>) -> Vec<Str
     keys
 }
 
-/// What a reload cannot do to `[logging]` live: turn it on in a daemon started without it
-/// (the engines' event stream starts with the packet workers). `None`: it can.
-pub fn refused(old: Option<&LogConfig>, new: Option<&LogConfig>) -> Option<String> {
-    match (old, new) {
-        (None, Some(_)) => Some(
+/// What a reload cannot do to `[logging]` live: turn it on in a daemon without an event log
+/// (`running`: it has one, though `[logging]` may have been removed by a reload since; the
+/// engines' event stream starts with the packet workers). `None`: it can.
+pub fn refused(running: bool, new: Option<&LogConfig>) -> Option<String> {
+    match (running, new) {
+        (false, Some(_)) => Some(
             "logging: cannot turn NAT event logging on while running: the packet workers start \
              their engines' event stream only at start; restart xlat to apply it (a daemon \
              started with [logging] changes its collectors, events and IPFIX keys live, and \
@@ -859,9 +860,10 @@ mod tests {
         assert!(changed_keys(None, None).is_empty());
         assert_eq!(changed_keys(Some(&a), None), ["logging"]);
         assert_eq!(changed_keys(None, Some(&a)), ["logging"]);
-        assert!(refused(None, Some(&a)).is_some_and(|e| e.contains("restart")));
-        assert!(refused(Some(&a), None).is_none());
-        assert!(refused(Some(&a), Some(&limit)).is_none());
+        assert!(refused(false, Some(&a)).is_some_and(|e| e.contains("restart")));
+        assert!(refused(false, None).is_none());
+        assert!(refused(true, None).is_none());
+        assert!(refused(true, Some(&limit)).is_none());
         let b = LogConfig {
             ipfix_domain_id: 2,
             ipfix_template_refresh: Duration::from_secs(61),

@@ -134,10 +134,11 @@ pub fn dataplane_restart(old: &Config, new: &Config) -> bool {
 }
 
 /// Why `new` cannot be applied to these services while running, with the fix (the running
-/// configuration stays): `[dns64]` added or removed, `[logging]` turned on.
-pub fn refusal(old: &Config, new: &Config) -> Option<String> {
+/// configuration stays): `[dns64]` added or removed, `[logging]` turned on in a daemon
+/// without an event log (`log_running`: it has one).
+pub fn refusal(old: &Config, new: &Config, log_running: bool) -> Option<String> {
     let file = &new.file;
-    if let Some(e) = crate::eventlog::refused(old.logging.as_ref(), new.logging.as_ref()) {
+    if let Some(e) = crate::eventlog::refused(log_running, new.logging.as_ref()) {
         return Some(format!("{file}: {e}"));
     }
     match (&old.dns64, &new.dns64) {
@@ -154,7 +155,7 @@ pub fn refusal(old: &Config, new: &Config) -> Option<String> {
 /// Prepares what `new` changes in the services (binds what it needs); an error names the
 /// file, the key, the problem and the fix. Nothing running changes.
 pub fn prepare(svc: &Services, old: &Config, new: &Config) -> Result<Prepared, String> {
-    if let Some(e) = refusal(old, new) {
+    if let Some(e) = refusal(old, new, svc.log.is_some()) {
         return Err(e);
     }
     let file = &new.file;
@@ -167,8 +168,19 @@ pub fn prepare(svc: &Services, old: &Config, new: &Config) -> Result<Prepared, S
             None => MetricsStep::Off,
             Some(m) => {
                 let bound = MetricsServer::bind(m.listen).map_err(|e| {
+                    // The new address is bound while the old one still listens: another
+                    // address on the running port collides with it.
+                    let same_port = old
+                        .metrics
+                        .as_ref()
+                        .is_some_and(|o| o.listen.port() == m.listen.port());
+                    let hint = if same_port {
+                        " (the running listener holds that port: move to another port, or restart to change the address alone)"
+                    } else {
+                        ""
+                    };
                     format!(
-                        "{file}: metrics.listen: cannot listen on {}: {e}; choose a free address and port (the listener stays on {})",
+                        "{file}: metrics.listen: cannot listen on {}: {e}; choose a free address and port{hint} (the listener stays on {})",
                         m.listen,
                         old.metrics
                             .as_ref()
@@ -275,12 +287,15 @@ mod tests {
         let l1 = cfg("[logging]\nipfix = [\"192.0.2.50:4739\"]\n");
         let l2 = cfg("[logging]\nipfix = [\"192.0.2.50:4739\", \"192.0.2.51:4739\"]\nsyslog = [\"192.0.2.52:514\"]\n");
         assert_eq!(changed_keys(&l1, &l2), ["logging.ipfix", "logging.syslog"]);
-        assert!(refusal(&l1, &l2).is_none());
+        assert!(refusal(&l1, &l2, true).is_none());
         assert!(
-            refusal(&l1, &base).is_none(),
+            refusal(&l1, &base, true).is_none(),
             "removing [logging] stops sending"
         );
-        assert!(refusal(&base, &l1).is_some_and(|e| e.contains("logging") && e.contains("restart")));
+        // Back on after a reload removed it: the event log is still there.
+        assert!(refusal(&base, &l1, true).is_none());
+        assert!(refusal(&base, &l1, false)
+            .is_some_and(|e| e.contains("logging") && e.contains("restart")));
         let d = |up: &str, listen: &str| {
             cfg(&format!(
                 "[nat64]\nprefix = \"2001:2:0:64::/96\"\npool4 = [\"198.19.1.0/30\"]\n[dns64]\nlisten = [\"{listen}\"]\nupstream = [\"{up}\"]\nprefix = \"2001:2:0:64::/96\"\n"
@@ -291,12 +306,14 @@ mod tests {
         let d3 = d("198.19.0.3:53", "127.0.0.1:5353");
         assert_eq!(changed_keys(&d1, &d2), ["dns64.upstream"]);
         assert_eq!(changed_keys(&d1, &d3), ["dns64.listen", "dns64.upstream"]);
-        assert!(refusal(&d1, &d2).is_none());
+        assert!(refusal(&d1, &d2, false).is_none());
         let no_dns = d1.clone();
         let mut no_dns = no_dns;
         no_dns.dns64 = None;
-        assert!(refusal(&d1, &no_dns).is_some_and(|e| e.contains("dns64") && e.contains("restart")));
-        assert!(refusal(&no_dns, &d1).is_some_and(|e| e.contains("dns64") && e.contains("restart")));
+        assert!(refusal(&d1, &no_dns, false)
+            .is_some_and(|e| e.contains("dns64") && e.contains("restart")));
+        assert!(refusal(&no_dns, &d1, false)
+            .is_some_and(|e| e.contains("dns64") && e.contains("restart")));
     }
 
     /// The metrics listener moves: the new address is bound in `prepare`; a taken address

@@ -534,4 +534,29 @@ fn reload_adds_an_ipfix_collector_which_gets_templates_then_data() {
         before_a,
         "a removed collector still gets messages"
     );
+
+    // [logging] removed: nothing is sent; added back: 4740 gets templates, then data.
+    std::fs::write(&path, &base).unwrap();
+    let r = t.xlat_cmd(&["reload"]).check();
+    assert!(r.stdout.contains("logging"), "{}", r.stdout);
+    let before_b = ipfix_lines(&t.proc(b).stdout_text()).len();
+    t.ping_all(&inn, 1, &[], OUT_ADDR);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        ipfix_lines(&t.proc(b).stdout_text()).len(),
+        before_b,
+        "[logging] removed, yet 4740 gets messages"
+    );
+    std::fs::write(&path, with(&[4740])).unwrap();
+    t.xlat_cmd(&["reload"]).check();
+    t.ping_all(&inn, 1, &[], OUT_ADDR);
+    let ok = poll(Duration::from_secs(10), Duration::from_millis(100), || {
+        let l = ipfix_lines(&t.proc(b).stdout_text());
+        l.len() > before_b + 1 && l.last().is_some_and(|x| x.2.iter().any(|&s| s >= 256))
+    });
+    assert!(
+        ok,
+        "no data after [logging] came back: {}",
+        t.proc(b).stdout_text()
+    );
 }
