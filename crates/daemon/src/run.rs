@@ -561,14 +561,16 @@ pub fn start_dns64(file: &str, d: &xlat_dns64::Dns64Config) -> Result<xlat_dns64
     })
 }
 
-/// `xlat dns64`: only the DNS64 proxy, in the foreground, until SIGINT or SIGTERM.
+/// `xlat dns64`: only the DNS64 proxy, in the foreground, until SIGINT or SIGTERM; SIGHUP
+/// reads `[dns64]` again and applies it live (as a reload of `xlat run` does).
 pub fn run_dns64(file: &str, d: &xlat_dns64::Dns64Config) -> Result<()> {
     let stop = install_stop_handler().context("installing SIGINT/SIGTERM handlers")?;
-    let svc = start_dns64(file, d)?;
+    let mut svc = start_dns64(file, d)?;
+    let mut running = d.clone();
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(TICK);
         if xlat_io::sys::take_hangup() {
-            warn!("SIGHUP received: `xlat dns64` keeps running with the configuration it started with (restart it to apply a change)");
+            reload_dns64(file, &mut svc, &mut running);
         }
     }
     let c = svc.counters();
@@ -584,6 +586,38 @@ pub fn run_dns64(file: &str, d: &xlat_dns64::Dns64Config) -> Result<()> {
         "dns64 stopped"
     );
     Ok(())
+}
+
+/// SIGHUP in `xlat dns64`: `[dns64]` read again, its added listen addresses bound, then
+/// applied; a refusal (bad file, address that cannot be bound) changes nothing.
+fn reload_dns64(
+    file: &str,
+    svc: &mut xlat_dns64::Dns64Service,
+    running: &mut xlat_dns64::Dns64Config,
+) {
+    let new = match crate::config::load_dns64(std::path::Path::new(file)) {
+        Ok(n) => n,
+        Err(e) => {
+            warn!("SIGHUP: reload refused: {e}; the running configuration stays");
+            return;
+        }
+    };
+    if new == *running {
+        info!("SIGHUP: configuration reloaded: nothing changed");
+        return;
+    }
+    match svc.prepare(&new) {
+        Ok(u) => {
+            for w in svc.apply(u) {
+                warn!("SIGHUP: {w}");
+            }
+            *running = new;
+            info!("SIGHUP: configuration reloaded");
+        }
+        Err(e) => {
+            warn!("SIGHUP: reload refused: {file}: dns64.{e}; the running configuration stays")
+        }
+    }
 }
 
 /// Removes the routes (`[tun] auto_routes`) when it drops, at the place in `run`'s teardown

@@ -251,6 +251,27 @@ fn dns64_against_unbound_over_udp_and_tcp() {
         assert!(d.of_type("AAAA").is_empty(), "{}", d.raw);
     }
 
+    // SIGHUP reads [dns64] again: a new prefix answers at once.
+    let path = lab.dir.join("xlat.toml");
+    std::fs::write(&path, config().replace(PREFIX, "2001:2:0:65::/96")).unwrap();
+    // SAFETY: kill(2) on our own child.
+    unsafe {
+        libc::kill(lab.proc(x).pid(), libc::SIGHUP);
+    }
+    let reloaded = common::poll(Duration::from_secs(5), Duration::from_millis(50), || {
+        lab.proc(x)
+            .stderr_text()
+            .contains("SIGHUP: configuration reloaded")
+    });
+    assert!(reloaded, "{}", lab.proc(x).stderr_text());
+    let d = dig(&lab, &["AAAA", "v4only.test.example."]);
+    assert_eq!(
+        d.of_type("AAAA").first().map(|r| r.2.clone()),
+        Some("2001:2:0:65::c613:5".to_string()),
+        "{}",
+        d.raw
+    );
+
     // SIGTERM: the proxy stops and exits 0.
     let st = lab.proc(x).stop_with(libc::SIGTERM, Duration::from_secs(5));
     assert!(
