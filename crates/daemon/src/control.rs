@@ -598,15 +598,16 @@ impl Drop for ControlServer {
 }
 
 /// What a reload needs: the file, the configuration running, the seed and worker count the
-/// engines were built with, and the routes `[tun] auto_routes` made (with the plan they
-/// follow), which follow the configuration.
-#[derive(Debug)]
+/// engines were built with, the routes `[tun] auto_routes` made (with the plan they
+/// follow), which follow the configuration, and the services outside the engines
+/// (`[metrics]`, `[logging]`, `[dns64]`, [`crate::live`]).
 pub struct ReloadCtx {
     pub file: PathBuf,
     pub running: crate::config::Config,
     pub seed: u64,
     pub workers: usize,
     pub routes: SharedRoutes,
+    pub services: crate::live::SharedServices,
 }
 
 /// The routes of `[tun] auto_routes` and the plan they follow, once set up (`None` before,
@@ -619,8 +620,9 @@ type Reloader = Arc<std::sync::Mutex<Option<ReloadCtx>>>;
 
 /// Reads the file again and applies it (module docs of [`xlat_engine`]'s reconfigure): the
 /// whole file is checked first, keys outside the engines that cannot change while running
-/// are refused, then every worker applies its engine configuration between batches. A
-/// refusal changes nothing.
+/// are refused, the services' changes are prepared (sockets bound, [`crate::live`]), then
+/// every worker applies its engine configuration between batches, and the services switch.
+/// A refusal changes nothing.
 fn reload(reloader: &Reloader, workers: &[WorkerLink]) -> Response {
     let Ok(mut guard) = reloader.lock() else {
         return Response::Error("reload state poisoned".to_string());
@@ -645,23 +647,14 @@ fn reload(reloader: &Reloader, workers: &[WorkerLink]) -> Response {
     if new.socket != old.socket {
         return restart("control.socket");
     }
-    if new.dataplane != old.dataplane {
+    if crate::live::dataplane_restart(old, &new) {
         return restart("dataplane");
-    }
-    if new.dns64 != old.dns64 {
-        return restart("dns64");
-    }
-    if new.metrics != old.metrics {
-        return restart("metrics");
     }
     if new.sync != old.sync {
         return restart("sync");
     }
     if new.prefault != old.prefault {
         return restart("limits.prefault");
-    }
-    if crate::eventlog::restart_needed(old.logging.as_ref(), new.logging.as_ref()) {
-        return restart("logging");
     }
     if new.seed.is_some_and(|s| s != ctx.seed) {
         return restart("engine.seed");
@@ -679,10 +672,23 @@ fn reload(reloader: &Reloader, workers: &[WorkerLink]) -> Response {
             }
         },
     };
+    // Everything that can fail before the workers change: bind the services' new sockets.
+    let services = ctx.services.clone();
+    let mut services = crate::live::lock(&services);
+    let prepared = match crate::live::prepare(&services, old, &new) {
+        Ok(p) => p,
+        Err(e) => return Response::Refused(format!("{e}; the running configuration stays")),
+    };
     let req = Request::Reconfigure(Arc::new(Reconfig { engines, shards }));
     match ask_workers(req, workers) {
         Response::Reloaded(mut done) => {
-            done.warnings = reroute(&ctx.routes, &new);
+            for k in &prepared.keys {
+                if !done.keys.contains(k) {
+                    done.keys.push(k.clone());
+                }
+            }
+            done.warnings = crate::live::apply(&mut services, prepared, workers);
+            done.warnings.extend(reroute(&ctx.routes, &new));
             info!(file = %file, sha256 = %new.sha256, changed = ?done.keys, sessions_ended = done.sessions_ended, "configuration reloaded");
             for w in &done.warnings {
                 warn!(file = %file, "reload: {w}");

@@ -15,9 +15,9 @@
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
@@ -54,17 +54,46 @@ pub struct LogConfig {
     pub events: LogEvents,
 }
 
-/// Does a reload from `old` to `new` change `[logging]`, which the log thread fixes at
-/// start (a restart applies it)? `max_sessions_per_host` does not count: it is `[limits]`'s,
-/// which reloads; IPFIX quota records keep the value the log thread started with.
-pub fn restart_needed(old: Option<&LogConfig>, new: Option<&LogConfig>) -> bool {
-    let strip = |l: Option<&LogConfig>| {
-        l.map(|l| LogConfig {
-            max_sessions_per_host: 0,
-            ..l.clone()
-        })
+/// The `[logging]` keys a reload from `old` to `new` changes, as `logging.KEY` (sorted,
+/// `max_sessions_per_host` and `ports_per_host` as the `[limits]` / `[nat44]` keys they
+/// come from are reported by those sections, so not here). Both `None`: nothing.
+pub fn changed_keys(old: Option<&LogConfig>, new: Option<&LogConfig>) -> Vec<String> {
+    let mut keys = Vec::new();
+    let (a, b) = match (old, new) {
+        (None, None) => return keys,
+        (Some(_), None) | (None, Some(_)) => return vec!["logging".to_string()],
+        (Some(a), Some(b)) => (a, b),
     };
-    strip(old) != strip(new)
+    let mut key = |changed: bool, k: &str| {
+        if changed {
+            keys.push(format!("logging.{k}"));
+        }
+    };
+    key(a.events != b.events, "events");
+    key(a.ipfix != b.ipfix, "ipfix");
+    key(a.ipfix_domain_id != b.ipfix_domain_id, "ipfix_domain_id");
+    key(
+        a.ipfix_template_refresh != b.ipfix_template_refresh,
+        "ipfix_template_refresh",
+    );
+    key(a.syslog != b.syslog, "syslog");
+    keys
+}
+
+/// What a reload cannot do to `[logging]` live: turn it on in a daemon without an event log
+/// (`running`: it has one, though `[logging]` may have been removed by a reload since; the
+/// engines' event stream starts with the packet workers). `None`: it can.
+pub fn refused(running: bool, new: Option<&LogConfig>) -> Option<String> {
+    match (running, new) {
+        (false, Some(_)) => Some(
+            "logging: cannot turn NAT event logging on while running: the packet workers start \
+             their engines' event stream only at start; restart xlat to apply it (a daemon \
+             started with [logging] changes its collectors, events and IPFIX keys live, and \
+             removing [logging] only stops sending)"
+                .to_string(),
+        ),
+        _ => None,
+    }
 }
 
 /// Which events are logged.
@@ -82,6 +111,22 @@ pub enum LogEvents {
 }
 
 impl LogEvents {
+    fn code(self) -> u8 {
+        match self {
+            LogEvents::Sessions => 0,
+            LogEvents::Mappings => 1,
+            LogEvents::PortBlocks => 2,
+        }
+    }
+
+    fn of_code(c: u8) -> LogEvents {
+        match c {
+            0 => LogEvents::Sessions,
+            1 => LogEvents::Mappings,
+            _ => LogEvents::PortBlocks,
+        }
+    }
+
     /// Is an event of kind `k` logged? Fast-path instructions never are.
     pub fn takes(self, k: EventKind) -> bool {
         match k {
@@ -137,13 +182,64 @@ impl LogCounters {
     }
 }
 
+/// What goes to the log thread.
+enum Item {
+    /// A worker's events.
+    Events(Vec<StateEvent>),
+    /// Look at the pending update ([`EventLog::apply`]).
+    Wake,
+    /// Send what is queued, then end ([`EventLog::finish`]).
+    Finish,
+}
+
+/// What the log thread sends to and how: the collectors, and the IPFIX exporter's keys.
+struct Targets {
+    syslog: Vec<SocketAddr>,
+    ipfix: Vec<SocketAddr>,
+    domain: u32,
+    refresh: Duration,
+    quota: u32,
+    port_quota: u32,
+    /// Sockets for address families the log thread had none for (bound by
+    /// [`EventLog::prepare`]); a socket it has stays, so a collector that stays sees the
+    /// same source port (its IPFIX transport session goes on).
+    sock4: Option<UdpSocket>,
+    sock6: Option<UdpSocket>,
+}
+
+/// A `[logging]` change made ready by [`EventLog::prepare`] (the sockets it needs are
+/// bound); [`EventLog::apply`] hands it to the log thread.
+pub struct LogUpdate {
+    targets: Targets,
+    events: LogEvents,
+}
+
 /// The workers' side: a bounded channel to the log thread.
 pub struct EventLog {
-    tx: SyncSender<Vec<StateEvent>>,
-    events: LogEvents,
+    tx: SyncSender<Item>,
+    /// [`LogEvents`] as its code: a reload changes it, the workers read it after each batch.
+    events: AtomicU8,
     counters: Arc<LogCounters>,
+    /// The address families the log thread has a socket for (IPv4, IPv6).
+    families: Mutex<(bool, bool)>,
+    /// The update the log thread takes at its next wake.
+    pending: Arc<Mutex<Option<Targets>>>,
     /// The log thread, joined by [`EventLog::finish`].
-    thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// Binds the event log's socket for one address family.
+fn bind_family(v6: bool) -> Result<UdpSocket> {
+    let addr = if v6 { "[::]:0" } else { "0.0.0.0:0" };
+    UdpSocket::bind(addr).with_context(|| format!("opening the event log's socket on {addr}"))
+}
+
+/// Does any collector of `cfg` use IPv6 (`true`) / IPv4 (`false`)?
+fn wants(cfg: &LogConfig, v6: bool) -> bool {
+    cfg.syslog
+        .iter()
+        .chain(&cfg.ipfix)
+        .any(|a| a.is_ipv6() == v6)
 }
 
 impl EventLog {
@@ -151,22 +247,16 @@ impl EventLog {
     pub fn start(cfg: &LogConfig, start: Instant) -> Result<Arc<EventLog>> {
         let (tx, rx) = sync_channel(QUEUE_BATCHES);
         // One socket per address family the collectors use.
-        let wants = |v6: bool| {
-            cfg.syslog
-                .iter()
-                .chain(&cfg.ipfix)
-                .any(|a| a.is_ipv6() == v6)
-        };
-        let bind = |v6: bool, addr: &str| -> Result<Option<UdpSocket>> {
-            if !wants(v6) {
+        let bind = |v6: bool| -> Result<Option<UdpSocket>> {
+            if !wants(cfg, v6) {
                 return Ok(None);
             }
-            let s = UdpSocket::bind(addr)
-                .with_context(|| format!("opening the event log's socket on {addr}"))?;
-            Ok(Some(s))
+            bind_family(v6).map(Some)
         };
-        let sock4 = bind(false, "0.0.0.0:0")?;
-        let sock6 = bind(true, "[::]:0")?;
+        let sock4 = bind(false)?;
+        let sock6 = bind(true)?;
+        let families = (sock4.is_some(), sock6.is_some());
+        let pending = Arc::new(Mutex::new(None));
         let host = hostname();
         let pid = std::process::id();
         // The engines' clock as wall time: the wall clock at `start`.
@@ -191,6 +281,7 @@ impl EventLog {
             pid,
             epoch,
             counters: counters.clone(),
+            pending: pending.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("xlat-log".into())
@@ -198,10 +289,87 @@ impl EventLog {
             .context("starting the event log thread")?;
         Ok(Arc::new(EventLog {
             tx,
-            events: cfg.events,
+            events: AtomicU8::new(cfg.events.code()),
             counters,
-            thread: std::sync::Mutex::new(Some(thread)),
+            families: Mutex::new(families),
+            pending,
+            thread: Mutex::new(Some(thread)),
         }))
+    }
+
+    /// Makes `cfg` ready to replace the running `[logging]` (a reload): binds a socket for
+    /// an address family its collectors use that the log thread has none for. `None`: the
+    /// section was removed, which stops sending (no collector); the event stream goes on.
+    /// Nothing changes until [`EventLog::apply`].
+    pub fn prepare(&self, cfg: Option<&LogConfig>) -> Result<LogUpdate> {
+        let (has4, has6) = match self.families.lock() {
+            Ok(f) => *f,
+            Err(p) => *p.into_inner(),
+        };
+        let Some(cfg) = cfg else {
+            return Ok(LogUpdate {
+                targets: Targets {
+                    syslog: Vec::new(),
+                    ipfix: Vec::new(),
+                    domain: 0,
+                    refresh: Duration::ZERO,
+                    quota: 0,
+                    port_quota: 0,
+                    sock4: None,
+                    sock6: None,
+                },
+                events: self.events(),
+            });
+        };
+        let sock4 = match !has4 && wants(cfg, false) {
+            true => Some(bind_family(false)?),
+            false => None,
+        };
+        let sock6 = match !has6 && wants(cfg, true) {
+            true => Some(bind_family(true)?),
+            false => None,
+        };
+        Ok(LogUpdate {
+            targets: Targets {
+                syslog: cfg.syslog.clone(),
+                ipfix: cfg.ipfix.clone(),
+                domain: cfg.ipfix_domain_id,
+                refresh: cfg.ipfix_template_refresh,
+                quota: cfg.max_sessions_per_host,
+                port_quota: cfg.ports_per_host,
+                sock4,
+                sock6,
+            },
+            events: cfg.events,
+        })
+    }
+
+    /// Applies a prepared update: the workers filter by its events from their next batch,
+    /// the log thread takes the collectors before it sends again (a new IPFIX collector gets
+    /// the templates first, RFC 7011 8.1 / 10.3.6; one removed gets nothing more; what is
+    /// queued goes to the collectors in place when it is sent). Cannot fail: a removed
+    /// `[logging]` keeps its events setting (nothing is sent anyway).
+    pub fn apply(&self, u: LogUpdate) {
+        let LogUpdate { targets, events } = u;
+        if targets.sock4.is_some() || targets.sock6.is_some() {
+            let mut f = match self.families.lock() {
+                Ok(f) => f,
+                Err(p) => p.into_inner(),
+            };
+            f.0 |= targets.sock4.is_some();
+            f.1 |= targets.sock6.is_some();
+        }
+        let stopping = targets.syslog.is_empty() && targets.ipfix.is_empty();
+        if !stopping {
+            self.events.store(events.code(), Ordering::Relaxed);
+        }
+        match self.pending.lock() {
+            Ok(mut p) => *p = Some(targets),
+            Err(p) => *p.into_inner() = Some(targets),
+        }
+        // Wake the thread now; with a full queue it looks at the update within
+        // [`UPDATE_POLL`] anyway.
+        let _ = self.tx.try_send(Item::Wake);
     }
 
     /// What the log thread has sent so far.
@@ -211,7 +379,7 @@ impl EventLog {
 
     /// Which events go to the log.
     pub fn events(&self) -> LogEvents {
-        self.events
+        LogEvents::of_code(self.events.load(Ordering::Relaxed))
     }
 
     /// Hands a batch to the log thread; returns how many events were dropped because the
@@ -222,7 +390,7 @@ impl EventLog {
             return 0;
         }
         let n = batch.len() as u64;
-        match self.tx.try_send(batch) {
+        match self.tx.try_send(Item::Events(batch)) {
             Ok(()) => 0,
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => n,
         }
@@ -237,7 +405,7 @@ impl EventLog {
             return 0;
         }
         let n = batch.len() as u64;
-        let mut batch = batch;
+        let mut batch = Item::Events(batch);
         loop {
             match self.tx.try_send(batch) {
                 Ok(()) => return 0,
@@ -256,7 +424,7 @@ impl EventLog {
     pub fn finish(&self, timeout: Duration) {
         let deadline = Instant::now() + timeout;
         loop {
-            match self.tx.try_send(Vec::new()) {
+            match self.tx.try_send(Item::Finish) {
                 Ok(()) => break,
                 Err(TrySendError::Disconnected(_)) => return,
                 Err(TrySendError::Full(_)) if Instant::now() < deadline => {
@@ -291,13 +459,74 @@ struct Sender {
     /// Wall time of the engines' clock zero.
     epoch: Duration,
     counters: Arc<LogCounters>,
+    /// Where [`EventLog::apply`] leaves an update.
+    pending: Arc<Mutex<Option<Targets>>>,
 }
 
+/// How long the log thread waits for a batch before it looks at a pending update (one is
+/// normally announced by a wake in the queue; a full queue delays that).
+const UPDATE_POLL: Duration = Duration::from_millis(250);
+
 impl Sender {
+    /// Takes a pending update: the new collectors and exporter keys. A new IPFIX collector
+    /// gets a message with the templates at once (RFC 7011 8.1: templates before the data
+    /// records that use them); a new observation domain starts its sequence at 0 with the
+    /// templates to every collector.
+    fn update(&mut self) {
+        let t = match self.pending.lock() {
+            Ok(mut p) => p.take(),
+            Err(p) => p.into_inner().take(),
+        };
+        let Some(t) = t else { return };
+        if t.sock4.is_some() {
+            self.sock4 = t.sock4;
+        }
+        if t.sock6.is_some() {
+            self.sock6 = t.sock6;
+        }
+        self.syslog = t.syslog;
+        if t.ipfix.is_empty() {
+            self.ipfix.clear();
+            return;
+        }
+        let new_domain = self.exporter.domain() != t.domain;
+        if new_domain {
+            self.exporter =
+                Exporter::new(t.domain, crate::ipfix::DEFAULT_MAX_LEN, t.refresh, t.quota)
+                    .with_port_quota(t.port_quota);
+        } else {
+            self.exporter.set_keys(t.refresh, t.quota, t.port_quota);
+        }
+        let added: Vec<SocketAddr> = t
+            .ipfix
+            .iter()
+            .filter(|a| new_domain || !self.ipfix.contains(a))
+            .copied()
+            .collect();
+        self.ipfix = t.ipfix;
+        if added.is_empty() {
+            return;
+        }
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let m = self.exporter.templates(now);
+        let (mut sent, mut failed) = (0, 0);
+        for to in &added {
+            match self.send(&m.bytes, to) {
+                Ok(_) => sent += 1,
+                Err(_) => failed += 1,
+            }
+        }
+        let c = &self.counters;
+        c.ipfix_messages_sent.fetch_add(sent, Ordering::Relaxed);
+        c.ipfix_send_errors.fetch_add(failed, Ordering::Relaxed);
+    }
+
     /// Until the workers are gone or an empty batch ([`EventLog::finish`]) comes: waits for
     /// a batch, takes what else is queued (up to [`TAKE_BATCHES`]), sends it as syslog lines
     /// and IPFIX messages.
-    fn run(mut self, rx: &Receiver<Vec<StateEvent>>) {
+    fn run(mut self, rx: &Receiver<Item>) {
         let mut events: Vec<StateEvent> = Vec::new();
         let mut line = String::with_capacity(512);
         let mut messages = Vec::new();
@@ -305,16 +534,28 @@ impl Sender {
         let mut last_warn = Instant::now() - Duration::from_secs(60);
         let mut finishing = false;
         while !finishing {
-            let Ok(first) = rx.recv() else { break };
-            finishing = first.is_empty();
             events.clear();
-            events.extend(first);
+            let mut take = |item: Item, events: &mut Vec<StateEvent>| match item {
+                Item::Events(more) => events.extend(more),
+                Item::Wake => {}
+                Item::Finish => finishing = true,
+            };
+            match rx.recv_timeout(UPDATE_POLL) {
+                Ok(first) => take(first, &mut events),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
             for _ in 1..TAKE_BATCHES {
                 match rx.try_recv() {
-                    Ok(more) if more.is_empty() => finishing = true,
-                    Ok(more) => events.extend(more),
+                    Ok(more) => take(more, &mut events),
                     Err(_) => break,
                 }
+            }
+            // An update applies before what is sent next: the events queued before the
+            // reload go to the collectors of after it (a removed one gets no more).
+            self.update();
+            if events.is_empty() {
+                continue;
             }
             errors += self.syslog(&events, &mut line);
             errors += self.ipfix(&events, &mut messages);
@@ -600,7 +841,7 @@ mod tests {
     }
 
     #[test]
-    fn a_logging_change_needs_a_restart_a_limit_change_does_not() {
+    fn a_logging_change_names_its_keys_and_only_turning_it_on_is_refused() {
         let a = LogConfig {
             syslog: vec![],
             ipfix: vec!["192.0.2.50:4739".parse().unwrap()],
@@ -615,20 +856,109 @@ mod tests {
             ports_per_host: 0,
             ..a.clone()
         };
-        assert!(!restart_needed(Some(&a), Some(&limit)));
-        assert!(!restart_needed(None, None));
-        assert!(restart_needed(Some(&a), None));
-        assert!(restart_needed(None, Some(&a)));
-        let domain = LogConfig {
+        assert!(changed_keys(Some(&a), Some(&limit)).is_empty());
+        assert!(changed_keys(None, None).is_empty());
+        assert_eq!(changed_keys(Some(&a), None), ["logging"]);
+        assert_eq!(changed_keys(None, Some(&a)), ["logging"]);
+        assert!(refused(false, Some(&a)).is_some_and(|e| e.contains("restart")));
+        assert!(refused(false, None).is_none());
+        assert!(refused(true, None).is_none());
+        assert!(refused(true, Some(&limit)).is_none());
+        let b = LogConfig {
             ipfix_domain_id: 2,
-            ..a.clone()
-        };
-        assert!(restart_needed(Some(&a), Some(&domain)));
-        let refresh = LogConfig {
             ipfix_template_refresh: Duration::from_secs(61),
+            syslog: vec!["192.0.2.51:514".parse().unwrap()],
+            ipfix: vec!["192.0.2.52:4739".parse().unwrap()],
+            events: LogEvents::Mappings,
             ..a.clone()
         };
-        assert!(restart_needed(Some(&a), Some(&refresh)));
+        assert_eq!(
+            changed_keys(Some(&a), Some(&b)),
+            [
+                "logging.events",
+                "logging.ipfix",
+                "logging.ipfix_domain_id",
+                "logging.ipfix_template_refresh",
+                "logging.syslog"
+            ]
+        );
+    }
+
+    /// A live change of collectors: a kept IPFIX collector goes on with the same source
+    /// port and sequence, an added one gets a templates message first, then the data; a
+    /// removed one gets nothing more; syslog follows; the events level changes.
+    #[test]
+    fn a_reload_moves_the_collectors_live() {
+        let listen = || {
+            let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            s
+        };
+        let (kept, added, removed, sys) = (listen(), listen(), listen(), listen());
+        let at = |s: &UdpSocket| s.local_addr().unwrap();
+        let cfg = LogConfig {
+            syslog: vec![],
+            ipfix: vec![at(&kept), at(&removed)],
+            ipfix_template_refresh: Duration::from_secs(600),
+            ipfix_domain_id: 1,
+            max_sessions_per_host: 100,
+            ports_per_host: 0,
+            events: LogEvents::Sessions,
+        };
+        let log = EventLog::start(&cfg, Instant::now()).unwrap();
+        let mut buf = [0u8; 2048];
+        let ev = session(EventKind::SessionCreated);
+        assert_eq!(log.send(vec![ev]), 0);
+        let (n, from) = kept.recv_from(&mut buf).unwrap();
+        assert!(
+            n > 16 && u16::from_be_bytes([buf[16], buf[17]]) == 2,
+            "templates first"
+        );
+        removed.recv_from(&mut buf).unwrap();
+
+        let next = LogConfig {
+            syslog: vec![at(&sys)],
+            ipfix: vec![at(&kept), at(&added)],
+            events: LogEvents::Mappings,
+            ..cfg.clone()
+        };
+        let u = log.prepare(Some(&next)).unwrap();
+        log.apply(u);
+        assert_eq!(log.events(), LogEvents::Mappings);
+        // The added collector: a templates message (no record) at once.
+        let (n, _) = added.recv_from(&mut buf).unwrap();
+        assert_eq!(u16::from_be_bytes([buf[16], buf[17]]), 2);
+        assert_eq!(usize::from(u16::from_be_bytes([buf[2], buf[3]])), n);
+        assert_eq!(u32::from_be_bytes(buf[8..12].try_into().unwrap()), 1);
+        // Then data: to both IPFIX collectors (the kept one from the same port, no
+        // templates: not due) and syslog; not to the removed one.
+        assert_eq!(log.send(vec![ev]), 0);
+        let (_, from2) = kept.recv_from(&mut buf).unwrap();
+        assert_eq!(from, from2, "the same source port");
+        assert_eq!(u16::from_be_bytes([buf[16], buf[17]]), 256);
+        assert_eq!(u32::from_be_bytes(buf[8..12].try_into().unwrap()), 1);
+        added.recv_from(&mut buf).unwrap();
+        assert_eq!(u16::from_be_bytes([buf[16], buf[17]]), 256);
+        let (n, _) = sys.recv_from(&mut buf).unwrap();
+        assert!(std::str::from_utf8(&buf[..n])
+            .unwrap()
+            .contains("NAT44_SESSION_CREATE"));
+        removed
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        assert!(
+            removed.recv_from(&mut buf).is_err(),
+            "nothing for a removed collector"
+        );
+
+        // [logging] removed: nothing is sent any more.
+        log.apply(log.prepare(None).unwrap());
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(log.send(vec![ev]), 0);
+        kept.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        assert!(kept.recv_from(&mut buf).is_err());
+        log.finish(Duration::from_secs(2));
     }
 
     /// 1M NAT44 session events offered at 1M/s (batches of 64, as a worker hands them over)

@@ -82,7 +82,22 @@ impl Source {
 impl MetricsServer {
     /// Binds `listen` and starts serving; the numbers are asked of `workers`.
     pub fn start(listen: SocketAddr, workers: Vec<WorkerLink>) -> std::io::Result<MetricsServer> {
+        MetricsServer::serve(MetricsServer::bind(listen)?, workers)
+    }
+
+    /// Binds `listen` for [`MetricsServer::serve`]: a reload binds the new address before it
+    /// lets the old one go, so a failed bind changes nothing.
+    pub fn bind(listen: SocketAddr) -> std::io::Result<TcpListener> {
         let listener = TcpListener::bind(listen)?;
+        listener.set_nonblocking(true)?;
+        Ok(listener)
+    }
+
+    /// Starts serving a listener made by [`MetricsServer::bind`].
+    pub fn serve(
+        listener: TcpListener,
+        workers: Vec<WorkerLink>,
+    ) -> std::io::Result<MetricsServer> {
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));

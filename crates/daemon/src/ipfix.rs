@@ -460,6 +460,30 @@ impl Exporter {
         self.seq
     }
 
+    /// The observation domain ID (RFC 7011 3.1).
+    pub fn domain(&self) -> u32 {
+        self.domain
+    }
+
+    /// A reload's new keys: the template refresh interval and the quota records' values;
+    /// the sequence number and the templates' schedule go on.
+    pub fn set_keys(&mut self, refresh: Duration, quota: u32, port_quota: u32) {
+        self.refresh = refresh;
+        self.quota = quota;
+        self.port_quota = port_quota;
+    }
+
+    /// A message with the template set and no data record, exported at `now`: what a
+    /// collector added while running gets first (RFC 7011 8.1: a collector needs the
+    /// template before the data records that use it). Its sequence number is the next
+    /// message's (no record counted); the periodic resend's schedule is not touched.
+    pub fn templates(&mut self, now: Duration) -> Message {
+        let at = self.templates_at;
+        let m = self.start_with(now, true);
+        self.templates_at = at;
+        self.finish(m)
+    }
+
     /// Encodes `events` into messages appended to `out`; returns the data records written.
     /// `epoch` is the wall time of the engines' clock zero and `now` the wall time (both
     /// since the Unix epoch): `now` is each message's export time (RFC 7011 3.1) and decides
@@ -521,6 +545,11 @@ impl Exporter {
     /// Opens a message: header (RFC 7011 3.1; length and sequence number written by
     /// [`Self::finish`]), then the template set when the templates are due.
     fn start(&mut self, now: Duration) -> Msg {
+        self.start_with(now, false)
+    }
+
+    /// [`Self::start`], with the template set also when not due (`templates`).
+    fn start_with(&mut self, now: Duration, templates: bool) -> Msg {
         let mut buf = Vec::with_capacity(self.max_len);
         buf.extend_from_slice(&VERSION.to_be_bytes());
         buf.extend_from_slice(&[0, 0]);
@@ -535,7 +564,7 @@ impl Exporter {
             None => true,
             Some(at) => now < at || now - at >= self.refresh,
         };
-        if due {
+        if due || templates {
             template_set(&mut buf);
             self.templates_at = Some(now);
         }
@@ -721,6 +750,45 @@ mod tests {
         // Only the first message carries templates.
         assert_eq!(u16_at(&out[0].bytes, 16), 2);
         assert_eq!(u16_at(&out[1].bytes, 16), 256);
+    }
+
+    #[test]
+    fn a_templates_message_has_no_record_and_keeps_the_schedule() {
+        let mut x = Exporter::new(7, 1400, Duration::from_secs(60), 100);
+        let mut out = Vec::new();
+        x.encode(
+            &[session(EventKind::SessionCreated)],
+            Duration::ZERO,
+            Duration::from_secs(1000),
+            &mut out,
+        );
+        let t = x.templates(Duration::from_secs(1010));
+        let m = &t.bytes;
+        assert_eq!(t.records, 0);
+        assert_eq!(usize::from(u16_at(m, 2)), m.len());
+        assert_eq!(u32_at(m, 8), 1, "the next message's sequence number");
+        assert_eq!(u32_at(m, 12), 7, "the domain");
+        assert_eq!(u16_at(m, 16), TEMPLATE_SET);
+        assert_eq!(m.len(), 16 + templates_len());
+        // The periodic resend is still due at 1060, not earlier.
+        out.clear();
+        x.encode(
+            &[session(EventKind::SessionCreated)],
+            Duration::ZERO,
+            Duration::from_secs(1030),
+            &mut out,
+        );
+        assert_ne!(u16_at(&out[0].bytes, 16), TEMPLATE_SET);
+        x.set_keys(Duration::from_secs(10), 5, 0);
+        out.clear();
+        x.encode(
+            &[session(EventKind::SessionCreated)],
+            Duration::ZERO,
+            Duration::from_secs(1011),
+            &mut out,
+        );
+        assert_eq!(u16_at(&out[0].bytes, 16), TEMPLATE_SET, "refresh now 10 s");
+        assert_eq!(x.domain(), 7);
     }
 
     #[test]

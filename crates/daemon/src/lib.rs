@@ -28,6 +28,7 @@ pub mod eventlog;
 pub mod http;
 pub mod ipfix;
 pub mod journal;
+pub mod live;
 pub mod metrics;
 pub mod notify;
 pub mod routes;

@@ -137,12 +137,15 @@ pub fn run(cfg: &Config) -> Result<()> {
     }
     // The routes, once made, are the reload's too: they follow the pool and static entries.
     let routed: crate::control::SharedRoutes = Default::default();
+    // So are the metrics listener, the event log and the DNS64 proxy (crate::live).
+    let services: crate::live::SharedServices = Default::default();
     let reload = crate::control::ReloadCtx {
         file: std::path::PathBuf::from(&cfg.file),
         running: cfg.clone(),
         seed,
         workers: n,
         routes: routed.clone(),
+        services: services.clone(),
     };
     let sync_links = links.clone();
     let metric_links = links.clone();
@@ -150,7 +153,8 @@ pub fn run(cfg: &Config) -> Result<()> {
     let _control = ControlServer::start_reloadable(&cfg.socket, links, Some(reload))?;
     // [metrics]: Prometheus and the live page on a control-plane thread, asking the workers
     // through the same channels as the control socket (they answer between batches).
-    let _metrics = match &cfg.metrics {
+    let _services = crate::live::ServicesAtExit(services.clone());
+    crate::live::lock(&services).metrics = match &cfg.metrics {
         Some(m) => Some(
             crate::http::MetricsServer::start(m.listen, metric_links).map_err(|e| {
                 anyhow::anyhow!(
@@ -218,6 +222,7 @@ pub fn run(cfg: &Config) -> Result<()> {
         None => None,
     };
     let dns64_stats = dns64_service.as_ref().map(|s| s.stats().clone());
+    crate::live::lock(&services).dns64 = dns64_service;
 
     // [dataplane] fast_path = "xdp": established NAT44 flows are rewritten in the kernel by
     // the engines' recipes; without it (or where XDP cannot attach) every packet crosses the
@@ -282,7 +287,9 @@ pub fn run(cfg: &Config) -> Result<()> {
             ),
         }
     }
-    let fast = fast.map(Mutex::new);
+    let fast = fast.map(|f| Arc::new(Mutex::new(f)));
+    crate::live::lock(&services).fast = fast.clone();
+    let _fast_at_exit = crate::live::FastAtExit(services.clone());
 
     // The handoff rings: one per ordered pair of workers, slots sized for the TUN's MTU.
     let mut to: Vec<Vec<Option<xlat_io::ring::Producer>>> =
@@ -345,6 +352,7 @@ pub fn run(cfg: &Config) -> Result<()> {
             }
             let log = crate::eventlog::EventLog::start(l, start)?;
             info!(syslog = ?l.syslog, ipfix = ?l.ipfix, events = ?l.events, "NAT event logging on");
+            crate::live::lock(&services).log = Some(log.clone());
             Some(log)
         }
         None => None,
@@ -375,7 +383,7 @@ pub fn run(cfg: &Config) -> Result<()> {
         bells: &bells,
         owners: &owners,
         frag_timeout: Duration::from_secs(fragment_timeout(cfg)),
-        fast: fast.as_ref(),
+        fast: fast.as_deref(),
         log: log.as_deref(),
         stop,
         halt: &halt,
@@ -553,14 +561,16 @@ pub fn start_dns64(file: &str, d: &xlat_dns64::Dns64Config) -> Result<xlat_dns64
     })
 }
 
-/// `xlat dns64`: only the DNS64 proxy, in the foreground, until SIGINT or SIGTERM.
+/// `xlat dns64`: only the DNS64 proxy, in the foreground, until SIGINT or SIGTERM; SIGHUP
+/// reads `[dns64]` again and applies it live (as a reload of `xlat run` does).
 pub fn run_dns64(file: &str, d: &xlat_dns64::Dns64Config) -> Result<()> {
     let stop = install_stop_handler().context("installing SIGINT/SIGTERM handlers")?;
-    let svc = start_dns64(file, d)?;
+    let mut svc = start_dns64(file, d)?;
+    let mut running = d.clone();
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(TICK);
         if xlat_io::sys::take_hangup() {
-            warn!("SIGHUP received: `xlat dns64` keeps running with the configuration it started with (restart it to apply a change)");
+            reload_dns64(file, &mut svc, &mut running);
         }
     }
     let c = svc.counters();
@@ -576,6 +586,38 @@ pub fn run_dns64(file: &str, d: &xlat_dns64::Dns64Config) -> Result<()> {
         "dns64 stopped"
     );
     Ok(())
+}
+
+/// SIGHUP in `xlat dns64`: `[dns64]` read again, its added listen addresses bound, then
+/// applied; a refusal (bad file, address that cannot be bound) changes nothing.
+fn reload_dns64(
+    file: &str,
+    svc: &mut xlat_dns64::Dns64Service,
+    running: &mut xlat_dns64::Dns64Config,
+) {
+    let new = match crate::config::load_dns64(std::path::Path::new(file)) {
+        Ok(n) => n,
+        Err(e) => {
+            warn!("SIGHUP: reload refused: {e}; the running configuration stays");
+            return;
+        }
+    };
+    if new == *running {
+        info!("SIGHUP: configuration reloaded: nothing changed");
+        return;
+    }
+    match svc.prepare(&new) {
+        Ok(u) => {
+            for w in svc.apply(u) {
+                warn!("SIGHUP: {w}");
+            }
+            *running = new;
+            info!("SIGHUP: configuration reloaded");
+        }
+        Err(e) => {
+            warn!("SIGHUP: reload refused: {file}: dns64.{e}; the running configuration stays")
+        }
+    }
 }
 
 /// Removes the routes (`[tun] auto_routes`) when it drops, at the place in `run`'s teardown

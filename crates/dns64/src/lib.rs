@@ -24,7 +24,7 @@ use std::time::Duration;
 
 pub use policy::{Exchange, Policy, Transport, Upstream, UpstreamError};
 pub use pref64::{Pref64, Prefix6, WELL_KNOWN_PREFIX};
-pub use server::{Dns64Error, Dns64Service};
+pub use server::{Dns64Error, Dns64Service, Dns64Update};
 pub use stats::{Dns64Counters, Stats};
 
 /// Default time one upstream attempt may take.

@@ -230,3 +230,68 @@ fn unanswered_upstream_gives_servfail_in_bounded_time() {
     assert_eq!(c.servfail_sent, 2);
     drop(svc); // stops and joins every thread
 }
+
+/// A reload: the prefix and the upstream change for the next query, a removed listen
+/// address stops answering, an added one answers, a kept one stays the same socket; an
+/// address that cannot be bound refuses the update and changes nothing.
+#[test]
+fn a_reload_changes_prefix_upstream_and_listen_addresses() {
+    let up = FakeServer::start();
+    let up2 = FakeServer::start();
+    let mut svc = service(up.addr);
+    let first = svc.local_addrs()[0];
+    let r = ask_udp(first, &query("v4only.test.", RecordType::AAAA));
+    assert_eq!(aaaa(&r), vec!["2001:2:0:64::c613:5"]);
+
+    // A taken address: refused, naming the key; the service answers as before.
+    let taken = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut cfg = Dns64Config::new(
+        vec![taken.local_addr().unwrap()],
+        vec![up2.addr],
+        "2001:2:0:65::/96".parse().unwrap(),
+        vec![],
+    );
+    cfg.timeout = Duration::from_millis(300);
+    let e = svc.prepare(&cfg).err().expect("a taken address is refused");
+    assert_eq!(e.key().as_deref(), Some("listen[0]"), "{e}");
+    let r = ask_udp(first, &query("v4only.test.", RecordType::AAAA));
+    assert_eq!(aaaa(&r), vec!["2001:2:0:64::c613:5"]);
+
+    // Keep 127.0.0.1:0 (the running listener), add 127.0.0.2:0, new prefix and upstream.
+    cfg.listen = vec![
+        "127.0.0.1:0".parse().unwrap(),
+        "127.0.0.2:0".parse().unwrap(),
+    ];
+    let u = svc.prepare(&cfg).unwrap();
+    assert!(svc.apply(u).is_empty());
+    let now = svc.local_addrs().to_vec();
+    assert_eq!(now.len(), 2);
+    assert_eq!(now[0], first, "a kept address keeps its socket");
+    for at in &now {
+        let r = ask_udp(*at, &query("v4only.test.", RecordType::AAAA));
+        assert_eq!(aaaa(&r), vec!["2001:2:0:65::c613:5"], "{at}");
+        let r = ask_tcp(*at, &[query("v4only.test.", RecordType::AAAA)]);
+        assert_eq!(aaaa(&r[0]), vec!["2001:2:0:65::c613:5"], "{at}");
+    }
+    // The first upstream goes away: the new one answers.
+    drop(up);
+    let r = ask_udp(now[1], &query("v4only.test.", RecordType::AAAA));
+    assert_eq!(aaaa(&r), vec!["2001:2:0:65::c613:5"]);
+
+    // Remove the first address: TCP to it is refused, the second still answers.
+    cfg.listen = vec!["127.0.0.2:0".parse().unwrap()];
+    let u = svc.prepare(&cfg).unwrap();
+    assert!(svc.apply(u).is_empty());
+    assert_eq!(svc.local_addrs(), &now[1..]);
+    let mut refused = false;
+    for _ in 0..50 {
+        if TcpStream::connect_timeout(&first, Duration::from_millis(200)).is_err() {
+            refused = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(refused, "the removed address stops listening");
+    let r = ask_udp(now[1], &query("v4only.test.", RecordType::AAAA));
+    assert_eq!(aaaa(&r), vec!["2001:2:0:65::c613:5"]);
+}

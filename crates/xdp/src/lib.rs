@@ -74,6 +74,18 @@ struct Policer {
 // SAFETY: two u64, no padding.
 unsafe impl Pod for Policer {}
 
+impl Policer {
+    /// `slow_path_pps` (capped at [`MAX_SLOW_PATH_PPS`]; 0 = no limit) with bursts of 10 ms at
+    /// the rate, at least 32 packets (a batch).
+    fn of(slow_path_pps: u32) -> Policer {
+        let rate = u64::from(slow_path_pps.min(MAX_SLOW_PATH_PPS));
+        Policer {
+            rate,
+            burst: (rate / 100).max(32),
+        }
+    }
+}
+
 /// The compiled program (empty when clang was missing at build time).
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xlat_fast.o"));
 
@@ -323,6 +335,7 @@ pub struct FastPath {
     slowcfg: Array<MapData, SlowCfg>,
     xsks: aya::maps::XskMap<MapData>,
     xsk_base: BpfHashMap<MapData, u32, u32>,
+    policer: Array<MapData, Policer>,
     interfaces: Vec<String>,
     installed: u64,
     install_errors: u64,
@@ -380,14 +393,8 @@ impl FastPath {
             .context("the program has no `policer` map")?
             .try_into()
             .context("the `policer` map")?;
-        let rate = u64::from(slow_path_pps.min(MAX_SLOW_PATH_PPS));
-        // Bursts of 10 ms at the rate, at least 32 packets (a batch).
-        let p = Policer {
-            rate,
-            burst: (rate / 100).max(32),
-        };
         policer
-            .set(0, p, 0)
+            .set(0, Policer::of(slow_path_pps), 0)
             .context("configuring the slow-path policer")?;
         let mut egress: DevMapHash<MapData> = bpf
             .take_map("egress")
@@ -447,6 +454,7 @@ impl FastPath {
             .try_into()
             .context("the `xsk_base` map")?;
         Ok(FastPath {
+            policer,
             slowcfg,
             xsks,
             xsk_base,
@@ -468,6 +476,14 @@ impl FastPath {
     /// The interfaces the program is attached to.
     pub fn interfaces(&self) -> &[String] {
         &self.interfaces
+    }
+
+    /// A new `slow_path_pps` (a reload): the program polices with it from its next packet
+    /// (one map write; each CPU's bucket keeps the tokens it has, capped by the new burst).
+    pub fn set_slow_path_pps(&mut self, slow_path_pps: u32) -> Result<()> {
+        self.policer
+            .set(0, Policer::of(slow_path_pps), 0)
+            .context("configuring the slow-path policer")
     }
 
     /// Turns the AF_XDP slow path on: `sockets` (bound to one of [`FastPath::interfaces`]

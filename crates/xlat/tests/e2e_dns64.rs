@@ -251,6 +251,27 @@ fn dns64_against_unbound_over_udp_and_tcp() {
         assert!(d.of_type("AAAA").is_empty(), "{}", d.raw);
     }
 
+    // SIGHUP reads [dns64] again: a new prefix answers at once.
+    let path = lab.dir.join("xlat.toml");
+    std::fs::write(&path, config().replace(PREFIX, "2001:2:0:65::/96")).unwrap();
+    // SAFETY: kill(2) on our own child.
+    unsafe {
+        libc::kill(lab.proc(x).pid(), libc::SIGHUP);
+    }
+    let reloaded = common::poll(Duration::from_secs(5), Duration::from_millis(50), || {
+        lab.proc(x)
+            .stderr_text()
+            .contains("SIGHUP: configuration reloaded")
+    });
+    assert!(reloaded, "{}", lab.proc(x).stderr_text());
+    let d = dig(&lab, &["AAAA", "v4only.test.example."]);
+    assert_eq!(
+        d.of_type("AAAA").first().map(|r| r.2.clone()),
+        Some("2001:2:0:65::c613:5".to_string()),
+        "{}",
+        d.raw
+    );
+
     // SIGTERM: the proxy stops and exits 0.
     let st = lab.proc(x).stop_with(libc::SIGTERM, Duration::from_secs(5));
     assert!(
@@ -334,5 +355,116 @@ fn xlat_run_serves_dns64_and_reports_its_counters() {
             .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["synthesized", "1"]),
         "{}",
         r.stdout
+    );
+}
+
+/// The zone of the second upstream: the same names, v4only at another address, so an
+/// answer tells which upstream gave it.
+const ZONE2: &str = "$ORIGIN test.example.
+@        3600 IN SOA ns.test.example. hostmaster.test.example. 1 3600 600 86400 300
+@        3600 IN NS  ns.test.example.
+ns       3600 IN A   198.19.0.2
+v4only   3600 IN A   198.19.0.7
+";
+
+/// `xlat reload` changes `[dns64]` in `xlat run` live: the upstream (answers come from the
+/// new resolver), the listen addresses (an added port answers, a removed one does not); a
+/// listen address the host does not have refuses the reload (exit 2, naming
+/// `dns64.listen[i]`) and the running DNS64 keeps answering.
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn xlat_run_reload_changes_the_dns64_upstream_and_listen_addresses() {
+    let mut lab = dns_lab();
+    // A second resolver: unbound on SRV port 5353 with ZONE2.
+    let srv = lab.srv.clone();
+    let d = lab.dir.display().to_string();
+    std::fs::write(lab.dir.join("test2.zone"), ZONE2).unwrap();
+    let conf = common::unbound_conf(&d, SRV_V4, &[("test.example.", "test2.zone")])
+        .replace("port: 53\n", "port: 5353\n")
+        .replace("unbound.pid", "unbound2.pid");
+    let conf_path = lab.dir.join("unbound2.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let u2 = lab.spawn(
+        &srv,
+        "unbound2",
+        &["unbound", "-d", "-c", &conf_path.display().to_string()],
+    );
+    lab.wait_listening_on(&srv, "udp", SRV_V4, 5353, Some(u2));
+
+    let sock = lab.socket.display().to_string();
+    let id = lab.id.clone();
+    let cfg = |listen: &str, upstream: &str| {
+        format!(
+            "[tun]\nname = \"{id}t\"\nauto_routes = false\n\n[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100/32\"]\n\n[control]\nsocket = \"{sock}\"\n\n[dns64]\nlisten = [{listen}]\nupstream = [\"{upstream}\"]\nprefix = \"{PREFIX}\"\n",
+        )
+    };
+    let on53 = format!("\"[{DNS64_ADDR}]:53\"");
+    let both = format!("\"[{DNS64_ADDR}]:53\", \"[{DNS64_ADDR}]:5300\"");
+    let first = cfg(&on53, &format!("{SRV_V4}:53"));
+    start_xlat(&mut lab, &first, &["run"]);
+    let path = lab.dir.join("xlat.toml");
+    let reload = || run_host(20, &[xlat_bin(), "reload", "--socket", &sock]);
+    let v4only = |lab: &Topo64, port: &str| {
+        let d = dig(lab, &["-p", port, "AAAA", "v4only.test.example."]);
+        assert_eq!(d.status, "NOERROR", "{}", d.raw);
+        d.of_type("AAAA")
+            .into_iter()
+            .map(|(_, _, a)| a)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(v4only(&lab, "53"), vec!["2001:2:0:64::c613:5"]);
+
+    // The upstream moves to the second resolver and a listen port is added.
+    std::fs::write(&path, cfg(&both, &format!("{SRV_V4}:5353"))).unwrap();
+    let r = reload().check();
+    assert!(
+        r.stdout.contains("dns64.upstream") && r.stdout.contains("dns64.listen"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(v4only(&lab, "53"), vec!["2001:2:0:64::c613:7"]);
+    assert_eq!(v4only(&lab, "5300"), vec!["2001:2:0:64::c613:7"]);
+    let d = dig(
+        &lab,
+        &["+tcp", "-p", "5300", "AAAA", "v4only.test.example."],
+    );
+    assert_eq!(d.of_type("AAAA").len(), 1, "{}", d.raw);
+
+    // An address GW does not have: refused, nothing changes.
+    let missing = format!("\"[{DNS64_ADDR}]:53\", \"[2001:2:0:1::99]:53\"");
+    std::fs::write(&path, cfg(&missing, &format!("{SRV_V4}:53"))).unwrap();
+    let bad = reload();
+    assert_eq!(bad.status.code(), Some(2), "{}\n{}", bad.stdout, bad.stderr);
+    assert!(
+        bad.stderr.contains("dns64.listen[1]") && bad.stderr.contains("2001:2:0:1::99"),
+        "{}",
+        bad.stderr
+    );
+    assert_eq!(v4only(&lab, "53"), vec!["2001:2:0:64::c613:7"]);
+    assert_eq!(v4only(&lab, "5300"), vec!["2001:2:0:64::c613:7"]);
+
+    // Back to the first resolver on port 53 alone: 5300 stops answering.
+    std::fs::write(&path, &first).unwrap();
+    reload().check();
+    assert_eq!(v4only(&lab, "53"), vec!["2001:2:0:64::c613:5"]);
+    let server = format!("@{DNS64_ADDR}");
+    let gone = lab.ns(
+        &lab.cli,
+        15,
+        &[
+            "dig",
+            "+time=1",
+            "+tries=1",
+            &server,
+            "-p",
+            "5300",
+            "AAAA",
+            "v4only.test.example.",
+        ],
+    );
+    assert!(
+        !gone.stdout.contains("ANSWER SECTION"),
+        "the removed port still answers: {}",
+        gone.stdout
     );
 }

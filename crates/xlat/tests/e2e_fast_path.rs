@@ -225,3 +225,49 @@ fn xdp_that_cannot_attach_leaves_a_working_tun_gateway() {
         "no clear fallback message:\n{log}"
     );
 }
+
+/// `[dataplane] slow_path_pps` (the XDP program's policing of new flows) changes with a
+/// reload: unlimited at start (a burst of new flows all reaches the engine), 20 a second
+/// after the reload (most of the next burst is dropped in XDP), and the other `[dataplane]`
+/// keys still refuse (exit 2).
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn a_reload_changes_the_slow_path_policer() {
+    let mut t = setup("");
+    let cfg = t.config.clone();
+    let base = std::fs::read_to_string(&cfg).unwrap();
+    let out = t.ns_out.clone();
+    let sink = t.spawn(
+        &out,
+        "udp-sink",
+        &[
+            "socat",
+            "-u",
+            &format!("UDP4-RECV:7000,bind={OUT_ADDR}"),
+            "OPEN:/dev/null",
+        ],
+    );
+    t.wait_listening(&out, "udp", 7000, Some(sink));
+    let r = new_flows(&t, 20000, 20100);
+    assert!(r.ok(), "sender failed: {}\n{}", r.stdout, r.stderr);
+    let st = t.stats();
+    assert_eq!(xdp(&st, "xdp_drop_policed"), 0, "{}", brief(&st));
+
+    std::fs::write(&cfg, format!("{base}slow_path_pps = 20\n")).unwrap();
+    let r = t.xlat_cmd(&["reload"]).check();
+    assert!(r.stdout.contains("dataplane.slow_path_pps"), "{}", r.stdout);
+    let r = new_flows(&t, 30000, 30400);
+    assert!(r.ok(), "sender failed: {}\n{}", r.stdout, r.stderr);
+    let st = t.stats();
+    assert!(
+        xdp(&st, "xdp_drop_policed") >= 200,
+        "the new rate does not police: {}",
+        brief(&st)
+    );
+
+    // Another [dataplane] key still needs a restart.
+    std::fs::write(&cfg, format!("{base}table_size = 8192\n")).unwrap();
+    let bad = t.xlat_cmd(&["reload"]);
+    assert_eq!(bad.status.code(), Some(2), "{}\n{}", bad.stdout, bad.stderr);
+    assert!(bad.stderr.contains("dataplane"), "{}", bad.stderr);
+}

@@ -291,3 +291,272 @@ fn the_pool_changes_live_with_its_routes_and_only_its_removed_address_loses_sess
         "GW after the pool changes and exit"
     );
 }
+
+/// `curl http://ADDR/metrics` from GW (where the daemon listens on its loopback).
+fn metrics_get(t: &Topo, addr: &str) -> Run {
+    t.ns(
+        &t.ns_gw,
+        15,
+        &[
+            "curl",
+            "-sS",
+            "--fail",
+            "--max-time",
+            "5",
+            &format!("http://{addr}/metrics"),
+        ],
+    )
+}
+
+/// `[metrics] listen` moves with a reload: the new address serves, the old one refuses
+/// connections; a reload to an address another process holds is refused (exit 2, naming
+/// `metrics.listen`) and the listener stays where it was; removing `[metrics]` stops it.
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn reload_moves_the_metrics_listener_and_refuses_a_taken_address() {
+    require_root();
+    let mut t = Topo::new(Opts::default());
+    let base = t.default_config();
+    let with = |listen: &str| format!("{base}\n[metrics]\nlisten = \"{listen}\"\n");
+    t.start_xlat(&with("127.0.0.1:9641"));
+    let (inn, gw) = (t.ns_in.clone(), t.ns_gw.clone());
+    let path = t.config.clone();
+    let r = metrics_get(&t, "127.0.0.1:9641");
+    assert!(r.ok() && r.stdout.contains("xlat_"), "{}", r.stderr);
+
+    std::fs::write(&path, with("127.0.0.1:9642")).unwrap();
+    let r = t.xlat_cmd(&["reload"]).check();
+    assert!(r.stdout.contains("metrics.listen"), "{}", r.stdout);
+    let r = metrics_get(&t, "127.0.0.1:9642");
+    assert!(r.ok() && r.stdout.contains("xlat_"), "{}", r.stderr);
+    let old = metrics_get(&t, "127.0.0.1:9641");
+    assert!(!old.ok(), "the old address still serves: {}", old.stdout);
+    assert!(
+        old.stderr.contains("Connection refused") || old.stderr.contains("Failed to connect"),
+        "{}",
+        old.stderr
+    );
+    t.ping_all(&inn, 1, &[], OUT_ADDR);
+
+    // Another process holds 127.0.0.1:9643: the reload (with a live change beside it) is
+    // refused whole.
+    let holder = t.spawn(
+        &gw,
+        "holds-9643",
+        &[
+            "python3",
+            "-c",
+            "import socket,time\ns=socket.socket()\ns.bind(('127.0.0.1',9643))\ns.listen()\ntime.sleep(120)",
+        ],
+    );
+    t.wait_listening_on(&gw, "tcp", "127.0.0.1", 9643, Some(holder));
+    std::fs::write(
+        &path,
+        format!("{}\n[timeouts]\nicmp = 21\n", with("127.0.0.1:9643")),
+    )
+    .unwrap();
+    let bad = t.xlat_cmd(&["reload"]);
+    assert_eq!(bad.status.code(), Some(2), "{}\n{}", bad.stdout, bad.stderr);
+    assert!(
+        bad.stderr.contains("metrics.listen")
+            && bad.stderr.contains("127.0.0.1:9643")
+            && bad.stderr.contains("running configuration stays"),
+        "{}",
+        bad.stderr
+    );
+    let r = metrics_get(&t, "127.0.0.1:9642");
+    assert!(r.ok(), "the running listener was lost: {}", r.stderr);
+    t.ping_all(&inn, 1, &[], OUT_ADDR);
+    assert!(
+        icmp_expiries(&t).iter().all(|&e| e > 21),
+        "the refused file was applied in part: {:?}",
+        icmp_expiries(&t)
+    );
+    t.stop(holder);
+
+    // [metrics] removed: the listener stops.
+    std::fs::write(&path, &base).unwrap();
+    let r = t.xlat_cmd(&["reload"]).check();
+    assert!(r.stdout.contains("metrics"), "{}", r.stdout);
+    assert!(!metrics_get(&t, "127.0.0.1:9642").ok());
+    // And back on.
+    std::fs::write(&path, with("127.0.0.1:9644")).unwrap();
+    t.xlat_cmd(&["reload"]).check();
+    assert!(metrics_get(&t, "127.0.0.1:9644").ok());
+}
+
+/// A UDP collector: binds argv1:argv2 for argv3 seconds and prints one line per datagram:
+/// the sender's port, the IPFIX sequence number and the Set IDs in it.
+const IPFIX_SETS: &str = r#"
+import socket, struct, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.settimeout(0.2)
+end = time.time() + float(sys.argv[3])
+print("listening", flush=True)
+while time.time() < end:
+    try:
+        d, a = s.recvfrom(65535)
+    except socket.timeout:
+        continue
+    if len(d) < 16:
+        print("short", flush=True)
+        continue
+    v, n, t, seq, dom = struct.unpack("!HHIII", d[:16])
+    sets, at = [], 16
+    while at + 4 <= len(d):
+        sid, sl = struct.unpack("!HH", d[at:at + 4])
+        sets.append(str(sid))
+        at += max(sl, 4)
+    print("from=%d version=%d seq=%d sets=%s" % (a[1], v, seq, ",".join(sets)), flush=True)
+"#;
+
+/// One collector line's fields.
+fn ipfix_lines(text: &str) -> Vec<(u16, u32, Vec<u16>)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut from = None;
+            let mut seq = None;
+            let mut sets = Vec::new();
+            for w in l.split_whitespace() {
+                if let Some(x) = w.strip_prefix("from=") {
+                    from = x.parse().ok();
+                } else if let Some(x) = w.strip_prefix("seq=") {
+                    seq = x.parse().ok();
+                } else if let Some(x) = w.strip_prefix("sets=") {
+                    sets = x.split(',').filter_map(|s| s.parse().ok()).collect();
+                }
+            }
+            Some((from?, seq?, sets))
+        })
+        .collect()
+}
+
+/// `[logging] ipfix` changes live: a collector added by a reload gets a template set first,
+/// then data records for the next session, while the collector that stays goes on from the
+/// same source port with no gap; a removed collector gets nothing more; the gateway keeps
+/// translating throughout.
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn reload_adds_an_ipfix_collector_which_gets_templates_then_data() {
+    require_root();
+    let mut t = Topo::new(Opts::default());
+    let base = t.default_config();
+    let with = |collectors: &[u16]| {
+        let list: Vec<String> = collectors
+            .iter()
+            .map(|p| format!("\"{OUT_ADDR}:{p}\""))
+            .collect();
+        format!("{base}\n[logging]\nipfix = [{}]\n", list.join(", "))
+    };
+    let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
+    let a = t.spawn(
+        &out,
+        "collector-4739",
+        &["python3", "-c", IPFIX_SETS, OUT_ADDR, "4739", "90"],
+    );
+    let b = t.spawn(
+        &out,
+        "collector-4740",
+        &["python3", "-c", IPFIX_SETS, OUT_ADDR, "4740", "90"],
+    );
+    t.wait_listening_on(&out, "udp", OUT_ADDR, 4739, Some(a));
+    t.wait_listening_on(&out, "udp", OUT_ADDR, 4740, Some(b));
+    t.start_xlat(&with(&[4739]));
+    let path = t.config.clone();
+
+    t.ping_all(&inn, 1, &[], OUT_ADDR);
+    let ok = poll(Duration::from_secs(10), Duration::from_millis(100), || {
+        ipfix_lines(&t.proc(a).stdout_text())
+            .iter()
+            .any(|l| l.2.iter().any(|&s| s >= 256))
+    });
+    assert!(ok, "no data at 4739: {}", t.proc(a).stdout_text());
+    let first_a = ipfix_lines(&t.proc(a).stdout_text());
+    assert!(
+        first_a[0].2.first() == Some(&2),
+        "templates first: {first_a:?}"
+    );
+    assert!(
+        ipfix_lines(&t.proc(b).stdout_text()).is_empty(),
+        "4740 is not a collector yet"
+    );
+
+    // Add 4740.
+    std::fs::write(&path, with(&[4739, 4740])).unwrap();
+    let r = t.xlat_cmd(&["reload"]).check();
+    assert!(r.stdout.contains("logging.ipfix"), "{}", r.stdout);
+    let ok = poll(Duration::from_secs(5), Duration::from_millis(50), || {
+        !ipfix_lines(&t.proc(b).stdout_text()).is_empty()
+    });
+    assert!(ok, "the new collector got nothing");
+    // A new session: data to both.
+    t.ping_all(&inn, 1, &[], OUT_ADDR);
+    let ok = poll(Duration::from_secs(10), Duration::from_millis(100), || {
+        ipfix_lines(&t.proc(b).stdout_text())
+            .iter()
+            .any(|l| l.2.iter().any(|&s| s >= 256))
+    });
+    assert!(ok, "no data at 4740: {}", t.proc(b).stdout_text());
+    let got_b = ipfix_lines(&t.proc(b).stdout_text());
+    assert_eq!(
+        got_b[0].2,
+        vec![2],
+        "a templates-only message first: {got_b:?}"
+    );
+    let all_a = ipfix_lines(&t.proc(a).stdout_text());
+    assert!(
+        all_a.len() > first_a.len(),
+        "4739 got no data after the reload"
+    );
+    assert!(
+        all_a.iter().all(|l| l.0 == all_a[0].0),
+        "4739 saw another source port (a new transport session): {all_a:?}"
+    );
+    // Sequence numbers at 4739 never go back (no restart of the stream).
+    assert!(all_a.windows(2).all(|w| w[1].1 >= w[0].1), "{all_a:?}");
+    let st = t.stats();
+    assert_eq!(counter(&st, "log", "ipfix_send_errors"), 0, "{st}");
+
+    // Remove 4739: it gets nothing more; 4740 goes on; the gateway translates.
+    std::fs::write(&path, with(&[4740])).unwrap();
+    t.xlat_cmd(&["reload"]).check();
+    let before_a = ipfix_lines(&t.proc(a).stdout_text()).len();
+    let before_b = ipfix_lines(&t.proc(b).stdout_text()).len();
+    t.ping_all(&inn, 1, &[], OUT_ADDR);
+    let ok = poll(Duration::from_secs(10), Duration::from_millis(100), || {
+        ipfix_lines(&t.proc(b).stdout_text()).len() > before_b
+    });
+    assert!(ok, "4740 got nothing after 4739 was removed");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        ipfix_lines(&t.proc(a).stdout_text()).len(),
+        before_a,
+        "a removed collector still gets messages"
+    );
+
+    // [logging] removed: nothing is sent; added back: 4740 gets templates, then data.
+    std::fs::write(&path, &base).unwrap();
+    let r = t.xlat_cmd(&["reload"]).check();
+    assert!(r.stdout.contains("logging"), "{}", r.stdout);
+    let before_b = ipfix_lines(&t.proc(b).stdout_text()).len();
+    t.ping_all(&inn, 1, &[], OUT_ADDR);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        ipfix_lines(&t.proc(b).stdout_text()).len(),
+        before_b,
+        "[logging] removed, yet 4740 gets messages"
+    );
+    std::fs::write(&path, with(&[4740])).unwrap();
+    t.xlat_cmd(&["reload"]).check();
+    t.ping_all(&inn, 1, &[], OUT_ADDR);
+    let ok = poll(Duration::from_secs(10), Duration::from_millis(100), || {
+        let l = ipfix_lines(&t.proc(b).stdout_text());
+        l.len() > before_b + 1 && l.last().is_some_and(|x| x.2.iter().any(|&s| s >= 256))
+    });
+    assert!(
+        ok,
+        "no data after [logging] came back: {}",
+        t.proc(b).stdout_text()
+    );
+}
