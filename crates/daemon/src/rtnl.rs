@@ -46,8 +46,8 @@ use netlink_packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
 use netlink_packet_route::{AddressFamily, IpProtocol, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
-/// Requests sent before their answers are read: the answers (acknowledgements of
-/// [`CAP_ACK`] size, or route replies) of a chunk fit the socket's receive buffer many times.
+/// Requests sent before their answers are read: the answers of a chunk (acknowledgements of
+/// `NETLINK_CAP_ACK` size, or route replies) fit the socket's receive buffer many times.
 pub const CHUNK: usize = 256;
 /// The main routing table (`RT_TABLE_MAIN`).
 pub const TABLE_MAIN: u32 = 254;
