@@ -12,11 +12,11 @@
 //! - NAT64 and SIIT (IPv4 <-> IPv6): `net.ipv6.conf.all.forwarding = 1`; in the main tables,
 //!   `<pref64> dev <tun>` (IPv6) and `<nat64.pool4 | siit.pool4> dev <tun>` (IPv4). An EAM
 //!   entry (RFC 7757) maps hosts on one side; which side is found before our routes exist
-//!   (`RTM_GETROUTE` of a host address of each prefix, as `ip route get` asks): an IPv6 prefix on a directly
-//!   connected subnet means IPv6 hosts, so the IPv4 prefix is routed into the tun; else an
-//!   IPv4 prefix on a directly connected subnet means IPv4 hosts, so the IPv6 prefix is routed
-//!   into the tun; else (neither connected) the IPv4 prefix is, RFC 7757's usual use (IPv4
-//!   addresses for IPv6 servers). Each decision is logged.
+//!   (`RTM_GETROUTE` of a host address of each prefix, as `ip route get` asks): an IPv6
+//!   prefix on a directly connected subnet means IPv6 hosts, so the IPv4 prefix is routed
+//!   into the tun; else an IPv4 prefix on a directly connected subnet means IPv4 hosts, so
+//!   the IPv6 prefix is routed into the tun; else (neither connected) the IPv4 prefix is,
+//!   RFC 7757's usual use (IPv4 addresses for IPv6 servers). Each decision is logged.
 //! - Proxy ARP: each pool or static outside address that lies in a subnet directly connected to
 //!   another interface (found with `RTM_GETROUTE` before our routes exist) gets a proxy
 //!   neighbour entry (`RTM_NEWNEIGH` with `NTF_PROXY`, `ip neigh add proxy ADDR dev IFACE`),
