@@ -75,8 +75,8 @@ Version: $version
 Architecture: $arch
 Maintainer: The xlat contributors <xlat@example.invalid>
 Installed-Size: $size
-Depends: libc6, iproute2
-Recommends: nftables
+Depends: libc6
+Recommends: iproute2, nftables
 Section: net
 Priority: optional
 Homepage: https://example.invalid/xlat

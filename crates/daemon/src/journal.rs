@@ -13,10 +13,15 @@
 //!  "undo":[["route","del","default","dev","xlat0","table","4400"], ...]}
 //! ```
 //!
-//! The order is write-ahead: an undo command is in the file before the change it undoes is
+//! Each undo is a [`Step`] in its words (`ip`'s syntax, [`crate::rtnl`]): readable, and the
+//! very format of the versions that ran them through `ip -batch`, so their journals are
+//! replayed too -- now over rtnetlink. Words outside that vocabulary are not run; they are
+//! logged (the operator removes those by hand) and counted as not undone.
+//!
+//! The order is write-ahead: an undo step is in the file before the change it undoes is
 //! made, and a sysctl's original value before the sysctl is written. Undoing something that
-//! was never made fails harmlessly (`ip route del` of a missing route), so a run killed
-//! half-way through its set-up is cleaned up too. The file is removed after a clean exit.
+//! was never made fails harmlessly (deleting a missing route), so a run killed half-way
+//! through its set-up is cleaned up too. The file is removed after a clean exit.
 
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
@@ -26,7 +31,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use tracing::warn;
 
-use crate::routes::ip_batch;
+use crate::rtnl::{self, Step};
 
 /// Where the journals live (tmpfs: a reboot forgets them, as it forgets the changes).
 pub const STATE_DIR: &str = "/run/xlat";
@@ -39,7 +44,7 @@ pub struct State {
     pub tun: String,
     /// `/proc/sys` files changed, each with the value it had before xlat first changed it.
     pub sysctls: Vec<(String, String)>,
-    /// `ip` argument lists that undo each change, oldest first.
+    /// The words of the steps that undo each change, oldest first.
     pub undo: Vec<Vec<String>>,
 }
 
@@ -55,7 +60,7 @@ pub struct Journal {
 pub struct Recovered {
     /// The dead run's process id.
     pub pid: u32,
-    /// Undo commands that succeeded, of `undo_total`.
+    /// Undo steps that succeeded, of `undo_total`.
     pub undone: usize,
     pub undo_total: usize,
     /// Sysctls put back to their original values.
@@ -135,13 +140,13 @@ impl Journal {
         self.save()
     }
 
-    /// Records the undo commands of changes about to be made.
+    /// Records the undo steps (their words) of changes about to be made.
     pub fn undo(&mut self, undo: impl IntoIterator<Item = Vec<String>>) -> Result<()> {
         self.state.undo.extend(undo);
         self.save()
     }
 
-    /// Forgets the undo commands `done` (their changes were undone while running: a reload
+    /// Forgets the undo steps `done` (their changes were undone while running: a reload
     /// removed them).
     pub fn forget(&mut self, done: &[Vec<String>]) -> Result<()> {
         self.state.undo.retain(|u| !done.contains(u));
@@ -172,8 +177,18 @@ impl Journal {
 /// Undoes what `old` lists, newest first, and restores its sysctls. Failures are expected
 /// (a route that went with its device, a change never made) and only counted.
 fn replay(old: &State) -> Recovered {
-    let undo: Vec<Vec<String>> = old.undo.iter().rev().cloned().collect();
-    let undone = ip_batch(&undo, true).ok;
+    let mut undo: Vec<Step> = Vec::new();
+    for words in old.undo.iter().rev() {
+        match Step::parse(words) {
+            Ok(s) => undo.push(s),
+            Err(e) => warn!(
+                undo = %words.join(" "),
+                error = %e,
+                "a leftover change in the state file is not one xlat makes: not undone, remove it by hand"
+            ),
+        }
+    }
+    let undone = rtnl::apply(&undo, true).ok();
     let mut sysctls = 0;
     for (path, value) in old.sysctls.iter().rev() {
         if std::fs::write(path, value).is_ok() {
@@ -183,7 +198,7 @@ fn replay(old: &State) -> Recovered {
     Recovered {
         pid: old.pid,
         undone,
-        undo_total: undo.len(),
+        undo_total: old.undo.len(),
         sysctls,
     }
 }
@@ -232,7 +247,7 @@ mod tests {
             pid: u32::MAX - 1,
             tun: "t1".into(),
             sysctls: vec![(sysfile.to_string_lossy().into_owned(), "0".into())],
-            // Commands `ip` refuses: counted, not fatal.
+            // Words outside the vocabulary: counted, not fatal.
             undo: vec![vec!["route".into(), "del".into(), "bogus-word".into()]],
         };
         std::fs::write(&j.path, serde_json::to_string(&dead)?)?;

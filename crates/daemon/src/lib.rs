@@ -3,8 +3,9 @@
 //! - [`config`]: the TOML file, checked into an engine configuration with errors that name the
 //!   file and key.
 //! - [`run`]: the gateway runtime (TUN device, routes, workers, clean stop).
-//! - [`routes`]: forwarding, policy routes and proxy ARP around the TUN device (iproute2),
-//!   failing closed when the daemon dies.
+//! - [`routes`]: forwarding, policy routes and proxy ARP around the TUN device, failing
+//!   closed when the daemon dies.
+//! - [`rtnl`]: the routing changes as typed steps, made over rtnetlink in batches.
 //! - [`journal`]: what the daemon changed on the machine, on disk before each change, so a
 //!   killed run's leftovers are undone and the true originals restored on the next start.
 //! - [`eventlog`]: NAT event logging, the engine's state events as syslog lines and IPFIX.
@@ -32,6 +33,7 @@ pub mod live;
 pub mod metrics;
 pub mod notify;
 pub mod routes;
+pub mod rtnl;
 pub mod run;
 pub mod sync;
 pub mod sync_wire;

@@ -1,7 +1,6 @@
 //! Automatic routing around the TUN device (`[tun] auto_routes = true`), undone at exit.
 //!
-//! What is set up (by running iproute2's `ip`, which must be installed; and by writing
-//! /proc/sys):
+//! What is set up (over rtnetlink, see [`crate::rtnl`]; and by writing /proc/sys):
 //!
 //! - `net.ipv4.ip_forward = 1`, `net.ipv4.conf.<tun>.rp_filter = 0`, and `net.ipv4.neigh.<iface>.proxy_delay = 0` on interfaces with proxy ARP entries; each
 //!   restored to its old value at exit.
@@ -13,14 +12,15 @@
 //! - NAT64 and SIIT (IPv4 <-> IPv6): `net.ipv6.conf.all.forwarding = 1`; in the main tables,
 //!   `<pref64> dev <tun>` (IPv6) and `<nat64.pool4 | siit.pool4> dev <tun>` (IPv4). An EAM
 //!   entry (RFC 7757) maps hosts on one side; which side is found before our routes exist
-//!   (`ip -j route get` of a host address of each prefix): an IPv6 prefix on a directly
-//!   connected subnet means IPv6 hosts, so the IPv4 prefix is routed into the tun; else an
-//!   IPv4 prefix on a directly connected subnet means IPv4 hosts, so the IPv6 prefix is routed
-//!   into the tun; else (neither connected) the IPv4 prefix is, RFC 7757's usual use (IPv4
-//!   addresses for IPv6 servers). Each decision is logged.
+//!   (`RTM_GETROUTE` of a host address of each prefix, as `ip route get` asks): an IPv6
+//!   prefix on a directly connected subnet means IPv6 hosts, so the IPv4 prefix is routed
+//!   into the tun; else an IPv4 prefix on a directly connected subnet means IPv4 hosts, so
+//!   the IPv6 prefix is routed into the tun; else (neither connected) the IPv4 prefix is,
+//!   RFC 7757's usual use (IPv4 addresses for IPv6 servers). Each decision is logged.
 //! - Proxy ARP: each pool or static outside address that lies in a subnet directly connected to
-//!   another interface (found with `ip -j route get ADDR` before our routes exist) gets
-//!   `ip neigh add proxy ADDR dev IFACE`, so the gateway answers ARP for it. At most
+//!   another interface (found with `RTM_GETROUTE` before our routes exist) gets a proxy
+//!   neighbour entry (`RTM_NEWNEIGH` with `NTF_PROXY`, `ip neigh add proxy ADDR dev IFACE`),
+//!   so the gateway answers ARP for it. At most
 //!   [`MAX_PROXY_NEIGH`] addresses; beyond that a warning says which were left out.
 //!
 //! - Fail closed: a dead daemon must not turn the gateway into a plain router that forwards
@@ -36,18 +36,18 @@
 //! fails halfway. It is also written down before it is made, in a [`Journal`] under
 //! [`crate::journal::STATE_DIR`], so a run that could not clean up (SIGKILL, a crash) is
 //! cleaned up by the next start, which also restores the sysctls' true original values.
-//! Commands go to `ip -batch` a phase at a time, not one process per route.
+//! Changes are [`Step`]s sent over one rtnetlink socket a phase at a time, many requests
+//! before their acknowledgements are read ([`crate::rtnl::apply`]); no process is spawned.
 
-use std::io::Write;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
-use std::process::{Command, Stdio};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{Context, Result};
 use tracing::{debug, info, warn};
 use xlat_engine::{Eam, Nat44Config, Nat64Config, Prefix4, Prefix6, SiitConfig};
 
 use crate::journal::{Journal, STATE_DIR};
+use crate::rtnl::{self, Net, Op, RouteKind, Step, TABLE_MAIN};
 
 mod update;
 pub use update::RouteChange;
@@ -152,231 +152,48 @@ impl RoutePlan {
 /// Routing state this process added; dropping it removes everything, newest first.
 #[derive(Debug, Default)]
 pub struct Routes {
-    /// `ip` argument lists that undo one addition each, in the order they were added.
-    undo: Vec<Vec<String>>,
+    /// Steps that undo one addition each, in the order they were added.
+    undo: Vec<Step>,
     /// /proc/sys files changed, with their old contents.
     sysctls: Vec<(String, String)>,
     /// The same, on disk before each change (none in unit tests of the planning).
     journal: Option<Journal>,
 }
 
-/// What [`ip_batch`] got done.
-#[derive(Debug)]
-pub struct BatchResult {
-    /// Commands that succeeded (with `force`: of all; without: those before the failure).
-    pub ok: usize,
-    /// The first failure, naming the command and ip's message.
-    pub error: Option<anyhow::Error>,
-}
-
-/// Runs `lines` (ip argument lists) through `ip -batch -`, a process per run of lines with
-/// the same leading family option (`-4`, `-6` or none: batch lines cannot carry it). Without
-/// `force` it stops at the first failure; with `force` it runs them all and counts.
-pub fn ip_batch(lines: &[Vec<String>], force: bool) -> BatchResult {
-    let mut ok = 0;
-    let mut first_error = None;
-    let mut rest = lines;
-    while let Some(first) = rest.first() {
-        let fam = first.first().filter(|w| *w == "-4" || *w == "-6").cloned();
-        let n = rest
-            .iter()
-            .take_while(|l| l.first().filter(|w| *w == "-4" || *w == "-6") == fam.as_ref())
-            .count();
-        let (group, tail) = rest.split_at(n);
-        rest = tail;
-        let skip = usize::from(fam.is_some());
-        let text: String = group
-            .iter()
-            .map(|l| l.iter().skip(skip).cloned().collect::<Vec<_>>().join(" ") + "\n")
-            .collect();
-        let mut argv: Vec<&str> = fam.iter().map(String::as_str).collect();
-        if force {
-            argv.push("-force");
-        }
-        argv.extend(["-batch", "-"]);
-        let (done, err) = run_batch(&argv, &text, group);
-        ok += done;
-        if let Some(e) = err {
-            if first_error.is_none() {
-                first_error = Some(e);
-            }
-            if !force {
-                break;
-            }
-        }
-    }
-    BatchResult {
-        ok,
-        error: first_error,
-    }
-}
-
-/// Writes `text` to the child's stdin on a thread of its own and closes it: ip answers while
-/// it reads, and a writer that waited for all of its input to be taken before reading the
-/// answers would deadlock with an ip waiting for its full stdout or stderr pipe to be read.
-fn feed(child: &mut std::process::Child, text: &str) -> Option<std::thread::JoinHandle<()>> {
-    let mut stdin = child.stdin.take()?;
-    let text = text.to_string();
-    std::thread::Builder::new()
-        .name("xlat-ip-batch".to_string())
-        .spawn(move || {
-            // A write error means ip exited early; its status and output say why.
-            let _ = stdin.write_all(text.as_bytes());
-        })
-        .ok()
-}
-
-/// One `ip ... -batch -` process over `group`: how many lines succeeded, and the first error.
-fn run_batch(argv: &[&str], text: &str, group: &[Vec<String>]) -> (usize, Option<anyhow::Error>) {
-    let child = Command::new("ip")
-        .args(argv)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) => {
-            return (
-                0,
-                Some(anyhow!("cannot run `ip` (is iproute2 installed?): {e}")),
-            )
-        }
-    };
-    let writer = feed(&mut child, text);
-    let out = child.wait_with_output();
-    let _ = writer.map(std::thread::JoinHandle::join);
-    let out = match out {
-        Ok(o) => o,
-        Err(e) => return (0, Some(anyhow!("waiting for `ip -batch`: {e}"))),
-    };
-    if out.status.success() {
-        return (group.len(), None);
-    }
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    // "Command failed -:N" after each failed line (1-based); a line ip cannot parse makes it
-    // exit at once without one.
-    let failed: Vec<usize> = stderr
-        .lines()
-        .filter_map(|l| l.strip_prefix("Command failed -:"))
-        .filter_map(|n| n.trim().parse().ok())
-        .collect();
-    let first = failed.first().copied();
-    let cmd = first
-        .and_then(|n: usize| group.get(n.wrapping_sub(1)))
-        .map(|l| l.join(" "))
-        .unwrap_or_else(|| "(a batch)".to_string());
-    let msg = stderr
-        .lines()
-        .filter(|l| !l.starts_with("Command failed"))
-        .collect::<Vec<_>>()
-        .join("; ");
-    let err = anyhow!("`ip {cmd}` failed: {}", msg.trim());
-    let is_force = argv.contains(&"-force");
-    let done = match (is_force, first) {
-        (true, Some(_)) => group.len().saturating_sub(failed.len()),
-        (false, Some(n)) => n.saturating_sub(1),
-        (_, None) => 0,
-    };
-    (done, Some(err))
-}
-
-/// Runs `ip ARGS`, returning stdout; the error carries the command and ip's stderr.
-pub(crate) fn ip(args: &[String]) -> Result<String> {
-    let out = Command::new("ip")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .context("cannot run `ip` (is iproute2 installed?)")?;
-    if !out.status.success() {
-        bail!(
-            "`ip {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-pub(crate) fn args(s: &str) -> Vec<String> {
-    s.split_whitespace().map(str::to_string).collect()
-}
-
 /// The interface through which `addr` is directly reachable (no gateway), if any, by
-/// `ip -j route get`. Local, broadcast and unreachable results give `None`.
-fn connected_dev(addr: Ipv4Addr) -> Option<String> {
-    let out = ip(&args(&format!("-j -4 route get {addr}"))).ok()?;
-    parse_route_get(&out)
+/// `RTM_GETROUTE`. Local, broadcast and unreachable results give `None`.
+fn connected_dev(addr: IpAddr) -> Option<String> {
+    rtnl::route_get(&[addr]).pop().flatten()
 }
 
-/// [`connected_dev`] for IPv6.
-fn connected_dev6(addr: std::net::Ipv6Addr) -> Option<String> {
-    let out = ip(&args(&format!("-j -6 route get {addr}"))).ok()?;
-    parse_route_get(&out)
-}
-
-/// [`connected_dev`] of many addresses, asked of one `ip -j -batch` process (2,000 static
-/// entries were 2,000 processes); in the order given.
+/// [`connected_dev`] of many addresses, asked in batches on one socket (2,000 static entries
+/// were once 2,000 processes); in the order given.
 fn connected_devs(addrs: &[Ipv4Addr]) -> Vec<Option<String>> {
-    let text: String = addrs.iter().map(|a| format!("route get {a}\n")).collect();
-    let out = Command::new("ip")
-        .args(["-j", "-4", "-force", "-batch", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .and_then(|mut c| {
-            let writer = feed(&mut c, &text);
-            let out = c.wait_with_output();
-            let _ = writer.map(std::thread::JoinHandle::join);
-            out
-        });
-    let stdout = out
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default();
-    // One JSON array per answered line (unreachable ones print none): matched by "dst".
-    let mut found = std::collections::HashMap::new();
-    for v in serde_json::Deserializer::from_str(&stdout)
-        .into_iter::<serde_json::Value>()
-        .map_while(Result::ok)
-    {
-        let dst = v
-            .as_array()
-            .and_then(|a| a.first())
-            .and_then(|r| r.get("dst"))
-            .and_then(|d| d.as_str())
-            .map(str::to_string);
-        if let (Some(dst), Some(dev)) = (dst, parse_route(&v)) {
-            found.insert(dst, dev);
-        }
-    }
-    addrs
-        .iter()
-        .map(|a| found.get(&a.to_string()).cloned())
-        .collect()
+    let addrs: Vec<IpAddr> = addrs.iter().map(|a| IpAddr::V4(*a)).collect();
+    rtnl::route_get(&addrs)
 }
 
-/// Parses `ip -j route get` output: the `dev` of a unicast route without a `gateway`.
-fn parse_route_get(json: &str) -> Option<String> {
-    parse_route(&serde_json::from_str(json).ok()?)
+fn net4(p: &Prefix4) -> Net {
+    Net::v4(p.addr, p.len)
 }
 
-/// [`parse_route_get`] of the parsed answer.
-fn parse_route(v: &serde_json::Value) -> Option<String> {
-    let r = v.as_array()?.first()?;
-    if r.get("gateway").is_some() {
-        return None;
-    }
-    if let Some(t) = r.get("type").and_then(|t| t.as_str()) {
-        if t != "unicast" {
-            return None;
-        }
-    }
-    let dev = r.get("dev")?.as_str()?;
-    if dev == "lo" {
-        return None;
-    }
-    Some(dev.to_string())
+fn net6(p: &Prefix6) -> Net {
+    Net::v6(p.addr, p.len)
+}
+
+/// (add, undo) of a route made with `replace`.
+fn route_pair(kind: RouteKind, dst: Net, dev: Option<&str>, table: u32) -> (Step, Step) {
+    let add = Step::route(Op::Replace, kind, dst, dev, table);
+    let del = add.with_op(Op::Del);
+    (add, del)
+}
+
+/// [`route_pair`] of a fail-closed `unreachable` route at [`FAIL_CLOSED_METRIC`].
+fn unreachable_pair(dst: Net, table: u32) -> (Step, Step) {
+    let add = Step::route(Op::Replace, RouteKind::Unreachable, dst, None, table)
+        .metric(FAIL_CLOSED_METRIC);
+    let del = add.with_op(Op::Del);
+    (add, del)
 }
 
 /// The outside addresses of `inbound` that lie in a subnet directly connected to another
@@ -426,10 +243,10 @@ fn eam_routes(eams: &[Eam], tun: &str) -> (Vec<Prefix4>, Vec<Prefix6>) {
         let h4 = !e.ipv4.mask();
         let on6 = [e.ipv6.addr | (1 & h6), e.ipv6.addr | (h6 & !1)]
             .into_iter()
-            .find_map(|a| connected_dev6(std::net::Ipv6Addr::from(a)).filter(|d| d != tun));
+            .find_map(|a| connected_dev(IpAddr::V6(Ipv6Addr::from(a))).filter(|d| d != tun));
         let on4 = [e.ipv4.addr | (1 & h4), e.ipv4.addr | (h4 & !1)]
             .into_iter()
-            .find_map(|a| connected_dev(Ipv4Addr::from(a)).filter(|d| d != tun));
+            .find_map(|a| connected_dev(IpAddr::V4(Ipv4Addr::from(a))).filter(|d| d != tun));
         match (on6, on4) {
             (Some(dev), _) => {
                 info!(eam = %format!("{} = {}", e.ipv4, e.ipv6), dev = %dev, "EAM hosts are on the IPv6 side: their IPv4 prefix goes into the tun");
@@ -449,55 +266,43 @@ fn eam_routes(eams: &[Eam], tun: &str) -> (Vec<Prefix4>, Vec<Prefix6>) {
 }
 
 /// (add, undo) of the `throw` routes of `throws` in our table.
-fn throw_steps(table: u32, throws: &[Prefix4]) -> Vec<(String, String)> {
+fn throw_steps(table: u32, throws: &[Prefix4]) -> Vec<(Step, Step)> {
     throws
         .iter()
-        .map(|p| {
-            (
-                format!("route replace throw {p} table {table}"),
-                format!("route del throw {p} table {table}"),
-            )
-        })
+        .map(|p| route_pair(RouteKind::Throw, net4(p), None, table))
         .collect()
 }
 
 /// (add, undo) of the policy rules of `sources`.
-fn rule_steps(plan: &RoutePlan, sources: &[Prefix4]) -> Vec<(String, String)> {
-    let (table, pref) = (plan.table, plan.pref);
+fn rule_steps(plan: &RoutePlan, sources: &[Prefix4]) -> Vec<(Step, Step)> {
     sources
         .iter()
         .map(|p| {
-            (
-                format!("rule add from {p} lookup {table} pref {pref}"),
-                format!("rule del from {p} lookup {table} pref {pref}"),
-            )
+            let add = Step::new(
+                Op::Add,
+                rtnl::Obj::Rule {
+                    v6: false,
+                    from: Some(net4(p)),
+                    to: None,
+                    iif: None,
+                    ipproto: None,
+                    table: plan.table,
+                    pref: plan.pref,
+                },
+            );
+            let del = add.with_op(Op::Del);
+            (add, del)
         })
         .collect()
 }
 
 /// (add, undo) of the main tables' routes into the tun, each after its fail-closed twin.
-fn inbound_steps(tun: &str, inbound: &[Prefix4], inbound6: &[Prefix6]) -> Vec<(String, String)> {
-    let m = FAIL_CLOSED_METRIC;
+fn inbound_steps(tun: &str, inbound: &[Prefix4], inbound6: &[Prefix6]) -> Vec<(Step, Step)> {
     let mut steps = Vec::new();
-    for p in inbound {
-        steps.push((
-            format!("route replace unreachable {p} metric {m}"),
-            format!("route del unreachable {p} metric {m}"),
-        ));
-        steps.push((
-            format!("route replace {p} dev {tun}"),
-            format!("route del {p} dev {tun}"),
-        ));
-    }
-    for p in inbound6 {
-        steps.push((
-            format!("-6 route replace unreachable {p} metric {m}"),
-            format!("-6 route del unreachable {p} metric {m}"),
-        ));
-        steps.push((
-            format!("-6 route replace {p} dev {tun}"),
-            format!("-6 route del {p} dev {tun}"),
-        ));
+    let nets = inbound.iter().map(net4).chain(inbound6.iter().map(net6));
+    for n in nets {
+        steps.push(unreachable_pair(n, TABLE_MAIN));
+        steps.push(route_pair(RouteKind::Unicast, n, Some(tun), TABLE_MAIN));
     }
     steps
 }
@@ -555,17 +360,11 @@ impl Routes {
         // behind the tun's default the fail-closed one, made first: no moment when the rule
         // could lead traffic past an empty table into `main`.
         let table = plan.table;
-        let m = FAIL_CLOSED_METRIC;
         if !plan.rule_sources.is_empty() {
+            let default = Net::default_route(false);
             let mut steps = vec![
-                (
-                    format!("route replace unreachable default table {table} metric {m}"),
-                    format!("route del unreachable default table {table} metric {m}"),
-                ),
-                (
-                    format!("route replace default dev {tun} table {table}"),
-                    format!("route del default dev {tun} table {table}"),
-                ),
+                unreachable_pair(default, table),
+                route_pair(RouteKind::Unicast, default, Some(tun), table),
             ];
             steps.extend(throw_steps(table, &plan.throws));
             self.add_all(steps)?;
@@ -574,9 +373,9 @@ impl Routes {
         // (A leftover without a journal: an xlat older than the journal, or one whose
         // /run was lost.)
         let mut steps = rule_steps(plan, &plan.rule_sources);
-        let dels: Vec<Vec<String>> = steps.iter().map(|(_, d)| args(d)).collect();
+        let dels: Vec<Step> = steps.iter().map(|(_, d)| d.clone()).collect();
         for _ in 0..64 {
-            let removed = ip_batch(&dels, true).ok;
+            let removed = rtnl::apply(&dels, true).ok();
             if removed == 0 {
                 break;
             }
@@ -605,16 +404,10 @@ impl Routes {
         if proxies.is_empty() {
             return Ok(0);
         }
-        let existing = ip(&args("-4 neigh show proxy")).unwrap_or_default();
-        let existing: Vec<(String, String)> = existing
-            .lines()
-            .filter_map(|l| {
-                let mut w = l.split_whitespace();
-                let addr = w.next()?.to_string();
-                let dev = w.skip_while(|x| *x != "dev").nth(1)?.to_string();
-                Some((addr, dev))
-            })
-            .collect();
+        let existing = rtnl::proxy_neighbours().unwrap_or_else(|e| {
+            debug!(error = %e, "listing proxy neighbours (RTM_GETNEIGH)");
+            Vec::new()
+        });
         let mut devs: Vec<&str> = proxies.iter().map(|(_, d)| d.as_str()).collect();
         devs.sort_unstable();
         devs.dedup();
@@ -622,18 +415,19 @@ impl Routes {
             // Answer proxied ARP at once instead of after a random delay of up to 0.8 s.
             self.sysctl(&format!("/proc/sys/net/ipv4/neigh/{dev}/proxy_delay"), "0")?;
         }
-        let steps: Vec<(String, String)> = proxies
+        let steps: Vec<(Step, Step)> = proxies
             .iter()
-            .filter(|(addr, dev)| {
-                !existing
-                    .iter()
-                    .any(|(a, d)| *a == addr.to_string() && d == dev)
-            })
+            .filter(|(addr, dev)| !existing.iter().any(|(a, d)| a == addr && d == dev))
             .map(|(addr, dev)| {
-                (
-                    format!("neigh add proxy {addr} dev {dev}"),
-                    format!("neigh del proxy {addr} dev {dev}"),
-                )
+                let add = Step::new(
+                    Op::Add,
+                    rtnl::Obj::ProxyNeigh {
+                        addr: IpAddr::V4(*addr),
+                        dev: dev.clone(),
+                    },
+                );
+                let del = add.with_op(Op::Del);
+                (add, del)
             })
             .collect();
         let added = steps.len();
@@ -641,29 +435,44 @@ impl Routes {
         Ok(added)
     }
 
-    /// Makes one change (`ip ADD`), journaled with its undo first.
-    pub(crate) fn add(&mut self, add: &str, undo: &str) -> Result<()> {
-        self.add_all(vec![(add.to_string(), undo.to_string())])
+    /// Makes one change, journaled with its undo first.
+    pub(crate) fn add(&mut self, add: Step, undo: Step) -> Result<()> {
+        self.add_all(vec![(add, undo)])
     }
 
-    /// Makes a phase of changes (`(add, undo)` pairs) in one `ip -batch`, their undos
+    /// Makes a phase of changes (`(add, undo)` pairs) in one netlink batch, their undos
     /// journaled first. On a failure, those made are kept for the teardown and the error
-    /// names the command that failed.
-    pub(crate) fn add_all(&mut self, steps: Vec<(String, String)>) -> Result<()> {
+    /// names the step that failed and the kernel's error.
+    pub(crate) fn add_all(&mut self, steps: Vec<(Step, Step)>) -> Result<()> {
         if steps.is_empty() {
             return Ok(());
         }
         if let Some(j) = self.journal.as_mut() {
-            j.undo(steps.iter().map(|(_, u)| args(u)))?;
+            j.undo(steps.iter().map(|(_, u)| u.to_args()))?;
         }
-        let adds: Vec<Vec<String>> = steps.iter().map(|(a, _)| args(a)).collect();
-        let r = ip_batch(&adds, false);
-        for (a, u) in steps.iter().take(r.ok) {
-            debug!(cmd = %a, "ip");
-            self.undo.push(args(u));
+        let adds: Vec<Step> = steps.iter().map(|(a, _)| a.clone()).collect();
+        let r = rtnl::apply(&adds, false);
+        for ((a, u), res) in steps.into_iter().zip(&r.results) {
+            if let Some(Ok(())) = res {
+                debug!(step = %a, "netlink");
+                self.undo.push(u);
+            }
         }
-        match r.error {
-            Some(e) => Err(e),
+        match r.first_error() {
+            Some(e) => Err(anyhow::Error::new(e.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs `step` now, not journaled (a leftover's removal, a probe); its result.
+    pub(crate) fn run_now(step: &Step) -> Result<(), rtnl::StepError> {
+        match rtnl::apply(std::slice::from_ref(step), true)
+            .results
+            .into_iter()
+            .next()
+            .flatten()
+        {
+            Some(r) => r,
             None => Ok(()),
         }
     }
@@ -688,11 +497,14 @@ impl Routes {
     /// failures are counted (an entry that is gone already, e.g. with its interface, is not
     /// an error).
     pub fn teardown(&mut self) {
-        let undo: Vec<Vec<String>> = self.undo.drain(..).rev().collect();
+        let undo: Vec<Step> = self.undo.drain(..).rev().collect();
         let n = undo.len();
-        let r = ip_batch(&undo, true);
-        if let Some(e) = r.error {
-            debug!(error = %e, failed = n.saturating_sub(r.ok), "undo");
+        let r = rtnl::apply(&undo, true);
+        if let Some(e) = r.first_error() {
+            debug!(error = %e, failed = n.saturating_sub(r.ok()), "undo");
+        }
+        for e in r.serious() {
+            warn!(error = %e, "removing a route at exit");
         }
         while let Some((path, old)) = self.sysctls.pop() {
             if let Err(e) = std::fs::write(&path, &old) {
@@ -703,7 +515,7 @@ impl Routes {
             j.close();
         }
         if n > 0 {
-            info!(entries = n, removed = r.ok, "routes removed");
+            info!(entries = n, removed = r.ok(), "routes removed");
         }
     }
 }
@@ -778,14 +590,31 @@ mod tests {
     }
 
     #[test]
-    fn route_get_parsing() {
-        let connected = r#"[{"dst":"192.0.2.7","dev":"eth0","prefsrc":"192.0.2.2","flags":[],"uid":0,"cache":[]}]"#;
-        assert_eq!(parse_route_get(connected).as_deref(), Some("eth0"));
-        let via = r#"[{"dst":"8.8.8.8","gateway":"192.0.2.1","dev":"eth0","prefsrc":"192.0.2.2","flags":[],"uid":0,"cache":[]}]"#;
-        assert_eq!(parse_route_get(via), None);
-        let local = r#"[{"type":"local","dst":"192.0.2.2","dev":"lo","prefsrc":"192.0.2.2","flags":[],"uid":0,"cache":["local"]}]"#;
-        assert_eq!(parse_route_get(local), None);
-        assert_eq!(parse_route_get("garbage"), None);
-        assert_eq!(parse_route_get("[]"), None);
+    fn setup_steps_pair_each_route_with_its_fail_closed_twin() {
+        let p = |s: &str| s.parse().unwrap_or(Prefix4 { addr: 0, len: 0 });
+        let steps = inbound_steps("xlat0", &[p("198.19.0.100/31")], &[]);
+        let words: Vec<(String, String)> = steps
+            .iter()
+            .map(|(a, u)| (a.to_string(), u.to_string()))
+            .collect();
+        assert_eq!(
+            words,
+            [
+                (
+                    "route replace unreachable 198.19.0.100/31 metric 4294967295".to_string(),
+                    "route del unreachable 198.19.0.100/31 metric 4294967295".to_string()
+                ),
+                (
+                    "route replace 198.19.0.100/31 dev xlat0".to_string(),
+                    "route del 198.19.0.100/31 dev xlat0".to_string()
+                ),
+            ]
+        );
+        let plan = RoutePlan::new("xlat0", 4400, 4401, None, None, None);
+        let r = rule_steps(&plan, &[p("198.18.0.0/24")]);
+        assert_eq!(
+            r.first().map(|(a, _)| a.to_string()).as_deref(),
+            Some("rule add from 198.18.0.0/24 lookup 4400 pref 4401")
+        );
     }
 }

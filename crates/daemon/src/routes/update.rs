@@ -10,16 +10,14 @@
 //! (an inside prefix's rule before its `throw` route; a pool address's proxy-ARP entry and
 //! route after the engines ended its sessions, which the reload did before this).
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use anyhow::Result;
 use tracing::info;
 use xlat_engine::{Prefix4, Prefix6};
 
-use super::{
-    args, eam_routes, inbound_steps, ip_batch, proxies_for, rule_steps, throw_steps, RoutePlan,
-    Routes,
-};
+use super::{eam_routes, inbound_steps, proxies_for, rule_steps, throw_steps, RoutePlan, Routes};
+use crate::rtnl::{self, Obj, Step};
 
 /// `a` without what is in `b`.
 fn minus<T: PartialEq + Copy>(a: &[T], b: &[T]) -> Vec<T> {
@@ -67,23 +65,19 @@ impl Routes {
         change.added += self.add_proxies(&proxies)?;
 
         // What goes: the undo commands recorded for it, newest first.
-        let mut undo: Vec<Vec<String>> = Vec::new();
-        undo.extend(
-            rule_steps(old, &gone_rules)
-                .into_iter()
-                .map(|(_, u)| args(&u)),
-        );
+        let mut undo: Vec<Step> = Vec::new();
+        undo.extend(rule_steps(old, &gone_rules).into_iter().map(|(_, u)| u));
         undo.extend(
             throw_steps(old.table, &gone_throws)
                 .into_iter()
-                .map(|(_, u)| args(&u)),
+                .map(|(_, u)| u),
         );
         undo.extend(self.proxies_in(&gone4));
         undo.extend(
             inbound_steps(tun, &gone4, &gone6)
                 .into_iter()
                 .rev()
-                .map(|(_, u)| args(&u)),
+                .map(|(_, u)| u),
         );
         change.removed = self.undo_now(&undo);
         if change.added + change.removed > 0 {
@@ -97,31 +91,26 @@ impl Routes {
         Ok(change)
     }
 
-    /// The recorded undo commands of proxy-ARP entries for addresses in `prefixes`.
-    fn proxies_in(&self, prefixes: &[Prefix4]) -> Vec<Vec<String>> {
+    /// The recorded undo steps of proxy-ARP entries for addresses in `prefixes`.
+    fn proxies_in(&self, prefixes: &[Prefix4]) -> Vec<Step> {
         self.undo
             .iter()
-            .filter(|u| {
-                let (Some("neigh"), Some("del"), Some("proxy"), Some(a)) = (
-                    u.first().map(String::as_str),
-                    u.get(1).map(String::as_str),
-                    u.get(2).map(String::as_str),
-                    u.get(3),
-                ) else {
-                    return false;
-                };
-                a.parse::<Ipv4Addr>()
-                    .is_ok_and(|a| prefixes.iter().any(|p| p.contains(u32::from(a))))
+            .filter(|u| match &u.obj {
+                Obj::ProxyNeigh {
+                    addr: IpAddr::V4(a),
+                    ..
+                } => prefixes.iter().any(|p| p.contains(u32::from(*a))),
+                _ => false,
             })
             .cloned()
             .collect()
     }
 
-    /// Runs `undo` (commands recorded by [`Routes::add_all`]) now and forgets them, here and
+    /// Runs `undo` (steps recorded by [`Routes::add_all`]) now and forgets them, here and
     /// in the journal; returns how many succeeded. One that fails is gone already.
-    fn undo_now(&mut self, undo: &[Vec<String>]) -> usize {
+    fn undo_now(&mut self, undo: &[Step]) -> usize {
         // Only what this run made: an entry it did not add is not its to remove.
-        let undo: Vec<Vec<String>> = undo
+        let undo: Vec<Step> = undo
             .iter()
             .filter(|u| self.undo.contains(u))
             .cloned()
@@ -129,10 +118,11 @@ impl Routes {
         if undo.is_empty() {
             return 0;
         }
-        let done = ip_batch(&undo, true).ok;
+        let done = rtnl::apply(&undo, true).ok();
         self.undo.retain(|u| !undo.contains(u));
         if let Some(j) = self.journal.as_mut() {
-            if let Err(e) = j.forget(&undo) {
+            let words: Vec<Vec<String>> = undo.iter().map(Step::to_args).collect();
+            if let Err(e) = j.forget(&words) {
                 tracing::warn!(error = %e, "cannot update the state file");
             }
         }
