@@ -568,7 +568,7 @@ impl ControlServer {
         let thread = std::thread::Builder::new()
             .name("xlat-control".to_string())
             .spawn(move || {
-                // Reading and checking a file, `ip -batch` for a reload's routes, formatting
+                // Reading and checking a file, the netlink batches of a reload's routes, formatting
                 // listings: never at the packet workers' real-time priority (if they have one).
                 if xlat_io::sys::control_plane_priority() {
                     debug!("control thread: back to normal scheduling");
