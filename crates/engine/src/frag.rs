@@ -265,6 +265,20 @@ impl FragTable {
         Later { rewrite, released }
     }
 
+    /// [`FragTable::later`] for an IPv4 fragment with header `h` (its datagram, offset,
+    /// payload and MF flag read from it).
+    pub fn later4(&mut self, h: &xlat_wire::Ipv4Header, now: Time, create: bool) -> Later {
+        let key = FragId::of4(h);
+        self.later(
+            key,
+            h.frag_offset,
+            h.payload_len(),
+            h.more_fragments,
+            now,
+            create,
+        )
+    }
+
     /// Holds a later fragment that came before its first fragment (RFC 6146 3.4).
     pub fn hold(&mut self, key: FragId, data: &[u8], now: Time) -> Result<(), DropReason> {
         if self.held.len() + self.pending >= self.max_held {

@@ -179,13 +179,7 @@ pub(crate) fn lane_6to4(
     let delta = delta64(key, new).folded();
     buf.truncate(HEADER + plen);
     let out = buf.data_mut();
-    let ck = HEADER + l4_csum_off(new.proto);
-    let old = u16_at(out, ck).ok_or(DropReason::Internal)?;
-    wrote(
-        set_u16(out, HEADER, new.sport)
-            & set_u16(out, HEADER + 2, new.dport)
-            & set_u16(out, ck, l4_csum(new.proto, old, delta)),
-    )?;
+    write_l4(out, HEADER, new.proto, (new.sport, new.dport), delta)?;
     let h = chunk_mut::<20>(out, SHRINK).ok_or(DropReason::Internal)?;
     let total = xlat_wire::ipv4::MIN_HEADER + plen;
     let id = ids.next(total, new.src, new.dst, new.proto);
@@ -218,13 +212,7 @@ pub(crate) fn lane_4to6(
         .ok_or(DropReason::Internal)?;
     let payload = u16::try_from(payload).unwrap_or(u16::MAX);
     write_ipv6_header(h, tos, payload, hop, new);
-    let ck = HEADER + l4_csum_off(new.proto);
-    let old = u16_at(out, ck).ok_or(DropReason::Internal)?;
-    wrote(
-        set_u16(out, HEADER, new.sport)
-            & set_u16(out, HEADER + 2, new.dport)
-            & set_u16(out, ck, l4_csum(new.proto, old, delta)),
-    )
+    write_l4(out, HEADER, new.proto, (new.sport, new.dport), delta)
 }
 
 /// Writes the 40-byte IPv6 header an unfragmented IPv4 packet without options becomes (RFC
@@ -256,6 +244,25 @@ fn csum_apply(ck: u16, d: u16) -> u16 {
     let s = (s & 0xffff) + (s >> 16);
     let s = (s & 0xffff) + (s >> 16);
     !(s as u16)
+}
+
+/// Writes the ports `(sport, dport)` of the TCP/UDP header at `at` in `out` and updates its
+/// checksum by the folded `delta` ([`l4_csum`]): the lanes' transport rewrite.
+#[inline(always)]
+fn write_l4(
+    out: &mut [u8],
+    at: usize,
+    proto: u8,
+    (sport, dport): (u16, u16),
+    delta: u16,
+) -> Result<(), DropReason> {
+    let ck = at + l4_csum_off(proto);
+    let old = u16_at(out, ck).ok_or(DropReason::Internal)?;
+    wrote(
+        set_u16(out, at, sport)
+            & set_u16(out, at + 2, dport)
+            & set_u16(out, ck, l4_csum(proto, old, delta)),
+    )
 }
 
 /// The transport checksum after `d`: TCP plainly; UDP keeps a zero (none, IPv4 only) and sends

@@ -322,18 +322,7 @@ fn xlat_run_serves_dns64_and_reports_its_counters() {
     assert_eq!(c["upstream_errors"], 0, "{}", r.stdout);
     assert_eq!(c["malformed"], 0, "{}", r.stdout);
     // And so does Prometheus (docs/METRICS.md: xlat_dns64_*_total).
-    let m = lab.ns(
-        &lab.gw,
-        20,
-        &[
-            "curl",
-            "-sS",
-            "--fail",
-            "--max-time",
-            "10",
-            "http://127.0.0.1:9641/metrics",
-        ],
-    );
+    let m = lab.http_get(&lab.gw, "http://127.0.0.1:9641/metrics");
     assert!(m.ok(), "GET /metrics: {}", m.stderr);
     for (series, want) in [
         ("xlat_dns64_queries_total", 2),

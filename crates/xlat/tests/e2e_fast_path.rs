@@ -153,16 +153,10 @@ fn new_flows(t: &Topo, first: u16, end: u16) -> Run {
     )
 }
 
-/// A burst of new flows over `[dataplane] slow_path_pps` is dropped in XDP (counted), not
-/// handed to the kernel and the engine; once the burst is over, new flows get through again.
-#[test]
-#[ignore = "needs root: scripts/test.sh"]
-fn slow_path_policer_drops_a_new_flow_flood_in_xdp() {
-    // 20 packets a second per CPU to the slow path, bursts of 32.
-    let mut t = setup("slow_path_pps = 20\n");
-    let out = t.ns_out.clone();
+/// A UDP sink on OUT_ADDR:7000 in `out`, listening before this returns.
+fn udp_sink(t: &mut Topo, out: &str) {
     let sink = t.spawn(
-        &out,
+        out,
         "udp-sink",
         &[
             "socat",
@@ -171,7 +165,18 @@ fn slow_path_policer_drops_a_new_flow_flood_in_xdp() {
             "OPEN:/dev/null",
         ],
     );
-    t.wait_listening(&out, "udp", 7000, Some(sink));
+    t.wait_listening(out, "udp", 7000, Some(sink));
+}
+
+/// A burst of new flows over `[dataplane] slow_path_pps` is dropped in XDP (counted), not
+/// handed to the kernel and the engine; once the burst is over, new flows get through again.
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn slow_path_policer_drops_a_new_flow_flood_in_xdp() {
+    // 20 packets a second per CPU to the slow path, bursts of 32.
+    let mut t = setup("slow_path_pps = 20\n");
+    let out = t.ns_out.clone();
+    udp_sink(&mut t, &out);
     // 400 new flows (one datagram from each of 400 source ports) as fast as python sends.
     let r = new_flows(&t, 20000, 20400);
     assert!(r.ok(), "flood sender failed: {}\n{}", r.stdout, r.stderr);
@@ -237,17 +242,7 @@ fn a_reload_changes_the_slow_path_policer() {
     let cfg = t.config.clone();
     let base = std::fs::read_to_string(&cfg).unwrap();
     let out = t.ns_out.clone();
-    let sink = t.spawn(
-        &out,
-        "udp-sink",
-        &[
-            "socat",
-            "-u",
-            &format!("UDP4-RECV:7000,bind={OUT_ADDR}"),
-            "OPEN:/dev/null",
-        ],
-    );
-    t.wait_listening(&out, "udp", 7000, Some(sink));
+    udp_sink(&mut t, &out);
     let r = new_flows(&t, 20000, 20100);
     assert!(r.ok(), "sender failed: {}\n{}", r.stdout, r.stderr);
     let st = t.stats();

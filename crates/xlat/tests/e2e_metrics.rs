@@ -38,18 +38,7 @@ fn config(t: &Topo) -> String {
 
 /// `GET path` from GW's own loopback, where the daemon listens; the body.
 fn get(t: &Topo, path: &str) -> String {
-    let r = t.ns(
-        &t.ns_gw,
-        20,
-        &[
-            "curl",
-            "-sS",
-            "--fail",
-            "--max-time",
-            "10",
-            &format!("http://{METRICS}{path}"),
-        ],
-    );
+    let r = t.http_get(&t.ns_gw, &format!("http://{METRICS}{path}"));
     assert!(r.ok(), "GET {path} failed: {}\n{}", r.stdout, r.stderr);
     r.stdout
 }
@@ -205,35 +194,13 @@ fn metrics_move_with_the_traffic_and_pass_promtool() {
     std::fs::write(&t.config, moved_cfg).unwrap();
     let r = t.xlat_cmd(&["reload"]).check();
     assert!(r.stdout.contains("metrics.listen"), "{}", r.stdout);
-    let moved = t.ns(
-        &t.ns_gw,
-        20,
-        &[
-            "curl",
-            "-sS",
-            "--fail",
-            "--max-time",
-            "10",
-            "http://127.0.0.1:9642/metrics",
-        ],
-    );
+    let moved = t.http_get(&t.ns_gw, "http://127.0.0.1:9642/metrics");
     assert!(
         moved.ok() && moved.stdout.contains("# TYPE xlat_sessions gauge"),
         "{}",
         moved.stderr
     );
-    let old = t.ns(
-        &t.ns_gw,
-        20,
-        &[
-            "curl",
-            "-sS",
-            "--fail",
-            "--max-time",
-            "5",
-            &format!("http://{METRICS}/metrics"),
-        ],
-    );
+    let old = t.http_get(&t.ns_gw, &format!("http://{METRICS}/metrics"));
     assert!(!old.ok(), "the old address still serves");
 }
 

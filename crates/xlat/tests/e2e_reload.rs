@@ -294,18 +294,7 @@ fn the_pool_changes_live_with_its_routes_and_only_its_removed_address_loses_sess
 
 /// `curl http://ADDR/metrics` from GW (where the daemon listens on its loopback).
 fn metrics_get(t: &Topo, addr: &str) -> Run {
-    t.ns(
-        &t.ns_gw,
-        15,
-        &[
-            "curl",
-            "-sS",
-            "--fail",
-            "--max-time",
-            "5",
-            &format!("http://{addr}/metrics"),
-        ],
-    )
+    t.http_get(&t.ns_gw, &format!("http://{addr}/metrics"))
 }
 
 /// `[metrics] listen` moves with a reload: the new address serves, the old one refuses

@@ -499,14 +499,7 @@ impl Nat44 {
         self.frags.take_held(key, &mut held);
         for mut frag in held {
             if let Ok(fh) = Ipv4Header::parse(&frag, false) {
-                let later = self.frags.later(
-                    key,
-                    fh.frag_offset,
-                    fh.payload_len(),
-                    fh.more_fragments,
-                    now,
-                    false,
-                );
+                let later = self.frags.later4(&fh, now, false);
                 if later.rewrite.is_some() {
                     ipv4::rewrite_src(&mut frag, src);
                     ipv4::rewrite_dst(&mut frag, dst);
@@ -559,14 +552,7 @@ impl Nat44 {
             return Ok(true);
         }
         let key = FragId::of4(h);
-        let later = self.frags.later(
-            key,
-            h.frag_offset,
-            h.payload_len(),
-            h.more_fragments,
-            now,
-            false,
-        );
+        let later = self.frags.later4(h, now, false);
         match later.rewrite {
             Some(Rewrite::To4 { src, dst }) => {
                 ipv4::rewrite_src(pkt, src);

@@ -1060,14 +1060,7 @@ impl Nat64 {
             }
             Kind4::Other if h.is_later_fragment() => {
                 let key = FragId::of4(&h);
-                let l = self.frags.later(
-                    key,
-                    h.frag_offset,
-                    h.payload_len(),
-                    h.more_fragments,
-                    now,
-                    false,
-                );
+                let l = self.frags.later4(&h, now, false);
                 self.ready.extend(l.released);
                 match l.rewrite {
                     Some(Rewrite::To6 { src, dst }) => (
@@ -1230,14 +1223,7 @@ impl Nat64 {
         };
         let em = to6::emit(b, &in4, &m, None, &self.params, true)?;
         c.event(Event::Ipv4ToIpv6);
-        let l = self.frags.later(
-            FragId::of4(&h),
-            h.frag_offset,
-            h.payload_len(),
-            h.more_fragments,
-            now,
-            false,
-        );
+        let l = self.frags.later4(&h, now, false);
         self.ready.extend(l.released);
         if let Some(limit) = em.split {
             let mut extra = VecDeque::new();

@@ -796,14 +796,7 @@ impl Siit {
         // RFC 7915 4.2: a later fragment of an ICMP message tells its length to the held
         // first fragment.
         if h.is_later_fragment() && h.proto == ipproto::ICMP {
-            let l = self.frags.later(
-                FragId::of4(&h),
-                h.frag_offset,
-                h.payload_len(),
-                h.more_fragments,
-                now,
-                true,
-            );
+            let l = self.frags.later4(&h, now, true);
             self.ready.extend(l.released);
         }
         finish6(buf, &em, &h, None, &mut self.frags, &mut self.ready, now, c)

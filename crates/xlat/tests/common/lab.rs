@@ -242,6 +242,11 @@ impl Lab {
         &mut self.procs[p.0]
     }
 
+    /// `curl -sS --fail` of `url` from namespace `ns` (10 s at most): its body on success.
+    pub fn http_get(&self, ns: &str, url: &str) -> Run {
+        self.ns(ns, 20, &["curl", "-sS", "--fail", "--max-time", "10", url])
+    }
+
     /// Runs `xlat trace ARGS` (12 s timeout) against the lab's control socket in `gw` while
     /// `send` makes traffic -- every 300 ms, 50 times at most, until the trace ends -- and
     /// returns what the trace printed; fails the test if the trace failed.
