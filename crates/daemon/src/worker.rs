@@ -734,9 +734,17 @@ impl Worker {
                 self.retry_waiting(sh);
             }
             let now = sh.clock();
+            let mut answered = false;
             while let Ok(msg) = self.control.try_recv() {
                 let r = self.answer(&msg.request, now, sh);
                 let _ = msg.reply.send(r);
+                answered = true;
+            }
+            if answered {
+                // A request may have changed the table (`clear sessions`, a reload, a
+                // peer's sessions): its events leave now, not with the next packet -- an
+                // emptied table has no timer to wake the worker for them.
+                self.drain_state(sh, &mut ops, now);
             }
             let due = self
                 .engine
