@@ -81,16 +81,18 @@ pub(crate) fn error_4to6(
             ),
             3 => (icmpv6::DEST_UNREACH, icmpv6::CODE_PORT_UNREACH, 0),
             // Fragmentation Needed -> Packet Too Big, the MTU adjusted for the 20 bytes the
-            // header grows by: min(advertised + 20, IPv6 next hop MTU, IPv4 next hop MTU + 20),
-            // with the RFC 1191 plateau when the router sent no MTU.
+            // header grows by: min(advertised + 20, IPv6 next hop MTU, IPv4 next hop MTU + 20).
+            // A router that sent no MTU (pre-RFC 1191): "use the plateau values specified in
+            // [RFC1191] to determine a likely path MTU and include that path MTU in the ICMPv6
+            // packet" -- the plateau itself (at least 1280) goes in, capped by the next hops.
             4 => {
-                let advertised = match rest & 0xffff {
+                let likely = match rest & 0xffff {
                     0 => plateau_below(u32::from(inner_total_len)),
-                    m => m,
+                    m => m + 20,
                 };
                 // Never below 1280 (RFC 7915 4.2, RFC 8200 5): an IPv6 host would answer
                 // a smaller one with atomic fragments (RFC 6946), which RFC 7915 removed.
-                let mtu6 = (advertised + 20)
+                let mtu6 = likely
                     .min(mtu)
                     .min(mtu.saturating_add(20))
                     .max(IPV6_MIN_MTU);
@@ -224,19 +226,21 @@ mod tests {
         assert_eq!(error_4to6(3, 4, 1400, 0, 1500), Some((2, 0, 1420)));
         // Capped by the IPv6 next hop.
         assert_eq!(error_4to6(3, 4, 1492, 0, 1500), Some((2, 0, 1500)));
-        // No MTU (pre-RFC 1191 router): plateau below the quoted total length 1500 -> 1492.
-        assert_eq!(error_4to6(3, 4, 0, 1500, 9000), Some((2, 0, 1512)));
+        // No MTU (pre-RFC 1191 router): the plateau below the quoted total length 1500, 1492,
+        // is the MTU the ICMPv6 message carries.
+        assert_eq!(error_4to6(3, 4, 0, 1500, 9000), Some((2, 0, 1492)));
     }
 
     /// RFC 7915 4.2: the Packet Too Big MTU is never below 1280 -- an advertised 1024 gives
-    /// 1280, not 1044 -- and the plateau for a router that sent no MTU is at least 1280 (as
-    /// IPv4: 1300 as IPv6).
+    /// 1280, not 1044 -- and the plateau for a router that sent no MTU, which the ICMPv6
+    /// message carries as it is, is at least 1280.
     #[test]
     fn rfc7915_4_2_packet_too_big_never_below_1280() {
         assert_eq!(error_4to6(3, 4, 1024, 0, 1500), Some((2, 0, 1280)));
         assert_eq!(error_4to6(3, 4, 68, 0, 1500), Some((2, 0, 1280)));
-        assert_eq!(error_4to6(3, 4, 0, 576, 1500), Some((2, 0, 1300)));
-        assert_eq!(error_4to6(3, 4, 0, 1300, 1500), Some((2, 0, 1300)));
+        assert_eq!(error_4to6(3, 4, 0, 576, 1500), Some((2, 0, 1280)));
+        assert_eq!(error_4to6(3, 4, 0, 1300, 1500), Some((2, 0, 1280)));
+        assert_eq!(error_4to6(3, 4, 0, 2000, 1500), Some((2, 0, 1492)));
         assert_eq!(plateau_below(68), 1280);
         assert_eq!(plateau_below(1400), 1280);
         assert_eq!(plateau_below(2000), 1492);
