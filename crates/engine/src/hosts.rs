@@ -27,6 +27,9 @@ pub(crate) struct HostRec<A> {
     pub pool: u32,
     pub mappings: u32,
     pub sessions: u32,
+    /// With port blocks: the block on its address it last took a port from (any protocol;
+    /// a hint, checked against the block's owner). Fits in the record's padding.
+    pub block: u16,
     live: bool,
 }
 
@@ -141,6 +144,7 @@ impl<A: InsideAddr> Hosts<A> {
             pool,
             mappings,
             sessions,
+            block: u16::MAX,
             live: true,
         })
     }
@@ -190,6 +194,13 @@ mod tests {
             }
             proptest::prop_assert_eq!(hosts.number(20_001), None);
         }
+    }
+
+    /// The port-block hint lives in the records' padding: a host costs what it did.
+    #[test]
+    fn host_records_keep_their_size() {
+        assert_eq!(std::mem::size_of::<HostRec<u32>>(), 20);
+        assert_eq!(std::mem::size_of::<HostRec<u128>>(), 32);
     }
 
     #[test]

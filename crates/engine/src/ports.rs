@@ -104,15 +104,14 @@ impl PortMap {
         let mut p = u32::from(from);
         let to = u32::from(to);
         while p <= to {
-            let w = self.word(p as u16);
-            if p & 63 == 0 && w == u64::MAX {
-                p += 64;
-                continue;
+            // The free ports from p to the end of its word, p's at bit 0: the first one is
+            // its lowest set bit, so a word costs one step however full it is.
+            let free = !self.word(p as u16) >> (p & 63);
+            if free != 0 {
+                let q = p + free.trailing_zeros();
+                return (q <= to).then_some(q as u16);
             }
-            if w & (1u64 << (p & 63)) == 0 {
-                return Some(p as u16);
-            }
-            p += 1;
+            p = (p | 63) + 1;
         }
         None
     }
@@ -138,6 +137,30 @@ mod tests {
         small.free(11);
         assert_eq!(small.take(1, 10, 13, 12), Some(11));
         assert_eq!(small.used(), 4);
+    }
+
+    proptest::proptest! {
+        /// `take` gives what a port-by-port model gives: `want` if free and in range, else
+        /// the first free port from `start` to `hi`, then from `lo`; none when all are used.
+        #[test]
+        fn take_agrees_with_a_port_by_port_model(
+            used in proptest::collection::vec(0u16..600, 0..500),
+            (lo, span, start, want) in (0u16..400, 1u16..200, 0u16..200, 0u16..700),
+        ) {
+            let hi = lo + span;
+            let start = (lo + start % (span + 1)).min(hi);
+            let mut m = PortMap::default();
+            for &p in &used {
+                m.take_exact(p);
+            }
+            let free = |p: u16| !used.contains(&p);
+            let model = if (lo..=hi).contains(&want) && free(want) {
+                Some(want)
+            } else {
+                (start..=hi).chain(lo..start).find(|&p| free(p))
+            };
+            proptest::prop_assert_eq!(m.take(want, lo, hi, start), model);
+        }
     }
 
     #[test]

@@ -61,7 +61,7 @@ impl<A: InsideAddr> Napt<A> {
             }
         }
         let ix = *self.pool_index.get(&ctl_ext)?;
-        let (ext, block) = self.take_port(Proto::Tcp, int, ix, now, c).ok()?;
+        let (ext, block) = self.take_port(Proto::Tcp, int, ix, None, now, c).ok()?;
         // A port block taken for it is logged as any other (RFC 7422; `xlat lookup`).
         if let (Some((first, last)), true) = (block, self.events.on()) {
             let kind = EventKind::PortBlockAllocated;

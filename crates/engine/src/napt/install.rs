@@ -248,6 +248,7 @@ impl<A: InsideAddr> Napt<A> {
                 pool: pool_ix,
                 held,
                 new: false,
+                num,
             });
         }
         let num = self
@@ -261,6 +262,7 @@ impl<A: InsideAddr> Napt<A> {
             pool: pool_ix,
             held: int_addr.as_held().unwrap_or(num),
             new: true,
+            num,
         })
     }
 }

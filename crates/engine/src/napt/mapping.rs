@@ -133,7 +133,7 @@ impl<A: InsideAddr> Napt<A> {
             // outside endpoint, or a port from the host's pool address (or its port block).
             let port = match self.forwards.outside_of(proto, int) {
                 Some(ext) => Ok((ext, None)),
-                None => self.take_port(proto, int, host.pool, now, c),
+                None => self.take_port(proto, int, host.pool, Some(host.num), now, c),
             };
             let ext = match port {
                 Ok((ext, block)) => {

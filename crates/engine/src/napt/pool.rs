@@ -7,6 +7,7 @@ use crate::config::Nat44Mode;
 use crate::counters::{Counters, DropReason, Event};
 use crate::flow::{Endpoint, InsideAddr, Proto};
 use crate::ports::PortMap;
+use crate::rng::Rng;
 use crate::Time;
 
 use super::Napt;
@@ -78,6 +79,8 @@ pub(super) struct HostUse {
     pub(super) held: u32,
     /// It was made for this session.
     pub(super) new: bool,
+    /// Its number ([`Hosts`](crate::hosts::Hosts)).
+    pub(super) num: u32,
 }
 
 impl<A: InsideAddr> Napt<A> {
@@ -101,6 +104,7 @@ impl<A: InsideAddr> Napt<A> {
                 pool: h.pool,
                 held,
                 new: false,
+                num,
             });
         }
         // New hosts are paired with the addresses in the pool now (`active`: a reload may
@@ -138,6 +142,7 @@ impl<A: InsideAddr> Napt<A> {
             pool: pick,
             held: int_addr.as_held().unwrap_or(num),
             new: true,
+            num,
         })
     }
 
@@ -169,14 +174,16 @@ impl<A: InsideAddr> Napt<A> {
     /// The outside endpoint of a new mapping of `int`, its port taken from the pool address
     /// `pool_ix` per RFC 4787 REQ-3 / RFC 6056: the inside port if free and in range, else
     /// from a random point in the range. The host has counted the mapping already
-    /// ([`Napt::host_for`]). Inlined: the new-session path is its caller that counts (an
-    /// ALG's expectation, `expect.rs`, is the other).
+    /// ([`Napt::host_for`], which gives its number: `host`, else it is looked up). Inlined:
+    /// the new-session path is its caller that counts (an ALG's expectation, `expect.rs`, is
+    /// the other).
     #[inline(always)]
     pub(super) fn take_port(
         &mut self,
         proto: Proto,
         int: Endpoint<A>,
         pool_ix: u32,
+        host: Option<u32>,
         now: Time,
         c: &mut Counters,
     ) -> Result<(Endpoint, NewBlock), DropReason> {
@@ -200,13 +207,9 @@ impl<A: InsideAddr> Napt<A> {
         // The host's number names its blocks (port-block allocation only).
         let owner = match size {
             0 => 0,
-            _ => self.hosts.number(int.addr).map_or(0, |n| n + 1),
-        };
-        // Where the search for a new block starts (drawn only with port blocks, so the
-        // ports chosen without them stay as they were for a given seed).
-        let pick = match owner {
-            0 => 0,
-            _ => usize::try_from(self.rng.below(span.div_ceil(u64::from(size)))).unwrap_or(0),
+            _ => host
+                .or_else(|| self.hosts.number(int.addr))
+                .map_or(0, |n| n + 1),
         };
         let p = self
             .pool
@@ -221,7 +224,9 @@ impl<A: InsideAddr> Napt<A> {
         };
         let mut new_block = None;
         let port = if size > 0 && owner > 0 {
-            let (port, fresh) = take_in_blocks(
+            let host = self.hosts.get_mut(owner - 1);
+            let hint = host.as_ref().map(|h| usize::from(h.block));
+            let (port, fresh, b) = take_in_blocks(
                 ports,
                 blocks,
                 BlockAsk {
@@ -229,11 +234,15 @@ impl<A: InsideAddr> Napt<A> {
                     size,
                     owner,
                     want: int.port,
-                    pick,
+                    hint,
+                    rng: &mut self.rng,
                     held: (now, hold),
                     most: self.cfg.limits.port_blocks_per_host,
                 },
             )?;
+            if let (Some(h), Ok(b)) = (host, u16::try_from(b)) {
+                h.block = b;
+            }
             new_block = fresh;
             port
         } else {
@@ -378,70 +387,95 @@ fn det_slice<A: InsideAddr>(
     }
 }
 
-/// A port for host `owner` (its number + 1) from its blocks in `range` (the inside port
-/// `want` if free there, else the first free one), or from a new block when they are full:
-/// the first free block from `pick` on whose hold has passed (`held` = now and the hold in
-/// seconds: a block freed at `t` is free again from `t + hold`; RFC 7422 2; paired pooling
-/// keeps the host on one address). Returns the port and the new block's ports if one was
-/// taken; `None` when every block is full, owned or held.
-#[allow(clippy::too_many_arguments)]
 /// What [`take_in_blocks`] is asked for.
-struct BlockAsk {
+struct BlockAsk<'a> {
     /// The protocol's port (identifier) range.
     range: (u16, u16),
     /// Ports a block.
     size: u16,
     /// The host's number + 1.
     owner: u32,
-    /// The port the host used (kept if free in one of its blocks).
+    /// The port the host used (kept if free in its block).
     want: u16,
-    /// Where the search for a new block starts.
-    pick: usize,
+    /// The block the host last took a port from (any protocol: checked against `owner`).
+    hint: Option<usize>,
+    /// Draws where the search for a new block starts (only when one is needed).
+    rng: &'a mut Rng,
     /// Now, and how long a freed block waits.
     held: (Time, u32),
     /// The most blocks the host may hold (0: no limit).
     most: u16,
 }
 
-/// A port for host `ask.owner` from its blocks, or from a new block. Errors:
-/// `port_quota` when its blocks are full and it holds `ask.most` already, `pool_exhausted`
-/// when no block is free.
+/// A port for host `ask.owner` (its number + 1) from its blocks in `range`: the inside port
+/// `want` if its block is the host's and it is free there (RFC 4787 REQ-3), else the first
+/// free port of the block the host last took a port from (`hint`), else of another of its
+/// blocks, else of a new block when they are full: the first free block from a random one on whose
+/// hold has passed (`held` = now and the hold in seconds: a block freed at `t` is free again
+/// from `t + hold`; RFC 7422 2; paired pooling keeps the host on one address). Returns the
+/// port, the new block's ports if one was taken, and the block; `None` when every block is
+/// full, owned or held. The want and hint tries make a port of a host with blocks two
+/// lookups, not a walk over the address's blocks (a /22 of 1,024-65,535 in blocks of 512 is
+/// 126 a protocol).
+/// Errors: `port_quota` when its blocks are full and it holds `ask.most` already,
+/// `pool_exhausted` when no block is free.
 fn take_in_blocks(
     ports: &mut PortMap,
     blocks: &mut Blocks,
-    ask: BlockAsk,
-) -> Result<(u16, NewBlock), DropReason> {
+    ask: BlockAsk<'_>,
+) -> Result<(u16, NewBlock, usize), DropReason> {
     let BlockAsk {
         range: (lo, hi),
         size,
         owner,
         want,
-        pick,
+        hint,
+        rng,
         held,
         most,
     } = ask;
     let n = (usize::from(hi - lo) + 1).div_ceil(usize::from(size));
     blocks.size_for(n);
-    // The host's blocks first.
+    // Take a port from block `b` if the host owns it and it has one free.
+    let mut try_block = |ports: &mut PortMap, b: usize| -> Option<u16> {
+        if blocks.owner.get(b) != Some(&owner) {
+            return None;
+        }
+        let (first, last) = block_ports(lo, hi, size, b);
+        let used = blocks.used.get_mut(b)?;
+        if u32::from(*used) > u32::from(last - first) {
+            return None; // full
+        }
+        let port = ports.take(want, first, last, first)?;
+        *used += 1;
+        Some(port)
+    };
+    // The inside port's own block, then the host's latest.
+    let own = (lo..=hi)
+        .contains(&want)
+        .then(|| usize::from(want - lo) / usize::from(size));
+    for b in own.into_iter().chain(hint.filter(|&h| Some(h) != own)) {
+        if let Some(port) = try_block(ports, b) {
+            return Ok((port, None, b));
+        }
+    }
+    // The host's other blocks.
     let mut holds = 0usize;
     for b in 0..n {
         if blocks.owner.get(b) != Some(&owner) {
             continue;
         }
         holds += 1;
-        let (first, last) = block_ports(lo, hi, size, b);
-        if let Some(port) = ports.take(want, first, last, first) {
-            if let Some(u) = blocks.used.get_mut(b) {
-                *u += 1;
-            }
-            return Ok((port, None));
+        if let Some(port) = try_block(ports, b) {
+            return Ok((port, None, b));
         }
     }
     if most > 0 && holds >= usize::from(most) {
         return Err(DropReason::PortQuota);
     }
-    // A new block: the first free one from `pick` whose hold has passed, wrapping. A block
-    // never freed has `freed_at` 0 and is free at once.
+    // A new block: the first free one from a random block on whose hold has passed,
+    // wrapping. A block never freed has `freed_at` 0 and is free at once.
+    let pick = usize::try_from(rng.below(n as u64)).unwrap_or(0);
     let (now, hold) = held;
     let b = (0..n)
         .map(|i| (pick + i) % n)
@@ -461,5 +495,5 @@ fn take_in_blocks(
         *o = owner;
         *u = 1;
     }
-    Ok((port, Some((first, last))))
+    Ok((port, Some((first, last)), b))
 }
