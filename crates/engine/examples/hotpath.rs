@@ -14,7 +14,9 @@
 //!
 //! Usage: hotpath SESSIONS PACKETS [batch|single|nat64out|nat64in|fill44|fill64]
 //! (`XLAT_PREFAULT=1`: tables made resident before the timed loop; `XLAT_PER_HOST=N`: NAT64
-//! flows per IPv6 host, default 60,000).
+//! flows per IPv6 host, default 60,000; `XLAT_EVENTS=1`: the state-event stream on and
+//! drained after every batch, as a worker with `[logging]` or `[sync]` runs it;
+//! `XLAT_PORT_BLOCK=N`: NAT44 ports handed out in blocks of N, `port_block_size`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -102,12 +104,11 @@ fn nat64(sessions: u32, packets: u32, inbound: bool) {
         },
         ..Nat64Config::default()
     };
-    let mut e = Engine::new(EngineConfig {
+    let mut e = engine(EngineConfig {
         nat64: Some(cfg),
         seed: 3,
         ..EngineConfig::default()
-    })
-    .unwrap();
+    });
     let mut out = Vec::with_capacity(sessions as usize);
     let mut back = Vec::with_capacity(sessions as usize);
     for i in 0..sessions {
@@ -129,6 +130,28 @@ fn nat64(sessions: u32, packets: u32, inbound: bool) {
     timed_batches(&mut e, packets, |i| seq[(i % sessions) as usize]);
 }
 
+/// `XLAT_EVENTS=1`: the engine's state events on (bounded as the daemon bounds them).
+fn events_on() -> bool {
+    std::env::var_os("XLAT_EVENTS").is_some_and(|v| v == "1")
+}
+
+/// `XLAT_PORT_BLOCK=N`: NAT44 port blocks of N ports (0: none).
+fn port_block() -> u16 {
+    std::env::var("XLAT_PORT_BLOCK")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The engine of a mode, with the event stream on when asked.
+fn engine(cfg: EngineConfig) -> Engine {
+    let mut e = Engine::new(cfg).unwrap();
+    if events_on() {
+        e.set_events(4096);
+    }
+    e
+}
+
 /// Times `packets` 64-byte packets (`packet(i)` is the i-th) through `process_batch` in
 /// batches of 32 behind [`HEADROOM`], and prints the rate and how many were forwarded.
 fn timed_batches(e: &mut Engine, packets: u32, mut packet: impl FnMut(u32) -> [u8; 64]) {
@@ -136,6 +159,7 @@ fn timed_batches(e: &mut Engine, packets: u32, mut packet: impl FnMut(u32) -> [u
     let mut verdicts = [Verdict::Held; 32];
     let mut i = 0u32;
     let mut forwarded = 0u64;
+    let mut events = Events::default();
     let t0 = clocks();
     while i < packets {
         for b in bufs.iter_mut() {
@@ -147,9 +171,79 @@ fn timed_batches(e: &mut Engine, packets: u32, mut packet: impl FnMut(u32) -> [u
             .map(|b| PacketBuf::new(b, HEADROOM, 64).unwrap());
         e.process_batch(Time(1), &mut pkts, &mut verdicts);
         forwarded += verdicts.iter().filter(|v| **v == Verdict::Forward).count() as u64;
+        events.drain(e);
     }
     report(t0, i);
     println!("forwarded {forwarded}");
+    events.print();
+}
+
+/// Drains the engine's events after a batch, as a worker does, and counts them by kind
+/// (an array slot each: the count stays out of what callgrind measures).
+#[derive(Default)]
+struct Events {
+    buf: Vec<events::StateEvent>,
+    kinds: [u64; KINDS.len()],
+}
+
+/// The event kinds, in [`slot`]'s order.
+const KINDS: [&str; 12] = [
+    "session created",
+    "session deleted",
+    "mapping created",
+    "mapping deleted",
+    "host bound",
+    "host unbound",
+    "addresses exhausted",
+    "ports exhausted",
+    "quota exceeded",
+    "port block allocated",
+    "port block released",
+    "fast path",
+];
+
+fn slot(k: events::EventKind) -> usize {
+    use events::EventKind as K;
+    match k {
+        K::SessionCreated => 0,
+        K::SessionDeleted(_) => 1,
+        K::MappingCreated => 2,
+        K::MappingDeleted => 3,
+        K::HostBound => 4,
+        K::HostUnbound => 5,
+        K::AddressesExhausted => 6,
+        K::PortsExhausted => 7,
+        K::QuotaExceeded => 8,
+        K::PortBlockAllocated => 9,
+        K::PortBlockReleased => 10,
+        K::FastPath(_) => 11,
+    }
+}
+
+impl Events {
+    fn drain(&mut self, e: &mut Engine) {
+        if events_on() {
+            e.drain_events(&mut self.buf);
+            for ev in self.buf.drain(..) {
+                if let Some(n) = self.kinds.get_mut(slot(ev.kind)) {
+                    *n += 1;
+                }
+            }
+        }
+    }
+
+    fn print(&self) {
+        if events_on() {
+            let total: u64 = self.kinds.iter().sum();
+            let kinds: Vec<String> = KINDS
+                .iter()
+                .zip(self.kinds)
+                .filter(|(_, n)| *n > 0)
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            println!("events {total}: {}", kinds.join(", "));
+        }
+    }
 }
 
 /// `packets` new NAT44 (`v6` false) or NAT64 flows into a table sized for `sessions`.
@@ -157,9 +251,10 @@ fn fill(sessions: u32, packets: u32, v6: bool) {
     let limits = Limits {
         max_sessions: sessions.max(packets) + 10,
         max_sessions_per_host: sessions.max(packets) + 10,
+        port_block_size: port_block(),
         ..Limits::default()
     };
-    let mut e = Engine::new(EngineConfig {
+    let mut e = engine(EngineConfig {
         nat44: (!v6).then(|| Nat44Config {
             inside: vec!["198.18.0.0/16".parse().unwrap()],
             pool: vec!["198.19.0.0/22".parse().unwrap()],
@@ -174,8 +269,7 @@ fn fill(sessions: u32, packets: u32, v6: bool) {
         }),
         seed: 3,
         ..EngineConfig::default()
-    })
-    .unwrap();
+    });
     timed_batches(&mut e, packets, |i| {
         if v6 {
             udp6(i)
@@ -237,16 +331,16 @@ fn main() {
         limits: Limits {
             max_sessions: sessions + 10,
             max_sessions_per_host: sessions + 10,
+            port_block_size: port_block(),
             ..Limits::default()
         },
         ..Nat44Config::default()
     };
-    let mut e = Engine::new(EngineConfig {
+    let mut e = engine(EngineConfig {
         nat44: Some(cfg),
         seed: 3,
         ..EngineConfig::default()
-    })
-    .unwrap();
+    });
     // The criterion bench's flows (benches/nat44.rs): 1,000 per inside host, so 10M
     // sessions spread over 10,000 hosts and the /22 pool's ports.
     let flow = |i: u32| {
@@ -264,6 +358,8 @@ fn main() {
     let mut verdicts = [Verdict::Held; 32];
     let mut i = 0u32;
     let mut forwarded = 0u64;
+    let mut events = Events::default();
+    events.drain(&mut e); // the set-up's events are not the loop's
     let t0 = clocks();
     while i < packets {
         for b in bufs.iter_mut() {
@@ -279,7 +375,9 @@ fn main() {
             }
         }
         forwarded += verdicts.iter().filter(|v| **v == Verdict::Forward).count() as u64;
+        events.drain(&mut e);
     }
     report(t0, i);
     println!("forwarded {forwarded}");
+    events.print();
 }
