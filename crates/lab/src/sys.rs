@@ -137,11 +137,33 @@ pub fn current_cpu() -> i32 {
     unsafe { libc::sched_getcpu() }
 }
 
-/// Online CPUs.
+/// Online CPUs: the machine's (`/sys/devices/system/cpu/online`), not the ones this process
+/// may run on -- the lab pins itself, and `available_parallelism` follows the pinning (a
+/// 2-CPU machine read as "1 CPUs" in reports).
 pub fn ncpus() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| count_cpu_list(&s))
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+}
+
+/// The number of CPUs in a kernel CPU list ("0-3,6,8-9" is 7); `None` if it does not parse.
+fn count_cpu_list(list: &str) -> Option<usize> {
+    let mut n = 0usize;
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+        n += match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
+                b.checked_sub(a)? + 1
+            }
+            None => part.parse::<usize>().map(|_| 1).ok()?,
+        };
+    }
+    (n > 0).then_some(n)
 }
 
 /// CLOCK_REALTIME in nanoseconds: the clock the kernel stamps AF_PACKET receive rings with,
@@ -445,6 +467,17 @@ pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn cpu_lists_count_ranges_and_singles() {
+        assert_eq!(count_cpu_list("0-1\n"), Some(2));
+        assert_eq!(count_cpu_list("0-3,6,8-9"), Some(7));
+        assert_eq!(count_cpu_list("0"), Some(1));
+        assert_eq!(count_cpu_list(""), None);
+        assert_eq!(count_cpu_list("3-1"), None);
+        assert_eq!(count_cpu_list("x"), None);
+    }
+
     use super::*;
 
     #[test]
