@@ -43,7 +43,7 @@ use tracing::{debug, info, warn};
 use xlat_dns64::Dns64Counters;
 use xlat_engine::counters::NamedCount;
 use xlat_engine::trace::TraceFilter;
-use xlat_engine::{EngineConfig, SessionFilter, SessionInfo, Stats};
+use xlat_engine::{EngineConfig, SessionCursor, SessionFilter, SessionInfo, Stats};
 use xlat_io::sys::{wait_readable, Waker};
 
 use crate::routes::{RoutePlan, Routes};
@@ -121,6 +121,13 @@ pub enum Request {
     /// Internal: hand over the records so far; `stop` ends the trace.
     #[serde(skip)]
     TraceTake { stop: bool },
+    /// Internal, from the control thread to one packet worker: a page of its table for a
+    /// `{"cmd":"sessions"}` listing (`crate::listing`).
+    #[serde(skip)]
+    SessionsPage {
+        filter: SessionFilter,
+        from: SessionCursor,
+    },
 }
 
 fn trace_filter_any(f: &TraceFilter) -> bool {
@@ -353,6 +360,12 @@ pub enum Response {
     /// `{"cmd":"trace"}`: the packets recorded, oldest first.
     Trace(Vec<TraceEntry>),
     Error(String),
+    /// Internal: a worker's page of its table, and where the next one starts.
+    #[serde(skip)]
+    SessionsPage {
+        rows: Vec<SessionInfo>,
+        next: Option<SessionCursor>,
+    },
 }
 
 /// One request on its way to the worker, with where to send the answer.
@@ -369,12 +382,12 @@ pub struct WorkerLink {
 }
 
 /// The workers' answers to one request as one answer: an error if any worker failed;
-/// sessions listed worker after worker (at most `limit` in all); stats added up -- table
+/// stats added up -- table
 /// sizes, pool ports and counters summed (each worker has its own sessions and port
 /// slice), pool addresses as the largest count any worker reports (each sees every pool
 /// address), `io` summed (uptime the longest), the worker rows in order, `dns64` and
 /// `fast_path` from the worker that reports them.
-pub fn merge(request: &Request, answers: Vec<Response>) -> Response {
+pub fn merge(answers: Vec<Response>) -> Response {
     if let Some(e) = answers
         .iter()
         .find(|r| matches!(r, Response::Error(_) | Response::Refused(_)))
@@ -387,7 +400,6 @@ pub fn merge(request: &Request, answers: Vec<Response>) -> Response {
     };
     for r in it {
         match (&mut first, r) {
-            (Response::Sessions(all), Response::Sessions(more)) => all.extend(more),
             (Response::Cleared(all), Response::Cleared(more)) => *all += more,
             (Response::Reloaded(all), Response::Reloaded(more)) => {
                 all.sessions_ended += more.sessions_ended
@@ -398,11 +410,6 @@ pub fn merge(request: &Request, answers: Vec<Response>) -> Response {
             (Response::Trace(all), Response::Trace(more)) => all.extend(more),
             _ => return Response::Error("the packet workers answered differently".to_string()),
         }
-    }
-    if let (Response::Sessions(all), Request::Sessions { limit: Some(l), .. }) =
-        (&mut first, request)
-    {
-        all.truncate(*l);
     }
     first
 }
@@ -834,6 +841,9 @@ fn handle(
                     count,
                     timeout_secs,
                 }) => trace(filter, count, timeout_secs, workers, stop, tracing),
+                Ok(Request::Sessions { limit, filter }) => {
+                    crate::listing::sessions(limit, filter, workers)
+                }
                 Ok(request) => ask_workers(request, workers),
                 Err(e) => Response::Error(e),
             }
@@ -927,27 +937,44 @@ fn collect_trace(
 /// stopped or does not answer within [`WORKER_TIMEOUT`] makes the answer an error. The
 /// workers answer between batches; the caller (a control-plane thread) waits, they do not.
 pub fn ask_workers(request: Request, workers: &[WorkerLink]) -> Response {
-    let mut pending = Vec::with_capacity(workers.len());
-    for (k, w) in workers.iter().enumerate() {
+    match ask_some(&request, workers, 0..workers.len()) {
+        Ok(answers) => merge(answers),
+        Err(e) => e,
+    }
+}
+
+/// Sends `request` to the workers `which` (indices into `workers`), wakes them, and returns
+/// their answers in that order, or the error answer when one stopped or did not answer
+/// within [`WORKER_TIMEOUT`].
+pub(crate) fn ask_some(
+    request: &Request,
+    workers: &[WorkerLink],
+    which: std::ops::Range<usize>,
+) -> Result<Vec<Response>, Response> {
+    let mut pending = Vec::with_capacity(which.len());
+    for k in which {
+        let w = workers
+            .get(k)
+            .ok_or_else(|| Response::Error(stopped(k, workers.len())))?;
         let (reply, rx) = mpsc::channel();
         let msg = ControlMsg {
             request: request.clone(),
             reply,
         };
         if w.tx.send(msg).is_err() {
-            return Response::Error(stopped(k, workers.len()));
+            return Err(Response::Error(stopped(k, workers.len())));
         }
         w.waker.wake();
-        pending.push(rx);
+        pending.push((k, rx));
     }
     let deadline = std::time::Instant::now() + WORKER_TIMEOUT;
     let mut answers = Vec::with_capacity(pending.len());
-    for (k, rx) in pending.into_iter().enumerate() {
+    for (k, rx) in pending {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         match rx.recv_timeout(left) {
             Ok(r) => answers.push(r),
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Response::Error(stopped(k, workers.len()))
+                return Err(Response::Error(stopped(k, workers.len())))
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 let who = if workers.len() == 1 {
@@ -955,14 +982,14 @@ pub fn ask_workers(request: Request, workers: &[WorkerLink]) -> Response {
                 } else {
                     format!("packet worker {k}")
                 };
-                return Response::Error(format!(
+                return Err(Response::Error(format!(
                     "{who} did not answer within {} s",
                     WORKER_TIMEOUT.as_secs()
-                ));
+                )));
             }
         }
     }
-    merge(&request, answers)
+    Ok(answers)
 }
 
 fn stopped(k: usize, n: usize) -> String {
@@ -1236,7 +1263,7 @@ mod tests {
             }
             Response::Stats(Box::new(s))
         };
-        let r = merge(&Request::Stats {}, vec![worker(0, 3, 1), worker(1, 4, 2)]);
+        let r = merge(vec![worker(0, 3, 1), worker(1, 4, 2)]);
         let Response::Stats(s) = r else {
             panic!("{r:?}")
         };
@@ -1264,37 +1291,9 @@ mod tests {
             "handoffs_out"
         );
 
-        let row = |p: u16| SessionInfo {
-            inside_port: Some(p),
-            ..SessionInfo::default()
-        };
-        let a = Response::Sessions(vec![row(1), row(2)]);
-        let b = Response::Sessions(vec![row(3)]);
-        let r = merge(
-            &Request::Sessions {
-                limit: None,
-                filter: SessionFilter::default(),
-            },
-            vec![a.clone(), b.clone()],
-        );
-        assert!(matches!(&r, Response::Sessions(v) if v.len() == 3 && v[2].inside_port == Some(3)));
-        let r = merge(
-            &Request::Sessions {
-                limit: Some(2),
-                filter: SessionFilter::default(),
-            },
-            vec![a, b],
-        );
-        assert!(matches!(&r, Response::Sessions(v) if v.len() == 2));
         let e = Response::Error("worker 1 stopped".into());
-        assert_eq!(
-            merge(&Request::Stats {}, vec![worker(0, 1, 0), e.clone()]),
-            e
-        );
-        assert!(matches!(
-            merge(&Request::Ping {}, vec![]),
-            Response::Error(_)
-        ));
+        assert_eq!(merge(vec![worker(0, 1, 0), e.clone()]), e);
+        assert!(matches!(merge(vec![]), Response::Error(_)));
     }
 
     #[test]

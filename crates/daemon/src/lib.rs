@@ -29,6 +29,7 @@ pub mod eventlog;
 pub mod http;
 pub mod ipfix;
 pub mod journal;
+pub mod listing;
 pub mod live;
 pub mod metrics;
 pub mod notify;

@@ -995,14 +995,16 @@ impl Worker {
     fn answer(&mut self, req: &Request, now: Time, sh: &Shared<'_>) -> Response {
         let uptime_secs = sh.start.elapsed().as_secs();
         match req {
-            Request::Sessions { limit, filter } => {
-                let limit = limit.unwrap_or(usize::MAX);
-                let mut s = self.engine.sessions_matching(now, filter, limit);
-                if self.id != 0 {
-                    // Every engine lists the static entries: worker 0 speaks for them.
-                    s.retain(|r| r.state != xlat_engine::SessionState::Static);
-                }
-                Response::Sessions(s)
+            // A page of the table (`crate::listing` gathers them; it asks worker 0 alone
+            // for the static entries every engine holds).
+            Request::SessionsPage { filter, from } => {
+                let (rows, next) =
+                    self.engine
+                        .sessions_page(now, filter, *from, crate::listing::PAGE_ROWS);
+                Response::SessionsPage { rows, next }
+            }
+            Request::Sessions { .. } => {
+                Response::Error("session listings are the control thread's".to_string())
             }
             // The sessions' fast-path recipes are withdrawn by the next fast-path sync.
             Request::Clear { filter } => Response::Cleared(self.engine.clear_sessions(now, filter)),

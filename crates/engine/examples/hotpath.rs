@@ -12,7 +12,11 @@
 //! Also prints the loop's ns per packet in thread CPU time (steadier than wall time when
 //! other work shares the cores) and wall time.
 //!
-//! Usage: hotpath SESSIONS PACKETS [batch|single|nat64out|nat64in|fill44|fill64]
+//! `listing` times `xlat show sessions` inside the engine instead: one whole listing of the
+//! SESSIONS (what a worker did in one turn before paging) against the pages that replace it
+//! (the longest one is the longest a worker now spends on a listing between two batches).
+//!
+//! Usage: hotpath SESSIONS PACKETS [batch|single|nat64out|nat64in|fill44|fill64|listing]
 //! (`XLAT_PREFAULT=1`: tables made resident before the timed loop; `XLAT_PER_HOST=N`: NAT64
 //! flows per IPv6 host, default 60,000; `XLAT_EVENTS=1`: the state-event stream on and
 //! drained after every batch, as a worker with `[logging]` or `[sync]` runs it;
@@ -280,7 +284,54 @@ fn fill(sessions: u32, packets: u32, v6: bool) {
     });
 }
 
-/// Thread CPU time in ns (time this thread ran, whatever else the machine does) and wall
+/// `sessions` NAT44 sessions, then one whole listing against the pages of a paged one.
+fn listing(sessions: u32) {
+    let mut e = engine(EngineConfig {
+        nat44: Some(Nat44Config {
+            inside: vec!["198.18.0.0/16".parse().unwrap()],
+            pool: vec!["198.19.0.0/22".parse().unwrap()],
+            limits: Limits {
+                max_sessions: sessions + 10,
+                max_sessions_per_host: sessions + 10,
+                ..Limits::default()
+            },
+            ..Nat44Config::default()
+        }),
+        seed: 3,
+        ..EngineConfig::default()
+    });
+    for i in 0..sessions {
+        let h = i / 1000;
+        let mut p = udp64([198, 18, (h >> 8) as u8, h as u8], 1024 + (i % 1000) as u16);
+        assert_eq!(
+            e.process(Time(0), &mut PacketBuf::whole(&mut p)),
+            Verdict::Forward
+        );
+    }
+    let all = SessionFilter::default();
+    let t = std::time::Instant::now();
+    let whole = e.sessions_matching(Time(1), &all, usize::MAX).len();
+    let one_turn = t.elapsed();
+    let (mut rows, mut pages, mut longest) = (0, 0, std::time::Duration::ZERO);
+    let mut at = Some(SessionCursor::default());
+    let t = std::time::Instant::now();
+    while let Some(from) = at {
+        let p0 = std::time::Instant::now();
+        let (page, next) = e.sessions_page(Time(1), &all, from, 4096);
+        longest = longest.max(p0.elapsed());
+        rows += page.len();
+        pages += 1;
+        at = next;
+    }
+    println!(
+        "whole listing: {whole} rows in one turn of {:.1} ms; paged: {rows} rows in {pages} pages, {:.1} ms in all, the longest page {:.2} ms",
+        one_turn.as_secs_f64() * 1e3,
+        t.elapsed().as_secs_f64() * 1e3,
+        longest.as_secs_f64() * 1e3
+    );
+}
+
+/// Thread CPU time in ns/// Thread CPU time in ns (time this thread ran, whatever else the machine does) and wall
 /// time, for the timed part's rate in the printout.
 fn clocks() -> (u64, std::time::Instant) {
     let mut ts = libc::timespec {
@@ -322,6 +373,7 @@ fn main() {
         Some("nat64in") => return nat64(sessions, packets, true),
         Some("fill44") => return fill(sessions, packets, false),
         Some("fill64") => return fill(sessions, packets, true),
+        Some("listing") => return listing(sessions),
         _ => {}
     }
     let batch = args.get(3).map(|s| s != "single").unwrap_or(true);

@@ -75,7 +75,11 @@ pub use counters::{Counters, DropReason, Event};
 pub use mem::{mapped_bytes, set_prefault};
 pub use reconfigure::{Change, ReloadError};
 pub use rfc6052::{Pref64, Pref64Error};
-pub use snapshot::{SessionFilter, SessionInfo, SessionState, Stats};
+pub use snapshot::{SessionCursor, SessionFilter, SessionInfo, SessionState, Stats};
+
+/// Table slots one [`Engine::sessions_page`] looks at in each part, used or free: about a
+/// millisecond of a worker's time.
+pub const PAGE_VISITS: usize = 65_536;
 
 /// Monotonic time in nanoseconds since an epoch of the caller's choosing. The engine never
 /// reads a clock: the caller passes `now` with every call.
@@ -845,6 +849,65 @@ impl Engine {
     /// then NAT64 sessions.
     pub fn sessions(&self, now: Time) -> Vec<SessionInfo> {
         self.sessions_matching(now, &SessionFilter::default(), usize::MAX)
+    }
+
+    /// A page of the table for `xlat show sessions`: up to `rows` of the sessions `f`
+    /// takes, in table order from `from` (NAT44 static entries, NAT44 sessions, NAT64
+    /// sessions), and where the next page starts (`None`: the end). A page looks at no more
+    /// than [`PAGE_VISITS`] slots of each part, so a worker answers it between two batches
+    /// however many sessions there are; the caller sorts what it gathered.
+    pub fn sessions_page(
+        &self,
+        now: Time,
+        f: &SessionFilter,
+        from: SessionCursor,
+        rows: usize,
+    ) -> (Vec<SessionInfo>, Option<SessionCursor>) {
+        let mut out = Vec::new();
+        let mut at = from;
+        loop {
+            let left = rows.saturating_sub(out.len());
+            if left == 0 {
+                return (out, Some(at));
+            }
+            let budget = (left, PAGE_VISITS);
+            let next = match at.part {
+                0 => self
+                    .nat44
+                    .as_ref()
+                    .and_then(|n| n.statics_page(f, at.slot, budget, &mut out)),
+                1 => self
+                    .nat44
+                    .as_ref()
+                    .and_then(|n| n.sessions_page(now, f, at.slot, budget, &mut out)),
+                2 => self.nat64.as_ref().and_then(|n| {
+                    let start = out.len();
+                    let next = n.sessions_page(now, f, at.slot, budget, &mut out);
+                    for r in out.iter_mut().skip(start) {
+                        r.remote6 = r.remote.and_then(|a| n.remote6(a));
+                    }
+                    next
+                }),
+                _ => return (out, None),
+            };
+            match next {
+                Some(slot) => {
+                    return (
+                        out,
+                        Some(SessionCursor {
+                            part: at.part,
+                            slot,
+                        }),
+                    )
+                }
+                None => {
+                    at = SessionCursor {
+                        part: at.part + 1,
+                        slot: 0,
+                    }
+                }
+            }
+        }
     }
 
     /// The sessions `f` takes, at most `limit`, in the order of [`Engine::sessions`]: the

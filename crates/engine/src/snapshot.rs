@@ -118,6 +118,20 @@ impl Default for SessionInfo {
     }
 }
 
+/// Where a paged session listing goes on ([`crate::Engine::sessions_page`]): the part of
+/// the table -- 0 NAT44 static entries, 1 NAT44 sessions, 2 NAT64 sessions -- and the slot
+/// in it. The default starts at the beginning.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SessionCursor {
+    pub part: u8,
+    pub slot: u32,
+}
+
+impl SessionCursor {
+    /// The first dynamic session: a listing that leaves the static entries to another.
+    pub const DYNAMIC: SessionCursor = SessionCursor { part: 1, slot: 0 };
+}
+
 /// Which sessions a listing or a clear takes: every field given must match (an address is
 /// compared as a value, before anything is formatted). Static NAT44 entries are listed when
 /// neither `proto` nor `port` is given, and never cleared.

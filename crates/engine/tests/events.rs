@@ -250,6 +250,66 @@ fn listing_filters_by_value_and_limits_inside_the_engine() {
         .is_empty());
 }
 
+/// `xlat show sessions` pages: pages of a few rows, each call looking at a bounded part of
+/// the table, gather exactly what one unbounded listing gives -- static entries first, then
+/// the sessions -- and the cursor ends; a filter is applied inside the page.
+#[test]
+fn pages_gather_the_whole_listing_and_end() {
+    let mut e = Engine::new(EngineConfig {
+        nat44: Some(Nat44Config {
+            inside: vec!["198.18.0.0/24".parse().unwrap()],
+            pool: vec!["198.19.0.100/32".parse().unwrap()],
+            mode: Nat44Mode::Napt,
+            statics: vec![StaticEntry {
+                inside: v4("198.18.0.10"),
+                outside: v4("198.19.0.10"),
+            }],
+            ..Nat44Config::default()
+        }),
+        seed: 3,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    for port in 5000..5010 {
+        assert_eq!(udp_out(&mut e, 1, IN_A, port, R1), Verdict::Forward);
+    }
+    assert_eq!(udp_out(&mut e, 1, IN_B, 6000, R2), Verdict::Forward);
+    let now = Time::from_secs(2);
+    let key = |r: &SessionInfo| format!("{r:?}");
+    for f in [
+        SessionFilter::default(),
+        SessionFilter {
+            inside: Some(IpAddr::V4(v4(IN_B))),
+            ..SessionFilter::default()
+        },
+    ] {
+        let mut want: Vec<String> = e
+            .sessions_matching(now, &f, usize::MAX)
+            .iter()
+            .map(key)
+            .collect();
+        let mut got = Vec::new();
+        let mut at = Some(SessionCursor::default());
+        let mut pages = 0;
+        while let Some(from) = at {
+            let (rows, next) = e.sessions_page(now, &f, from, 3);
+            assert!(rows.len() <= 3);
+            got.extend(rows.iter().map(key));
+            at = next;
+            pages += 1;
+            assert!(pages < 100, "the cursor never ends");
+        }
+        assert_eq!(got.first(), want.first(), "static entries first");
+        want.sort();
+        got.sort();
+        assert_eq!(got, want);
+    }
+    // A listing that leaves the static entries to another worker.
+    let (rows, _) = e.sessions_page(now, &SessionFilter::default(), SessionCursor::DYNAMIC, 100);
+    assert_eq!(rows.len(), 11);
+    assert!(rows.iter().all(|r| r.state != SessionState::Static));
+}
+
 #[test]
 fn clear_ends_exactly_the_chosen_sessions_with_cleared_events() {
     let mut e = nat44(Limits::default());

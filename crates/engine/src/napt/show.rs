@@ -66,6 +66,39 @@ impl<A: InsideAddr> Napt<A> {
         );
     }
 
+    /// A page of the live sessions `f` takes, in table order from slot `from`: at most
+    /// `rows` rows appended to `out`, at most `visits` slots looked at, so one call costs a
+    /// bounded part of a worker's turn however big the table. Returns the slot the next page
+    /// starts at, `None` when the table is done.
+    pub fn sessions_page(
+        &self,
+        now: Time,
+        f: &SessionFilter,
+        from: u32,
+        (rows, visits): (usize, usize),
+        out: &mut Vec<SessionInfo>,
+    ) -> Option<u32> {
+        if f.translator.is_some_and(|t| t != A::TRANSLATOR) {
+            return None;
+        }
+        let mut taken = 0;
+        let mut next = from;
+        for (sid, s) in self.sessions.iter_slots(from, visits) {
+            next = sid + 1;
+            let Some(s) = s.filter(|s| self.takes(s, f, now)) else {
+                continue;
+            };
+            if let Some(r) = self.session_info(s, now) {
+                out.push(r);
+                taken += 1;
+                if taken >= rows {
+                    break;
+                }
+            }
+        }
+        (next < self.sessions.slot_count()).then_some(next)
+    }
+
     /// Removes the live sessions `f` takes (`xlat clear sessions`), each with its end
     /// event (reason cleared); returns how many.
     pub fn clear(&mut self, now: Time, f: &SessionFilter) -> u64 {

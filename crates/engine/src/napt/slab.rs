@@ -99,14 +99,41 @@ impl<T, S: Store<Slot<T>>> Slab<T, S> {
             crate::mem::prefetch(p);
         }
     }
+    pub(super) fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
+        self.iter_slots(0, usize::MAX)
+            .filter_map(|(i, v)| Some((i, v?)))
+    }
+
+    /// Slots `from..`, at most `visits` of them, used or not (`None`): a bounded walk that
+    /// a later one continues where this one stopped.
     #[expect(
         clippy::cast_possible_truncation,
         reason = "slot ids are u32: the table holds at most max_sessions (a u32)"
     )]
-    pub(super) fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
-        (0..self.slots.count()).filter_map(|i| match self.slots.at(i)? {
-            Slot::Used(v) => Some((i as u32, v)),
-            Slot::Free(_) => None,
+    pub(super) fn iter_slots(
+        &self,
+        from: u32,
+        visits: usize,
+    ) -> impl Iterator<Item = (u32, Option<&T>)> {
+        let end = self.slots.count();
+        let from = (from as usize).min(end);
+        (from..end.min(from.saturating_add(visits))).map(|i| {
+            (
+                i as u32,
+                match self.slots.at(i) {
+                    Some(Slot::Used(v)) => Some(v),
+                    _ => None,
+                },
+            )
         })
+    }
+
+    /// Slots so far (used and free): where a walk ends.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "slot ids are u32: the table holds at most max_sessions (a u32)"
+    )]
+    pub(super) fn slot_count(&self) -> u32 {
+        self.slots.count() as u32
     }
 }

@@ -787,6 +787,50 @@ impl Nat44 {
         out
     }
 
+    /// A page of the static entries `f` takes, from entry `from` (see
+    /// [`crate::Engine::sessions_page`]); `None` when they are done.
+    pub fn statics_page(
+        &self,
+        f: &SessionFilter,
+        from: u32,
+        (rows, visits): (usize, usize),
+        out: &mut Vec<SessionInfo>,
+    ) -> Option<u32> {
+        let mut taken = 0;
+        let mut next = from as usize;
+        for s in self.cfg.statics.iter().skip(next).take(visits) {
+            next += 1;
+            if !f.takes_static(s.inside.into(), s.outside) {
+                continue;
+            }
+            out.push(SessionInfo {
+                inside: s.inside.into(),
+                outside: s.outside,
+                state: SessionState::Static,
+                ..SessionInfo::default()
+            });
+            taken += 1;
+            if taken >= rows {
+                break;
+            }
+        }
+        (next < self.cfg.statics.len())
+            .then(|| u32::try_from(next).ok())
+            .flatten()
+    }
+
+    /// A page of the live dynamic sessions `f` takes (see [`crate::Engine::sessions_page`]).
+    pub fn sessions_page(
+        &self,
+        now: Time,
+        f: &SessionFilter,
+        from: u32,
+        budget: (usize, usize),
+        out: &mut Vec<SessionInfo>,
+    ) -> Option<u32> {
+        self.napt.sessions_page(now, f, from, budget, out)
+    }
+
     /// Removes the dynamic sessions `f` takes; returns how many.
     pub fn clear(&mut self, now: Time, f: &SessionFilter) -> u64 {
         self.napt.clear(now, f)

@@ -305,6 +305,18 @@ impl Nat64 {
         self.napt.sessions(now, f, limit, out);
     }
 
+    /// A page of the live sessions `f` takes (see [`crate::Engine::sessions_page`]).
+    pub fn sessions_page(
+        &self,
+        now: Time,
+        f: &SessionFilter,
+        from: u32,
+        budget: (usize, usize),
+        out: &mut Vec<SessionInfo>,
+    ) -> Option<u32> {
+        self.napt.sessions_page(now, f, from, budget, out)
+    }
+
     /// Removes the sessions `f` takes; returns how many.
     pub fn clear(&mut self, now: Time, f: &SessionFilter) -> u64 {
         self.napt.clear(now, f)
