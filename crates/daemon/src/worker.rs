@@ -1084,9 +1084,21 @@ impl Worker {
                 let ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
                 let until = Time(now.0.saturating_add(ns));
                 self.trace = Some(Box::new(Tracing::new(filter.clone(), *count, until)));
-                Response::Cleared(0)
+                // The fast path gives the traced host's flows back to the engine for the
+                // trace (by inside host and protocol; a trace by outside address alone
+                // holds every flow of the protocol back).
+                let hold = xlat_engine::SessionFilter {
+                    inside: filter.inside,
+                    proto: filter.proto,
+                    ..Default::default()
+                };
+                Response::Cleared(self.engine.hold_offload(now, Some(hold)))
             }
             Request::TraceTake { stop } => {
+                if *stop {
+                    // The held flows go back to the fast path.
+                    self.engine.hold_offload(now, None);
+                }
                 let Some(t) = self.trace.as_mut() else {
                     return Response::Trace(Vec::new());
                 };

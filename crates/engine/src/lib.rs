@@ -705,6 +705,21 @@ impl Engine {
         }
     }
 
+    /// `xlat trace` with a fast path: the fast path gives back the sessions `f` takes and
+    /// takes none of them until `hold_offload(now, None)`, which hands the held ones that
+    /// qualify back; so a traced flow's packets pass the engine. The recipes go through the
+    /// fast-path events of [`Engine::drain_events`]. Returns how many sessions moved.
+    pub fn hold_offload(&mut self, now: Time, f: Option<SessionFilter>) -> u64 {
+        let mut n = 0;
+        if let Some(t) = self.nat44.as_mut() {
+            n += t.hold_offload(now, f.clone());
+        }
+        if let Some(t) = self.nat64.as_mut() {
+            n += t.hold_offload(now, f);
+        }
+        n
+    }
+
     /// Removes the dynamic sessions `f` takes (`xlat clear sessions`; static entries stay),
     /// each with a session-deleted event of reason `cleared`; their fast-path recipes are
     /// withdrawn through the fast-path events of [`Engine::drain_events`]. Returns how many, also counted

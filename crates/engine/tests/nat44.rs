@@ -711,6 +711,54 @@ fn offload_tcp_only_while_established() {
     assert_eq!(e.counters().count(Event::OffloadRemoved), 1);
 }
 
+/// `xlat trace` with the fast path: holding a host's flows back withdraws its offloaded
+/// sessions (and only its), keeps its new UDP and newly established TCP sessions in the
+/// engine, and ending the hold hands back exactly the held sessions that qualify.
+#[test]
+fn offload_hold_keeps_a_traced_hosts_flows_in_the_engine_and_gives_them_back() {
+    let mut e = napt();
+    e.set_offload(true);
+    fwd(&mut e, 0, udp_pkt(IN_A, 40000, R1, 53));
+    fwd(&mut e, 0, udp_pkt(IN_B, 40000, R1, 53));
+    assert_eq!(ops(&mut e).len(), 2);
+    let a = SessionFilter {
+        inside: Some(std::net::IpAddr::V4(IN_A.into())),
+        ..SessionFilter::default()
+    };
+    assert_eq!(e.hold_offload(Time::from_secs(1), Some(a)), 1);
+    let v = ops(&mut e);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].kind, OffloadKind::Remove);
+    assert_eq!(v[0].nat44().unwrap().0.key.src, u32::from_be_bytes(IN_A));
+    // Held: a new UDP flow and a TCP connection reaching established stay in the engine.
+    fwd(&mut e, 1, udp_pkt(IN_A, 40002, R1, 53));
+    fwd(&mut e, 1, tcp_pkt(IN_A, 40003, R1, 80, 0x02));
+    fwd(&mut e, 1, tcp_pkt(R1, 80, POOL, 40003, 0x12));
+    assert!(
+        ops(&mut e).is_empty(),
+        "nothing of a held host goes to the fast path"
+    );
+    // Another host's flows still do.
+    fwd(&mut e, 1, udp_pkt(IN_B, 40004, R1, 53));
+    assert_eq!(ops(&mut e).len(), 1);
+    // The hold ends: A's three sessions go back (UDP x2, established TCP).
+    assert_eq!(e.hold_offload(Time::from_secs(2), None), 3);
+    let v = ops(&mut e);
+    assert_eq!(v.len(), 3);
+    assert!(v.iter().all(|o| o.kind == OffloadKind::Install));
+    assert_eq!(
+        e.hold_offload(Time::from_secs(2), None),
+        0,
+        "no hold, nothing moves"
+    );
+    // A withdrawn session was refreshed: it lives a UDP timeout from the hold on.
+    let s = e.sessions(Time::from_secs(2));
+    assert!(s
+        .iter()
+        .filter(|r| r.inside_port == Some(40000))
+        .all(|r| r.fast_path));
+}
+
 #[test]
 fn offload_expiry_asks_the_fast_path_first() {
     let mut e = napt();

@@ -141,6 +141,65 @@ fn udp_flow_on_the_fast_path_keeps_its_session_then_expires() {
     assert!(Topo::event(&st, "offload_removed") >= 1, "{}", brief(&st));
 }
 
+/// `xlat trace` with the fast path on: a UDP flow that XDP carries comes back to the engine
+/// while the trace runs (its packets are recorded, found in their session -- without the
+/// hold XDP would carry them past the trace and it would catch nothing), and goes back to XDP
+/// when the trace ends.
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn a_traced_flow_leaves_the_fast_path_for_the_trace_and_returns() {
+    let mut t = setup("");
+    let (inn, out, gw) = (t.ns_in.clone(), t.ns_out.clone(), t.ns_gw.clone());
+    udp_sink(&mut t, &out);
+    // One flow (the same source port every time): 10 datagrams 50 ms apart.
+    let script = format!(
+        "for i in $(seq 1 10); do echo d$i; sleep 0.05; done | socat -u - UDP4:{OUT_ADDR}:7000,sourceport=41100"
+    );
+    let r = t.sh(&inn, 30, &script);
+    assert!(r.ok(), "sender failed: {}\n{}", r.stdout, r.stderr);
+    let st = t.stats();
+    assert!(
+        xdp(&st, "recipes") >= 2 && xdp(&st, "xdp_redirected") >= 5,
+        "the flow is not on the fast path: {}",
+        brief(&st)
+    );
+    let json = t.trace_while(
+        &gw,
+        &[
+            "--count", "3", "--inside", IN_ADDR, "--proto", "udp", "--json",
+        ],
+        |lab| {
+            let _ = lab.sh(&inn, 30, &script);
+        },
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let recs = v.as_array().unwrap();
+    assert_eq!(recs.len(), 3, "{json}");
+    assert!(
+        recs.iter()
+            .all(|r| r["verdict"] == "forwarded" && r["lookup"] == "found"),
+        "the flow's packets were not found in their session:\n{json}"
+    );
+    // The trace is over: the recipes are back, and XDP carries the flow again.
+    assert!(
+        poll(Duration::from_secs(5), Duration::from_millis(100), || {
+            xdp(&t.stats(), "recipes") >= 2
+        }),
+        "the recipes did not come back: {}",
+        brief(&t.stats())
+    );
+    let before = xdp(&t.stats(), "xdp_redirected");
+    let r = t.sh(&inn, 30, &script);
+    assert!(r.ok(), "sender failed: {}\n{}", r.stdout, r.stderr);
+    let st = t.stats();
+    assert!(
+        xdp(&st, "xdp_redirected") >= before + 8,
+        "after the trace XDP carried {} of 10: {}",
+        xdp(&st, "xdp_redirected") - before,
+        brief(&st)
+    );
+}
+
 /// One UDP datagram from IN to OUT:7000 from each source port in `first..end`, as fast as
 /// python sends: that many new flows.
 fn new_flows(t: &Topo, first: u16, end: u16) -> Run {

@@ -194,6 +194,9 @@ pub struct Napt<A> {
     sweep_cursor: usize,
     /// Sessions may be handed to a fast path ([`Napt::set_offload`]).
     offload: bool,
+    /// Sessions kept off the fast path while `xlat trace` looks at them
+    /// ([`Napt::hold_offload`]).
+    hold: Option<Box<crate::snapshot::SessionFilter>>,
     /// The state-event stream ([`crate::events`]); off until a consumer starts it.
     events: crate::events::EventQueue,
     /// `events.dropped()` at the last drain.
@@ -258,6 +261,7 @@ impl<A: InsideAddr> Napt<A> {
             rng: Rng::new(seed),
             sweep_cursor: 0,
             offload: false,
+            hold: None,
             events: crate::events::EventQueue::default(),
             events_dropped_seen: 0,
             pending: Vec::with_capacity(PENDING_MAX),

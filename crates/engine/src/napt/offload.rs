@@ -6,6 +6,7 @@ use crate::counters::{Counters, Event};
 use crate::events::{event, EndReason, EventKind};
 use crate::flow::{Endpoint, InsideAddr, Proto};
 use crate::offload::OffloadKind;
+use crate::snapshot::SessionFilter;
 use crate::tcp::TcpState;
 use crate::Time;
 
@@ -96,6 +97,77 @@ impl<A: InsideAddr> Napt<A> {
         false
     }
 
+    /// `xlat trace`: withdraws the recipes of the offloaded sessions `f` takes and keeps the
+    /// sessions it takes off the fast path from now on, so their packets reach the engine
+    /// and its trace; `None` ends that and hands the held sessions that qualify (UDP,
+    /// established TCP) back. A withdrawn session is refreshed as if its packets were seen
+    /// now: the fast path carried them uncounted, and timeouts are minimums (RFC 4787
+    /// REQ-5). Returns how many sessions were withdrawn or handed back.
+    pub fn hold_offload(&mut self, now: Time, f: Option<SessionFilter>) -> u64 {
+        let (f, hold) = match f {
+            Some(f) => (f, true),
+            None => match self.hold.take() {
+                Some(f) => (*f, false),
+                None => return 0,
+            },
+        };
+        let sids: Vec<u32> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.offloaded == hold && self.takes(s, &f, now))
+            .filter(|(_, s)| hold || self.may_offload(s))
+            .map(|(sid, _)| sid)
+            .collect();
+        let t = self.cfg.timeouts;
+        for &sid in &sids {
+            let Some(s) = self.sessions.get_mut(sid) else {
+                continue;
+            };
+            s.offloaded = !hold;
+            if hold {
+                let life = match s.state {
+                    SessState::Udp => t.udp,
+                    SessState::Icmp => t.icmp,
+                    SessState::Tcp(TcpState::Established) => t.tcp_established,
+                    SessState::Tcp(_) => t.tcp_transitory,
+                };
+                let e = now.plus_secs(life);
+                if e > s.expires {
+                    s.expires = e;
+                    let (mid, raddr) = (s.map, s.remote_addr);
+                    self.propagate(mid, raddr, e);
+                }
+            }
+            let kind = if hold {
+                OffloadKind::Remove
+            } else {
+                OffloadKind::Install
+            };
+            self.offload_event(now, kind, sid);
+        }
+        if hold {
+            self.hold = Some(Box::new(f));
+        }
+        sids.len() as u64
+    }
+
+    /// Could session `s` be on the fast path now (UDP, or TCP established, offloadable)?
+    fn may_offload(&self, s: &Session) -> bool {
+        matches!(
+            s.state,
+            SessState::Udp | SessState::Tcp(TcpState::Established)
+        ) && self.offloadable(s.proto(), s.remote(), s.int_port)
+    }
+
+    /// Is session `sid` held off the fast path ([`Napt::hold_offload`])?
+    pub(super) fn held(&self, sid: u32, now: Time) -> bool {
+        self.hold.as_ref().is_some_and(|f| {
+            self.sessions
+                .get(sid)
+                .is_some_and(|s| self.takes(s, f, now))
+        })
+    }
+
     /// A TCP session entered (`established`) or left the established state: its recipes go
     /// to the fast path, or come back so FIN/RST handling and the transitory timeout stay
     /// the engine's (RFC 6146 3.5.2.2).
@@ -107,7 +179,11 @@ impl<A: InsideAddr> Napt<A> {
         else {
             return;
         };
-        let kind = if established && !offloaded && self.offloadable(proto, remote, int_port) {
+        let kind = if established
+            && !offloaded
+            && self.offloadable(proto, remote, int_port)
+            && !self.held(sid, now)
+        {
             OffloadKind::Install
         } else if !established && offloaded {
             OffloadKind::Remove

@@ -174,7 +174,12 @@ impl<A: InsideAddr> Napt<A> {
             state,
             offloaded,
         });
-        if offloaded {
+        // Not while `xlat trace` holds its flows back (cold: only then is there a hold).
+        if offloaded && self.hold.is_some() && self.held(sid, now) {
+            if let Some(s) = self.sessions.get_mut(sid) {
+                s.offloaded = false;
+            }
+        } else if offloaded {
             self.offload_event(now, crate::offload::OffloadKind::Install, sid);
         }
         if self.events.on() {

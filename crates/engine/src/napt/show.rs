@@ -10,7 +10,7 @@ use super::Napt;
 
 impl<A: InsideAddr> Napt<A> {
     /// Does live session `s` match `f` (values compared, nothing formatted)?
-    fn takes(&self, s: &Session, f: &SessionFilter, now: Time) -> bool {
+    pub(super) fn takes(&self, s: &Session, f: &SessionFilter, now: Time) -> bool {
         if !(s.expires > now || s.offloaded) {
             return false;
         }

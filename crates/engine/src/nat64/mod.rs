@@ -187,6 +187,11 @@ impl Nat64 {
         self.napt.set_offload(on);
     }
 
+    /// See [`crate::Engine::hold_offload`].
+    pub fn hold_offload(&mut self, now: Time, f: Option<SessionFilter>) -> u64 {
+        self.napt.hold_offload(now, f)
+    }
+
     /// Applies the live-changeable settings ([`crate::reconfigure`]).
     pub(crate) fn set_live(&mut self, l: crate::reconfigure::Live) {
         self.napt.set_live(l);
