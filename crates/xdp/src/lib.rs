@@ -565,6 +565,8 @@ impl FastPath {
                 p.del64.delete(Key6::of(&out.key));
                 p.del46.delete(Key::of(&inb.key));
             }
+            // SIIT's pair recipes: not carried yet.
+            (Recipes::Siit64(_) | Recipes::Siit46(_), _) => {}
         }
     }
 
@@ -626,6 +628,7 @@ impl FastPath {
                     .ok()
                     .map(|v| v.last_seen),
             ),
+            Recipes::Siit64(_) | Recipes::Siit46(_) => (None, None),
         }
     }
 
