@@ -130,8 +130,9 @@ pub struct SiitRecipe64 {
 /// SIIT IPv4 -> IPv6 (RFC 7915 4.1, 4.5): every TCP/UDP packet of `key` (no options, not a
 /// fragment, TTL above 1, a good header checksum, a UDP checksum present) becomes an IPv6
 /// packet from `new.src` to `new.dst` (EAM, else the pref64: RFC 7757 3.2, RFC 6052 2.2),
-/// ports kept, the header written as for [`Recipe46`]. Packets longer than `mtu_limit` as
-/// IPv6 stay with the engine whatever their DF (4.1: fragmented, or Fragmentation Needed).
+/// ports kept, the header written as for [`Recipe46`]. Packets longer as IPv6 than
+/// `mtu_limit` without DF (4.1: fragmented) or than `mtu_df` with it (4.1: Fragmentation
+/// Needed) stay with the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SiitRecipe46 {
     pub key: Pair4,
@@ -139,6 +140,8 @@ pub struct SiitRecipe46 {
     pub l4_delta: u16,
     /// The lowest IPv6 MTU or the next hop's, whichever is lower.
     pub mtu_limit: u16,
+    /// The next hop's MTU (`tun.mtu`, at most 65535).
+    pub mtu_df: u16,
 }
 
 /// What an op carries: a session's two recipes (inside to outside `out`, outside to inside
@@ -232,7 +235,7 @@ pub fn siit64_recipe(
 }
 
 /// [`siit64_recipe`]'s twin, IPv4 -> IPv6 (RFC 7915 4.5).
-pub fn siit46_recipe(key: Pair4, new: Pair6, mtu_limit: u16) -> SiitRecipe46 {
+pub fn siit46_recipe(key: Pair4, new: Pair6, (mtu_limit, mtu_df): (u16, u16)) -> SiitRecipe46 {
     let k = Tuple4 {
         proto: key.proto,
         src: key.src,
@@ -252,6 +255,7 @@ pub fn siit46_recipe(key: Pair4, new: Pair6, mtu_limit: u16) -> SiitRecipe46 {
         new,
         l4_delta: delta46(&k, &n).folded(),
         mtu_limit,
+        mtu_df,
     }
 }
 
@@ -624,10 +628,11 @@ pub fn apply_siit46(r: &SiitRecipe46, pkt: &[u8]) -> Option<Vec<u8>> {
     }
     let total = usize::from(u16_at(pkt, ip4off::TOTAL_LEN)?);
     let payload = total.checked_sub(20)?;
-    // RFC 7915 4.1: longer than the lowest IPv6 MTU (or the next hop's): fragmented without
-    // DF, Fragmentation Needed with it -- the engine's either way.
-    if total > pkt.len() || payload < l4_header(t.proto) || 40 + payload > usize::from(r.mtu_limit)
-    {
+    // RFC 7915 4.1: without DF, longer than the lowest IPv6 MTU: fragmented; with DF, longer
+    // than the next hop's: Fragmentation Needed -- the engine's either way.
+    let df = u16_at(pkt, ip4off::FLAGS_FRAG)? & 0x4000 != 0;
+    let limit = if df { r.mtu_df } else { r.mtu_limit };
+    if total > pkt.len() || payload < l4_header(t.proto) || 40 + payload > usize::from(limit) {
         return None;
     }
     let c = u16_at(pkt, 20 + l4_csum_off(t.proto))?;

@@ -1151,20 +1151,33 @@ fn rfc7915_4_1_4_5_siit_recipe_4to6_equals_the_engine_eam_and_pref64() {
         let mut bad = ip4(a4(R4), a4(H4), proto, l4(proto, 53, 5000, b"x"), 64, 0, 3);
         bad[10] ^= 1;
         assert_eq!(offload::apply_siit46(r, &bad), None);
-        // RFC 7915 4.1: longer than the lowest IPv6 MTU -- fragmented (no DF) or refused
-        // with Fragmentation Needed (DF) -- the engine's either way.
-        for ff in [0, 0x4000] {
-            let big = ip4(
-                a4(R4),
-                a4(H4),
-                proto,
-                l4(proto, 1, 2, &[1; 1300]),
-                64,
-                ff,
-                4,
-            );
-            assert_eq!(offload::apply_siit46(r, &big), None);
-        }
+        // RFC 7915 4.1: longer than the lowest IPv6 MTU without DF: fragmented (engine).
+        let big = ip4(a4(R4), a4(H4), proto, l4(proto, 1, 2, &[1; 1300]), 64, 0, 4);
+        assert_eq!(offload::apply_siit46(r, &big), None);
+        // With DF it fits the next hop (1500): translated whole, byte for byte the engine's
+        // (its general path: the lane keeps to the lower limit).
+        let big_df = ip4(
+            a4(R4),
+            a4(H4),
+            proto,
+            l4(proto, 1, 2, &[1; 1400]),
+            64,
+            0x4000,
+            4,
+        );
+        let by_recipe = offload::apply_siit46(r, &big_df).unwrap();
+        assert_eq!(by_recipe, lane(&mut e, t, &big_df).1);
+        // Longer than the next hop with DF: Fragmentation Needed (engine).
+        let too_big = ip4(
+            a4(R4),
+            a4(H4),
+            proto,
+            l4(proto, 1, 2, &[1; 1460]),
+            64,
+            0x4000,
+            4,
+        );
+        assert_eq!(offload::apply_siit46(r, &too_big), None);
         // Fragments, TTL 1, another pair: not this recipe's.
         let frag = ip4(a4(R4), a4(H4), proto, l4(proto, 1, 2, b"x"), 64, 0x2000, 5);
         assert_eq!(offload::apply_siit46(r, &frag), None);

@@ -121,8 +121,9 @@ impl FastPath {
         }
     }
 
-    /// [`FastPath::seen6`] for IPv4 -> IPv6 (RFC 7915 4.1): `mtu` is the longest IPv6 packet.
-    pub fn seen4(&mut self, now: Time, key: Pair4, new: Pair6, mtu: u16, c: &mut Counters) {
+    /// [`FastPath::seen6`] for IPv4 -> IPv6 (RFC 7915 4.1): `mtu` is the longest IPv6 packet
+    /// made from one without DF, and from one with DF.
+    pub fn seen4(&mut self, now: Time, key: Pair4, new: Pair6, mtu: (u16, u16), c: &mut Counters) {
         if !self.touch(now, Key::V4(key)) {
             let r = Recipes::Siit46(siit46_recipe(key, new, mtu));
             self.install(now, Key::V4(key), r, c);
@@ -293,13 +294,13 @@ mod tests {
         let mut f = FastPath::new();
         let mut c = Counters::default();
         let t = Time::from_secs(10);
-        f.seen4(t, pair4(1), pair6(1), 1280, &mut c);
-        f.seen4(t, pair4(1), pair6(1), 1280, &mut c);
+        f.seen4(t, pair4(1), pair6(1), (1280, 1500), &mut c);
+        f.seen4(t, pair4(1), pair6(1), (1280, 1500), &mut c);
         let v = drain(&mut f);
         assert_eq!(v.len(), 1);
         assert_eq!(v[0].kind, OffloadKind::Install);
         assert_eq!(v[0].token & TOKEN_SIIT, TOKEN_SIIT);
-        f.seen4(t.plus_secs(1), pair4(1), pair6(1), 1280, &mut c);
+        f.seen4(t.plus_secs(1), pair4(1), pair6(1), (1280, 1500), &mut c);
         assert_eq!(drain(&mut f).len(), 1, "reinstalled after REINSTALL");
         assert_eq!(f.len(), 1);
     }
@@ -308,8 +309,8 @@ mod tests {
     fn idle_pairs_are_queried_then_kept_or_withdrawn() {
         let mut f = FastPath::new();
         let mut c = Counters::default();
-        f.seen4(Time::from_secs(0), pair4(1), pair6(1), 1280, &mut c);
-        f.seen4(Time::from_secs(0), pair4(2), pair6(2), 1280, &mut c);
+        f.seen4(Time::from_secs(0), pair4(1), pair6(1), (1280, 1500), &mut c);
+        f.seen4(Time::from_secs(0), pair4(2), pair6(2), (1280, 1500), &mut c);
         drain(&mut f);
         f.expire(Time::from_secs(30));
         assert!(drain(&mut f).is_empty(), "not idle yet");

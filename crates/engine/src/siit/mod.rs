@@ -762,7 +762,12 @@ impl Siit {
         }
         c.event(Event::Ipv4ToIpv6);
         if let Some(f) = self.fast.as_mut() {
-            let mtu = u16::try_from(limit).unwrap_or(u16::MAX);
+            // The lane took only what fits the lower limit; the fast path takes DF packets up
+            // to the next hop's MTU, as the general path translates them (RFC 7915 4.1).
+            let mtu = (
+                u16::try_from(limit).unwrap_or(u16::MAX),
+                u16::try_from(self.params.mtu).unwrap_or(u16::MAX),
+            );
             f.seen4(
                 now,
                 Pair4 {
