@@ -17,7 +17,9 @@
 //! 5. fragments ([`frag`]): IPv4 packets without DF split to the lowest IPv6 MTU
 //!    ([`split6`]), first fragments of ICMP messages held until their length is known.
 //!
-//! SIIT keeps no per-flow state; its only memory is that ICMP fragment bookkeeping.
+//! SIIT keeps no per-flow state; its only memory is that ICMP fragment bookkeeping, and, with
+//! the XDP fast path on, the cache of address pairs whose recipes it handed over
+//! ([`fastpath`]: the plain TCP/UDP its lane translates, keyed by addresses and protocol).
 
 pub(crate) mod eam;
 pub(crate) mod ext;
