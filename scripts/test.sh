@@ -16,10 +16,11 @@ ensure_cargo
 
 # One test at a time: the end-to-end tests move real traffic and share the machine's cores.
 timeout -k 10 2400 cargo test --workspace --release "$@" -- --include-ignored --test-threads=1
-# The NAT44 and NAT64 (with DNS64) end-to-end suites once more with the XDP fast path carrying
-# established flows ([dataplane] fast_path = "xdp"): every behaviour must hold with it on and off.
+# The NAT44 and NAT64/SIIT (with DNS64) end-to-end suites once more with the XDP fast path
+# carrying established flows and SIIT's address pairs ([dataplane] fast_path = "xdp"): every
+# behaviour must hold with it on and off.
 if [ $# -eq 0 ]; then
-    say "NAT44, NAT64, FTP ALG, metrics, logging and IPFIX end-to-end tests with the XDP fast path"
+    say "NAT44, NAT64/SIIT, FTP ALG, metrics, logging and IPFIX end-to-end tests with the XDP fast path"
     XLAT_E2E_FAST_PATH=1 timeout -k 10 1200 cargo test --release -p xlat --test e2e_nat44 --test e2e_nat64 --test e2e_ftp --test e2e_reload --test e2e_metrics --test e2e_logging --test e2e_ipfix -- --include-ignored --test-threads=1
     # And on two packet workers ([dataplane] workers = 2: a multi-queue TUN device, packets
     # handed between workers, inbound fragments placed by their first fragment, a reload

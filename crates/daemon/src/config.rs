@@ -674,11 +674,12 @@ impl Ctx<'_> {
         Ok(socket)
     }
 
-    /// `[dataplane]`; `stateful`: the file has a [nat44] or [nat64] section.
+    /// `[dataplane]`; `offloadable`: the file has a [nat44], [nat64] or [siit] section (the
+    /// translators the XDP fast path carries).
     fn dataplane(
         &self,
         raw: RawDataplane,
-        stateful: bool,
+        offloadable: bool,
     ) -> Result<DataplaneConfig, ConfigFileError> {
         // [dataplane]
         let dd = DataplaneConfig::default();
@@ -727,10 +728,10 @@ impl Ctx<'_> {
                 format!("{} interfaces; expected at most 64", interfaces.len()),
             ));
         }
-        if fast_path == FastPath::Xdp && !stateful {
+        if fast_path == FastPath::Xdp && !offloadable {
             return Err(self.invalid(
                 "dataplane.fast_path",
-                "the XDP fast path carries NAT44 and NAT64 sessions; add a [nat44] or [nat64] section or set fast_path = \"none\"",
+                "the XDP fast path carries NAT44 and NAT64 sessions and SIIT's address pairs; add a [nat44], [nat64] or [siit] section or set fast_path = \"none\"",
             ));
         }
         let table_size = raw.table_size.unwrap_or(dd.table_size);
@@ -1274,7 +1275,7 @@ impl Config {
         };
 
         // [nat44]
-        let stateful = raw.nat44.is_some() || raw.nat64.is_some();
+        let offloadable = raw.nat44.is_some() || raw.nat64.is_some() || raw.siit.is_some();
         let nat44 = raw
             .nat44
             .and_then(|n| keep(&mut errors, cx.nat44(n, timeouts, limits)));
@@ -1304,7 +1305,7 @@ impl Config {
         let socket = keep(&mut errors, cx.socket(raw.control)).unwrap_or_default();
 
         let dataplane =
-            keep(&mut errors, cx.dataplane(raw.dataplane, stateful)).unwrap_or_default();
+            keep(&mut errors, cx.dataplane(raw.dataplane, offloadable)).unwrap_or_default();
 
         let metrics = keep(&mut errors, cx.metrics(raw.metrics)).flatten();
         let dns64 = raw.dns64.and_then(|d| keep(&mut errors, d.check(&cx)));
@@ -1496,16 +1497,9 @@ impl Config {
     /// writes no `[dataplane]` runs (issue 25: docs/PERFORMANCE.md measures both).
     pub fn advice(&self) -> Vec<String> {
         let d = &self.dataplane;
-        let stateful = self.nat44.is_some() || self.nat64.is_some();
-        if d.fast_path == FastPath::None
-            && d.slow_path == SlowPath::Tun
-            && (stateful || self.siit.is_some())
-        {
-            let fast = if stateful {
-                "fast_path = \"xdp\", "
-            } else {
-                ""
-            };
+        let offloadable = self.nat44.is_some() || self.nat64.is_some() || self.siit.is_some();
+        if d.fast_path == FastPath::None && d.slow_path == SlowPath::Tun && offloadable {
+            let fast = "fast_path = \"xdp\", ";
             return vec![format!(
                 "every packet crosses the TUN device (the default data path, the slowest); for speed on Linux 6.3 or later set [dataplane] {fast}slow_path = \"af_xdp\", interfaces = [\"INSIDE\", \"OUTSIDE\"] (docs/CONFIG.md, docs/PERFORMANCE.md)"
             )];
@@ -2271,11 +2265,9 @@ rfc6791v6 = "2001:db8:6791::/96"
             "{NAT}[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"a b\"]\n"
         ));
         assert!(e.starts_with("xlat.toml: dataplane.interfaces: "), "{e}");
-        let e = err("[siit]\nprefix = \"2001:2:0:64::/96\"\n[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"a\"]\n");
-        assert!(
-            e.contains("dataplane.fast_path: the XDP fast path carries NAT44"),
-            "{e}"
-        );
+        // SIIT is carried (its address pairs); a tunnel alone is not.
+        let siit = Config::parse("xlat.toml", "[siit]\nprefix = \"2001:2:0:64::/96\"\n[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"a\"]\n").unwrap();
+        assert_eq!(siit.dataplane.fast_path, FastPath::Xdp);
     }
 
     #[test]

@@ -1226,8 +1226,8 @@ pub struct FastPathBufs {
     ops: Vec<xlat_engine::offload::OffloadOp>,
 }
 
-/// Takes the engine's state events to their consumers: the fast-path instructions to the
-/// XDP fast path, the events `[logging]` wants to the event log (a bounded queue to its thread;
+/// Takes the engine's state events to their consumers: the fast-path instructions (and
+/// SIIT's, [`Engine::drain_offload`]) to the XDP fast path, the events `[logging]` wants to the event log (a bounded queue to its thread;
 /// returns how many it had no room for). Installs and removals are staged and written with
 /// one batched bpf(2) call per map (issue 25: not one per session), queries answered with the
 /// recipes' last-seen stamps (converted to the engine's clock), which may expire sessions and
@@ -1250,7 +1250,12 @@ pub fn drain_state(
     for _ in 0..4 {
         events.clear();
         engine.drain_events(events);
-        if events.is_empty() {
+        ops.clear();
+        if fast.is_some() {
+            // SIIT's address-pair recipes: not state events (SIIT has no sessions to log).
+            engine.drain_offload(ops);
+        }
+        if events.is_empty() && ops.is_empty() {
             break;
         }
         if let Some(sy) = sync {
@@ -1277,7 +1282,6 @@ pub fn drain_state(
         let Some(fast) = fast else {
             break;
         };
-        ops.clear();
         ops.extend(events.iter().filter_map(|ev| engine.offload_op(ev)));
         if ops.is_empty() {
             break;

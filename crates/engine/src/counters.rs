@@ -366,6 +366,11 @@ reasons! {
         OffloadRemoved = "offload_removed",
         /// Idle timeouts extended because the fast path had seen the session's packets.
         OffloadRefreshed = "offload_refreshed",
+        /// SIIT address pairs whose fast-path recipe was withdrawn to make room for another
+        /// (an engine offloads at most 65,536 pairs; the evicted pair's packets cross the
+        /// engine until its recipe is installed again). Steady growth: more pairs are active
+        /// than the table holds.
+        SiitOffloadEvicted = "siit_offload_evicted",
         /// FTP control lines rewritten by the FTP ALG (`alg = ["ftp"]`): PORT, EPRT, 227 and
         /// 229 given the outside address and a mapped port, EPSV as PASV and 227 as 229
         /// (RFC 959, RFC 2428, RFC 6384).

@@ -514,7 +514,7 @@ impl Engine {
                     (Plan::Siit, _, _) => self
                         .siit
                         .as_mut()
-                        .and_then(|s| s.lane(p, &mut self.counters)),
+                        .and_then(|s| s.lane(now, p, &mut self.counters)),
                     _ => None,
                 };
                 *v = match lane {
@@ -695,13 +695,37 @@ impl Engine {
 
     /// Hands simple sessions (NAT44 and NAT64: UDP, established TCP) to a fast path from now
     /// on: their instructions come out of [`Engine::drain_events`], turned into recipes by
-    /// [`Engine::offload_op`] ([`offload`] explains the protocol).
+    /// [`Engine::offload_op`] ([`offload`] explains the protocol). SIIT, which has no
+    /// sessions, hands over the address pairs of its plain TCP/UDP packets: their
+    /// instructions come out of [`Engine::drain_offload`].
     pub fn set_offload(&mut self, on: bool) {
         if let Some(n) = self.nat44.as_mut() {
             n.set_offload(on);
         }
         if let Some(n) = self.nat64.as_mut() {
             n.set_offload(on);
+        }
+        if let Some(s) = self.siit.as_mut() {
+            s.set_offload(on);
+        }
+    }
+
+    /// Appends SIIT's fast-path instructions since the last call to `out` (installs and
+    /// withdrawals of its address-pair recipes, and queries about idle ones, answered with
+    /// [`Engine::offload_seen`]); counts installs and withdrawals. Drivers drain this with
+    /// [`Engine::drain_events`].
+    pub fn drain_offload(&mut self, out: &mut Vec<offload::OffloadOp>) {
+        let Some(s) = self.siit.as_mut() else {
+            return;
+        };
+        let from = out.len();
+        s.drain_offload(out);
+        for op in out.iter().skip(from) {
+            match op.kind {
+                offload::OffloadKind::Install => self.counters.event(Event::OffloadInstalled),
+                offload::OffloadKind::Remove => self.counters.event(Event::OffloadRemoved),
+                offload::OffloadKind::Query => {}
+            }
         }
     }
 
@@ -805,7 +829,8 @@ impl Engine {
     }
 
     /// The answer to an [`offload::OffloadKind::Query`]: when the fast path last saw the
-    /// session's outbound and inbound packets (the engine's clock). The session is refreshed
+    /// session's outbound and inbound packets (the engine's clock; a SIIT recipe, one
+    /// direction, answers in `out_seen`). The session is refreshed
     /// or, if still idle past its timeout, removed (its `Remove` follows in
     /// [`Engine::drain_events`]). Returns true if it was removed.
     pub fn offload_seen(
@@ -821,6 +846,12 @@ impl Engine {
         )]
         let sid = token as u32;
         let c = &mut self.counters;
+        if token & offload::TOKEN_SIIT != 0 {
+            return self
+                .siit
+                .as_mut()
+                .is_some_and(|s| s.offload_seen(now, sid, out_seen, c));
+        }
         match (
             token & offload::TOKEN_NAT64 != 0,
             &mut self.nat44,

@@ -18,8 +18,14 @@
 //! allow) or removes it and withdraws its recipes. Timeouts are minimums (RFC 4787 REQ-5):
 //! a session may outlive its timeout by the time the sweep takes to reach it, never less.
 //!
-//! [`apply`] is the reference model of what a fast path does with a recipe; the tests check
-//! it against the engine's own translation, and the XDP program (crates/xdp) follows it.
+//! SIIT (issue 25) has no sessions: its recipes ([`SiitRecipe64`], [`SiitRecipe46`]) are
+//! keyed by a packet's addresses and protocol, ports kept, one direction each, installed
+//! when SIIT's lane translates a pair's packet and expired like sessions' (`siit/fastpath.rs`
+//! says how); they come out of [`crate::Engine::drain_offload`], not the event stream.
+//!
+//! [`apply`] is the reference model of what a fast path does with a recipe ([`apply64`],
+//! [`apply46`] for NAT64, [`apply_siit64`], [`apply_siit46`] for SIIT); the tests check it
+//! against the engine's own translation, and the XDP program (crates/xdp) follows it.
 
 use xlat_wire::field::{set_u16, set_u32, set_u8, u16_at, u32_at, u8_at};
 use xlat_wire::ipv4::{off as ip4off, proto as ipproto};
@@ -83,11 +89,70 @@ pub struct Recipe46 {
     pub mtu_limit: u16,
 }
 
-/// A session's two recipes: inside to outside (`out`), outside to inside (`inb`).
+/// The addresses and protocol of an IPv4 packet: a SIIT recipe's key (its ports are kept,
+/// whatever they are).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Pair4 {
+    /// IP protocol number (TCP 6, UDP 17).
+    pub proto: u8,
+    pub src: u32,
+    pub dst: u32,
+}
+
+/// [`Pair4`] for IPv6.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Pair6 {
+    /// Next header (TCP 6, UDP 17), with no extension headers before it.
+    pub proto: u8,
+    pub src: u128,
+    pub dst: u128,
+}
+
+/// SIIT IPv6 -> IPv4 (RFC 7915 5.1, 5.5), stateless: every TCP/UDP packet of `key` (no
+/// extension headers, hop limit above 1, the transport header whole) becomes an IPv4 packet
+/// from `new.src` to `new.dst` (the addresses SIIT's mapping gives: EAM, RFC 7757 3.2, else
+/// the pref64, RFC 6052 2.3), ports kept, the header written as for [`Recipe64`] (TOS,
+/// TTL = hop limit - 1, DF and identification by RFC 7915 5.1 from `id_base` and the counter
+/// `id_slot`), `l4_delta` added to the transport checksum -- the addresses' change alone,
+/// the same for every port and for TCP and UDP. Packets longer than `mtu_limit` as IPv4
+/// stay with the engine (5.1: Packet Too Big).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SiitRecipe64 {
+    pub key: Pair6,
+    pub new: Pair4,
+    pub l4_delta: u16,
+    pub id_base: u16,
+    pub id_slot: u16,
+    /// The next hop's MTU (`tun.mtu`, at most 65535): the longest IPv4 packet made here.
+    pub mtu_limit: u16,
+}
+
+/// SIIT IPv4 -> IPv6 (RFC 7915 4.1, 4.5): every TCP/UDP packet of `key` (no options, not a
+/// fragment, TTL above 1, a good header checksum, a UDP checksum present) becomes an IPv6
+/// packet from `new.src` to `new.dst` (EAM, else the pref64: RFC 7757 3.2, RFC 6052 2.2),
+/// ports kept, the header written as for [`Recipe46`]. Packets longer as IPv6 than
+/// `mtu_limit` without DF (4.1: fragmented) or than `mtu_df` with it (4.1: Fragmentation
+/// Needed) stay with the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SiitRecipe46 {
+    pub key: Pair4,
+    pub new: Pair6,
+    pub l4_delta: u16,
+    /// The lowest IPv6 MTU or the next hop's, whichever is lower.
+    pub mtu_limit: u16,
+    /// The next hop's MTU (`tun.mtu`, at most 65535).
+    pub mtu_df: u16,
+}
+
+/// What an op carries: a session's two recipes (inside to outside `out`, outside to inside
+/// `inb`), or one SIIT recipe (one direction of an address pair; SIIT has no sessions, each
+/// direction is offloaded when the engine translates it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Recipes {
     Nat44 { out: Recipe, inb: Recipe },
     Nat64 { out: Recipe64, inb: Recipe46 },
+    Siit64(SiitRecipe64),
+    Siit46(SiitRecipe46),
 }
 
 /// One instruction for the fast path: a session's two recipes and what to do with them.
@@ -104,20 +169,95 @@ impl OffloadOp {
     pub fn nat44(&self) -> Option<(&Recipe, &Recipe)> {
         match &self.recipes {
             Recipes::Nat44 { out, inb } => Some((out, inb)),
-            Recipes::Nat64 { .. } => None,
+            _ => None,
         }
     }
     /// The NAT64 recipes (out, in), if this is a NAT64 session.
     pub fn nat64(&self) -> Option<(&Recipe64, &Recipe46)> {
         match &self.recipes {
             Recipes::Nat64 { out, inb } => Some((out, inb)),
-            Recipes::Nat44 { .. } => None,
+            _ => None,
+        }
+    }
+    /// The SIIT IPv6 -> IPv4 recipe, if this is one.
+    pub fn siit64(&self) -> Option<&SiitRecipe64> {
+        match &self.recipes {
+            Recipes::Siit64(r) => Some(r),
+            _ => None,
+        }
+    }
+    /// The SIIT IPv4 -> IPv6 recipe, if this is one.
+    pub fn siit46(&self) -> Option<&SiitRecipe46> {
+        match &self.recipes {
+            Recipes::Siit46(r) => Some(r),
+            _ => None,
         }
     }
 }
 
 /// Token bit that marks a NAT64 session (the low 32 bits are the session id).
 pub const TOKEN_NAT64: u64 = 1 << 32;
+
+/// Token bit that marks a SIIT recipe (the low 32 bits are its slot in the engine's table).
+pub const TOKEN_SIIT: u64 = 1 << 33;
+
+/// The SIIT recipe of IPv6 -> IPv4 for `key` -> `new` (RFC 7915 5.5): the checksum delta
+/// is [`delta64`]'s with the ports unchanged, whose words add ~p + p = 0xffff each whatever
+/// p is, so one value serves every port pair and the lane's own computation gives it too.
+pub fn siit64_recipe(
+    key: Pair6,
+    new: Pair4,
+    (id_base, id_slot): (u16, u16),
+    mtu_limit: u16,
+) -> SiitRecipe64 {
+    let k = Tuple6 {
+        proto: key.proto,
+        src: key.src,
+        dst: key.dst,
+        sport: 0,
+        dport: 0,
+    };
+    let n = Tuple4 {
+        proto: key.proto,
+        src: new.src,
+        dst: new.dst,
+        sport: 0,
+        dport: 0,
+    };
+    SiitRecipe64 {
+        key,
+        new,
+        l4_delta: delta64(&k, &n).folded(),
+        id_base,
+        id_slot,
+        mtu_limit,
+    }
+}
+
+/// [`siit64_recipe`]'s twin, IPv4 -> IPv6 (RFC 7915 4.5).
+pub fn siit46_recipe(key: Pair4, new: Pair6, (mtu_limit, mtu_df): (u16, u16)) -> SiitRecipe46 {
+    let k = Tuple4 {
+        proto: key.proto,
+        src: key.src,
+        dst: key.dst,
+        sport: 0,
+        dport: 0,
+    };
+    let n = Tuple6 {
+        proto: key.proto,
+        src: new.src,
+        dst: new.dst,
+        sport: 0,
+        dport: 0,
+    };
+    SiitRecipe46 {
+        key,
+        new,
+        l4_delta: delta46(&k, &n).folded(),
+        mtu_limit,
+        mtu_df,
+    }
+}
 
 /// The TTL/protocol word drops by 0x0100 at a router hop (RFC 1812 5.3.1): ~m + m' with
 /// m' = m - 0x0100 is the same whatever m is.
@@ -230,6 +370,11 @@ pub fn nat64_recipes(
 /// The tuple of an IPv4 TCP/UDP packet a fast path would consider: no options, not a
 /// fragment, TTL above 1, TCP without SYN/FIN/RST. `None` for anything else.
 pub fn fast_tuple(pkt: &[u8]) -> Option<Tuple4> {
+    tuple4(pkt, true)
+}
+
+/// [`fast_tuple`] with TCP's SYN/FIN/RST allowed (`control` false: SIIT keeps no TCP state).
+fn tuple4(pkt: &[u8], control: bool) -> Option<Tuple4> {
     let vihl = u8_at(pkt, 0)?;
     if vihl != 0x45 {
         return None;
@@ -242,7 +387,7 @@ pub fn fast_tuple(pkt: &[u8]) -> Option<Tuple4> {
     match proto {
         ipproto::TCP => {
             let flags = u8_at(pkt, l4 + tcp::FLAGS)?;
-            if flags & (tcp::SYN | tcp::FIN | tcp::RST) != 0 {
+            if control && flags & (tcp::SYN | tcp::FIN | tcp::RST) != 0 {
                 return None;
             }
             u16_at(pkt, l4 + tcp::CHECKSUM)?;
@@ -309,6 +454,11 @@ pub fn apply(r: &Recipe, pkt: &mut [u8]) -> bool {
 /// The tuple of an IPv6 TCP/UDP packet a fast path would consider: no extension headers,
 /// hop limit above 1, TCP without SYN/FIN/RST, the whole payload present.
 pub fn fast_tuple6(pkt: &[u8]) -> Option<Tuple6> {
+    tuple6(pkt, true)
+}
+
+/// [`fast_tuple6`] with TCP's SYN/FIN/RST allowed when `control` is false.
+fn tuple6(pkt: &[u8], control: bool) -> Option<Tuple6> {
     if u8_at(pkt, 0)? >> 4 != 6 || u8_at(pkt, 7)? <= 1 {
         return None;
     }
@@ -319,7 +469,7 @@ pub fn fast_tuple6(pkt: &[u8]) -> Option<Tuple6> {
     let proto = u8_at(pkt, 6)?;
     match proto {
         ipproto::TCP => {
-            if u8_at(pkt, 40 + tcp::FLAGS)? & (tcp::SYN | tcp::FIN | tcp::RST) != 0 {
+            if control && u8_at(pkt, 40 + tcp::FLAGS)? & (tcp::SYN | tcp::FIN | tcp::RST) != 0 {
                 return None;
             }
         }
@@ -341,6 +491,15 @@ pub fn fast_tuple6(pkt: &[u8]) -> Option<Tuple6> {
     })
 }
 
+/// The transport header's length as the fast path checks it is there (TCP 20, UDP 8).
+fn l4_header(proto: u8) -> usize {
+    if proto == ipproto::TCP {
+        20
+    } else {
+        8
+    }
+}
+
 /// Applies a NAT64 outbound recipe to an IPv6 packet the way the XDP program does, returning
 /// the IPv4 packet (`None`: not a packet the fast path handles, or not this recipe's).
 /// `count` is the value of the fast path's identification counter `r.id_slot`.
@@ -348,6 +507,11 @@ pub fn apply64(r: &Recipe64, pkt: &[u8], count: u16) -> Option<Vec<u8>> {
     if fast_tuple6(pkt)? != r.key {
         return None;
     }
+    emit64(r, pkt, count)
+}
+
+/// [`apply64`] after its checks: the IPv4 packet `r` makes of `pkt`.
+fn emit64(r: &Recipe64, pkt: &[u8], count: u16) -> Option<Vec<u8>> {
     let plen = usize::from(u16_at(pkt, 4)?);
     let tc = ((u8_at(pkt, 0)? & 0x0f) << 4) | (u8_at(pkt, 1)? >> 4);
     let hop = u8_at(pkt, 7)?;
@@ -391,6 +555,13 @@ pub fn apply46(r: &Recipe46, pkt: &[u8]) -> Option<Vec<u8>> {
     if r.key.proto == ipproto::UDP && c == 0 {
         return None;
     }
+    emit46(r, pkt, total, c)
+}
+
+/// [`apply46`] after its checks: the IPv6 packet `r` makes of `pkt` (`total` bytes long,
+/// transport checksum `c`).
+fn emit46(r: &Recipe46, pkt: &[u8], total: usize, c: u16) -> Option<Vec<u8>> {
+    let payload = total.checked_sub(20)?;
     let tos = u8_at(pkt, ip4off::TOS)?;
     let ttl = u8_at(pkt, ip4off::TTL)?;
     let plen = u16::try_from(payload).ok()?;
@@ -403,6 +574,85 @@ pub fn apply46(r: &Recipe46, pkt: &[u8]) -> Option<Vec<u8>> {
         & set_u16(&mut out, 42, r.new.dport)
         & set_u16(&mut out, at6, l4_csum(r.key.proto, c, r.l4_delta));
     wrote.then_some(out)
+}
+
+/// Applies a SIIT IPv6 -> IPv4 recipe the way the XDP program does, returning the IPv4
+/// packet (`None`: not a packet the fast path handles, or not this recipe's). `count` is the
+/// value of the fast path's identification counter `r.id_slot`.
+pub fn apply_siit64(r: &SiitRecipe64, pkt: &[u8], count: u16) -> Option<Vec<u8>> {
+    let t = tuple6(pkt, false)?;
+    if (Pair6 {
+        proto: t.proto,
+        src: t.src,
+        dst: t.dst,
+    }) != r.key
+    {
+        return None;
+    }
+    let plen = usize::from(u16_at(pkt, 4)?);
+    // RFC 7915 5.1: longer than the next hop takes as IPv4 (DF set): Packet Too Big (engine).
+    if plen < l4_header(t.proto) || 20 + plen > usize::from(r.mtu_limit) {
+        return None;
+    }
+    let r64 = Recipe64 {
+        key: t,
+        new: Tuple4 {
+            proto: t.proto,
+            src: r.new.src,
+            dst: r.new.dst,
+            sport: t.sport,
+            dport: t.dport,
+        },
+        l4_delta: r.l4_delta,
+        id_base: r.id_base,
+        id_slot: r.id_slot,
+    };
+    emit64(&r64, pkt, count)
+}
+
+/// Applies a SIIT IPv4 -> IPv6 recipe the way the XDP program does, returning the IPv6
+/// packet (`None`: not a packet the fast path handles, or not this recipe's).
+pub fn apply_siit46(r: &SiitRecipe46, pkt: &[u8]) -> Option<Vec<u8>> {
+    let t = tuple4(pkt, false)?;
+    if (Pair4 {
+        proto: t.proto,
+        src: t.src,
+        dst: t.dst,
+    }) != r.key
+    {
+        return None;
+    }
+    // RFC 1812 5.2.2: the header disappears, so its checksum is checked, not carried.
+    if !xlat_wire::checksum::verifies(pkt.get(..20)?) {
+        return None;
+    }
+    let total = usize::from(u16_at(pkt, ip4off::TOTAL_LEN)?);
+    let payload = total.checked_sub(20)?;
+    // RFC 7915 4.1: without DF, longer than the lowest IPv6 MTU: fragmented; with DF, longer
+    // than the next hop's: Fragmentation Needed -- the engine's either way.
+    let df = u16_at(pkt, ip4off::FLAGS_FRAG)? & 0x4000 != 0;
+    let limit = if df { r.mtu_df } else { r.mtu_limit };
+    if total > pkt.len() || payload < l4_header(t.proto) || 40 + payload > usize::from(limit) {
+        return None;
+    }
+    let c = u16_at(pkt, 20 + l4_csum_off(t.proto))?;
+    // RFC 7915 4.5: a UDP datagram without a checksum gets one computed (engine).
+    if t.proto == ipproto::UDP && c == 0 {
+        return None;
+    }
+    let r46 = Recipe46 {
+        key: t,
+        new: Tuple6 {
+            proto: t.proto,
+            src: r.new.src,
+            dst: r.new.dst,
+            sport: t.sport,
+            dport: t.dport,
+        },
+        l4_delta: r.l4_delta,
+        mtu_limit: r.mtu_limit,
+    };
+    emit46(&r46, pkt, total, c)
 }
 
 #[cfg(test)]

@@ -1010,3 +1010,328 @@ fn rfc7757_4_eam_hairpin_modes() {
     .unwrap();
     assert_eq!(err.key, "siit.eam_hairpin");
 }
+
+// ---- The XDP fast path (issue 25): SIIT's address-pair recipes against the engine ----
+//
+// `offload::apply_siit64` / `apply_siit46` are the reference model of what the XDP program
+// does with a recipe; each test checks that the model makes of a packet exactly what the
+// engine makes of it (checksums included), through the batch path whose lane hands out the
+// recipes.
+
+use xlat_engine::offload::{self, OffloadKind, OffloadOp};
+
+/// A batch of one packet, as the daemon translates: SIIT's lane runs (and offloads).
+fn lane(e: &mut Engine, now: Time, p: &[u8]) -> (Verdict, Vec<u8>) {
+    let mut room = vec![0u8; HEADROOM + p.len() + HEADROOM];
+    room[HEADROOM..HEADROOM + p.len()].copy_from_slice(p);
+    let mut bufs = [PacketBuf::new(&mut room, HEADROOM, p.len()).unwrap()];
+    let mut v = [Verdict::Held];
+    e.process_batch(now, &mut bufs, &mut v);
+    (v[0], bufs[0].data().to_vec())
+}
+
+fn offload_ops(e: &mut Engine) -> Vec<OffloadOp> {
+    let mut v = Vec::new();
+    e.drain_offload(&mut v);
+    v
+}
+
+fn offloading() -> Engine {
+    let mut e = engine();
+    e.set_offload(true);
+    e
+}
+
+/// Zeroes the identification and header checksum of an IPv4 packet: the fast path's
+/// identification comes from its own counter (RFC 7739 5.3), the engine's from another.
+fn masked(p: &[u8]) -> Vec<u8> {
+    let mut p = p.to_vec();
+    p[4..6].fill(0);
+    p[10..12].fill(0);
+    p
+}
+
+fn l4(proto: u8, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    if proto == 6 {
+        let mut t = tcp(sport, dport, 0x18);
+        t.extend_from_slice(payload);
+        t
+    } else {
+        udp(sport, dport, payload)
+    }
+}
+
+#[test]
+fn rfc7915_5_1_5_5_siit_recipe_6to4_equals_the_engine_eam_and_pref64() {
+    for proto in [17u8, 6] {
+        let mut e = offloading();
+        let t = Time::from_secs(1);
+        let first = ip6(a6(H6), a6(R6), proto, l4(proto, 5000, 53, b"first"), 64);
+        assert_eq!(lane(&mut e, t, &first).0, Verdict::Forward);
+        let v = offload_ops(&mut e);
+        assert_eq!(v.len(), 1, "one recipe per pair and direction");
+        assert_eq!(v[0].kind, OffloadKind::Install);
+        assert_ne!(v[0].token & offload::TOKEN_SIIT, 0);
+        let r = v[0].siit64().unwrap();
+        // RFC 7757 3.2: the source by EAM; RFC 6052 2.3: the destination from the pref64.
+        assert_eq!(r.new.src, u32::from_be_bytes(a4(H4)));
+        assert_eq!(r.new.dst, u32::from_be_bytes(a4(R4)));
+        // Any flow of the pair, TCP control segments included (SIIT keeps no TCP state).
+        for (sport, dport, flags) in [(5000, 53, 0x18), (40000, 443, 0x02), (1, 65535, 0x11)] {
+            let mut seg = l4(proto, sport, dport, b"payload bytes");
+            if proto == 6 {
+                seg[13] = flags;
+            }
+            let p = ip6(a6(H6), a6(R6), proto, seg, 64);
+            let by_recipe = offload::apply_siit64(r, &p, 9).unwrap();
+            let (verdict, by_engine) = lane(&mut e, t, &p);
+            assert_eq!(verdict, Verdict::Forward);
+            verify4(&by_recipe);
+            verify4(&by_engine);
+            assert_eq!(
+                masked(&by_recipe),
+                masked(&by_engine),
+                "proto {proto} {sport}"
+            );
+            // RFC 7915 5.1: DF clear up to 1260 bytes, identification offset + counter.
+            assert_eq!(by_recipe[6] & 0x40, 0);
+            assert_eq!(
+                u16::from_be_bytes([by_recipe[4], by_recipe[5]]),
+                r.id_base.wrapping_add(9)
+            );
+        }
+        // Above 1260 bytes: DF set, identification 0, byte for byte the engine's.
+        let big = ip6(a6(H6), a6(R6), proto, l4(proto, 5, 6, &[0x5a; 1300]), 64);
+        let by_recipe = offload::apply_siit64(r, &big, 9).unwrap();
+        let (_, by_engine) = lane(&mut e, t, &big);
+        assert_eq!(by_recipe, by_engine);
+        assert_eq!(by_recipe[6] & 0x40, 0x40);
+        assert!(offload_ops(&mut e).is_empty(), "installed already");
+    }
+}
+
+#[test]
+fn rfc7915_4_1_4_5_siit_recipe_4to6_equals_the_engine_eam_and_pref64() {
+    for proto in [17u8, 6] {
+        let mut e = offloading();
+        let t = Time::from_secs(1);
+        let first = ip4(
+            a4(R4),
+            a4(H4),
+            proto,
+            l4(proto, 53, 5000, b"x"),
+            64,
+            0x4000,
+            3,
+        );
+        assert_eq!(lane(&mut e, t, &first).0, Verdict::Forward);
+        let v = offload_ops(&mut e);
+        assert_eq!(v.len(), 1);
+        let r = v[0].siit46().unwrap();
+        // RFC 6052 2.2: the source into the pref64; RFC 7757 3.2: the destination by EAM.
+        assert_eq!(r.new.src, u128::from_be_bytes(a6(R6)));
+        assert_eq!(r.new.dst, u128::from_be_bytes(a6(H6)));
+        for (sport, dport, ff) in [(53, 5000, 0x4000), (80, 1, 0), (65535, 2, 0x4000)] {
+            let p = ip4(
+                a4(R4),
+                a4(H4),
+                proto,
+                l4(proto, sport, dport, b"data"),
+                9,
+                ff,
+                7,
+            );
+            let by_recipe = offload::apply_siit46(r, &p).unwrap();
+            let (verdict, by_engine) = lane(&mut e, t, &p);
+            assert_eq!(verdict, Verdict::Forward);
+            verify6(&by_recipe);
+            assert_eq!(by_recipe, by_engine, "proto {proto} {sport}");
+        }
+        // A corrupt header checksum is the engine's to judge (RFC 1812 5.2.2).
+        let mut bad = ip4(a4(R4), a4(H4), proto, l4(proto, 53, 5000, b"x"), 64, 0, 3);
+        bad[10] ^= 1;
+        assert_eq!(offload::apply_siit46(r, &bad), None);
+        // RFC 7915 4.1: longer than the lowest IPv6 MTU without DF: fragmented (engine).
+        let big = ip4(a4(R4), a4(H4), proto, l4(proto, 1, 2, &[1; 1300]), 64, 0, 4);
+        assert_eq!(offload::apply_siit46(r, &big), None);
+        // With DF it fits the next hop (1500): translated whole, byte for byte the engine's
+        // (its general path: the lane keeps to the lower limit).
+        let big_df = ip4(
+            a4(R4),
+            a4(H4),
+            proto,
+            l4(proto, 1, 2, &[1; 1400]),
+            64,
+            0x4000,
+            4,
+        );
+        let by_recipe = offload::apply_siit46(r, &big_df).unwrap();
+        assert_eq!(by_recipe, lane(&mut e, t, &big_df).1);
+        // Longer than the next hop with DF: Fragmentation Needed (engine).
+        let too_big = ip4(
+            a4(R4),
+            a4(H4),
+            proto,
+            l4(proto, 1, 2, &[1; 1460]),
+            64,
+            0x4000,
+            4,
+        );
+        assert_eq!(offload::apply_siit46(r, &too_big), None);
+        // Fragments, TTL 1, another pair: not this recipe's.
+        let frag = ip4(a4(R4), a4(H4), proto, l4(proto, 1, 2, b"x"), 64, 0x2000, 5);
+        assert_eq!(offload::apply_siit46(r, &frag), None);
+        let ttl1 = ip4(a4(R4), a4(H4), proto, l4(proto, 1, 2, b"x"), 1, 0, 5);
+        assert_eq!(offload::apply_siit46(r, &ttl1), None);
+        let other = ip4(
+            a4(R4),
+            a4("198.19.0.6"),
+            proto,
+            l4(proto, 1, 2, b"x"),
+            9,
+            0,
+            5,
+        );
+        assert_eq!(offload::apply_siit46(r, &other), None);
+    }
+}
+
+#[test]
+fn rfc7915_4_5_siit_recipe_udp_zero_checksum() {
+    let mut e = offloading();
+    let t = Time::from_secs(1);
+    lane(
+        &mut e,
+        t,
+        &ip4(a4(R4), a4(H4), 17, udp(53, 5000, b"x"), 64, 0, 3),
+    );
+    let v = offload_ops(&mut e);
+    let r = v[0].siit46().unwrap();
+    // IPv4 without a UDP checksum: one is computed for IPv6 (4.5), by the engine.
+    let mut zero = ip4(a4(R4), a4(H4), 17, udp(53, 5000, b"z"), 64, 0, 3);
+    zero[26..28].fill(0);
+    assert_eq!(offload::apply_siit46(r, &zero), None);
+    // IPv6 -> IPv4: a zero stays zero, as the engine leaves it.
+    lane(&mut e, t, &ip6(a6(H6), a6(R6), 17, udp(5000, 53, b"q"), 64));
+    let v = offload_ops(&mut e);
+    let r = v[0].siit64().unwrap();
+    let mut zero6 = ip6(a6(H6), a6(R6), 17, udp(5000, 53, b"q"), 64);
+    zero6[46..48].fill(0);
+    let by_recipe = offload::apply_siit64(r, &zero6, 0).unwrap();
+    let (_, by_engine) = lane(&mut e, t, &zero6);
+    assert_eq!(masked(&by_recipe), masked(&by_engine));
+    assert_eq!(&by_recipe[26..28], &[0, 0]);
+    // A computed zero leaves as all ones (RFC 768): the model and the engine agree on every
+    // checksum value a port sweep produces.
+    for port in 0..2000u16 {
+        let p = ip6(a6(H6), a6(R6), 17, udp(port, 53, b"q"), 64);
+        let by_recipe = offload::apply_siit64(r, &p, 0).unwrap();
+        let (_, by_engine) = lane(&mut e, t, &p);
+        assert_eq!(masked(&by_recipe), masked(&by_engine), "port {port}");
+    }
+}
+
+#[test]
+fn rfc6052_2_2_siit_recipes_pref64_on_both_sides() {
+    // 2001:2:0:64::cb00:7105 is 203.0.113.5 (siit.pool4) by the pref64 alone.
+    let src6 = "2001:2:0:64::cb00:7105";
+    let mut e = offloading();
+    let t = Time::from_secs(1);
+    let p = ip6(a6(src6), a6(R6), 6, tcp(1000, 80, 0x10), 64);
+    let (_, by_engine) = lane(&mut e, t, &p);
+    let v = offload_ops(&mut e);
+    let r = v[0].siit64().unwrap();
+    assert_eq!(r.new.src, u32::from_be_bytes(a4("203.0.113.5")));
+    assert_eq!(
+        masked(&offload::apply_siit64(r, &p, 0).unwrap()),
+        masked(&by_engine)
+    );
+    let back = ip4(
+        a4(R4),
+        a4("203.0.113.5"),
+        6,
+        tcp(80, 1000, 0x10),
+        64,
+        0x4000,
+        1,
+    );
+    let (_, by_engine) = lane(&mut e, t, &back);
+    let v = offload_ops(&mut e);
+    let r = v[0].siit46().unwrap();
+    assert_eq!(offload::apply_siit46(r, &back).unwrap(), by_engine);
+}
+
+#[test]
+fn rfc7915_siit_recipes_not_for_hairpins_icmp_fragments_or_untranslatable() {
+    let mut e = offloading();
+    let t = Time::from_secs(1);
+    // RFC 7915 1.3 / RFC 7757 4.3: to the pref64 form of a pool4 address -- a hairpin.
+    let hairpin = ip6(
+        a6(H6),
+        a6("2001:2:0:64::cb00:7105"),
+        17,
+        udp(1, 2, b"h"),
+        64,
+    );
+    lane(&mut e, t, &hairpin);
+    // ICMP, fragments, no mapping: the engine's path, never a recipe.
+    lane(
+        &mut e,
+        t,
+        &ip6(a6(H6), a6(R6), 58, echo(128, 1, 1, b"p"), 64),
+    );
+    lane(
+        &mut e,
+        t,
+        &ip4(a4(R4), a4(H4), 17, udp(1, 2, b"f"), 64, 0x2000, 9),
+    );
+    lane(
+        &mut e,
+        t,
+        &ip6(a6("2001:db8::1"), a6(R6), 17, udp(1, 2, b"u"), 64),
+    );
+    assert!(offload_ops(&mut e).is_empty());
+}
+
+#[test]
+fn siit_recipes_expire_idle_and_reload_withdraws_them() {
+    let mut e = offloading();
+    lane(
+        &mut e,
+        Time::from_secs(1),
+        &ip6(a6(H6), a6(R6), 17, udp(1, 2, b"a"), 64),
+    );
+    lane(
+        &mut e,
+        Time::from_secs(1),
+        &ip4(a4(R4), a4(H4), 17, udp(2, 1, b"b"), 64, 0, 1),
+    );
+    assert_eq!(offload_ops(&mut e).len(), 2);
+    assert_eq!(e.counters().count(Event::OffloadInstalled), 2);
+    // Idle for a minute: the engine asks the fast path; one was used 10 s ago (kept), the
+    // other never (withdrawn).
+    let now = Time::from_secs(62);
+    e.expire(now, 1024);
+    let q = offload_ops(&mut e);
+    assert_eq!(q.len(), 2);
+    assert!(q.iter().all(|o| o.kind == OffloadKind::Query));
+    assert!(!e.offload_seen(now, q[0].token, Some(Time::from_secs(52)), None));
+    assert!(e.offload_seen(now, q[1].token, None, None));
+    let r = offload_ops(&mut e);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].kind, OffloadKind::Remove);
+    assert_eq!(r[0].recipes, q[1].recipes);
+    // A reload of [siit] withdraws what is left (the mapping may have changed).
+    let mut cfg = config();
+    cfg.pool4.push("198.51.100.0/30".parse().unwrap());
+    let new = EngineConfig {
+        siit: Some(cfg),
+        seed: 1,
+        ..EngineConfig::default()
+    };
+    e.reconfigure(now, &new).unwrap();
+    let w = offload_ops(&mut e);
+    assert_eq!(w.len(), 1);
+    assert_eq!(w[0].kind, OffloadKind::Remove);
+    assert_eq!(w[0].recipes, q[0].recipes);
+}

@@ -15,6 +15,7 @@
 //! | tayga-nat64 | TAYGA, prefix 2001:2:0:64::/96, dynamic pool 198.19.1.0/24 (S2's NAT64) |
 //! | xlat-nat64 | `xlat run` with stateful NAT64, the same prefix, pool4 198.19.0.128/25 |
 //! | xlat-siit | `xlat run` with SIIT: the same prefix, an EAM 198.19.2.0/24 = 2001:2:0:1::1:0/120 |
+//! | xlat-siit-xdp | xlat-siit with `[dataplane] fast_path = "xdp"`: SIIT's address-pair recipes rewrite TCP/UDP in XDP (issue 25), the rest crosses the TUN |
 //! | xlat-6to4 | `xlat run` as a 6to4 relay router on 198.18.0.1 (RFC 3056): the tester's inside hosts are 6to4 sites |
 //! | xlat-isatap | `xlat run` as an ISATAP router on 198.18.0.1, prefix 2001:2:0:5::/64 (RFC 5214): the inside hosts are ISATAP hosts |
 //!
@@ -103,6 +104,10 @@ pub const DEVICES: &[(&str, &str)] = &[
     (
         "xlat-siit",
         "xlat run (stateless SIIT with an EAM for the tester's hosts, TUN driver)",
+    ),
+    (
+        "xlat-siit-xdp",
+        "xlat run (SIIT) with the XDP fast path on the DUT's ports (address-pair recipes in XDP)",
     ),
     (
         "xlat-6to4",
@@ -213,6 +218,10 @@ pub fn make(name: &str) -> Result<Box<dyn Device>> {
         }),
         "xlat-siit" => Box::new(Daemon {
             kind: DaemonKind::XlatSiit,
+            ..Daemon::xlat()
+        }),
+        "xlat-siit-xdp" => Box::new(Daemon {
+            kind: DaemonKind::XlatSiitXdp,
             ..Daemon::xlat()
         }),
         "xlat-6to4" => Box::new(Daemon {
@@ -504,6 +513,8 @@ enum DaemonKind {
     XlatXdpAfxdp,
     Xlat64Afxdp,
     XlatSiitAfxdp,
+    /// SIIT with the fast path's address-pair recipes.
+    XlatSiitXdp,
     Xlat64,
     XlatSiit,
     Xlat6to4,
@@ -527,6 +538,7 @@ impl DaemonKind {
                 | DaemonKind::XlatXdpAfxdp
                 | DaemonKind::Xlat64Afxdp
                 | DaemonKind::XlatSiitAfxdp
+                | DaemonKind::XlatSiitXdp
         )
     }
 }
@@ -850,6 +862,7 @@ impl Device for Daemon {
             DaemonKind::XlatXdpAfxdp => "xlat-nat44-xdp-afxdp",
             DaemonKind::Xlat64Afxdp => "xlat-nat64-afxdp",
             DaemonKind::XlatSiitAfxdp => "xlat-siit-afxdp",
+            DaemonKind::XlatSiitXdp => "xlat-siit-xdp",
             DaemonKind::Xlat64 => "xlat-nat64",
             DaemonKind::XlatSiit => "xlat-siit",
             DaemonKind::Xlat6to4 => "xlat-6to4",
@@ -884,6 +897,7 @@ impl Device for Daemon {
             | DaemonKind::Xlat64Xdp
             | DaemonKind::Xlat64Afxdp
             | DaemonKind::XlatSiitAfxdp
+            | DaemonKind::XlatSiitXdp
             | DaemonKind::XlatSiit => {
                 // RFC 6052 2.2: /96 prefix, IPv4 address in the last 32 bits.
                 let mut dst = v6("2001:2:0:64::");
@@ -925,6 +939,9 @@ impl Device for Daemon {
                     }
                     DaemonKind::XlatSiitAfxdp => {
                         format!("{}{}", siit_config(&tun, &sock), dataplane_afxdp(topo))
+                    }
+                    DaemonKind::XlatSiitXdp => {
+                        format!("{}{}", siit_config(&tun, &sock), dataplane_xdp(topo))
                     }
                     DaemonKind::Xlat2w => {
                         format!("{}\n[dataplane]\nworkers = 2\n", xlat_config(&tun, &sock))

@@ -71,7 +71,7 @@ pub fn endpoints(device: &str) -> Result<Endpoints> {
             server: d4,
             target: pref64(D_ADDR),
         },
-        "xlat-siit" | "xlat-siit-afxdp" => Endpoints {
+        "xlat-siit" | "xlat-siit-afxdp" | "xlat-siit-xdp" => Endpoints {
             client: SIIT_CLIENT6.parse()?,
             server: d4,
             target: pref64(D_ADDR),

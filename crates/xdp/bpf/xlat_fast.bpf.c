@@ -9,10 +9,14 @@
 // RFC 1624 checksum adjustments, which are constant per session because the rewrite is -- and
 // the daemon stores them in `recipes` (NAT44), `recipes64` and `recipes46` (NAT64: IPv6 ->
 // IPv4 and back, RFC 7915 5.1 and 4.1, the header swapped with bpf_xdp_adjust_head; the
-// transport checksum delta is constant there too, RFC 7915 4.5/5.5). Here we only:
+// transport checksum delta is constant there too, RFC 7915 4.5/5.5), and for SIIT `siit64s` and
+// `siit46s` (RFC 7915 stateless: keyed by the packet's addresses and protocol, ports kept,
+// since what SIIT makes of a TCP/UDP packet depends on nothing else; the engine's mapping --
+// EAM, RFC 7757 3.2, or the pref64, RFC 6052 2.2 -- is in the recipe). Here we only:
 //   1. parse Ethernet + IPv4 + TCP/UDP, and hand anything unusual to the kernel (XDP_PASS):
 //      IP options, fragments, TTL <= 1 (the kernel answers with ICMP Time Exceeded, RFC 1812
-//      5.3.1), TCP SYN/FIN/RST (state changes belong to the engine), no recipe;
+//      5.3.1), TCP SYN/FIN/RST (state changes belong to the engine; SIIT has none, so its
+//      recipes carry them), no recipe;
 //   2. look up the route for the rewritten packet (bpf_fib_lookup, honouring the kernel's
 //      routing and neighbour tables and the egress MTU); no route, no neighbour entry yet,
 //      or a packet too big for the egress link goes to the kernel untouched;
@@ -103,6 +107,47 @@ struct recipe46 {
 	__u64 last_seen;
 };
 
+// SIIT: a packet's addresses and protocol (IPv4, and IPv6 without extension headers).
+struct pair_key4 {
+	__u32 src;
+	__u32 dst;
+	__u8 proto;
+	__u8 pad[3];
+};
+
+struct pair_key6 {
+	__u8 src[16];
+	__u8 dst[16];
+	__u8 proto;
+	__u8 pad[3];
+};
+
+// SIIT IPv6 -> IPv4 (RFC 7915 5.1): the IPv4 addresses, the header as struct recipe64 says
+// (ports kept); packets longer than mtu_limit as IPv4 go to the engine (Packet Too Big).
+struct siit64 {
+	__u32 src;
+	__u32 dst;
+	__u32 l4_delta;
+	__u16 id_base;
+	__u16 id_slot;
+	__u16 mtu_limit;
+	__u16 pad;
+	__u32 flags;
+	__u64 last_seen;
+};
+
+// SIIT IPv4 -> IPv6 (RFC 7915 4.1): the IPv6 addresses; packets longer as IPv6 than
+// mtu_limit without DF (to be fragmented) or mtu_df with DF (Fragmentation Needed) go to the
+// engine.
+struct siit46 {
+	__u8 src[16];
+	__u8 dst[16];
+	__u32 l4_delta;
+	__u16 mtu_limit;
+	__u16 mtu_df;
+	__u64 last_seen;
+};
+
 enum counter {
 	C_REDIRECTED,
 	C_TRANSLATED_6TO4,
@@ -124,6 +169,8 @@ enum counter {
 	C_PASS_NO_ROOM,
 	C_DROP_POLICED,
 	C_TO_AFXDP,
+	C_SIIT_6TO4,
+	C_SIIT_4TO6,
 	C_MAX,
 };
 
@@ -152,6 +199,22 @@ struct {
 	__uint(max_entries, 65536);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 } recipes46 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct pair_key6);
+	__type(value, struct siit64);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} siit64s SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct pair_key4);
+	__type(value, struct siit46);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} siit46s SEC(".maps");
 
 // Interfaces the program may redirect to (the ones the daemon attached it to).
 struct {
@@ -420,39 +483,29 @@ static __always_inline long route(struct xdp_md *ctx, struct bpf_fib_lookup *fib
 	return out;
 }
 
-// IPv4 -> IPv6 (NAT64 inbound, RFC 7915 4.1): swap the 20-byte header for a 40-byte one.
-static __always_inline int xlat46(struct xdp_md *ctx, struct iphdr *ip, struct recipe46 *r,
-				  int udp, __u16 l4check)
+// IPv4 -> IPv6 (RFC 7915 4.1): swaps the 20-byte header for a 40-byte one from (src6, dst6),
+// writes the ports (sport, dport) and adds l4_delta to the transport checksum; the caller
+// checked that the packet may be translated here. c: the counter of a translated packet.
+static __always_inline int to6(struct xdp_md *ctx, struct iphdr *ip, const __u8 *src6,
+			       const __u8 *dst6, __u16 sport, __u16 dport, __u32 l4_delta,
+			       __u64 *last_seen, int udp, __u32 c)
 {
-	__u16 tot = bpf_ntohs(ip->tot_len);
-	if (tot < sizeof(struct iphdr))
-		return count(C_PASS_TRUNCATED, XDP_PASS);
-	__u16 payload = tot - sizeof(struct iphdr);
-	// RFC 7915 4.1: without DF, what exceeds the lowest IPv6 MTU is fragmented (engine).
-	if (!(ip->frag_off & bpf_htons(0x4000)) && payload + 40 > r->mtu_limit)
-		return count(C_PASS_TOO_BIG, XDP_PASS);
-	// RFC 7915 4.5: a UDP datagram without checksum gets one computed (engine).
-	if (udp && !l4check)
-		return count(C_PASS_UDP_ZERO, XDP_PASS);
-	// The IPv4 header disappears: verify its checksum instead of carrying it.
-	if (ip4_sum(ip) != 0xffff)
-		return count(C_PASS_BAD_CHECKSUM, XDP_PASS);
-
+	__u16 payload = bpf_ntohs(ip->tot_len) - sizeof(struct iphdr);
 	struct bpf_fib_lookup fib = {};
 	fib.family = AF_INET6;
 	fib.l4_protocol = ip->protocol;
-	fib.sport = r->sport;
-	fib.dport = r->dport;
+	fib.sport = sport;
+	fib.dport = dport;
 	fib.tot_len = payload + 40;
-	__builtin_memcpy(fib.ipv6_src, r->src, 16);
-	__builtin_memcpy(fib.ipv6_dst, r->dst, 16);
+	__builtin_memcpy(fib.ipv6_src, src6, 16);
+	__builtin_memcpy(fib.ipv6_dst, dst6, 16);
 	fib.ifindex = ctx->ingress_ifindex;
 	long out = route(ctx, &fib);
 	if (out < 0)
 		return count(-out, XDP_PASS);
 
 	__u8 tos = ip->tos, ttl = ip->ttl, proto = ip->protocol;
-	stamp(&r->last_seen);
+	stamp(last_seen);
 	if (bpf_xdp_adjust_head(ctx, -20))
 		return count(C_PASS_NO_ROOM, XDP_PASS);
 	void *data = (void *)(long)ctx->data;
@@ -469,12 +522,59 @@ static __always_inline int xlat46(struct xdp_md *ctx, struct iphdr *ip, struct r
 	ip6->payload_len = bpf_htons(payload);
 	ip6->nexthdr = proto;
 	ip6->hop_limit = ttl - 1;
-	__builtin_memcpy(&ip6->saddr, r->src, 16);
-	__builtin_memcpy(&ip6->daddr, r->dst, 16);
-	rewrite_l4(l4, udp, r->sport, r->dport, r->l4_delta);
-	count(C_TRANSLATED_4TO6, 0);
+	__builtin_memcpy(&ip6->saddr, src6, 16);
+	__builtin_memcpy(&ip6->daddr, dst6, 16);
+	rewrite_l4(l4, udp, sport, dport, l4_delta);
+	count(c, 0);
 	count(C_REDIRECTED, 0);
 	return bpf_redirect_map(&egress, out, 0);
+}
+
+// NAT64 inbound (RFC 7915 4.1) by a session's recipe.
+static __always_inline int xlat46(struct xdp_md *ctx, struct iphdr *ip, struct recipe46 *r,
+				  int udp, __u16 l4check)
+{
+	__u16 tot = bpf_ntohs(ip->tot_len);
+	if (tot < sizeof(struct iphdr))
+		return count(C_PASS_TRUNCATED, XDP_PASS);
+	__u16 payload = tot - sizeof(struct iphdr);
+	// RFC 7915 4.1: without DF, what exceeds the lowest IPv6 MTU is fragmented (engine).
+	if (!(ip->frag_off & bpf_htons(0x4000)) && payload + 40 > r->mtu_limit)
+		return count(C_PASS_TOO_BIG, XDP_PASS);
+	// RFC 7915 4.5: a UDP datagram without checksum gets one computed (engine).
+	if (udp && !l4check)
+		return count(C_PASS_UDP_ZERO, XDP_PASS);
+	// The IPv4 header disappears: verify its checksum instead of carrying it.
+	if (ip4_sum(ip) != 0xffff)
+		return count(C_PASS_BAD_CHECKSUM, XDP_PASS);
+	return to6(ctx, ip, r->src, r->dst, r->sport, r->dport, r->l4_delta, &r->last_seen, udp,
+		   C_TRANSLATED_4TO6);
+}
+
+// SIIT IPv4 -> IPv6 (RFC 7915 4.1, 4.5) by a pair's recipe, ports kept (sport, dport as the
+// packet has them). Follows offload::apply_siit46, the engine's model of it.
+static __always_inline int siit46(struct xdp_md *ctx, struct iphdr *ip, struct siit46 *r,
+				  int udp, __u16 sport, __u16 dport, __u16 l4check)
+{
+	__u16 tot = bpf_ntohs(ip->tot_len);
+	void *end = (void *)(long)ctx->data_end;
+	if (tot < sizeof(struct iphdr) + (udp ? sizeof(struct udphdr) : sizeof(struct tcphdr)) ||
+	    (void *)ip + tot > end)
+		return count(C_PASS_TRUNCATED, XDP_PASS);
+	__u16 payload = tot - sizeof(struct iphdr);
+	// RFC 7915 4.1: without DF, longer than the lowest IPv6 MTU: fragmented; with DF, longer
+	// than the next hop's: Fragmentation Needed -- the engine's either way.
+	__u16 limit = (ip->frag_off & bpf_htons(0x4000)) ? r->mtu_df : r->mtu_limit;
+	if (payload + 40 > limit)
+		return count(C_PASS_TOO_BIG, XDP_PASS);
+	// RFC 7915 4.5: a UDP datagram without checksum gets one computed (engine).
+	if (udp && !l4check)
+		return count(C_PASS_UDP_ZERO, XDP_PASS);
+	// RFC 1812 5.2.2: the IPv4 header disappears: verify its checksum, do not carry it.
+	if (ip4_sum(ip) != 0xffff)
+		return count(C_PASS_BAD_CHECKSUM, XDP_PASS);
+	return to6(ctx, ip, r->src, r->dst, sport, dport, r->l4_delta, &r->last_seen, udp,
+		   C_SIIT_4TO6);
 }
 
 static __always_inline int ipv4(struct xdp_md *ctx, struct ethhdr *eth, void *end)
@@ -491,15 +591,14 @@ static __always_inline int ipv4(struct xdp_md *ctx, struct ethhdr *eth, void *en
 		return engine4(ctx, ip, C_PASS_FRAGMENT);
 
 	struct flow_key key = {.src = ip->saddr, .dst = ip->daddr, .proto = ip->protocol};
-	int udp = 0;
+	int udp = 0, control = 0;
 	__u16 l4check;
 	void *l4 = (void *)(ip + 1);
 	if (ip->protocol == IPPROTO_TCP) {
 		struct tcphdr *th = l4;
 		if ((void *)(th + 1) > end)
 			return count(C_PASS_TRUNCATED, XDP_PASS);
-		if (th->syn || th->fin || th->rst)
-			return slow_path4(ctx, ip, C_PASS_TCP_CONTROL);
+		control = th->syn || th->fin || th->rst;
 		key.sport = th->source;
 		key.dport = th->dest;
 		l4check = th->check;
@@ -515,12 +614,22 @@ static __always_inline int ipv4(struct xdp_md *ctx, struct ethhdr *eth, void *en
 		return engine4(ctx, ip, C_PASS_PROTO);
 	}
 
-	struct recipe *r = bpf_map_lookup_elem(&recipes, &key);
+	struct recipe *r = 0;
+	if (!control) {
+		r = bpf_map_lookup_elem(&recipes, &key);
+		if (!r) {
+			struct recipe46 *r46 = bpf_map_lookup_elem(&recipes46, &key);
+			if (r46)
+				return xlat46(ctx, ip, r46, udp, l4check);
+		}
+	}
 	if (!r) {
-		struct recipe46 *r46 = bpf_map_lookup_elem(&recipes46, &key);
-		if (!r46)
-			return slow_path4(ctx, ip, C_PASS_NO_RECIPE);
-		return xlat46(ctx, ip, r46, udp, l4check);
+		// SIIT: stateless, so TCP control segments are its recipes' too.
+		struct pair_key4 pk = {.src = ip->saddr, .dst = ip->daddr, .proto = ip->protocol};
+		struct siit46 *s = bpf_map_lookup_elem(&siit46s, &pk);
+		if (s)
+			return siit46(ctx, ip, s, udp, key.sport, key.dport, l4check);
+		return slow_path4(ctx, ip, control ? C_PASS_TCP_CONTROL : C_PASS_NO_RECIPE);
 	}
 
 	struct bpf_fib_lookup fib = {};
@@ -549,8 +658,95 @@ static __always_inline int ipv4(struct xdp_md *ctx, struct ethhdr *eth, void *en
 	return bpf_redirect_map(&egress, out, 0);
 }
 
-// IPv6 -> IPv4 (NAT64 outbound, RFC 7915 5.1): swap the 40-byte header for a 20-byte one
-// (TOS = traffic class, DF and identification as struct recipe64 says, TTL = hop limit - 1).
+// IPv6 -> IPv4 (RFC 7915 5.1): swaps the 40-byte header for a 20-byte one (TOS = traffic
+// class, DF and identification as struct recipe64 says, TTL = hop limit - 1) with addresses
+// (src, dst) and ports (sport, dport), and adds l4_delta to the transport checksum; the
+// caller checked that the packet may be translated here. c: the counter of a translated
+// packet.
+static __always_inline int to4(struct xdp_md *ctx, struct ipv6hdr *ip6, __u32 src, __u32 dst,
+			       __u16 sport, __u16 dport, __u32 l4_delta, __u16 id_base,
+			       __u16 id_slot, __u64 *last_seen, int udp, __u32 c)
+{
+	__u16 payload = bpf_ntohs(ip6->payload_len);
+	struct bpf_fib_lookup fib = {};
+	fib.family = AF_INET;
+	fib.l4_protocol = ip6->nexthdr;
+	fib.sport = sport;
+	fib.dport = dport;
+	fib.tot_len = payload + 20;
+	fib.ipv4_src = src;
+	fib.ipv4_dst = dst;
+	fib.ifindex = ctx->ingress_ifindex;
+	long out = route(ctx, &fib);
+	if (out < 0)
+		return count(-out, XDP_PASS);
+
+	__u8 tc = (bpf_ntohl(*(__u32 *)ip6) >> 20) & 0xff;
+	__u8 hop = ip6->hop_limit, proto = ip6->nexthdr;
+	stamp(last_seen);
+	if (bpf_xdp_adjust_head(ctx, 20))
+		return count(C_PASS_NO_ROOM, XDP_PASS);
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	void *l4 = (void *)(ip + 1);
+	if (l4 + (udp ? sizeof(struct udphdr) : sizeof(struct tcphdr)) > end)
+		return count(C_PASS_NO_ROOM, XDP_DROP); // cannot happen: checked before shrinking
+	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
+	eth->h_proto = bpf_htons(ETH_P_IP);
+	ip->version = 4;
+	ip->ihl = 5;
+	ip->tos = tc;
+	ip->tot_len = bpf_htons(payload + 20);
+	// RFC 7915 5.1: DF clear and a generated identification up to 1260 bytes.
+	ip->id = 0;
+	ip->frag_off = bpf_htons(0x4000);
+	if (payload + 20 <= 1260) {
+		__u32 slot = id_slot & (ID_SLOTS - 1);
+		__u32 *ctr = bpf_map_lookup_elem(&ipv4_ids, &slot);
+		__u16 n = 0;
+		if (ctr) {
+			// An atomic add, then a read (this program is built for BPF v1, which has no
+			// fetching add): two CPUs that add at the same instant may read the same
+			// value, and then two packets of one destination share an identification.
+			__sync_fetch_and_add(ctr, 1);
+			n = (__u16)*ctr;
+		}
+		ip->id = bpf_htons((__u16)(id_base + n));
+		ip->frag_off = 0;
+	}
+	ip->ttl = hop - 1;
+	ip->protocol = proto;
+	ip->check = 0;
+	ip->saddr = src;
+	ip->daddr = dst;
+	ip->check = (__u16)~ip4_sum(ip);
+	rewrite_l4(l4, udp, sport, dport, l4_delta);
+	count(c, 0);
+	count(C_REDIRECTED, 0);
+	return bpf_redirect_map(&egress, out, 0);
+}
+
+// SIIT IPv6 -> IPv4 (RFC 7915 5.1, 5.5) by a pair's recipe, ports kept. Follows
+// offload::apply_siit64, the engine's model of it.
+static __always_inline int siit64(struct xdp_md *ctx, struct ipv6hdr *ip6, struct siit64 *r,
+				  int udp, __u16 sport, __u16 dport)
+{
+	__u16 payload = bpf_ntohs(ip6->payload_len);
+	void *end = (void *)(long)ctx->data_end;
+	if (payload < (udp ? sizeof(struct udphdr) : sizeof(struct tcphdr)) ||
+	    (void *)(ip6 + 1) + payload > end)
+		return count(C_PASS_TRUNCATED, XDP_PASS);
+	// RFC 7915 5.1: too big for the next hop as IPv4 (DF set): Packet Too Big (engine).
+	if (payload + 20 > r->mtu_limit)
+		return count(C_PASS_TOO_BIG, XDP_PASS);
+	return to4(ctx, ip6, r->src, r->dst, sport, dport, r->l4_delta, r->id_base, r->id_slot,
+		   &r->last_seen, udp, C_SIIT_6TO4);
+}
+
+// IPv6: NAT64 outbound (RFC 7915 5.1) by a session's recipe, or SIIT by a pair's.
 static __always_inline int ipv6(struct xdp_md *ctx, struct ethhdr *eth, void *end)
 {
 	struct ipv6hdr *ip6 = (void *)(eth + 1);
@@ -567,7 +763,7 @@ static __always_inline int ipv6(struct xdp_md *ctx, struct ethhdr *eth, void *en
 	struct flow_key6 key = {.proto = ip6->nexthdr};
 	__builtin_memcpy(key.src, &ip6->saddr, 16);
 	__builtin_memcpy(key.dst, &ip6->daddr, 16);
-	int udp = ip6->nexthdr == IPPROTO_UDP;
+	int udp = ip6->nexthdr == IPPROTO_UDP, control = 0;
 	void *l4 = (void *)(ip6 + 1);
 	if (udp) {
 		struct udphdr *uh = l4;
@@ -579,75 +775,25 @@ static __always_inline int ipv6(struct xdp_md *ctx, struct ethhdr *eth, void *en
 		struct tcphdr *th = l4;
 		if ((void *)(th + 1) > end)
 			return count(C_PASS_TRUNCATED, XDP_PASS);
-		if (th->syn || th->fin || th->rst)
-			return slow_path6(ctx, ip6, C_PASS_TCP_CONTROL);
+		control = th->syn || th->fin || th->rst;
 		key.sport = th->source;
 		key.dport = th->dest;
 	}
-	struct recipe64 *r = bpf_map_lookup_elem(&recipes64, &key);
-	if (!r)
-		return slow_path6(ctx, ip6, C_PASS_NO_RECIPE);
-
-	__u16 payload = bpf_ntohs(ip6->payload_len);
-	struct bpf_fib_lookup fib = {};
-	fib.family = AF_INET;
-	fib.l4_protocol = ip6->nexthdr;
-	fib.sport = r->sport;
-	fib.dport = r->dport;
-	fib.tot_len = payload + 20;
-	fib.ipv4_src = r->src;
-	fib.ipv4_dst = r->dst;
-	fib.ifindex = ctx->ingress_ifindex;
-	long out = route(ctx, &fib);
-	if (out < 0)
-		return count(-out, XDP_PASS);
-
-	__u8 tc = (bpf_ntohl(*(__u32 *)ip6) >> 20) & 0xff;
-	__u8 hop = ip6->hop_limit, proto = ip6->nexthdr;
-	stamp(&r->last_seen);
-	if (bpf_xdp_adjust_head(ctx, 20))
-		return count(C_PASS_NO_ROOM, XDP_PASS);
-	void *data = (void *)(long)ctx->data;
-	end = (void *)(long)ctx->data_end;
-	eth = data;
-	struct iphdr *ip = (void *)(eth + 1);
-	l4 = (void *)(ip + 1);
-	if (l4 + (udp ? sizeof(struct udphdr) : sizeof(struct tcphdr)) > end)
-		return count(C_PASS_NO_ROOM, XDP_DROP); // cannot happen: checked before shrinking
-	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
-	eth->h_proto = bpf_htons(ETH_P_IP);
-	ip->version = 4;
-	ip->ihl = 5;
-	ip->tos = tc;
-	ip->tot_len = bpf_htons(payload + 20);
-	// RFC 7915 5.1: DF clear and a generated identification up to 1260 bytes.
-	ip->id = 0;
-	ip->frag_off = bpf_htons(0x4000);
-	if (payload + 20 <= 1260) {
-		__u32 slot = r->id_slot & (ID_SLOTS - 1);
-		__u32 *ctr = bpf_map_lookup_elem(&ipv4_ids, &slot);
-		__u16 n = 0;
-		if (ctr) {
-			// An atomic add, then a read (this program is built for BPF v1, which has no
-			// fetching add): two CPUs that add at the same instant may read the same
-			// value, and then two packets of one destination share an identification.
-			__sync_fetch_and_add(ctr, 1);
-			n = (__u16)*ctr;
-		}
-		ip->id = bpf_htons((__u16)(r->id_base + n));
-		ip->frag_off = 0;
+	struct recipe64 *r = 0;
+	if (!control)
+		r = bpf_map_lookup_elem(&recipes64, &key);
+	if (!r) {
+		// SIIT: stateless, so TCP control segments are its recipes' too.
+		struct pair_key6 pk = {.proto = ip6->nexthdr};
+		__builtin_memcpy(pk.src, &ip6->saddr, 16);
+		__builtin_memcpy(pk.dst, &ip6->daddr, 16);
+		struct siit64 *s = bpf_map_lookup_elem(&siit64s, &pk);
+		if (s)
+			return siit64(ctx, ip6, s, udp, key.sport, key.dport);
+		return slow_path6(ctx, ip6, control ? C_PASS_TCP_CONTROL : C_PASS_NO_RECIPE);
 	}
-	ip->ttl = hop - 1;
-	ip->protocol = proto;
-	ip->check = 0;
-	ip->saddr = r->src;
-	ip->daddr = r->dst;
-	ip->check = (__u16)~ip4_sum(ip);
-	rewrite_l4(l4, udp, r->sport, r->dport, r->l4_delta);
-	count(C_TRANSLATED_6TO4, 0);
-	count(C_REDIRECTED, 0);
-	return bpf_redirect_map(&egress, out, 0);
+	return to4(ctx, ip6, r->src, r->dst, r->sport, r->dport, r->l4_delta, r->id_base,
+		   r->id_slot, &r->last_seen, udp, C_TRANSLATED_6TO4);
 }
 
 SEC("xdp")

@@ -5,7 +5,8 @@
 //! turns every fast-path event of the engine's state-event stream into an [`OffloadOp`]
 //! (`Engine::offload_op`) and passes it to [`FastPath::apply`]: `Install` writes the
 //! session's two recipes (NAT44 into `recipes`; NAT64 into `recipes64`, keyed by the IPv6
-//! tuple, and `recipes46`), `Remove` deletes them, `Query` is answered by
+//! tuple, and `recipes46`; SIIT's one-direction address-pair recipes into `siit64s` and
+//! `siit46s`), `Remove` deletes them, `Query` is answered by
 //! [`FastPath::last_seen`] (when the XDP program last matched each recipe) so that the engine
 //! can refresh or expire the session. What the program does, and what it leaves to the
 //! kernel and the TUN path, is described at the top of the C source.
@@ -43,7 +44,8 @@ use aya::programs::{Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader, Pod};
 use batch::{Batch, Flushed};
 use xlat_engine::offload::{
-    OffloadKind, OffloadOp, Recipe, Recipe46, Recipe64, Recipes, Tuple4, Tuple6,
+    OffloadKind, OffloadOp, Pair4, Pair6, Recipe, Recipe46, Recipe64, Recipes, SiitRecipe46,
+    SiitRecipe64, Tuple4, Tuple6,
 };
 
 /// The largest `slow_path_pps` (keeps the policer's token arithmetic inside 64 bits).
@@ -177,13 +179,127 @@ struct Value46 {
 // SAFETY: plain bytes and integers without implicit padding (56 bytes, checked below).
 unsafe impl Pod for Value46 {}
 
+/// `struct pair_key4`: a SIIT recipe's key (addresses in network byte order).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct PairKey4 {
+    src: u32,
+    dst: u32,
+    proto: u8,
+    pad: [u8; 3],
+}
+
+// SAFETY: plain integers without implicit padding (12 bytes, checked below).
+unsafe impl Pod for PairKey4 {}
+
+/// `struct pair_key6`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct PairKey6 {
+    src: [u8; 16],
+    dst: [u8; 16],
+    proto: u8,
+    pad: [u8; 3],
+}
+
+// SAFETY: plain bytes without implicit padding (36 bytes, checked below).
+unsafe impl Pod for PairKey6 {}
+
+/// `struct siit64`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct SiitValue64 {
+    src: u32,
+    dst: u32,
+    l4_delta: u32,
+    id_base: u16,
+    id_slot: u16,
+    mtu_limit: u16,
+    pad: u16,
+    flags: u32,
+    last_seen: u64,
+}
+
+// SAFETY: plain integers without implicit padding (32 bytes, checked below).
+unsafe impl Pod for SiitValue64 {}
+
+/// `struct siit46`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct SiitValue46 {
+    src: [u8; 16],
+    dst: [u8; 16],
+    l4_delta: u32,
+    mtu_limit: u16,
+    mtu_df: u16,
+    last_seen: u64,
+}
+
+// SAFETY: plain bytes and integers without implicit padding (48 bytes, checked below).
+unsafe impl Pod for SiitValue46 {}
+
 const _: () = assert!(
     size_of::<Key>() == 16
         && size_of::<Value>() == 32
         && size_of::<Key6>() == 40
         && size_of::<Value64>() == 32
         && size_of::<Value46>() == 56
+        && size_of::<PairKey4>() == 12
+        && size_of::<PairKey6>() == 36
+        && size_of::<SiitValue64>() == 32
+        && size_of::<SiitValue46>() == 48
 );
+
+impl PairKey4 {
+    fn of(p: &Pair4) -> PairKey4 {
+        PairKey4 {
+            src: p.src.to_be(),
+            dst: p.dst.to_be(),
+            proto: p.proto,
+            pad: [0; 3],
+        }
+    }
+}
+
+impl PairKey6 {
+    fn of(p: &Pair6) -> PairKey6 {
+        PairKey6 {
+            src: p.src.to_be_bytes(),
+            dst: p.dst.to_be_bytes(),
+            proto: p.proto,
+            pad: [0; 3],
+        }
+    }
+}
+
+impl SiitValue64 {
+    fn of(r: &SiitRecipe64, now_ns: u64) -> SiitValue64 {
+        SiitValue64 {
+            src: r.new.src.to_be(),
+            dst: r.new.dst.to_be(),
+            l4_delta: u32::from(r.l4_delta),
+            id_base: r.id_base,
+            id_slot: r.id_slot,
+            mtu_limit: r.mtu_limit,
+            pad: 0,
+            flags: 0,
+            last_seen: now_ns,
+        }
+    }
+}
+
+impl SiitValue46 {
+    fn of(r: &SiitRecipe46, now_ns: u64) -> SiitValue46 {
+        SiitValue46 {
+            src: r.new.src.to_be_bytes(),
+            dst: r.new.dst.to_be_bytes(),
+            l4_delta: u32::from(r.l4_delta),
+            mtu_limit: r.mtu_limit,
+            mtu_df: r.mtu_df,
+            last_seen: now_ns,
+        }
+    }
+}
 
 impl Key6 {
     fn of(t: &Tuple6) -> Key6 {
@@ -280,6 +396,8 @@ pub const COUNTERS: &[(&str, &str)] = &[
     ("xdp_pass_no_room", "NAT64: packets the driver had no headroom to grow (bpf_xdp_adjust_head) passed to the engine."),
     ("xdp_drop_policed", "Packets for the slow path (no recipe, TCP SYN/FIN/RST) dropped in XDP over [dataplane] slow_path_pps: a flood of new flows does not take the CPU from established ones."),
     ("xdp_to_afxdp", "Packets for the engine (the kernel would have routed them into the TUN device) redirected to the daemon's AF_XDP socket instead ([dataplane] slow_path = \"af_xdp\"); they cross neither the kernel's stack nor the TUN device. The afxdp_* counters say what became of them."),
+    ("xdp_siit_6to4", "Of xdp_redirected, SIIT packets translated from IPv6 to IPv4 by an address pair's recipe (RFC 7915 5.1)."),
+    ("xdp_siit_4to6", "Of xdp_redirected, SIIT packets translated from IPv4 to IPv6 by an address pair's recipe (RFC 7915 4.1)."),
 ];
 
 /// A named counter value, as `xlat show stats` lists them.
@@ -304,6 +422,10 @@ struct Pending {
     del64: Batch<Key6, ()>,
     up46: Batch<Key, Value46>,
     del46: Batch<Key, ()>,
+    up_s64: Batch<PairKey6, SiitValue64>,
+    del_s64: Batch<PairKey6, ()>,
+    up_s46: Batch<PairKey4, SiitValue46>,
+    del_s46: Batch<PairKey4, ()>,
 }
 
 impl Pending {
@@ -315,13 +437,21 @@ impl Pending {
             del64: Batch::new(true),
             up46: Batch::new(false),
             del46: Batch::new(true),
+            up_s64: Batch::new(false),
+            del_s64: Batch::new(true),
+            up_s46: Batch::new(false),
+            del_s46: Batch::new(true),
         }
     }
     fn updates(&self) -> usize {
-        self.up44.len() + self.up64.len() + self.up46.len()
+        self.up44.len() + self.up64.len() + self.up46.len() + self.up_s64.len() + self.up_s46.len()
     }
     fn deletes(&self) -> usize {
-        self.del44.len() + self.del64.len() + self.del46.len()
+        self.del44.len()
+            + self.del64.len()
+            + self.del46.len()
+            + self.del_s64.len()
+            + self.del_s46.len()
     }
 }
 
@@ -330,6 +460,8 @@ pub struct FastPath {
     recipes: BpfHashMap<MapData, Key, Value>,
     recipes64: BpfHashMap<MapData, Key6, Value64>,
     recipes46: BpfHashMap<MapData, Key, Value46>,
+    siit64s: BpfHashMap<MapData, PairKey6, SiitValue64>,
+    siit46s: BpfHashMap<MapData, PairKey4, SiitValue46>,
     counters: PerCpuArray<MapData, u64>,
     _egress: DevMapHash<MapData>,
     slowcfg: Array<MapData, SlowCfg>,
@@ -386,6 +518,8 @@ impl FastPath {
             .map_max_entries("recipes", table_size)
             .map_max_entries("recipes64", table_size)
             .map_max_entries("recipes46", table_size)
+            .map_max_entries("siit64s", table_size)
+            .map_max_entries("siit46s", table_size)
             .load(OBJECT)
             .context("loading the XDP program and its maps")?;
         let mut policer: Array<MapData, Policer> = bpf
@@ -433,6 +567,16 @@ impl FastPath {
             .context("the program has no `recipes46` map")?
             .try_into()
             .context("the `recipes46` map")?;
+        let siit64s = bpf
+            .take_map("siit64s")
+            .context("the program has no `siit64s` map")?
+            .try_into()
+            .context("the `siit64s` map")?;
+        let siit46s = bpf
+            .take_map("siit46s")
+            .context("the program has no `siit46s` map")?
+            .try_into()
+            .context("the `siit46s` map")?;
         let counters = bpf
             .take_map("counters")
             .context("the program has no `counters` map")?
@@ -461,6 +605,8 @@ impl FastPath {
             recipes,
             recipes64,
             recipes46,
+            siit64s,
+            siit46s,
             counters,
             _egress: egress,
             interfaces: interfaces.to_vec(),
@@ -565,6 +711,16 @@ impl FastPath {
                 p.del64.delete(Key6::of(&out.key));
                 p.del46.delete(Key::of(&inb.key));
             }
+            (Recipes::Siit64(r), true) => {
+                p.up_s64
+                    .update(PairKey6::of(&r.key), SiitValue64::of(r, now_ns));
+            }
+            (Recipes::Siit64(r), false) => p.del_s64.delete(PairKey6::of(&r.key)),
+            (Recipes::Siit46(r), true) => {
+                p.up_s46
+                    .update(PairKey4::of(&r.key), SiitValue46::of(r, now_ns));
+            }
+            (Recipes::Siit46(r), false) => p.del_s46.delete(PairKey4::of(&r.key)),
         }
     }
 
@@ -589,6 +745,12 @@ impl FastPath {
         if !p.del46.is_empty() {
             add(&mut del, p.del46.flush(self.recipes46.map().fd().as_fd()));
         }
+        if !p.del_s64.is_empty() {
+            add(&mut del, p.del_s64.flush(self.siit64s.map().fd().as_fd()));
+        }
+        if !p.del_s46.is_empty() {
+            add(&mut del, p.del_s46.flush(self.siit46s.map().fd().as_fd()));
+        }
         if !p.up44.is_empty() {
             add(&mut ins, p.up44.flush(self.recipes.map().fd().as_fd()));
         }
@@ -597,6 +759,12 @@ impl FastPath {
         }
         if !p.up46.is_empty() {
             add(&mut ins, p.up46.flush(self.recipes46.map().fd().as_fd()));
+        }
+        if !p.up_s64.is_empty() {
+            add(&mut ins, p.up_s64.flush(self.siit64s.map().fd().as_fd()));
+        }
+        if !p.up_s46.is_empty() {
+            add(&mut ins, p.up_s46.flush(self.siit46s.map().fd().as_fd()));
         }
         self.installed = self.installed.saturating_add(ins.done);
         self.install_errors = self.install_errors.saturating_add(ins.failed);
@@ -625,6 +793,21 @@ impl FastPath {
                     .get(&Key::of(&inb.key), 0)
                     .ok()
                     .map(|v| v.last_seen),
+            ),
+            // SIIT: one direction, answered as the outbound one.
+            Recipes::Siit64(r) => (
+                self.siit64s
+                    .get(&PairKey6::of(&r.key), 0)
+                    .ok()
+                    .map(|v| v.last_seen),
+                None,
+            ),
+            Recipes::Siit46(r) => (
+                self.siit46s
+                    .get(&PairKey4::of(&r.key), 0)
+                    .ok()
+                    .map(|v| v.last_seen),
+                None,
             ),
         }
     }

@@ -172,17 +172,28 @@ socket = "{sock}"
 {dataplane}"#,
         tun = lab.tun,
         sock = lab.socket.display(),
-        // XLAT_E2E_WORKERS, XLAT_E2E_AF_XDP: SIIT on several workers and on AF_XDP too.
-        dataplane = if workers_wanted().is_some() || afxdp_wanted() {
+        // XLAT_E2E_WORKERS, XLAT_E2E_AF_XDP, XLAT_E2E_FAST_PATH: SIIT on several workers, on
+        // AF_XDP and with its address-pair recipes in XDP too.
+        dataplane = if workers_wanted().is_some() || afxdp_wanted() || fast_path() {
+            let fast = if fast_path() {
+                "fast_path = \"xdp\"\n"
+            } else {
+                ""
+            };
             let slow = if afxdp_wanted() {
+                "slow_path = \"af_xdp\"\n"
+            } else {
+                ""
+            };
+            let ifs = if afxdp_wanted() || fast_path() {
                 format!(
-                    "slow_path = \"af_xdp\"\ninterfaces = [\"{}\", \"{}\"]\n",
+                    "interfaces = [\"{}\", \"{}\"]\n",
                     lab.gw_cli_dev, lab.gw_srv_dev
                 )
             } else {
                 String::new()
             };
-            format!("\n[dataplane]\n{slow}{}", workers_line())
+            format!("\n[dataplane]\n{fast}{slow}{ifs}{}", workers_line())
         } else {
             String::new()
         },
@@ -859,6 +870,11 @@ fn siit_ping_both_ways_and_curl_from_each_side() {
     assert!(counter(&st, "events", "ipv6_to_ipv4") > 0, "{st}");
     assert!(counter(&st, "events", "ipv4_to_ipv6") > 0, "{st}");
     assert_eq!(counter(&st, "events", "sessions_created"), 0, "{st}");
+    if fast_path() {
+        // Each file's data (4 MiB, ~2,900 segments) crossed XDP by its pair's recipe.
+        assert!(xdp(&st, "xdp_siit_4to6") >= 2000, "{st}");
+        assert!(xdp(&st, "xdp_siit_6to4") >= 2000, "{st}");
+    }
 }
 
 /// SIIT with EAM entries for both sides (no pref64 address in use): SRV is 2001:2:0:6::2 to the

@@ -17,10 +17,13 @@
 //! 5. fragments ([`frag`]): IPv4 packets without DF split to the lowest IPv6 MTU
 //!    ([`split6`]), first fragments of ICMP messages held until their length is known.
 //!
-//! SIIT keeps no per-flow state; its only memory is that ICMP fragment bookkeeping.
+//! SIIT keeps no per-flow state; its only memory is that ICMP fragment bookkeeping, and, with
+//! the XDP fast path on, the cache of address pairs whose recipes it handed over
+//! ([`fastpath`]: the plain TCP/UDP its lane translates, keyed by addresses and protocol).
 
 pub(crate) mod eam;
 pub(crate) mod ext;
+pub(crate) mod fastpath;
 pub(crate) mod icmp;
 pub(crate) mod reply;
 pub(crate) mod to4;
@@ -38,6 +41,7 @@ use crate::counters::{Counters, DropReason, Event};
 use crate::flow::Proto;
 use crate::ipv4_id::Ipv4Ids;
 use crate::martian;
+use crate::offload::{Pair4, Pair6};
 use crate::rfc6052::Pref64;
 use crate::{Time, Verdict};
 
@@ -417,6 +421,8 @@ pub struct Siit {
     rate: RateLimit,
     /// Identifications of the IPv4 packets it makes (RFC 7915 5.1).
     ids: Ipv4Ids,
+    /// The pairs handed to the XDP fast path (offload on), [`fastpath`].
+    fast: Option<Box<fastpath::FastPath>>,
 }
 
 impl Siit {
@@ -439,7 +445,38 @@ impl Siit {
             ready: VecDeque::new(),
             rate: RateLimit::new(),
             ids: Ipv4Ids::new(seed),
+            fast: None,
         }
+    }
+
+    /// Hands plain TCP/UDP address pairs to a fast path from now on ([`fastpath`]), or stops
+    /// (withdrawing what was handed).
+    pub fn set_offload(&mut self, on: bool) {
+        match (on, self.fast.as_mut()) {
+            (true, None) => self.fast = Some(Box::new(fastpath::FastPath::new())),
+            (false, Some(f)) => f.clear(),
+            _ => {}
+        }
+    }
+
+    /// The fast path's instructions since the last call ([`fastpath`]).
+    pub fn drain_offload(&mut self, out: &mut Vec<crate::offload::OffloadOp>) {
+        if let Some(f) = self.fast.as_mut() {
+            f.drain(out);
+        }
+    }
+
+    /// The answer to a `Query` about the recipe in `slot` (see [`fastpath::FastPath::seen`]).
+    pub fn offload_seen(
+        &mut self,
+        now: Time,
+        slot: u32,
+        fast: Option<Time>,
+        c: &mut Counters,
+    ) -> bool {
+        self.fast
+            .as_mut()
+            .is_some_and(|f| f.seen(now, slot, fast, c))
     }
 
     /// Takes a new configuration (a reload, [`crate::reconfigure`]): the pref64, pool4, EAM
@@ -456,6 +493,11 @@ impl Siit {
         self.rfc6791v6 = cfg.rfc6791v6;
         self.eam_hairpin = cfg.eam_hairpin;
         self.params = cfg.params;
+        // The fast path's recipes were made with the old mapping: withdrawn, and made anew
+        // by the next packets.
+        if let Some(f) = self.fast.as_mut() {
+            f.clear();
+        }
     }
 
     /// True for an IPv4 destination SIIT translates: an EAM entry's or siit.pool4's.
@@ -479,6 +521,9 @@ impl Siit {
     }
 
     pub fn expire(&mut self, now: Time, c: &mut Counters) {
+        if let Some(f) = self.fast.as_mut() {
+            f.expire(now);
+        }
         let (held, incomplete) = self.frags.expire(now);
         for _ in 0..held {
             c.drop(DropReason::FragmentNoFirst);
@@ -552,10 +597,10 @@ impl Siit {
     /// it to [`Siit::process6`] / [`Siit::process4`]; where the lane answers, output and
     /// counters are theirs (`lane_tests` compares them byte for byte).
     #[inline]
-    pub fn lane(&mut self, buf: &mut PacketBuf, c: &mut Counters) -> Option<Verdict> {
+    pub fn lane(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Option<Verdict> {
         match buf.data().first().map(|b| b >> 4) {
-            Some(6) => self.lane6(buf, c),
-            Some(4) => self.lane4(buf, c),
+            Some(6) => self.lane6(now, buf, c),
+            Some(4) => self.lane4(now, buf, c),
             _ => None,
         }
     }
@@ -566,7 +611,7 @@ impl Siit {
     /// mapped (EAM, then pref64: RFC 7757 3.2, RFC 6052 2.3), no martian among them
     /// ([`crate::martian`]) and not a hairpin (RFC 7757 4).
     #[inline]
-    fn lane6(&mut self, buf: &mut PacketBuf, c: &mut Counters) -> Option<Verdict> {
+    fn lane6(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Option<Verdict> {
         use crate::rewrite::{self, Tuple4, Tuple6};
         use xlat_wire::ipv6::{addr_at, off, HEADER};
         let d = buf.data();
@@ -626,6 +671,28 @@ impl Siit {
             return Some(Verdict::Drop(e));
         }
         c.event(Event::Ipv6ToIpv4);
+        if let Some(f) = self.fast.as_mut() {
+            // Everything checked above about the addresses holds for every packet of the
+            // pair; what depends on the packet, the fast path checks itself.
+            let ids = &self.ids;
+            let mtu = u16::try_from(self.params.mtu).unwrap_or(u16::MAX);
+            f.seen6(
+                now,
+                Pair6 {
+                    proto: next,
+                    src: src6,
+                    dst: dst6,
+                },
+                Pair4 {
+                    proto: next,
+                    src: src4,
+                    dst: dst4,
+                },
+                || ids.recipe(src4, dst4, next),
+                mtu,
+                c,
+            );
+        }
         Some(Verdict::Forward)
     }
 
@@ -638,7 +705,7 @@ impl Siit {
     /// pref64 alone in simple hairpinning mode, 4.2) and 20 bytes of headroom for the longer
     /// header.
     #[inline]
-    fn lane4(&mut self, buf: &mut PacketBuf, c: &mut Counters) -> Option<Verdict> {
+    fn lane4(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Option<Verdict> {
         use crate::rewrite::{self, Tuple4, Tuple6};
         use xlat_wire::ipv4::MIN_HEADER;
         let d = buf.data();
@@ -696,6 +763,29 @@ impl Siit {
             return Some(Verdict::Drop(e));
         }
         c.event(Event::Ipv4ToIpv6);
+        if let Some(f) = self.fast.as_mut() {
+            // The lane took only what fits the lower limit; the fast path takes DF packets up
+            // to the next hop's MTU, as the general path translates them (RFC 7915 4.1).
+            let mtu = (
+                u16::try_from(limit).unwrap_or(u16::MAX),
+                u16::try_from(self.params.mtu).unwrap_or(u16::MAX),
+            );
+            f.seen4(
+                now,
+                Pair4 {
+                    proto,
+                    src: src4,
+                    dst: dst4,
+                },
+                Pair6 {
+                    proto,
+                    src: src6,
+                    dst: dst6,
+                },
+                mtu,
+                c,
+            );
+        }
         Some(Verdict::Forward)
     }
 
