@@ -731,9 +731,14 @@ impl Engine {
 
     /// `xlat trace` with a fast path: the fast path gives back the sessions `f` takes and
     /// takes none of them until `hold_offload(now, None)`, which hands the held ones that
-    /// qualify back; so a traced flow's packets pass the engine. The recipes go through the
-    /// fast-path events of [`Engine::drain_events`]. Returns how many sessions moved.
+    /// qualify back; so a traced flow's packets pass the engine. SIIT, which has no inside
+    /// host to single out, gives back all its address pairs for the time. The recipes go
+    /// through the fast-path events of [`Engine::drain_events`]. Returns how many NAT
+    /// sessions moved.
     pub fn hold_offload(&mut self, now: Time, f: Option<SessionFilter>) -> u64 {
+        if let Some(s) = self.siit.as_mut() {
+            s.hold_offload(f.is_some());
+        }
         let mut n = 0;
         if let Some(t) = self.nat44.as_mut() {
             n += t.hold_offload(now, f.clone());

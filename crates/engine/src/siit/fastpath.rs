@@ -74,6 +74,9 @@ pub(crate) struct FastPath {
     free: Vec<u32>,
     cursor: usize,
     ops: VecDeque<OffloadOp>,
+    /// `xlat trace` runs: nothing is installed, so every packet reaches the engine
+    /// ([`FastPath::hold`]).
+    held: bool,
 }
 
 impl FastPath {
@@ -84,7 +87,18 @@ impl FastPath {
             free: Vec::new(),
             cursor: 0,
             ops: VecDeque::new(),
+            held: false,
         }
+    }
+
+    /// `xlat trace` with the fast path: withdraws every recipe and installs none until
+    /// `hold(false)` (SIIT has no inside host to hold back alone; a trace is bounded in
+    /// time). Released, the pairs are installed again as their packets come.
+    pub fn hold(&mut self, on: bool) {
+        if on && !self.held {
+            self.clear();
+        }
+        self.held = on;
     }
 
     fn key(r: &Recipes) -> Option<Key> {
@@ -115,7 +129,7 @@ impl FastPath {
         mtu: u16,
         c: &mut Counters,
     ) {
-        if !self.touch(now, Key::V6(key)) {
+        if !self.held && !self.touch(now, Key::V6(key)) {
             let r = Recipes::Siit64(siit64_recipe(key, new, ids(), mtu));
             self.install(now, Key::V6(key), r, c);
         }
@@ -124,7 +138,7 @@ impl FastPath {
     /// [`FastPath::seen6`] for IPv4 -> IPv6 (RFC 7915 4.1): `mtu` is the longest IPv6 packet
     /// made from one without DF, and from one with DF.
     pub fn seen4(&mut self, now: Time, key: Pair4, new: Pair6, mtu: (u16, u16), c: &mut Counters) {
-        if !self.touch(now, Key::V4(key)) {
+        if !self.held && !self.touch(now, Key::V4(key)) {
             let r = Recipes::Siit46(siit46_recipe(key, new, mtu));
             self.install(now, Key::V4(key), r, c);
         }
@@ -287,6 +301,29 @@ mod tests {
         let mut v = Vec::new();
         f.drain(&mut v);
         v
+    }
+
+    /// `xlat trace`: held, every recipe is withdrawn and none is installed; released, the
+    /// next packet of a pair installs it again.
+    #[test]
+    fn a_hold_withdraws_every_pair_and_installs_none_until_released() {
+        let mut f = FastPath::new();
+        let mut c = Counters::default();
+        let t = Time::from_secs(10);
+        f.seen4(t, pair4(1), pair6(1), (1280, 1500), &mut c);
+        f.seen4(t, pair4(2), pair6(2), (1280, 1500), &mut c);
+        assert_eq!(drain(&mut f).len(), 2);
+        f.hold(true);
+        let v = drain(&mut f);
+        assert_eq!(v.len(), 2);
+        assert!(v.iter().all(|o| o.kind == OffloadKind::Remove));
+        f.seen4(t, pair4(1), pair6(1), (1280, 1500), &mut c);
+        assert!(drain(&mut f).is_empty(), "nothing installed while held");
+        f.hold(false);
+        f.seen4(t, pair4(1), pair6(1), (1280, 1500), &mut c);
+        let v = drain(&mut f);
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].kind, OffloadKind::Install);
     }
 
     #[test]

@@ -459,6 +459,14 @@ impl Siit {
         }
     }
 
+    /// Holds every pair off the fast path while `xlat trace` runs, or releases them
+    /// ([`fastpath::FastPath::hold`]).
+    pub fn hold_offload(&mut self, on: bool) {
+        if let Some(f) = self.fast.as_mut() {
+            f.hold(on);
+        }
+    }
+
     /// The fast path's instructions since the last call ([`fastpath`]).
     pub fn drain_offload(&mut self, out: &mut Vec<crate::offload::OffloadOp>) {
         if let Some(f) = self.fast.as_mut() {
