@@ -357,6 +357,7 @@ fn bird_router_config(head: &str, local_asn: u32, peers: &[(Ipv4Addr, u32)]) -> 
             r#"protocol bgp node{i} {{
     local as {local_asn};
     neighbor {peer} as {asn};
+    passive on;
     connect delay time 1;
     connect retry time 2;
     error wait time 1, 4;
@@ -663,14 +664,29 @@ impl Cluster {
         let oc = self.dir.join("outside.bird.conf");
         std::fs::write(
             &oc,
-            bird_outside_config(SERVER, &self.peers(|n| n.out_addr)),
+            self.bird_logged(
+                "outside",
+                &bird_outside_config(SERVER, &self.peers(|n| n.out_addr)),
+            ),
         )?;
         let ic = self.dir.join("inside.bird.conf");
         std::fs::write(
             &ic,
-            bird_inside_config(Ipv4Addr::new(198, 18, 0, 1), &self.peers(|n| n.in_addr)),
+            self.bird_logged(
+                "inside",
+                &bird_inside_config(Ipv4Addr::new(198, 18, 0, 1), &self.peers(|n| n.in_addr)),
+            ),
         )?;
         Ok((oc, ic))
+    }
+
+    /// A BIRD configuration with a log file in the run directory (`<name>.bird.log`: session
+    /// states and events), for the lab only.
+    fn bird_logged(&self, name: &str, conf: &str) -> String {
+        format!(
+            "log \"{}\" all;\ndebug protocols {{ states, events }};\n{conf}",
+            self.dir.join(format!("{name}.bird.log")).display()
+        )
     }
 
     fn start_bird(&mut self) -> Result<()> {
@@ -695,7 +711,7 @@ impl Cluster {
             &n.tun,
         );
         let conf = self.dir.join(format!("n{i}.bird.conf"));
-        std::fs::write(&conf, c)?;
+        std::fs::write(&conf, self.bird_logged(&format!("n{i}"), &c))?;
         self.bird(&n.ns, &conf)
     }
 
@@ -738,6 +754,7 @@ impl Cluster {
         }
         self.create_node(i)?;
         if self.routing == Routing::Bgp {
+            // The routers listen (passive sessions) before the node's BIRD connects.
             self.write_router_birds()?;
             self.bird_configure(&self.ns_or)?;
             self.bird_configure(&self.ns_ir)?;
@@ -1236,7 +1253,9 @@ fn serve(sock: &UdpSocket, sh: &Shared) -> Result<()> {
             Err(e)
                 if matches!(
                     e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
                 ) =>
             {
                 continue
