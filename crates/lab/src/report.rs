@@ -112,6 +112,7 @@ pub fn columns(exp: &str) -> Vec<Col> {
         ],
         "scale-out-events" => vec![
             ("routing_ms", "route change at outside router (ms)"),
+            ("setup_ms", "node set up (ms)"),
             ("group_ms", "inside group changed (ms)"),
             ("moved", "subscribers moved"),
             ("moved_pct", "moved %"),

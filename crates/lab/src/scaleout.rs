@@ -923,6 +923,38 @@ impl Cluster {
         )
     }
 
+    /// Polls (every 2 ms, at most `limit`) until the outside router routes node i's pool and
+    /// the group's members are `members`; returns when each happened, from the call.
+    pub fn wait_joined(
+        &self,
+        i: usize,
+        members: &[usize],
+        limit: Duration,
+    ) -> Result<(Duration, Duration)> {
+        let start = Instant::now();
+        let (mut routed, mut grouped) = (None, None);
+        for _ in 0..limit.as_millis() as usize / 2 + 1 {
+            if routed.is_none() && self.outside_has_route(i) {
+                routed = Some(start.elapsed());
+            }
+            if grouped.is_none() && self.group_members() == members {
+                grouped = Some(start.elapsed());
+            }
+            if let (Some(r), Some(g)) = (routed, grouped) {
+                return Ok((r, g));
+            }
+            if start.elapsed() > limit || sys::stopped() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        bail!(
+            "node {i} did not join within {limit:?}: outside route {routed:?}, group {grouped:?} (members {:?}); health check log:\n{}",
+            self.group_members(),
+            self.health_log()
+        )
+    }
+
     /// Node i's UDP sessions to the server as (inside, outside) addresses, from `xlat show
     /// sessions` (its own table); an error when the daemon does not answer.
     pub fn sessions(&self, i: usize) -> Result<BTreeSet<(Ipv4Addr, Ipv4Addr)>> {
@@ -1486,6 +1518,11 @@ pub struct Event {
     /// start as `routing_ms`).
     #[serde(default)]
     pub group_ms: Option<f64>,
+    /// Add only: setting the node up (namespace, links, configs, BIRD, the routers' new
+    /// neighbours, xlat until its pool route is up), ms; routing_ms and group_ms count from
+    /// its end.
+    #[serde(default)]
+    pub setup_ms: Option<f64>,
     /// Subscribers whose node changed across the event (of those sending before it).
     pub moved: Vec<usize>,
     /// Those of them that were not on (leave) / did not go to (join) the event's node.
@@ -1727,16 +1764,18 @@ pub fn run(opts: &ScaleOpts) -> Result<Outcome> {
 
     // A new node: N -> N+1 the way an operator adds one; then new subscribers.
     let mut add_times = None;
+    let mut add_setup = Duration::ZERO;
     if opts.add_node {
         let t_add = traffic.now();
         let add_at = Instant::now();
         let j = c.add_node()?;
-        let announced = c.wait_outside_route(j, true, limit)?;
+        add_setup = add_at.elapsed();
         let with_new: Vec<usize> = (0..=nodes).collect();
-        c.wait_group(&with_new, limit)?;
-        let grouped = add_at.elapsed();
+        let (announced, grouped) = c.wait_joined(j, &with_new, limit)?;
         // Idle buckets move to the new node after the idle timer; then new subscribers.
-        sys::sleep_interruptible(Duration::from_secs(opts.idle_timer.into()) * 2);
+        sys::sleep_interruptible(
+            Duration::from_secs(opts.idle_timer.into()) + Duration::from_millis(500),
+        );
         sys::check_stop()?;
         let t_late = traffic.start_late(opts.subscribers + opts.late_subscribers);
         sys::sleep_interruptible(opts.settle);
@@ -1848,6 +1887,7 @@ pub fn run(opts: &ScaleOpts) -> Result<Outcome> {
             node,
             routing_ms,
             group_ms: Some(group_ms),
+            setup_ms: None,
             moved_pct: 100.0 * moved.len() as f64 / m as f64,
             moved,
             moved_other,
@@ -1896,6 +1936,9 @@ pub fn run(opts: &ScaleOpts) -> Result<Outcome> {
             grouped.as_secs_f64() * 1e3,
             false,
         ));
+        if let Some(e) = add.as_mut() {
+            e.setup_ms = Some(add_setup.as_secs_f64() * 1e3);
+        }
         let subs: Vec<usize> = (m..m + opts.late_subscribers).collect();
         let node: Vec<Option<usize>> = subs
             .iter()
@@ -2013,6 +2056,9 @@ pub fn experiments(o: &Outcome, settle: f64) -> Vec<Experiment> {
         metrics.insert("routing_ms".into(), one(e.routing_ms));
         if let Some(g) = e.group_ms {
             metrics.insert("group_ms".into(), one(g));
+        }
+        if let Some(x) = e.setup_ms {
+            metrics.insert("setup_ms".into(), one(x));
         }
         metrics.insert("moved".into(), one(e.moved.len() as f64));
         metrics.insert("moved_pct".into(), one(e.moved_pct));
