@@ -680,11 +680,11 @@ impl Cluster {
         Ok((oc, ic))
     }
 
-    /// A BIRD configuration with a log file in the run directory (`<name>.bird.log`: session
-    /// states and events), for the lab only.
+    /// A BIRD configuration with a log file in the run directory (`<name>.bird.log`: sessions,
+    /// routes in and out), for the lab only.
     fn bird_logged(&self, name: &str, conf: &str) -> String {
         format!(
-            "log \"{}\" all;\ndebug protocols {{ states, events }};\n{conf}",
+            "log \"{}\" all;\ndebug protocols all;\n{conf}",
             self.dir.join(format!("{name}.bird.log")).display()
         )
     }
@@ -934,6 +934,10 @@ impl Cluster {
         let start = Instant::now();
         let (mut routed, mut grouped) = (None, None);
         for _ in 0..limit.as_millis() as usize / 2 + 1 {
+            if self.routing == Routing::Static && routed.is_none() && self.node_has_route(i) {
+                // The lab is the routing protocol: follow xlat's route.
+                self.static_route(i, true)?;
+            }
             if routed.is_none() && self.outside_has_route(i) {
                 routed = Some(start.elapsed());
             }
