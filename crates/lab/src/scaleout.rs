@@ -548,12 +548,21 @@ impl Cluster {
         }
         for i in 0..self.nodes.len() {
             self.list_node(i)?;
-        }
-        self.start_health()?;
-        for i in 0..self.nodes.len() {
             if self.routing == Routing::Static {
                 self.static_route(i, true)?;
             }
+        }
+        // The health check starts once every pool is in the inside router's table, so the
+        // group is made with all nodes at once and the spread repeats from run to run.
+        let t0 = Instant::now();
+        while (0..self.nodes.len()).any(|i| !self.nodes_table_has(i)) {
+            if t0.elapsed() > Duration::from_secs(40) || sys::stopped() {
+                bail!("not every node's pool reached the inside router within 40 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.start_health()?;
+        for i in 0..self.nodes.len() {
             self.wait_outside_route(i, true, Duration::from_secs(40))
                 .with_context(|| format!("node {i}'s pool never reached the outside router"))?;
         }
@@ -890,6 +899,18 @@ impl Cluster {
             let _ = ip(&self.ns_ir, &["route", "del", &n.pool, "table", &table]);
         }
         Ok(())
+    }
+
+    /// The inside router's nodes table (the health check's signal) routes node i's pool.
+    fn nodes_table_has(&self, i: usize) -> bool {
+        let n = &self.nodes[i];
+        let table = NODES_TABLE.to_string();
+        ip(
+            &self.ns_ir,
+            &["-4", "route", "show", "exact", &n.pool, "table", &table],
+        )
+        .map(|s| !s.trim().is_empty())
+        .unwrap_or(false)
     }
 
     /// The inside router's group members now, as node indexes (empty without a group).
