@@ -259,7 +259,7 @@ pub fn list_text() -> String {
 }
 
 /// `xlat lab list`'s line for scale-out (its own testbed, not the tester/DUT pair).
-pub const SCALE_OUT: &str = "N xlat NAT44 nodes behind a resilient ECMP group, pools announced by BGP (BIRD): spread of subscribers, a node killed and restarted (--nodes 3 --subscribers 24 --flows 4)";
+pub const SCALE_OUT: &str = "N xlat NAT44 nodes behind a resilient ECMP group, pools announced by BGP (BIRD): spread of subscribers, load and CPU per node, a node killed and restarted, a new node added (--nodes 3 --subscribers 24 --flows 4)";
 
 pub const STUDIES: &[(&str, &str)] = &[
     ("s1", "IPv6 routing vs NAT44: loss, rate and latency vs load (10..100% of 100 Mb/s) by payload size"),

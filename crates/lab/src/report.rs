@@ -112,6 +112,8 @@ pub fn columns(exp: &str) -> Vec<Col> {
         ],
         "scale-out-events" => vec![
             ("routing_ms", "route change at outside router (ms)"),
+            ("setup_ms", "node set up (ms)"),
+            ("group_ms", "inside group changed (ms)"),
             ("moved", "subscribers moved"),
             ("moved_pct", "moved %"),
             ("moved_other", "moved, not the node's"),
@@ -119,6 +121,17 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("moved_flows_lost", "moved streams' lost pkts"),
             ("other_flows_lost", "other streams' lost pkts"),
             ("other_flows_sent", "other streams' pkts sent"),
+            ("late_subscribers", "new subscribers"),
+            ("late_on_new_node", "new ones on the added node"),
+            ("late_flows_lost", "new ones' lost pkts"),
+        ],
+        "scale-out-load" => vec![
+            ("offered_pps", "offered (pps)"),
+            ("carried_pps", "carried (pps)"),
+            ("replied_pct", "echoed %"),
+            ("xlat_cpu_pct", "xlat CPU % of a core"),
+            ("xlat_ns_per_pkt", "xlat CPU ns/pkt"),
+            ("capacity_pps_projected", "projected pps, 1 core per node"),
         ],
         "failover" => vec![
             ("established", "established flows"),

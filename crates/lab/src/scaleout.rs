@@ -18,10 +18,16 @@
 //! routes and the lab itself withdraws a dead node's route when xlat's route is gone.
 //!
 //! The inside router spreads subscribers with a Linux resilient nexthop group hashing on the
-//! source address (`fib_multipath_hash_policy = 0`, with a fixed hash seed so runs repeat). The
-//! lab plays the inside router's health check: when a node's prefix leaves the outside
-//! router's table it deletes that node's nexthop (the group reassigns only its buckets), and
-//! puts it back when the prefix returns.
+//! source address (`fib_multipath_hash_policy = 0`, with a fixed hash seed so runs repeat).
+//! Its members are kept by the health check operators run, docs/scale-out/xlat-ecmp-health.sh
+//! ([`HEALTH_SCRIPT`]): each node also announces its pool by BGP to BIRD in the inside router,
+//! which puts the pools into kernel table 200; the script keeps the group to the nodes whose
+//! pool is there (a node that leaves loses only its buckets; one that joins gets idle ones).
+//! With static routing the lab fills table 200 itself.
+//!
+//! Events: a node's xlat SIGKILLed, restarted, then a new node added (N -> N+1, its own
+//! namespace, pool, BIRD and BGP neighbours on both routers) and new subscribers started.
+//! Load steps: every stream faster, per node carried packets and xlat CPU per packet.
 //!
 //! Traffic: every subscriber runs `flows` UDP streams to an echo server in the outside
 //! router's namespace, one packet per stream every `interval`, each carrying subscriber, flow
@@ -35,7 +41,7 @@ use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -68,6 +74,13 @@ const MAGIC: [u8; 4] = *b"XSO1";
 pub const PAYLOAD: usize = 64;
 /// The outside router's ASN; node i has 64497 + i.
 const OR_ASN: u32 = 64496;
+/// The inside router's ASN (its BIRD learns which nodes announce their pool).
+const IR_ASN: u32 = 64511;
+/// The inside router's kernel table where its BIRD puts the pools the nodes announce: the
+/// health check's signal, used by no rule.
+const NODES_TABLE: u32 = 200;
+/// The inside router's health check, the one docs/SCALE-OUT.md tells operators to run.
+pub const HEALTH_SCRIPT: &str = include_str!("../../../docs/scale-out/xlat-ecmp-health.sh");
 
 /// How the outside router learns the pools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,6 +112,14 @@ pub struct ScaleOpts {
     pub kill: Option<usize>,
     /// The xlat binary; None = next to this executable or XLAT_BIN ([`crate::device::xlat_bin`]).
     pub xlat_bin: Option<PathBuf>,
+    /// After the rejoin, add a genuinely new node (index `nodes`, its own pool).
+    pub add_node: bool,
+    /// Subscribers that start sending only once the added node is in the group (indexes
+    /// `subscribers..`): where new subscribers land.
+    pub late_subscribers: usize,
+    /// Stream intervals of the load steps after the steady state (empty: none), each held
+    /// for `settle`.
+    pub load_steps: Vec<Duration>,
 }
 
 impl ScaleOpts {
@@ -127,6 +148,33 @@ impl ScaleOpts {
         if !(self.nodes as u32..=4096).contains(&u32::from(self.buckets)) {
             bail!("buckets: {} is outside nodes..4096", self.buckets);
         }
+        if self.add_node && self.nodes + 1 > MAX_NODES {
+            bail!(
+                "--nodes: {} plus the added node is more than {MAX_NODES}",
+                self.nodes
+            );
+        }
+        if self.late_subscribers > 0 && !self.add_node {
+            bail!("late subscribers start after a node is added: add_node is off");
+        }
+        if self.subscribers + self.late_subscribers > MAX_SUBSCRIBERS {
+            bail!(
+                "--subscribers: {} plus {} late ones is more than {MAX_SUBSCRIBERS}",
+                self.subscribers,
+                self.late_subscribers
+            );
+        }
+        if self.load_steps.len() > 4
+            || self
+                .load_steps
+                .iter()
+                .any(|d| *d < Duration::from_millis(1) || *d > Duration::from_secs(1))
+        {
+            bail!(
+                "load steps {:?}: at most 4 stream intervals of 1 ms..1 s",
+                self.load_steps
+            );
+        }
         if let Some(k) = self.kill {
             if k >= self.nodes {
                 bail!(
@@ -151,6 +199,27 @@ pub fn node_of(a: Ipv4Addr, nodes: usize) -> Option<usize> {
         let mask = u32::MAX << (32 - u32::from(len));
         u32::from(a) & mask == u32::from(p)
     })
+}
+
+/// Node indexes of the members of a group as `ip nexthop show id G` prints it
+/// ("id 100 group 1/3 type resilient ..."; nexthop id = node + 1), sorted.
+pub fn parse_group(line: &str) -> Vec<usize> {
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let Some(p) = w.iter().position(|x| *x == "group") else {
+        return Vec::new();
+    };
+    let mut v: Vec<usize> = w
+        .get(p + 1)
+        .map(|g| {
+            g.split('/')
+                .filter_map(|m| m.split(',').next()?.parse::<usize>().ok())
+                .filter(|id| *id > 0)
+                .map(|id| id - 1)
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort_unstable();
+    v
 }
 
 /// Subscriber s's address (s from 0).
@@ -187,6 +256,7 @@ pub fn bird_node_config(
     asn: u32,
     peer: Ipv4Addr,
     peer_asn: u32,
+    inside_peer: Ipv4Addr,
     pool: &str,
     tun: &str,
 ) -> String {
@@ -223,28 +293,73 @@ protocol bgp upstream {{
         export where proto = "xlat_pool";
     }};
 }}
+
+# The same announcement to the inside router, whose health check (xlat-ecmp-health.sh) keeps
+# this node in its nexthop group only while the pool is announced.
+protocol bgp inside {{
+    local as {asn};
+    neighbor {inside_peer} as {IR_ASN};
+    connect delay time 1;
+    connect retry time 2;
+    error wait time 1, 4;
+    ipv4 {{
+        import none;
+        export where proto = "xlat_pool";
+    }};
+}}
 "#
     )
 }
 
-/// BIRD for the outside router: one eBGP session per node, pools into the kernel. Several
-/// sessions could announce the same prefix only if pools overlapped, which `xlat check`
-/// rules out per node and the cluster plan must rule out between nodes.
+/// BIRD for the outside router: one eBGP session per node, pools into the kernel. The device
+/// scan every second also wakes BIRD's loop: without it a new session's first UPDATE waited
+/// up to 3 s in about half the runs (the packets show no loss; BIRD sent it at its next
+/// wake-up). Several sessions could announce the same prefix only if pools overlapped, which
+/// `xlat check` rules out per node and the cluster plan must rule out between nodes.
 pub fn bird_outside_config(router_id: Ipv4Addr, peers: &[(Ipv4Addr, u32)]) -> String {
-    let mut s = format!(
-        r#"# BIRD 2 on the outside (upstream) router: learn each xlat node's pool by eBGP.
+    bird_router_config(
+        &format!(
+            r#"# BIRD 2 on the outside (upstream) router: learn each xlat node's pool by eBGP.
 router id {router_id};
-protocol device {{ scan time 10; }}
+protocol device {{ scan time 1; }}
 protocol kernel {{
     ipv4 {{ import none; export all; }};
 }}
 "#
-    );
+        ),
+        OR_ASN,
+        peers,
+    )
+}
+
+/// BIRD for the inside router: one eBGP session per node, the pools they announce into
+/// kernel table [`NODES_TABLE`] only (no rule uses it), which the health check
+/// ([`HEALTH_SCRIPT`]) turns into the nexthop group's members. docs/scale-out/bird-inside.conf.
+pub fn bird_inside_config(router_id: Ipv4Addr, peers: &[(Ipv4Addr, u32)]) -> String {
+    bird_router_config(
+        &format!(
+            r#"# BIRD 2 on the inside router: which nodes announce their pool (the health signal).
+router id {router_id};
+protocol device {{ scan time 1; }}
+protocol kernel node_pools {{
+    kernel table {NODES_TABLE};
+    ipv4 {{ import none; export all; }};
+}}
+"#
+        ),
+        IR_ASN,
+        peers,
+    )
+}
+
+fn bird_router_config(head: &str, local_asn: u32, peers: &[(Ipv4Addr, u32)]) -> String {
+    let mut s = head.to_string();
     for (i, (peer, asn)) in peers.iter().enumerate() {
         s.push_str(&format!(
             r#"protocol bgp node{i} {{
-    local as {OR_ASN};
+    local as {local_asn};
     neighbor {peer} as {asn};
+    passive on;
     connect delay time 1;
     connect retry time 2;
     error wait time 1, 4;
@@ -271,6 +386,7 @@ struct Node {
     xlat: Option<Child>,
     /// Inside link: node side address; ir side is .1.
     in_addr: Ipv4Addr,
+    ir_addr: Ipv4Addr,
     out_addr: Ipv4Addr,
     or_addr: Ipv4Addr,
 }
@@ -286,6 +402,9 @@ pub struct Cluster {
     routing: Routing,
     dir: PathBuf,
     opts: ScaleOpts,
+    /// The inside router's health check (docs/scale-out/xlat-ecmp-health.sh) and its node list.
+    health: Option<Child>,
+    nodes_file: PathBuf,
 }
 
 impl Drop for Cluster {
@@ -296,7 +415,11 @@ impl Drop for Cluster {
                 let _ = c.wait();
             }
         }
-        // destroy_ns kills what is left in each namespace (BIRD) and deletes it.
+        if let Some(mut c) = self.health.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        // destroy_ns kills what is left in each namespace (BIRD, `ip monitor`) and deletes it.
         for ns in self.namespaces.iter().rev() {
             destroy_ns(ns);
         }
@@ -314,16 +437,17 @@ fn bird_ctl(dir: &Path, ns: &str) -> PathBuf {
 }
 
 impl Cluster {
-    /// Builds the namespaces, links, routes and starts xlat (and BIRD) on every node; waits
-    /// until the outside router has a route to every pool.
+    /// Builds the namespaces, links, routes and starts xlat (and BIRD) on every node and the
+    /// inside router's health check; waits until the outside router has a route to every pool
+    /// and the inside router's group holds every node.
     pub fn new(opts: &ScaleOpts) -> Result<Cluster> {
         opts.validate()?;
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             bail!("scale-out needs root (network namespaces, TUN devices): run it with sudo");
         }
-        if !sys::have("ip") {
-            bail!("scale-out needs `ip` (apt-get install iproute2)");
+        if !sys::have("ip") || !sys::have("bash") {
+            bail!("scale-out needs `ip` and `bash` (apt-get install iproute2 bash)");
         }
         if opts.routing == Routing::Bgp && !(sys::have("bird") && sys::have("birdc")) {
             bail!("--routing bgp needs BIRD 2 (apt-get install bird2)");
@@ -342,6 +466,8 @@ impl Cluster {
             routing: opts.routing,
             dir: opts.dir.clone(),
             opts: opts.clone(),
+            health: None,
+            nodes_file: opts.dir.join("nodes"),
         };
         c.build()?;
         Ok(c)
@@ -388,10 +514,10 @@ impl Cluster {
         for ns in [&t, &ir, &or] {
             self.add_ns(ns)?;
         }
-        // Tester: the subscribers on its one port.
+        // Tester: the subscribers (and those that start late) on its one port.
         let gw_t = Ipv4Addr::new(198, 18, 0, 1);
         Self::link(&t, "ir", Ipv4Addr::new(198, 18, 0, 2), &ir, "t", gw_t)?;
-        for s in 0..self.opts.subscribers {
+        for s in 0..self.opts.subscribers + self.opts.late_subscribers {
             ip(
                 &t,
                 &["addr", "add", &format!("{}/32", subscriber(s)), "dev", "ir"],
@@ -409,62 +535,11 @@ impl Cluster {
                  (sysctl -qw net.ipv4.fib_multipath_hash_seed={HASH_SEED} 2>/dev/null || true)"
             ),
         )?;
+        std::fs::write(&self.nodes_file, "# <nexthop id> <via> <dev> <pool>\n")
+            .with_context(|| format!("writing {}", self.nodes_file.display()))?;
         for i in 0..self.opts.nodes {
-            let ns = format!("{}-n{i}", self.id);
-            self.add_ns(&ns)?;
-            let in_addr = Ipv4Addr::new(198, 18, 16 + i as u8, 2);
-            let ir_addr = Ipv4Addr::new(198, 18, 16 + i as u8, 1);
-            let out_addr = Ipv4Addr::new(198, 19, 64 + i as u8, 2);
-            let or_addr = Ipv4Addr::new(198, 19, 64 + i as u8, 1);
-            Self::link(&ir, &format!("n{i}"), ir_addr, &ns, "in", in_addr)?;
-            Self::link(&ns, "out", out_addr, &or, &format!("n{i}"), or_addr)?;
-            ip(&ns, &["route", "add", INSIDE, "via", &ir_addr.to_string()])?;
-            ip(
-                &ns,
-                &["route", "add", "default", "via", &or_addr.to_string()],
-            )?;
-            ip(
-                &ir,
-                &[
-                    "nexthop",
-                    "add",
-                    "id",
-                    &(i + 1).to_string(),
-                    "via",
-                    &in_addr.to_string(),
-                    "dev",
-                    &format!("n{i}"),
-                ],
-            )?;
-            let (p, len) = pool_of(i);
-            let tun = "xlat0".to_string();
-            let socket = self.dir.join(format!("n{i}.sock"));
-            let conf = self.dir.join(format!("n{i}.toml"));
-            let pool = format!("{p}/{len}");
-            std::fs::write(
-                &conf,
-                node_config(&tun, &pool, &socket.display().to_string()),
-            )
-            .with_context(|| format!("writing {}", conf.display()))?;
-            self.nodes.push(Node {
-                ns,
-                tun,
-                pool,
-                conf,
-                socket,
-                log: self.dir.join(format!("n{i}.xlat.log")),
-                xlat: None,
-                in_addr,
-                out_addr,
-                or_addr,
-            });
+            self.create_node(i)?;
         }
-        self.set_group(&(0..self.opts.nodes).collect::<Vec<_>>(), true)?;
-        ip(
-            &ir,
-            &["route", "add", "default", "nhid", &GROUP_ID.to_string()],
-        )?;
-
         if self.routing == Routing::Bgp {
             self.start_bird()?;
         }
@@ -472,78 +547,183 @@ impl Cluster {
             self.start_xlat(i)?;
         }
         for i in 0..self.nodes.len() {
+            self.list_node(i)?;
             if self.routing == Routing::Static {
                 self.static_route(i, true)?;
             }
+        }
+        // The health check starts once every pool is in the inside router's table, so the
+        // group is made with all nodes at once and the spread repeats from run to run.
+        let t0 = Instant::now();
+        while (0..self.nodes.len()).any(|i| !self.nodes_table_has(i)) {
+            if t0.elapsed() > Duration::from_secs(40) || sys::stopped() {
+                bail!("not every node's pool reached the inside router within 40 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.start_health()?;
+        for i in 0..self.nodes.len() {
             self.wait_outside_route(i, true, Duration::from_secs(40))
                 .with_context(|| format!("node {i}'s pool never reached the outside router"))?;
         }
+        let all: Vec<usize> = (0..self.nodes.len()).collect();
+        self.wait_group(&all, Duration::from_secs(20))
+            .context("the health check never put every node in the group")?;
         Ok(())
     }
 
-    /// (Re)writes the resilient group with `members`.
-    fn set_group(&self, members: &[usize], create: bool) -> Result<()> {
-        let group = members
-            .iter()
-            .map(|i| (i + 1).to_string())
-            .collect::<Vec<_>>()
-            .join("/");
-        let (b, idle) = (
-            self.opts.buckets.to_string(),
-            self.opts.idle_timer.to_string(),
-        );
+    /// Node i's namespace, links, routes and xlat configuration (nothing started).
+    fn create_node(&mut self, i: usize) -> Result<()> {
+        let ir = self.ns_ir.clone();
+        let or = self.ns_or.clone();
+        let ns = format!("{}-n{i}", self.id);
+        self.add_ns(&ns)?;
+        let in_addr = Ipv4Addr::new(198, 18, 16 + i as u8, 2);
+        let ir_addr = Ipv4Addr::new(198, 18, 16 + i as u8, 1);
+        let out_addr = Ipv4Addr::new(198, 19, 64 + i as u8, 2);
+        let or_addr = Ipv4Addr::new(198, 19, 64 + i as u8, 1);
+        Self::link(&ir, &format!("n{i}"), ir_addr, &ns, "in", in_addr)?;
+        Self::link(&ns, "out", out_addr, &or, &format!("n{i}"), or_addr)?;
+        ip(&ns, &["route", "add", INSIDE, "via", &ir_addr.to_string()])?;
         ip(
-            &self.ns_ir,
-            &[
-                "nexthop",
-                if create { "add" } else { "replace" },
-                "id",
-                &GROUP_ID.to_string(),
-                "group",
-                &group,
-                "type",
-                "resilient",
-                "buckets",
-                &b,
-                "idle_timer",
-                &idle,
-                "unbalanced_timer",
-                "0",
-            ],
+            &ns,
+            &["route", "add", "default", "via", &or_addr.to_string()],
         )?;
+        let (p, len) = pool_of(i);
+        let tun = "xlat0".to_string();
+        let socket = self.dir.join(format!("n{i}.sock"));
+        let conf = self.dir.join(format!("n{i}.toml"));
+        let pool = format!("{p}/{len}");
+        std::fs::write(
+            &conf,
+            node_config(&tun, &pool, &socket.display().to_string()),
+        )
+        .with_context(|| format!("writing {}", conf.display()))?;
+        self.nodes.push(Node {
+            ns,
+            tun,
+            pool,
+            conf,
+            socket,
+            log: self.dir.join(format!("n{i}.xlat.log")),
+            xlat: None,
+            in_addr,
+            ir_addr,
+            out_addr,
+            or_addr,
+        });
         Ok(())
+    }
+
+    /// Puts node i in the health check's node list (the operator's step "tell the inside
+    /// router about the node"); the check adds its nexthop to the group once its pool is
+    /// announced.
+    fn list_node(&self, i: usize) -> Result<()> {
+        use std::io::Write;
+        let n = &self.nodes[i];
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.nodes_file)
+            .with_context(|| format!("opening {}", self.nodes_file.display()))?;
+        writeln!(f, "{} {} n{i} {}", i + 1, n.in_addr, n.pool)?;
+        Ok(())
+    }
+
+    /// Starts docs/scale-out/xlat-ecmp-health.sh in the inside router.
+    fn start_health(&mut self) -> Result<()> {
+        let script = self.dir.join("xlat-ecmp-health.sh");
+        std::fs::write(&script, HEALTH_SCRIPT)
+            .with_context(|| format!("writing {}", script.display()))?;
+        let log = self.dir.join("inside-health.log");
+        let out =
+            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let err = out.try_clone()?;
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.ns_ir, "bash"])
+            .arg(&script)
+            .arg(&self.nodes_file)
+            .env("GROUP", GROUP_ID.to_string())
+            .env("TABLE", NODES_TABLE.to_string())
+            .env("BUCKETS", self.opts.buckets.to_string())
+            .env("IDLE_TIMER", self.opts.idle_timer.to_string())
+            // Bounded: no run lasts an hour; the cluster's drop ends it anyway.
+            .env("MAX_SECONDS", "3600")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .context("starting the inside router's health check")?;
+        self.health = Some(child);
+        Ok(())
+    }
+
+    /// The health check's log so far.
+    pub fn health_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("inside-health.log")).unwrap_or_default()
+    }
+
+    fn peers(&self, addr: impl Fn(&Node) -> Ipv4Addr) -> Vec<(Ipv4Addr, u32)> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (addr(n), 64497 + i as u32))
+            .collect()
+    }
+
+    /// Writes the two routers' BIRD configurations for the current nodes.
+    fn write_router_birds(&self) -> Result<(PathBuf, PathBuf)> {
+        let oc = self.dir.join("outside.bird.conf");
+        std::fs::write(
+            &oc,
+            self.bird_logged(
+                "outside",
+                &bird_outside_config(SERVER, &self.peers(|n| n.out_addr)),
+            ),
+        )?;
+        let ic = self.dir.join("inside.bird.conf");
+        std::fs::write(
+            &ic,
+            self.bird_logged(
+                "inside",
+                &bird_inside_config(Ipv4Addr::new(198, 18, 0, 1), &self.peers(|n| n.in_addr)),
+            ),
+        )?;
+        Ok((oc, ic))
+    }
+
+    /// A BIRD configuration with a log file in the run directory (`<name>.bird.log`: sessions,
+    /// routes in and out), for the lab only.
+    fn bird_logged(&self, name: &str, conf: &str) -> String {
+        format!(
+            "log \"{}\" all;\ndebug protocols all;\n{conf}",
+            self.dir.join(format!("{name}.bird.log")).display()
+        )
     }
 
     fn start_bird(&mut self) -> Result<()> {
-        let peers: Vec<(Ipv4Addr, u32)> = self
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.out_addr, 64497 + i as u32))
-            .collect();
-        let conf = self.dir.join("outside.bird.conf");
-        std::fs::write(
-            &conf,
-            bird_outside_config(Ipv4Addr::new(198, 19, 0, 2), &peers),
-        )?;
-        let ns_or = self.ns_or.clone();
-        self.bird(&ns_or, &conf)?;
+        let (oc, ic) = self.write_router_birds()?;
+        self.bird(&self.ns_or, &oc)?;
+        self.bird(&self.ns_ir, &ic)?;
         for i in 0..self.nodes.len() {
-            let n = &self.nodes[i];
-            let c = bird_node_config(
-                n.out_addr,
-                64497 + i as u32,
-                n.or_addr,
-                OR_ASN,
-                &n.pool,
-                &n.tun,
-            );
-            let conf = self.dir.join(format!("n{i}.bird.conf"));
-            std::fs::write(&conf, c)?;
-            let ns = n.ns.clone();
-            self.bird(&ns, &conf)?;
+            self.start_node_bird(i)?;
         }
         Ok(())
+    }
+
+    fn start_node_bird(&self, i: usize) -> Result<()> {
+        let n = &self.nodes[i];
+        let c = bird_node_config(
+            n.out_addr,
+            64497 + i as u32,
+            n.or_addr,
+            OR_ASN,
+            n.ir_addr,
+            &n.pool,
+            &n.tun,
+        );
+        let conf = self.dir.join(format!("n{i}.bird.conf"));
+        std::fs::write(&conf, self.bird_logged(&format!("n{i}"), &c))?;
+        self.bird(&n.ns, &conf)
     }
 
     fn bird(&self, ns: &str, conf: &Path) -> Result<()> {
@@ -558,6 +738,42 @@ impl Cluster {
         sys::ns_ok(ns, &["bird", "-c", &c, "-s", &s, "-P", &p])
             .with_context(|| format!("starting BIRD in {ns}"))?;
         Ok(())
+    }
+
+    /// `birdc configure` in `ns` (the routers after a node was added to their config).
+    fn bird_configure(&self, ns: &str) -> Result<()> {
+        let ctl = bird_ctl(&self.dir, ns).display().to_string();
+        let o = sys::cmd(10, &["birdc", "-s", &ctl, "configure"])?;
+        if !o.ok || !o.stdout.contains("Reconfigur") {
+            bail!(
+                "birdc configure in {ns}: {}{}",
+                o.stdout.trim(),
+                o.stderr.trim()
+            );
+        }
+        Ok(())
+    }
+
+    /// Adds a new node (index = the number of nodes so far) the way an operator does:
+    /// its namespace and links, its xlat config (own pool), BIRD on it, a BGP neighbour on
+    /// both routers, xlat started, the node in the health check's list. Returns its index;
+    /// it joins the group when its pool is announced.
+    pub fn add_node(&mut self) -> Result<usize> {
+        let i = self.nodes.len();
+        if i >= MAX_NODES {
+            bail!("a cluster has at most {MAX_NODES} nodes");
+        }
+        self.create_node(i)?;
+        if self.routing == Routing::Bgp {
+            // The routers listen (passive sessions) before the node's BIRD connects.
+            self.write_router_birds()?;
+            self.bird_configure(&self.ns_or)?;
+            self.bird_configure(&self.ns_ir)?;
+            self.start_node_bird(i)?;
+        }
+        self.start_xlat(i)?;
+        self.list_node(i)?;
+        Ok(i)
     }
 
     /// Starts node i's `xlat run` and waits until its pool route is in the node's kernel.
@@ -666,39 +882,104 @@ impl Cluster {
         )
     }
 
+    /// Static routing: the pool route on the outside router and, for the health check, in
+    /// the inside router's nodes table (what BIRD does with `--routing bgp`).
     fn static_route(&self, i: usize, add: bool) -> Result<()> {
         let n = &self.nodes[i];
-        let via = n.out_addr.to_string();
+        let (via, via_in) = (n.out_addr.to_string(), n.in_addr.to_string());
+        let table = NODES_TABLE.to_string();
         if add {
             ip(&self.ns_or, &["route", "replace", &n.pool, "via", &via])?;
+            ip(
+                &self.ns_ir,
+                &["route", "replace", &n.pool, "via", &via_in, "table", &table],
+            )?;
         } else {
             let _ = ip(&self.ns_or, &["route", "del", &n.pool, "via", &via]);
+            let _ = ip(&self.ns_ir, &["route", "del", &n.pool, "table", &table]);
         }
         Ok(())
     }
 
-    /// The inside router's health check: node i leaves (true) or rejoins the group.
-    pub fn group_without(&self, i: usize) -> Result<()> {
-        ip(&self.ns_ir, &["nexthop", "del", "id", &(i + 1).to_string()])?;
-        Ok(())
-    }
-
-    pub fn group_with(&self, members: &[usize], i: usize) -> Result<()> {
+    /// The inside router's nodes table (the health check's signal) routes node i's pool.
+    fn nodes_table_has(&self, i: usize) -> bool {
         let n = &self.nodes[i];
+        let table = NODES_TABLE.to_string();
         ip(
             &self.ns_ir,
-            &[
-                "nexthop",
-                "add",
-                "id",
-                &(i + 1).to_string(),
-                "via",
-                &n.in_addr.to_string(),
-                "dev",
-                &format!("n{i}"),
-            ],
-        )?;
-        self.set_group(members, false)
+            &["-4", "route", "show", "exact", &n.pool, "table", &table],
+        )
+        .map(|s| !s.trim().is_empty())
+        .unwrap_or(false)
+    }
+
+    /// The inside router's group members now, as node indexes (empty without a group).
+    pub fn group_members(&self) -> Vec<usize> {
+        let Ok(o) = ip(
+            &self.ns_ir,
+            &["nexthop", "show", "id", &GROUP_ID.to_string()],
+        ) else {
+            return Vec::new();
+        };
+        parse_group(&o)
+    }
+
+    /// Polls (every 2 ms, at most `limit`) until the group's members are exactly `members`;
+    /// returns the time it took.
+    pub fn wait_group(&self, members: &[usize], limit: Duration) -> Result<Duration> {
+        let start = Instant::now();
+        let max = limit.as_millis() as usize / 2 + 1;
+        let mut last = Vec::new();
+        for _ in 0..max {
+            last = self.group_members();
+            if last == members {
+                return Ok(start.elapsed());
+            }
+            if start.elapsed() > limit || sys::stopped() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        bail!(
+            "the inside router's group did not become nodes {members:?} within {limit:?} (it is {last:?}); health check log:\n{}",
+            self.health_log()
+        )
+    }
+
+    /// Polls (every 2 ms, at most `limit`) until the outside router routes node i's pool and
+    /// the group's members are `members`; returns when each happened, from the call.
+    pub fn wait_joined(
+        &self,
+        i: usize,
+        members: &[usize],
+        limit: Duration,
+    ) -> Result<(Duration, Duration)> {
+        let start = Instant::now();
+        let (mut routed, mut grouped) = (None, None);
+        for _ in 0..limit.as_millis() as usize / 2 + 1 {
+            if self.routing == Routing::Static && routed.is_none() && self.node_has_route(i) {
+                // The lab is the routing protocol: follow xlat's route.
+                self.static_route(i, true)?;
+            }
+            if routed.is_none() && self.outside_has_route(i) {
+                routed = Some(start.elapsed());
+            }
+            if grouped.is_none() && self.group_members() == members {
+                grouped = Some(start.elapsed());
+            }
+            if let (Some(r), Some(g)) = (routed, grouped) {
+                return Ok((r, g));
+            }
+            if start.elapsed() > limit || sys::stopped() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        bail!(
+            "node {i} did not join within {limit:?}: outside route {routed:?}, group {grouped:?} (members {:?}); health check log:\n{}",
+            self.group_members(),
+            self.health_log()
+        )
     }
 
     /// Node i's UDP sessions to the server as (inside, outside) addresses, from `xlat show
@@ -813,6 +1094,10 @@ type ServerRecord = (Vec<Vec<StreamSeen>>, Vec<(f64, Ipv4Addr)>);
 struct Shared {
     t0: Instant,
     stop: AtomicBool,
+    /// Subscribers sending now (0..active); the late ones join when it grows.
+    active: AtomicUsize,
+    /// The streams' packet interval now, ns.
+    interval_ns: AtomicU64,
     server: Mutex<ServerRecord>,
     client: Mutex<(Vec<f64>, Vec<Vec<StreamBack>>)>,
 }
@@ -844,14 +1129,17 @@ pub fn parse_payload(b: &[u8]) -> Option<(usize, usize, u32)> {
 }
 
 impl Traffic {
-    /// Starts the echo server in the outside router and the streams in the tester. At most
-    /// `max_secs` of sending (the streams stop by themselves then).
+    /// Starts the echo server in the outside router and the streams in the tester: the
+    /// subscribers send, the late ones wait for [`Traffic::start_late`]. At most `max_secs`
+    /// of sending (the streams stop by themselves then).
     pub fn start(c: &Cluster, max_secs: f64) -> Result<Traffic> {
-        let (m, f) = (c.opts.subscribers, c.opts.flows);
-        let max_ticks = ((max_secs / c.opts.interval.as_secs_f64()) as usize).clamp(1, 2_000_000);
+        let (m, f) = (c.opts.subscribers + c.opts.late_subscribers, c.opts.flows);
+        let max_secs = max_secs.clamp(1.0, 7200.0);
         let shared = Arc::new(Shared {
             t0: Instant::now(),
             stop: AtomicBool::new(false),
+            active: AtomicUsize::new(c.opts.subscribers),
+            interval_ns: AtomicU64::new(c.opts.interval.as_nanos() as u64),
             server: Mutex::new((vec![vec![StreamSeen::default(); f]; m], Vec::new())),
             client: Mutex::new((Vec::new(), vec![vec![StreamBack::default(); f]; m])),
         });
@@ -881,7 +1169,6 @@ impl Traffic {
         });
         let sh = shared.clone();
         let ns = c.ns_t.clone();
-        let interval = c.opts.interval;
         let client = std::thread::spawn(move || -> Result<()> {
             let socks = (|| -> Result<Vec<Vec<UdpSocket>>> {
                 sys::enter_netns(&ns)?;
@@ -908,7 +1195,7 @@ impl Traffic {
                     return Err(e);
                 }
             };
-            stream(&socks, &sh, interval, max_ticks)
+            stream(&socks, &sh, Duration::from_secs_f64(max_secs))
         });
         let t = Traffic {
             shared,
@@ -928,6 +1215,20 @@ impl Traffic {
             }
         }
         Ok(t)
+    }
+
+    /// The late subscribers start sending; returns the record's time of that moment (every
+    /// tick at or after it includes them).
+    pub fn start_late(&self, total: usize) -> f64 {
+        self.shared.active.store(total, Ordering::SeqCst);
+        self.now()
+    }
+
+    /// Sets the streams' packet interval.
+    pub fn set_interval(&self, d: Duration) {
+        self.shared
+            .interval_ns
+            .store(d.as_nanos() as u64, Ordering::SeqCst);
     }
 
     /// Seconds since the streams started (the record's clock).
@@ -1011,7 +1312,9 @@ fn serve(sock: &UdpSocket, sh: &Shared) -> Result<()> {
             Err(e)
                 if matches!(
                     e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
                 ) =>
             {
                 continue
@@ -1045,13 +1348,10 @@ fn serve(sock: &UdpSocket, sh: &Shared) -> Result<()> {
     }
 }
 
-/// The streams: every `interval`, one packet on every socket; replies counted by sequence.
-fn stream(
-    socks: &[Vec<UdpSocket>],
-    sh: &Shared,
-    interval: Duration,
-    max_ticks: usize,
-) -> Result<()> {
+/// The streams: every interval (`sh.interval_ns`, which may change), one packet on every
+/// socket of the active subscribers; replies counted by sequence. A sender that falls more
+/// than 50 ms behind skips the missed ticks (the offered rate is what the ticks record).
+fn stream(socks: &[Vec<UdpSocket>], sh: &Shared, max: Duration) -> Result<()> {
     let dst = SocketAddrV4::new(SERVER, SERVER_PORT);
     let mut fds: Vec<libc::pollfd> = Vec::new();
     let mut who: Vec<(usize, usize)> = Vec::new();
@@ -1068,18 +1368,22 @@ fn stream(
     let mut buf = [0u8; 2048];
     let start = Instant::now();
     let mut tick: usize = 0;
+    let mut due = start;
     let mut drain_until: Option<Instant> = None;
     loop {
         let now = Instant::now();
-        if drain_until.is_none() && (sh.stop.load(Ordering::SeqCst) || tick >= max_ticks) {
+        if drain_until.is_none()
+            && (sh.stop.load(Ordering::SeqCst) || now >= start + max || tick >= 5_000_000)
+        {
             drain_until = Some(now + Duration::from_millis(500));
         }
         if let Some(d) = drain_until {
             if now >= d {
                 return Ok(());
             }
-        } else if now >= start + interval * tick as u32 {
+        } else if now >= due {
             let t = sh.t0.elapsed().as_secs_f64();
+            let active = sh.active.load(Ordering::SeqCst);
             {
                 let Ok(mut g) = sh.client.lock() else {
                     bail!("client state lock poisoned");
@@ -1091,7 +1395,7 @@ fn stream(
                     }
                 }
             }
-            for (s, row) in socks.iter().enumerate() {
+            for (s, row) in socks.iter().enumerate().take(active) {
                 for (f, u) in row.iter().enumerate() {
                     // A refused send (a route or neighbour missing for a moment) is a lost
                     // packet: counted as unreplied.
@@ -1099,15 +1403,32 @@ fn stream(
                 }
             }
             tick += 1;
+            due += Duration::from_nanos(sh.interval_ns.load(Ordering::SeqCst).max(1_000_000));
+            let now = Instant::now();
+            if due + Duration::from_millis(50) < now {
+                due = now;
+            }
         }
         let next = if drain_until.is_some() {
             Duration::from_millis(20)
         } else {
-            (start + interval * tick as u32).saturating_duration_since(Instant::now())
+            due.saturating_duration_since(Instant::now())
         };
-        let ms = next.as_millis().clamp(0, 100) as libc::c_int;
-        // SAFETY: fds is a valid array of pollfd of the given length for the call.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        let next = next.min(Duration::from_millis(100));
+        let ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: next.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: fds is a valid array of pollfd of the given length; ts is a valid timespec;
+        // a null signal mask leaves the thread's mask alone.
+        let r = unsafe {
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                &ts,
+                std::ptr::null(),
+            )
+        };
         if r <= 0 {
             continue;
         }
@@ -1220,7 +1541,16 @@ pub struct Event {
     pub node: usize,
     /// Time until the outside router's route changed (withdrawn or back), ms.
     pub routing_ms: f64,
-    /// Subscribers whose node changed across the event.
+    /// Time until the inside router's health check had changed the group, ms (from the same
+    /// start as `routing_ms`).
+    #[serde(default)]
+    pub group_ms: Option<f64>,
+    /// Add only: setting the node up (namespace, links, configs, BIRD, the routers' new
+    /// neighbours, xlat until its pool route is up), ms; routing_ms and group_ms count from
+    /// its end.
+    #[serde(default)]
+    pub setup_ms: Option<f64>,
+    /// Subscribers whose node changed across the event (of those sending before it).
     pub moved: Vec<usize>,
     /// Those of them that were not on (leave) / did not go to (join) the event's node.
     pub moved_other: Vec<usize>,
@@ -1235,6 +1565,41 @@ pub struct Event {
     pub recover_ms: Option<f64>,
 }
 
+/// Subscribers that started after a node was added: where they landed.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Late {
+    /// Their indexes (subscriber(s) is the address).
+    pub subscribers: Vec<usize>,
+    /// Node of each at the end (None: its streams disagreed or none arrived).
+    pub node: Vec<Option<usize>>,
+    /// How many landed on the added node.
+    pub on_new_node: usize,
+    /// Their stream packets sent after they started, and those without an echo.
+    pub sent: u64,
+    pub lost: u64,
+    /// Echoes received of the streams of those on the added node (its return traffic).
+    pub new_node_replied: u64,
+    /// The added node's own UDP sessions to the server at the end, (inside, outside).
+    pub new_node_sessions: Vec<(Ipv4Addr, Ipv4Addr)>,
+}
+
+/// One load step: every stream at a higher rate through all nodes.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LoadStep {
+    pub interval_ms: f64,
+    pub secs: f64,
+    /// Stream packets per second offered by all subscribers (the ticks actually sent).
+    pub offered_pps: f64,
+    /// Per node: stream packets per second the server received from its pool.
+    pub carried_pps: Vec<f64>,
+    /// Share of the offered packets whose echo came back.
+    pub replied_pct: f64,
+    /// Per node: xlat CPU ns per packet crossing it (out or back).
+    pub cpu_ns_per_pkt: Vec<Option<f64>>,
+    /// Per node: xlat CPU time over wall time, percent of one core.
+    pub cpu_pct: Vec<Option<f64>>,
+}
+
 /// What a scale-out run measured.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Outcome {
@@ -1242,6 +1607,7 @@ pub struct Outcome {
     pub subscribers: usize,
     pub flows: usize,
     pub routing: String,
+    /// Pools of the nodes, the added one last.
     pub pools: Vec<String>,
     /// Node of each subscriber in the steady state (None: its streams disagreed or none
     /// arrived).
@@ -1256,12 +1622,27 @@ pub struct Outcome {
     pub buckets_before: BTreeMap<u32, usize>,
     pub steady_lost: u64,
     pub steady_sent: u64,
+    /// The load steps after the steady state (all nodes up).
+    #[serde(default)]
+    pub load: Vec<LoadStep>,
     pub leave: Event,
     pub after_leave: Vec<Option<usize>>,
     pub join: Event,
     pub after_join: Vec<Option<usize>>,
     pub buckets_after_join: BTreeMap<u32, usize>,
+    /// A new node added (index `nodes`): the established subscribers' figures.
+    #[serde(default)]
+    pub add: Option<Event>,
+    #[serde(default)]
+    pub after_add: Vec<Option<usize>>,
+    #[serde(default)]
+    pub late: Option<Late>,
+    #[serde(default)]
+    pub buckets_after_add: BTreeMap<u32, usize>,
     pub bird: String,
+    /// The inside router's health check's log (every group change).
+    #[serde(default)]
+    pub health_log: String,
 }
 
 fn sources_at(r: &Record, s: usize, t: f64) -> Vec<Ipv4Addr> {
@@ -1277,26 +1658,54 @@ fn sources_at(r: &Record, s: usize, t: f64) -> Vec<Ipv4Addr> {
         .collect()
 }
 
-/// Runs the whole experiment: steady state, one node killed, the node back.
+fn cpu_of(c: &Cluster, nodes: usize) -> Vec<Option<u64>> {
+    (0..nodes)
+        .map(|i| c.xlat_pid(i).and_then(sys::proc_cpu_ns))
+        .collect()
+}
+
+/// CPU ns per crossing: each stream packet crosses its node twice (out and back).
+fn ns_per_pkt(cpu0: &[Option<u64>], cpu1: &[Option<u64>], packets: &[u64]) -> Vec<Option<f64>> {
+    (0..packets.len())
+        .map(|i| match (cpu0[i], cpu1[i]) {
+            (Some(x), Some(y)) if packets[i] > 0 => {
+                Some((y.saturating_sub(x)) as f64 / (2 * packets[i]) as f64)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The record's tick times in [a, b).
+fn ticks_in(r: &Record, a: f64, b: f64) -> usize {
+    r.ticks.iter().filter(|t| **t >= a && **t < b).count()
+}
+
+/// Runs the whole experiment: steady state, load steps, one node killed, the node back, a
+/// new node added and late subscribers.
 pub fn run(opts: &ScaleOpts) -> Result<Outcome> {
     let mut c = Cluster::new(opts)?;
     let nodes = opts.nodes;
+    // node_of over every pool the run may use (the added node's included).
+    let all = nodes + usize::from(opts.add_node);
     let settle = opts.settle.as_secs_f64();
     let limit = Duration::from_secs(30);
     // Enough sending for every phase's worst case; the streams stop by themselves then.
-    let traffic = Traffic::start(&c, 3.0 * settle + 3.0 * limit.as_secs_f64() + 10.0)?;
+    let traffic = Traffic::start(
+        &c,
+        (5.0 + opts.load_steps.len() as f64) * (settle + 1.0)
+            + 4.0 * limit.as_secs_f64()
+            + 3.0 * f64::from(opts.idle_timer)
+            + 10.0,
+    )?;
     // Warm-up: every stream has a session and has been seen.
     sys::sleep_interruptible(Duration::from_secs(1));
     sys::check_stop()?;
     let a = traffic.now();
-    let cpu0: Vec<Option<u64>> = (0..nodes)
-        .map(|i| c.xlat_pid(i).and_then(sys::proc_cpu_ns))
-        .collect();
+    let cpu0 = cpu_of(&c, nodes);
     sys::sleep_interruptible(opts.settle);
     sys::check_stop()?;
-    let cpu1: Vec<Option<u64>> = (0..nodes)
-        .map(|i| c.xlat_pid(i).and_then(sys::proc_cpu_ns))
-        .collect();
+    let cpu1 = cpu_of(&c, nodes);
     let b = traffic.now();
     let buckets_before = c.buckets();
     let mut node_sessions = Vec::new();
@@ -1304,10 +1713,29 @@ pub fn run(opts: &ScaleOpts) -> Result<Outcome> {
         node_sessions.push(c.sessions(i)?.into_iter().collect());
     }
 
+    // Load steps: every stream faster, through all nodes; per window the nodes' CPU.
+    let mut load_windows = Vec::new();
+    for &iv in &opts.load_steps {
+        traffic.set_interval(iv);
+        sys::sleep_interruptible(Duration::from_millis(500));
+        sys::check_stop()?;
+        let (t0, c0) = (traffic.now(), cpu_of(&c, nodes));
+        sys::sleep_interruptible(opts.settle);
+        sys::check_stop()?;
+        let (t1, c1) = (traffic.now(), cpu_of(&c, nodes));
+        load_windows.push((iv, t0, t1, c0, c1));
+    }
+    if !opts.load_steps.is_empty() {
+        traffic.set_interval(opts.interval);
+        // Let the queues of the last step drain before the events.
+        sys::sleep_interruptible(Duration::from_secs(1));
+        sys::check_stop()?;
+    }
+
     // Which node to stop: the one given, else the one with most subscribers now.
     let seen = traffic.seen();
     let mut count = vec![0usize; nodes];
-    for row in &seen {
+    for row in seen.iter().take(opts.subscribers) {
         if let Some(n) = row
             .first()
             .and_then(|st| st.changes.last())
@@ -1321,13 +1749,17 @@ pub fn run(opts: &ScaleOpts) -> Result<Outcome> {
             .max_by_key(|&i| (count[i], std::cmp::Reverse(i)))
             .unwrap_or(0)
     });
+    let others: Vec<usize> = (0..nodes).filter(|&i| i != k).collect();
+    let everyone: Vec<usize> = (0..nodes).collect();
 
-    // A node leaves: SIGKILL its xlat; the outside router loses the route; the inside
+    // A node leaves: SIGKILL its xlat; BIRD withdraws its pool from both routers; the inside
     // router's health check takes the node out of the group.
     let t_kill = traffic.now();
+    let kill_at = Instant::now();
     c.kill_xlat(k)?;
     let withdraw = c.wait_outside_route(k, false, limit)?;
-    c.group_without(k)?;
+    c.wait_group(&others, limit)?;
+    let leave_group = kill_at.elapsed();
     // Until every stream of the node's subscribers arrives through another node (bounded).
     let deadline = Instant::now() + limit;
     loop {
@@ -1345,17 +1777,50 @@ pub fn run(opts: &ScaleOpts) -> Result<Outcome> {
     sys::check_stop()?;
     let t_left = traffic.now();
 
-    // The node comes back: xlat restarted, the route returns, the group takes it back.
+    // The node comes back: xlat restarted, the route returns, the health check puts it back.
     let t_start = traffic.now();
+    let start_at = Instant::now();
     c.start_xlat(k)?;
     let announce = c.wait_outside_route(k, true, limit)?;
-    let members: Vec<usize> = (0..nodes).collect();
-    c.group_with(&members, k)?;
+    c.wait_group(&everyone, limit)?;
+    let join_group = start_at.elapsed();
     sys::sleep_interruptible(opts.settle + Duration::from_secs(opts.idle_timer.into()));
     sys::check_stop()?;
     let t_end = traffic.now();
     let buckets_after_join = c.buckets();
+
+    // A new node: N -> N+1 the way an operator adds one; then new subscribers.
+    let mut add_times = None;
+    let mut add_setup = Duration::ZERO;
+    if opts.add_node {
+        let t_add = traffic.now();
+        let add_at = Instant::now();
+        let j = c.add_node()?;
+        add_setup = add_at.elapsed();
+        let with_new: Vec<usize> = (0..=nodes).collect();
+        let (announced, grouped) = c.wait_joined(j, &with_new, limit)?;
+        // Idle buckets move to the new node after the idle timer; then new subscribers.
+        sys::sleep_interruptible(
+            Duration::from_secs(opts.idle_timer.into()) + Duration::from_millis(500),
+        );
+        sys::check_stop()?;
+        let t_late = traffic.start_late(opts.subscribers + opts.late_subscribers);
+        sys::sleep_interruptible(opts.settle);
+        sys::check_stop()?;
+        let t_add_end = traffic.now();
+        let new_sessions: Vec<(Ipv4Addr, Ipv4Addr)> = c.sessions(j)?.into_iter().collect();
+        add_times = Some((
+            t_add,
+            t_late,
+            t_add_end,
+            announced,
+            grouped,
+            new_sessions,
+            c.buckets(),
+        ));
+    }
     let bird = c.bird_show();
+    let health_log = c.health_log();
     let routing = match c.routing() {
         Routing::Bgp => "bgp (BIRD)",
         Routing::Static => "static",
@@ -1369,28 +1834,50 @@ pub fn run(opts: &ScaleOpts) -> Result<Outcome> {
         (0..m).map(|s| rec.sub_node_at(s, t_left, nodes)).collect();
     let after_join: Vec<Option<usize>> = (0..m).map(|s| rec.sub_node_at(s, t_end, nodes)).collect();
     let packets = rec.packets_per_node(a, b, nodes);
-    let cpu_ns_per_pkt = (0..nodes)
-        .map(|i| match (cpu0[i], cpu1[i]) {
-            // Each stream packet crosses a node twice (out and back).
-            (Some(x), Some(y)) if packets[i] > 0 => {
-                Some((y.saturating_sub(x)) as f64 / (2 * packets[i]) as f64)
-            }
-            _ => None,
-        })
-        .collect();
+    let cpu_ns_per_pkt = ns_per_pkt(&cpu0, &cpu1, &packets);
     let mut steady_lost = 0;
     let mut steady_sent = 0;
     for s in 0..m {
         steady_lost += rec.lost(s, a, b);
         steady_sent += rec.sent(s, a, b);
     }
+    let load = load_windows
+        .iter()
+        .map(|(iv, t0, t1, c0, c1)| {
+            let secs = (t1 - t0).max(1e-9);
+            let pk = rec.packets_per_node(*t0, *t1, nodes);
+            let offered = (ticks_in(&rec, *t0, *t1) * m * opts.flows) as f64;
+            let lost: u64 = (0..m).map(|s| rec.lost(s, *t0, *t1)).sum();
+            LoadStep {
+                interval_ms: iv.as_secs_f64() * 1e3,
+                secs,
+                offered_pps: offered / secs,
+                carried_pps: pk.iter().map(|p| *p as f64 / secs).collect(),
+                replied_pct: if offered > 0.0 {
+                    100.0 * (offered - lost as f64) / offered
+                } else {
+                    0.0
+                },
+                cpu_ns_per_pkt: ns_per_pkt(c0, c1, &pk),
+                cpu_pct: (0..nodes)
+                    .map(|i| match (c0[i], c1[i]) {
+                        (Some(x), Some(y)) => Some(100.0 * y.saturating_sub(x) as f64 / 1e9 / secs),
+                        _ => None,
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
 
+    // `node_at` with `all` pools: the added node's pool is disjoint from the others.
     let event = |what: &str,
+                 node: usize,
                  from: &[Option<usize>],
                  to: &[Option<usize>],
                  t0: f64,
                  t1: f64,
                  routing_ms: f64,
+                 group_ms: f64,
                  leave: bool| {
         let moved: Vec<usize> = (0..m).filter(|&s| from[s] != to[s]).collect();
         let moved_other: Vec<usize> = moved
@@ -1398,9 +1885,9 @@ pub fn run(opts: &ScaleOpts) -> Result<Outcome> {
             .copied()
             .filter(|&s| {
                 if leave {
-                    from[s] != Some(k)
+                    from[s] != Some(node)
                 } else {
-                    to[s] != Some(k)
+                    to[s] != Some(node)
                 }
             })
             .collect();
@@ -1416,7 +1903,7 @@ pub fn run(opts: &ScaleOpts) -> Result<Outcome> {
         let recover_ms = if leave && !moved.is_empty() {
             moved
                 .iter()
-                .map(|&s| rec.recovered_after(s, k, t0, nodes))
+                .map(|&s| rec.recovered_after(s, node, t0, all))
                 .try_fold(0.0f64, |acc, x| x.map(|v| acc.max(v)))
                 .map(|v| v * 1e3)
         } else {
@@ -1424,8 +1911,10 @@ pub fn run(opts: &ScaleOpts) -> Result<Outcome> {
         };
         Event {
             what: what.to_string(),
-            node: k,
+            node,
             routing_ms,
+            group_ms: Some(group_ms),
+            setup_ms: None,
             moved_pct: 100.0 * moved.len() as f64 / m as f64,
             moved,
             moved_other,
@@ -1437,28 +1926,86 @@ pub fn run(opts: &ScaleOpts) -> Result<Outcome> {
     };
     let leave = event(
         "leave",
+        k,
         &before,
         &after_leave,
         t_kill,
         t_left,
         withdraw.as_secs_f64() * 1e3,
+        leave_group.as_secs_f64() * 1e3,
         true,
     );
     let join = event(
         "join",
+        k,
         &after_leave,
         &after_join,
         t_start,
         t_end,
         announce.as_secs_f64() * 1e3,
+        join_group.as_secs_f64() * 1e3,
         false,
     );
+    let (mut add, mut after_add, mut late, mut buckets_after_add) =
+        (None, Vec::new(), None, BTreeMap::new());
+    if let Some((t_add, t_late, t_add_end, announced, grouped, new_sessions, bk)) = add_times {
+        let j = nodes;
+        let at_add: Vec<Option<usize>> = (0..m).map(|s| rec.sub_node_at(s, t_add, all)).collect();
+        after_add = (0..m).map(|s| rec.sub_node_at(s, t_add_end, all)).collect();
+        add = Some(event(
+            "add",
+            j,
+            &at_add,
+            &after_add,
+            t_add,
+            t_add_end,
+            announced.as_secs_f64() * 1e3,
+            grouped.as_secs_f64() * 1e3,
+            false,
+        ));
+        if let Some(e) = add.as_mut() {
+            e.setup_ms = Some(add_setup.as_secs_f64() * 1e3);
+        }
+        let subs: Vec<usize> = (m..m + opts.late_subscribers).collect();
+        let node: Vec<Option<usize>> = subs
+            .iter()
+            .map(|&s| rec.sub_node_at(s, t_add_end, all))
+            .collect();
+        let on_new: Vec<usize> = subs
+            .iter()
+            .zip(&node)
+            .filter(|(_, n)| **n == Some(j))
+            .map(|(s, _)| *s)
+            .collect();
+        let (mut sent, mut lost, mut replied) = (0, 0, 0);
+        for &s in &subs {
+            let (x, l) = (
+                rec.sent(s, t_late, t_add_end),
+                rec.lost(s, t_late, t_add_end),
+            );
+            sent += x;
+            lost += l;
+            if on_new.contains(&s) {
+                replied += x - l;
+            }
+        }
+        late = Some(Late {
+            subscribers: subs,
+            node,
+            on_new_node: on_new.len(),
+            sent,
+            lost,
+            new_node_replied: replied,
+            new_node_sessions: new_sessions,
+        });
+        buckets_after_add = bk;
+    }
     Ok(Outcome {
         nodes,
         subscribers: m,
         flows: opts.flows,
         routing: routing.to_string(),
-        pools: (0..nodes)
+        pools: (0..all)
             .map(|i| {
                 let (p, l) = pool_of(i);
                 format!("{p}/{l}")
@@ -1472,12 +2019,18 @@ pub fn run(opts: &ScaleOpts) -> Result<Outcome> {
         buckets_before,
         steady_lost,
         steady_sent,
+        load,
         leave,
         after_leave,
         join,
         after_join,
         buckets_after_join,
+        add,
+        after_add,
+        late,
+        buckets_after_add,
         bird,
+        health_log,
     })
 }
 
@@ -1525,9 +2078,15 @@ pub fn experiments(o: &Outcome, settle: f64) -> Vec<Experiment> {
     }
     let unassigned = o.before.iter().filter(|n| n.is_none()).count();
     let mut ev_rows = Vec::new();
-    for e in [&o.leave, &o.join] {
+    for e in [&o.leave, &o.join].into_iter().chain(o.add.as_ref()) {
         let mut metrics = BTreeMap::new();
         metrics.insert("routing_ms".into(), one(e.routing_ms));
+        if let Some(g) = e.group_ms {
+            metrics.insert("group_ms".into(), one(g));
+        }
+        if let Some(x) = e.setup_ms {
+            metrics.insert("setup_ms".into(), one(x));
+        }
         metrics.insert("moved".into(), one(e.moved.len() as f64));
         metrics.insert("moved_pct".into(), one(e.moved_pct));
         metrics.insert("moved_other".into(), one(e.moved_other.len() as f64));
@@ -1537,12 +2096,34 @@ pub fn experiments(o: &Outcome, settle: f64) -> Vec<Experiment> {
         if let Some(r) = e.recover_ms {
             metrics.insert("recover_ms".into(), one(r));
         }
-        let device = if e.what == "leave" {
-            format!("node {} leaves (xlat SIGKILLed)", e.node)
-        } else {
-            format!("node {} rejoins (xlat restarted)", e.node)
+        let device = match e.what.as_str() {
+            "leave" => format!("node {} leaves (xlat SIGKILLed)", e.node),
+            "add" => format!(
+                "node {} added (new, pool {})",
+                e.node,
+                o.pools.get(e.node).map(String::as_str).unwrap_or("?")
+            ),
+            _ => format!("node {} rejoins (xlat restarted)", e.node),
         };
         let mut notes = Vec::new();
+        if let (true, Some(l)) = (e.what == "add", &o.late) {
+            metrics.insert("late_subscribers".into(), one(l.subscribers.len() as f64));
+            metrics.insert("late_on_new_node".into(), one(l.on_new_node as f64));
+            metrics.insert("late_flows_sent".into(), one(l.sent as f64));
+            metrics.insert("late_flows_lost".into(), one(l.lost as f64));
+            notes.push(format!(
+                "{} new subscribers started after the node joined: {} landed on it ({} echoes came back through it), the others on nodes {}",
+                l.subscribers.len(),
+                l.on_new_node,
+                l.new_node_replied,
+                l.node
+                    .iter()
+                    .filter(|n| **n != Some(e.node))
+                    .map(|n| n.map_or("none".to_string(), |x| x.to_string()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         if !e.moved_other.is_empty() {
             notes.push(format!(
                 "subscribers moved that were not node {}'s: {:?}",
@@ -1581,7 +2162,53 @@ pub fn experiments(o: &Outcome, settle: f64) -> Vec<Experiment> {
             " {unassigned} subscribers had no single node in the steady state."
         ));
     }
-    vec![
+    let mut load_rows = Vec::new();
+    for st in &o.load {
+        let size = format!("every {:.0} ms per stream", st.interval_ms);
+        let mut projected = 0.0;
+        let mut all_cap = true;
+        for i in 0..o.nodes {
+            let mut metrics = BTreeMap::new();
+            metrics.insert("carried_pps".into(), one(st.carried_pps[i]));
+            if let Some(ns) = st.cpu_ns_per_pkt[i] {
+                metrics.insert("xlat_ns_per_pkt".into(), one(ns));
+                // One dedicated core: 1e9 ns / cost per crossing, halved (out and back).
+                let cap = 1e9 / ns / 2.0;
+                metrics.insert("capacity_pps_projected".into(), one(cap));
+                projected += cap;
+            } else {
+                all_cap = false;
+            }
+            if let Some(p) = st.cpu_pct[i] {
+                metrics.insert("xlat_cpu_pct".into(), one(p));
+            }
+            load_rows.push(Row {
+                device: format!("node {i}"),
+                size: size.clone(),
+                metrics,
+                ..Row::default()
+            });
+        }
+        let mut metrics = BTreeMap::new();
+        metrics.insert("offered_pps".into(), one(st.offered_pps));
+        metrics.insert("carried_pps".into(), one(st.carried_pps.iter().sum()));
+        metrics.insert("replied_pct".into(), one(st.replied_pct));
+        if all_cap {
+            metrics.insert("capacity_pps_projected".into(), one(projected));
+        }
+        load_rows.push(Row {
+            device: format!("all {} nodes", o.nodes),
+            size,
+            metrics,
+            notes: vec![format!(
+                "capacity_pps_projected is a projection, not a measurement: each node on its own dedicated core at the CPU cost per packet measured here ({} nodes x 1e9 / (2 x ns per crossing) round trips/s); in this run all nodes, the routers and the generator share {} CPUs",
+                o.nodes,
+                sys::ncpus()
+            )],
+            ..Row::default()
+        });
+    }
+    let mut out = vec![
         Experiment {
             name: "scale-out-distribution".into(),
             title: format!(
@@ -1594,12 +2221,44 @@ pub fn experiments(o: &Outcome, settle: f64) -> Vec<Experiment> {
         },
         Experiment {
             name: "scale-out-events".into(),
-            title: "Scale-out: a node leaves and rejoins".into(),
+            title: if o.add.is_some() {
+                "Scale-out: a node leaves and rejoins, then a new node is added".into()
+            } else {
+                "Scale-out: a node leaves and rejoins".into()
+            },
             x_label: None,
-            method: String::new(),
+            method: "The inside router's group follows the health check docs/scale-out/xlat-ecmp-health.sh \
+                (BIRD on the inside router learns which nodes announce their pool); group_ms = time from \
+                the event until the group changed. Add: a new namespace with xlat and BIRD, its own pool, \
+                BGP neighbours added on both routers (birdc configure), the node in the health check's \
+                list; moved/other_flows_* count the subscribers sending before it; then new subscribers \
+                start (late_*)."
+                .into(),
             rows: ev_rows,
         },
-    ]
+    ];
+    if !load_rows.is_empty() {
+        out.push(Experiment {
+            name: "scale-out-load".into(),
+            title: format!(
+                "Scale-out: aggregate load through {} nodes, CPU per node (capacity is a projection)",
+                o.nodes
+            ),
+            x_label: None,
+            method: format!(
+                "Every stream of the {} subscribers sends one {PAYLOAD}-byte packet per interval, echoed by \
+                 the server; carried = packets per second the server received from each node's pool; \
+                 xlat CPU from /proc of each node's xlat per packet crossing it (each packet crosses twice). \
+                 capacity_pps_projected = 1e9 / (2 x ns per crossing): round trips per second one node \
+                 would carry on a dedicated core; the aggregate is the sum over nodes. It is a projection: \
+                 on this machine the nodes, routers, BIRD and the generator share {} CPUs.",
+                o.subscribers,
+                sys::ncpus()
+            ),
+            rows: load_rows,
+        });
+    }
+    out
 }
 
 /// `xlat lab run scale-out`: runs, writes `results/<stamp>-scale-out/`, prints the tables.
@@ -1628,6 +2287,20 @@ pub fn main_run(o: &crate::RunOpts) -> Result<PathBuf> {
         dir: dir.join("cluster"),
         kill: None,
         xlat_bin: None,
+        add_node: nodes < MAX_NODES,
+        late_subscribers: if nodes < MAX_NODES {
+            let subs = o.subscribers.unwrap_or(24);
+            (subs / 3)
+                .clamp(1, 16)
+                .min(MAX_SUBSCRIBERS.saturating_sub(subs))
+        } else {
+            0
+        },
+        load_steps: vec![
+            Duration::from_millis(5),
+            Duration::from_millis(2),
+            Duration::from_millis(1),
+        ],
     };
     opts.validate()?;
     let started = Instant::now();
@@ -1783,6 +2456,9 @@ mod tests {
             dir: PathBuf::from("/tmp/x"),
             kill: None,
             xlat_bin: None,
+            add_node: true,
+            late_subscribers: 8,
+            load_steps: vec![Duration::from_millis(5)],
         };
         ok.validate().unwrap();
         for bad in [
@@ -1814,6 +2490,22 @@ mod tests {
                 buckets: 2,
                 ..ok.clone()
             },
+            ScaleOpts {
+                nodes: 12,
+                ..ok.clone()
+            },
+            ScaleOpts {
+                add_node: false,
+                ..ok.clone()
+            },
+            ScaleOpts {
+                subscribers: 245,
+                ..ok.clone()
+            },
+            ScaleOpts {
+                load_steps: vec![Duration::from_micros(100)],
+                ..ok.clone()
+            },
         ] {
             assert!(bad.validate().is_err(), "{bad:?}");
         }
@@ -1826,6 +2518,7 @@ mod tests {
             64497,
             Ipv4Addr::new(198, 19, 64, 1),
             64496,
+            Ipv4Addr::new(198, 18, 16, 1),
             "198.19.16.0/28",
             "xlat0",
         );
@@ -1838,5 +2531,33 @@ mod tests {
             &[(Ipv4Addr::new(198, 19, 64, 2), 64497)],
         );
         assert!(o.contains("neighbor 198.19.64.2 as 64497"));
+        assert!(c.contains("neighbor 198.18.16.1 as 64511"));
+        let i = bird_inside_config(
+            Ipv4Addr::new(198, 18, 0, 1),
+            &[(Ipv4Addr::new(198, 18, 16, 2), 64497)],
+        );
+        assert!(i.contains("kernel table 200") && i.contains("neighbor 198.18.16.2 as 64497"));
+        assert!(i.contains("local as 64511"));
+    }
+
+    #[test]
+    fn group_members_are_parsed_from_ip_nexthop() {
+        assert_eq!(
+            parse_group("id 100 group 1/3 type resilient buckets 128 idle_timer 2"),
+            vec![0, 2]
+        );
+        assert_eq!(parse_group("id 100 group 3,2/1 type resilient"), vec![0, 2]);
+        assert_eq!(
+            parse_group("id 1 via 198.18.16.2 dev n0 scope link"),
+            Vec::<usize>::new()
+        );
+        assert_eq!(parse_group(""), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn the_health_check_is_the_documented_script() {
+        assert!(HEALTH_SCRIPT.starts_with("#!/bin/bash"));
+        assert!(HEALTH_SCRIPT.contains("unbalanced_timer 0"));
+        assert!(HEALTH_SCRIPT.contains("MAX_SECONDS"));
     }
 }

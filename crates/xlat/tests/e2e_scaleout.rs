@@ -1,8 +1,10 @@
 //! Scale-out end to end (issue 24): two real `xlat run` NAT44 nodes, each with its own pool,
 //! behind an inside router's resilient nexthop group, their pools announced by real BIRD over
-//! BGP to an outside router with a UDP echo server. Subscribers run streams through them; one
-//! node's xlat is SIGKILLed and restarted. What is asserted is what the server, the
-//! subscribers and the nodes' own session tables saw -- never wall time.
+//! BGP to an outside router with a UDP echo server, and to the inside router, whose health check
+//! (docs/scale-out/xlat-ecmp-health.sh) keeps the group to the nodes that announce. Subscribers
+//! run streams through them; one node's xlat is SIGKILLed and restarted; then a third node is
+//! added and new subscribers start. What is asserted is what the server, the subscribers and
+//! the nodes' own session tables saw -- never wall time.
 //! Needs root and BIRD: `#[ignore]`d, run by scripts/test.sh (`--include-ignored`, which
 //! installs bird2), failing when run as another user or without bird.
 
@@ -17,7 +19,7 @@ use xlat_lab::scaleout::{node_of, pool_of, run, subscriber, Routing, ScaleOpts};
 
 #[test]
 #[ignore = "needs root: scripts/test.sh"]
-fn two_nodes_share_subscribers_and_a_killed_node_moves_only_its_own() {
+fn two_nodes_share_subscribers_a_killed_node_moves_only_its_own_and_a_new_node_takes_new_ones() {
     common::require_root();
     let missing = common::missing_tools(&["bird", "birdc"]);
     assert!(
@@ -26,7 +28,7 @@ fn two_nodes_share_subscribers_and_a_killed_node_moves_only_its_own() {
     );
     let dir = std::env::temp_dir().join(format!("xlat-e2e-scaleout-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let (nodes, subs, flows) = (2, 8, 2);
+    let (nodes, subs, flows, late) = (2, 8, 2, 8);
     let o = run(&ScaleOpts {
         nodes,
         subscribers: subs,
@@ -39,6 +41,9 @@ fn two_nodes_share_subscribers_and_a_killed_node_moves_only_its_own() {
         dir: dir.clone(),
         kill: None,
         xlat_bin: Some(env!("CARGO_BIN_EXE_xlat").into()),
+        add_node: true,
+        late_subscribers: late,
+        load_steps: Vec::new(),
     })
     .unwrap_or_else(|e| panic!("scale-out run failed: {e:#}; configs and logs in {dir:?}"));
     let show = serde_json::to_string_pretty(&o).unwrap();
@@ -116,6 +121,54 @@ fn two_nodes_share_subscribers_and_a_killed_node_moves_only_its_own() {
     assert!(o.join.other_flows_sent > 0, "{show}");
     let after: Vec<Option<usize>> = o.after_join.clone();
     assert!(after.iter().all(|n| n.is_some()), "{show}");
+    // The health check (not the lab) took the killed node out of the group and put it back.
+    assert!(
+        o.health_log.contains("-> ") && o.leave.group_ms.is_some(),
+        "{show}"
+    );
+
+    // A new node (index 2, its own pool) joins: established subscribers stay where they are
+    // and lose nothing; new subscribers land on it too, and their echoes come back through it.
+    let add = o.add.as_ref().expect("no add event");
+    let new = nodes;
+    assert_eq!(add.node, new);
+    assert!(
+        add.moved.is_empty(),
+        "established subscribers moved when node {new} joined:\n{show}"
+    );
+    assert!(add.other_flows_sent > 0, "{show}");
+    assert_eq!(add.other_flows_lost, 0, "{show}");
+    assert!(
+        o.after_add.iter().all(|n| n.is_some() && *n != Some(new)),
+        "{show}"
+    );
+    let l = o.late.as_ref().expect("no late subscribers");
+    assert_eq!(l.subscribers.len(), late);
+    assert!(l.node.iter().all(|n| n.is_some()), "{show}");
+    assert!(
+        l.on_new_node > 0,
+        "no new subscriber landed on the added node:\n{show}"
+    );
+    assert!(l.sent > 0 && l.new_node_replied > 0, "{show}");
+    assert_eq!(l.lost, 0, "new subscribers lost stream packets:\n{show}");
+    for (&s, n) in l.subscribers.iter().zip(&l.node) {
+        if *n == Some(new) {
+            // The added node's own table holds the subscriber, translated to its pool.
+            assert!(
+                l.new_node_sessions
+                    .iter()
+                    .any(|(i, out)| *i == subscriber(s) && node_of(*out, nodes + 1) == Some(new)),
+                "node {new}'s table lacks subscriber {s}:\n{show}"
+            );
+        }
+    }
+    assert!(
+        l.new_node_sessions
+            .iter()
+            .all(|(i, out)| node_of(*out, nodes + 1) == Some(new)
+                && l.subscribers.iter().any(|&s| subscriber(s) == *i)),
+        "node {new} translated an established subscriber or used another pool:\n{show}"
+    );
 
     // Nothing left behind: the run's namespaces are gone.
     let ns = std::process::Command::new("ip")
