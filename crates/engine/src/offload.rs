@@ -202,7 +202,7 @@ pub const TOKEN_NAT64: u64 = 1 << 32;
 pub const TOKEN_SIIT: u64 = 1 << 33;
 
 /// The SIIT recipe of IPv6 -> IPv4 for `key` -> `new` (RFC 7915 5.5): the checksum delta
-/// is [`delta64`]'s with the ports unchanged, whose words add ~p + p = 0xffff each whatever
+/// is `delta64`'s (NAT64's) with the ports unchanged, whose words add ~p + p = 0xffff each whatever
 /// p is, so one value serves every port pair and the lane's own computation gives it too.
 pub fn siit64_recipe(
     key: Pair6,
