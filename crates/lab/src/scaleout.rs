@@ -333,7 +333,7 @@ protocol kernel {{
 }
 
 /// BIRD for the inside router: one eBGP session per node, the pools they announce into
-/// kernel table [`NODES_TABLE`] only (no rule uses it), which the health check
+/// kernel table `NODES_TABLE` only (no rule uses it), which the health check
 /// ([`HEALTH_SCRIPT`]) turns into the nexthop group's members. docs/scale-out/bird-inside.conf.
 pub fn bird_inside_config(router_id: Ipv4Addr, peers: &[(Ipv4Addr, u32)]) -> String {
     bird_router_config(
