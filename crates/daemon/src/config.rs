@@ -429,6 +429,9 @@ struct RawNat64 {
     port_block_hold: Option<i64>,
     port_blocks_per_host: Option<i64>,
     deterministic: Option<bool>,
+    inside: Option<Vec<String>>,
+    subscriber_prefix_len: Option<i64>,
+    ports_per_host: Option<i64>,
     filtering: Option<String>,
     inbound_refresh: Option<bool>,
     verify_ip_checksum: Option<bool>,
@@ -633,21 +636,24 @@ impl Ctx<'_> {
             verify_ip_checksum: n.verify_ip_checksum.unwrap_or(defaults.verify_ip_checksum),
             alg_ftp: self.alg("nat44", n.alg.as_deref())?,
             deterministic: n.deterministic.unwrap_or(false),
-            ports_per_host: match n.ports_per_host {
-                None => 0,
-                Some(v @ 1..=65535) => u16::try_from(v).unwrap_or(u16::MAX),
-                Some(v) => {
-                    return Err(self.invalid(
-                        "nat44.ports_per_host",
-                        format!("{v} is out of range; expected 1 to 65535 ports, like 1008 (or leave it out: as many as fit)"),
-                    ))
-                }
-            },
+            ports_per_host: self.ports_per_host("nat44.ports_per_host", n.ports_per_host)?,
         };
         nat44
             .validate()
             .map_err(|e| self.invalid(e.key, e.problem))?;
         Ok(nat44)
+    }
+
+    /// `TABLE.ports_per_host` (deterministic NAT): 0 when absent (as many as fit).
+    fn ports_per_host(&self, key: &str, v: Option<i64>) -> Result<u16, ConfigFileError> {
+        match v {
+            None => Ok(0),
+            Some(v @ 1..=65535) => Ok(u16::try_from(v).unwrap_or(u16::MAX)),
+            Some(v) => Err(self.invalid(
+                key,
+                format!("{v} is out of range; expected 1 to 65535 ports, like 1008 (or leave it out: as many as fit)"),
+            )),
+        }
     }
 
     /// `[control] socket`.
@@ -1109,12 +1115,6 @@ impl Ctx<'_> {
         limits: Limits,
     ) -> Result<Nat64Config, ConfigFileError> {
         let d = Nat64Config::default();
-        if n.deterministic == Some(true) {
-            return Err(self.invalid(
-                "nat64.deterministic",
-                "deterministic NAT64 is not built yet (only [nat44] has it, RFC 7422); for a small log use port_block_size with [logging] events = \"port-blocks\", or remove the key".to_string(),
-            ));
-        }
         let ports = self.ports("nat64.ports", n.ports.as_deref())?;
         let mut limits = limits;
         limits.port_block_size = self.port_block_size("nat64", n.port_block_size, ports, true)?;
@@ -1159,6 +1159,25 @@ impl Ctx<'_> {
             verify_ip_checksum: n.verify_ip_checksum.unwrap_or(d.verify_ip_checksum),
             alg_ftp: self.alg("nat64", n.alg.as_deref())?,
             params,
+            deterministic: n.deterministic.unwrap_or(false),
+            inside: n
+                .inside
+                .unwrap_or_default()
+                .iter()
+                .enumerate()
+                .map(|(i, p)| self.prefix6(format!("nat64.inside[{i}]"), p))
+                .collect::<Result<_, _>>()?,
+            subscriber_prefix_len: match n.subscriber_prefix_len {
+                None => d.subscriber_prefix_len,
+                Some(v @ 1..=128) => u8::try_from(v).unwrap_or(128),
+                Some(v) => {
+                    return Err(self.invalid(
+                        "nat64.subscriber_prefix_len",
+                        format!("{v} is not a prefix length; expected 1 to 128, like 128 (each address a subscriber) or 64 (each /64 one subscriber)"),
+                    ))
+                }
+            },
+            ports_per_host: self.ports_per_host("nat64.ports_per_host", n.ports_per_host)?,
         };
         cfg.validate().map_err(|e| self.invalid(e.key, e.problem))?;
         Ok(cfg)
@@ -1318,14 +1337,16 @@ impl Config {
             return Err(ConfigFileError::all(file, errors));
         }
 
-        // With deterministic NAT44, a full range is a quota of this many ports (IPFIX); with
-        // a port-block limit, the ports of that many blocks ([nat44]'s, else [nat64]'s).
+        // With deterministic NAT, a full range is a quota of this many ports (IPFIX:
+        // [nat44]'s, else [nat64]'s); with a port-block limit, the ports of that many blocks
+        // ([nat44]'s, else [nat64]'s).
         let block_quota = |l: &xlat_engine::Limits| {
             u32::from(l.port_blocks_per_host) * u32::from(l.port_block_size)
         };
         let det_ports = nat44
             .as_ref()
             .and_then(|n| n.deterministic_map())
+            .or_else(|| nat64.as_ref().and_then(|n| n.deterministic_map()))
             .map(|d| u32::from(d.ports_per_host()))
             .or_else(|| {
                 nat44
@@ -1441,23 +1462,36 @@ impl Config {
         }
     }
 
-    /// What deterministic NAT44 (RFC 7422) makes of this file, for `xlat check` and the
-    /// daemon's log at start and reload (RFC 7422 3: the mapping's configuration must be
-    /// kept as long as answers from it may be asked for). `None` when it is off.
-    pub fn deterministic_summary(&self) -> Option<String> {
-        let n = self.nat44.as_ref()?;
-        let d = n.deterministic_map()?;
-        let p = d.plan();
-        Some(format!(
-            "deterministic NAT44 (RFC 7422): {} inside addresses on {} pool addresses, {} per address, {} ports each from nat44.ports {}-{} ({} unused); keep this file as long as you keep logs: `xlat lookup -c FILE --outside ADDR:PORT` answers from it",
-            p.subscribers,
-            p.pool_addresses,
-            p.per_address,
-            p.ports_per_host,
-            n.ports.0,
-            n.ports.1,
-            p.ports_unused
-        ))
+    /// What deterministic NAT44 and NAT64 (RFC 7422) make of this file, one line each, for
+    /// `xlat check` and the daemon's log at start and reload (RFC 7422 3: the mapping's
+    /// configuration must be kept as long as answers from it may be asked for). Empty when
+    /// it is off.
+    pub fn deterministic_summary(&self) -> Vec<String> {
+        let keep = "keep this file as long as you keep logs: `xlat lookup -c FILE --outside ADDR:PORT` answers from it";
+        let mut lines = Vec::new();
+        if let Some((n, d)) = self
+            .nat44
+            .as_ref()
+            .and_then(|n| Some((n, n.deterministic_map()?)))
+        {
+            let p = d.plan();
+            lines.push(format!(
+                "deterministic NAT44 (RFC 7422): {} inside addresses on {} pool addresses, {} per address, {} ports each from nat44.ports {}-{} ({} unused); {keep}",
+                p.subscribers, p.pool_addresses, p.per_address, p.ports_per_host, n.ports.0, n.ports.1, p.ports_unused
+            ));
+        }
+        if let Some((n, d)) = self
+            .nat64
+            .as_ref()
+            .and_then(|n| Some((n, n.deterministic_map()?)))
+        {
+            let p = d.plan();
+            lines.push(format!(
+                "deterministic NAT64 (RFC 7422's arithmetic): {} subscribers of /{} on {} pool4 addresses, {} per address, {} ports each from nat64.ports {}-{} ({} unused); {keep}",
+                p.subscribers, n.subscriber_prefix_len, p.pool_addresses, p.per_address, p.ports_per_host, n.ports.0, n.ports.1, p.ports_unused
+            ));
+        }
+        lines
     }
 
     /// [`Config::rfc_warnings`] and other advice, one line each.
@@ -2440,7 +2474,7 @@ rfc6791v6 = "2001:db8:6791::/96"
 
     /// `[nat44] deterministic` and `ports_per_host` (RFC 7422): parsed, refused with the
     /// numbers when the subscribers do not fit, summarised for `xlat check`, its range size
-    /// handed to the IPFIX quota records; `[nat64] deterministic` is refused.
+    /// handed to the IPFIX quota records.
     #[test]
     fn deterministic_nat44_keys() {
         const NAT: &str = "[nat44]\ninside = [\"198.18.0.0/24\"]\npool = [\"198.19.0.100\"]\n";
@@ -2450,21 +2484,18 @@ rfc6791v6 = "2001:db8:6791::/96"
         let n = c.nat44.as_ref().unwrap();
         assert!(n.deterministic);
         assert_eq!(n.deterministic_map().map(|d| d.ports_per_host()), Some(252));
-        let sum = c.deterministic_summary().expect("summary");
+        let sum = c.deterministic_summary().join("\n");
         assert!(
             sum.contains("256 inside addresses on 1 pool addresses"),
             "{sum}"
         );
         assert!(sum.contains("252 ports each"), "{sum}");
         assert_eq!(c.logging.as_ref().map(|l| l.ports_per_host), Some(252));
-        assert!(ok(NAT).deterministic_summary().is_none());
+        assert!(ok(NAT).deterministic_summary().is_empty());
         let c = ok(&format!(
             "{NAT}deterministic = true\nports_per_host = 100\n"
         ));
-        assert!(c
-            .deterministic_summary()
-            .unwrap()
-            .contains("100 ports each"));
+        assert!(c.deterministic_summary()[0].contains("100 ports each"));
         let e = err(&format!(
             "{NAT}deterministic = true\nports_per_host = 300\n"
         ));
@@ -2486,11 +2517,89 @@ rfc6791v6 = "2001:db8:6791::/96"
             e.contains("nat44.inside") && e.contains("16777216 subscribers"),
             "{e}"
         );
-        let e = err("[nat64]\nprefix = \"2001:2:0:64::/96\"\npool4 = [\"198.19.0.101\"]\ndeterministic = true\n");
+    }
+
+    /// `[nat64] deterministic`, `inside`, `subscriber_prefix_len`, `ports_per_host`:
+    /// parsed, summarised, refused with the key and the numbers when they do not fit or
+    /// stand without deterministic = true.
+    #[test]
+    fn deterministic_nat64_keys() {
+        const NAT: &str = "[nat64]\nprefix = \"2001:2:0:64::/96\"\npool4 = [\"198.19.0.100/31\"]\n";
+        let c = ok(&format!(
+            "{NAT}deterministic = true\ninside = [\"2001:db8:100::/56\"]\nsubscriber_prefix_len = 64\n[logging]\nsyslog = [\"192.0.2.51:514\"]\n"
+        ));
+        let n = c.nat64.as_ref().unwrap();
+        assert_eq!((n.deterministic, n.subscriber_prefix_len), (true, 64));
+        let d = n.deterministic_map().unwrap();
+        assert_eq!((d.plan().subscribers, d.ports_per_host()), (256, 504));
+        let sum = c.deterministic_summary().join("\n");
         assert!(
-            e.contains("nat64.deterministic") && e.contains("not built yet"),
-            "{e}"
+            sum.contains(
+                "256 subscribers of /64 on 2 pool4 addresses, 128 per address, 504 ports each"
+            ),
+            "{sum}"
         );
+        assert_eq!(c.logging.as_ref().map(|l| l.ports_per_host), Some(504));
+        // Every address a subscriber (the default): a /120 is 256 of them.
+        let c = ok(&format!(
+            "{NAT}deterministic = true\ninside = [\"2001:db8:100::/120\"]\nports_per_host = 200\n"
+        ));
+        assert!(c.deterministic_summary()[0].contains("of /128"));
+        for (extra, key, says) in [
+            (
+                "deterministic = true\n",
+                "nat64.inside",
+                "needs the subscribers",
+            ),
+            (
+                "deterministic = true\ninside = [\"2001:db8::/64\"]\n",
+                "nat64.inside",
+                "2^64 subscribers",
+            ),
+            (
+                "deterministic = true\ninside = [\"2001:db8::/64\"]\nsubscriber_prefix_len = 48\n",
+                "nat64.subscriber_prefix_len",
+                "longer than one subscriber",
+            ),
+            (
+                "deterministic = true\ninside = [\"2001:db8::/64\"]\nsubscriber_prefix_len = 129\n",
+                "nat64.subscriber_prefix_len",
+                "expected 1 to 128",
+            ),
+            (
+                "deterministic = true\ninside = [\"2001:db8:100::/120\"]\nports_per_host = 600\n",
+                "nat64.ports_per_host",
+                "at most 504",
+            ),
+            (
+                "deterministic = true\ninside = [\"2001:db8::/126\", \"2001:db8::/127\"]\n",
+                "nat64.inside",
+                "overlap",
+            ),
+            (
+                "deterministic = true\ninside = [\"2001:db8::/127\"]\nport_block_size = 512\n",
+                "nat64.port_block_size",
+                "one of port_block_size",
+            ),
+            (
+                "inside = [\"2001:db8::/120\"]\n",
+                "nat64.inside",
+                "deterministic = true",
+            ),
+            (
+                "ports_per_host = 100\n",
+                "nat64.ports_per_host",
+                "deterministic = true",
+            ),
+            (
+                "deterministic = true\ninside = [\"2001:db8::1/120\"]\n",
+                "nat64.inside[0]",
+                "host bits",
+            ),
+        ] {
+            let e = err(&format!("{NAT}{extra}"));
+            assert!(e.contains(key) && e.contains(says), "{extra}: {e}");
+        }
     }
 
     #[test]

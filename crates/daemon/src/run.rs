@@ -339,7 +339,7 @@ pub fn run(cfg: &Config) -> Result<()> {
     // RFC 7422 3: the configuration the log is made under -- the file's digest, and the
     // deterministic mapping's inputs (a reload cannot change them: the engine refuses it).
     info!(file = %cfg.file, sha256 = %cfg.sha256, "configuration in use");
-    if let Some(d) = cfg.deterministic_summary() {
+    for d in cfg.deterministic_summary() {
         info!(file = %cfg.file, "{d}");
     }
     let halt = AtomicBool::new(false);

@@ -921,6 +921,17 @@ pub struct Nat64Config {
     pub params: XlatParams,
     /// The FTP ALG of RFC 6384 ([`crate::alg`]). Off by default.
     pub alg_ftp: bool,
+    /// Deterministic NAT64 ([`crate::deterministic`], RFC 7422 2's arithmetic): each
+    /// subscriber of `inside` owns a fixed pool4 address and port range.
+    pub deterministic: bool,
+    /// With `deterministic`: the IPv6 prefixes of the subscribers, the only sources
+    /// translated (others are `not_ours`).
+    pub inside: Vec<Prefix6>,
+    /// With `deterministic`: the prefix length of one subscriber (128: each address; 64:
+    /// each /64, all its addresses sharing one range).
+    pub subscriber_prefix_len: u8,
+    /// Ports each subscriber gets with `deterministic`; 0: as many as fit.
+    pub ports_per_host: u16,
 }
 
 impl Default for Nat64Config {
@@ -937,11 +948,81 @@ impl Default for Nat64Config {
             verify_ip_checksum: true,
             params: XlatParams::default(),
             alg_ftp: false,
+            deterministic: false,
+            inside: Vec::new(),
+            subscriber_prefix_len: 128,
+            ports_per_host: 0,
         }
     }
 }
 
 impl Nat64Config {
+    /// The deterministic mapping ([`crate::deterministic`]) when `deterministic` is on and
+    /// the configuration is valid.
+    pub fn deterministic_map(&self) -> Option<crate::deterministic::Deterministic> {
+        if !self.deterministic {
+            return None;
+        }
+        self.build_deterministic().ok()
+    }
+
+    fn build_deterministic(&self) -> Result<crate::deterministic::Deterministic, ConfigError> {
+        let per_host = (self.ports_per_host > 0).then_some(self.ports_per_host);
+        crate::deterministic::Deterministic::new64(
+            &self.inside,
+            self.subscriber_prefix_len,
+            &self.pool4,
+            self.ports,
+            per_host,
+        )
+    }
+
+    /// What deterministic NAT64 cannot be combined with, and whether its subscribers fit.
+    fn validate_deterministic(&self) -> Result<(), ConfigError> {
+        let err = |key, problem: String| Err(ConfigError { key, problem });
+        if !self.deterministic {
+            let stray = if self.ports_per_host > 0 {
+                Some("nat64.ports_per_host")
+            } else if !self.inside.is_empty() {
+                Some("nat64.inside")
+            } else if self.subscriber_prefix_len != 128 {
+                Some("nat64.subscriber_prefix_len")
+            } else {
+                None
+            };
+            return match stray {
+                Some(k) => err(
+                    k,
+                    "is for deterministic NAT64; add deterministic = true or remove it".into(),
+                ),
+                None => Ok(()),
+            };
+        }
+        if self.inside.is_empty() {
+            return err(
+                "nat64.inside",
+                "deterministic NAT64 needs the subscribers' IPv6 prefixes, e.g. inside = [\"2001:db8:1::/64\"] with subscriber_prefix_len = 128".into(),
+            );
+        }
+        if self.limits.port_block_size > 0 {
+            return err(
+                "nat64.port_block_size",
+                "port blocks are handed out as hosts need them, deterministic ranges are fixed: use one of port_block_size and deterministic = true".into(),
+            );
+        }
+        if let Some(f) = self.static_bib.first() {
+            return err(
+                "nat64.static_bib",
+                format!(
+                    "entry {} -> {} forwards a pool4 port, which is some subscriber's port with deterministic = true: remove the entry or turn deterministic off",
+                    f.inside.show(true),
+                    f.outside.show(true)
+                ),
+            );
+        }
+        self.build_deterministic().map(|_| ())
+    }
+
     /// Checks the things the engine relies on.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |key, problem: String| Err(ConfigError { key, problem });
@@ -976,6 +1057,7 @@ impl Nat64Config {
             );
         }
         validate_forwards("nat64.static_bib", &self.static_bib, &self.pool4)?;
+        self.validate_deterministic()?;
         validate_timeouts_limits(&self.timeouts, &self.limits)?;
         self.params.validate("nat64")
     }

@@ -49,7 +49,8 @@ reasons! {
         TruncatedL4 = "truncated_l4",
         /// Source is not an inside address and destination is not a pool or static outside
         /// address: the packet is not ours. Check the routes that lead into the xlat interface
-        /// and the `nat44.inside` / `nat44.pool` lists.
+        /// and the `nat44.inside` / `nat44.pool` lists (with deterministic NAT64: a source
+        /// outside `nat64.inside`).
         NotOurs = "not_ours",
         /// A protocol the NAPT cannot translate (it needs ports or an ICMP identifier).
         /// Only TCP, UDP and ICMP cross a dynamic NAT; static 1:1 entries carry any protocol.

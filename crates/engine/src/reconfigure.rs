@@ -224,8 +224,14 @@ impl Stateful for crate::Nat64Config {
         self.params.error_source4 = o.params.error_source4;
         self.params.error_source6 = o.params.error_source6;
     }
-    fn shape_allowed(&self, _: &[&'static str]) -> Result<(), ReloadError> {
-        Ok(())
+    fn shape_allowed(&self, keys: &[&'static str]) -> Result<(), ReloadError> {
+        match keys.iter().find(|k| **k == "nat64.pool4") {
+            Some(k) if self.deterministic => Err(ReloadError {
+                key: (*k).to_string(),
+                reason: "cannot change while running with deterministic = true: each subscriber's pool4 address and ports are computed from nat64.inside and the pool (RFC 7422), and logs and `xlat lookup` rely on it; restart xlat to apply it".to_string(),
+            }),
+            _ => Ok(()),
+        }
     }
     fn first_diff(&self, o: &Self) -> String {
         first_diff64(self, o)
@@ -376,6 +382,14 @@ fn first_diff64(a: &crate::Nat64Config, b: &crate::Nat64Config) -> String {
         "port_block_size"
     } else if a.limits.port_block_hold != b.limits.port_block_hold {
         "port_block_hold"
+    } else if a.deterministic != b.deterministic {
+        "deterministic"
+    } else if a.inside != b.inside {
+        "inside"
+    } else if a.subscriber_prefix_len != b.subscriber_prefix_len {
+        "subscriber_prefix_len"
+    } else if a.ports_per_host != b.ports_per_host {
+        "ports_per_host"
     } else {
         return "limits (only max_sessions_per_host and port_blocks_per_host change live)"
             .to_string();

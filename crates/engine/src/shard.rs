@@ -12,8 +12,9 @@
 //!   that worker, from its slice -- except a static BIB entry's outside endpoint (port
 //!   forwarding), which belongs to the worker of its inside host, whatever slice its port is
 //!   in (every worker keeps the forwarded ports out of its own allocations). With
-//!   deterministic NAT44 ([`crate::deterministic`]) every port belongs to one inside host
-//!   by the config's arithmetic, and the packet goes to that host's worker (no slices).
+//!   deterministic NAT44 and NAT64 ([`crate::deterministic`]) every port belongs to one
+//!   inside host (NAT64: one subscriber prefix, whose addresses all go to one worker) by
+//!   the config's arithmetic, and the packet goes to that host's worker (no slices).
 //!
 //! [`Shards::owner`] is the whole placement a driver needs, in [`crate::Engine::process`]'s
 //! order of translators; it answers [`Owner::Any`] for packets no worker holds state for:
@@ -58,6 +59,12 @@ pub struct Shards {
     nat64_pool4: Vec<Prefix4>,
     nat64_prefix: Option<Pref64>,
     nat44: Option<Nat44Steer>,
+    /// Deterministic NAT64: an outside port names its subscriber, whose worker holds it.
+    nat64_det: Option<crate::deterministic::Deterministic>,
+    /// IPv6 sources are placed by this much of them: all of it, or with deterministic NAT64
+    /// the subscriber's prefix, so all of a subscriber's addresses share a worker (and its
+    /// one port range).
+    source6_mask: u128,
     siit: Option<SiitSteer>,
     /// Tunnel endpoint addresses (6to4): protocol 41 and ICMP to them is the tunnel's.
     tunnel4: Vec<u32>,
@@ -176,6 +183,13 @@ impl Shards {
                 pool: PrefixSet4::new(&n.pool),
                 det: n.deterministic_map(),
             }),
+            nat64_det: cfg.nat64.as_ref().and_then(|n| n.deterministic_map()),
+            source6_mask: cfg
+                .nat64
+                .as_ref()
+                .and_then(|n| n.deterministic_map())
+                .and_then(|d| u128::MAX.checked_shl(128 - u32::from(d.subscriber_len())))
+                .unwrap_or(u128::MAX),
             siit: cfg.siit.as_ref().map(|s| SiitSteer {
                 prefix: s.prefix,
                 eam: s.eam.clone(),
@@ -279,13 +293,15 @@ impl Shards {
         self.pick(u64::from(a))
     }
 
-    /// The worker of an IPv6 source address (both halves folded, then as IPv4).
+    /// The worker of an IPv6 source address (its subscriber's prefix with deterministic
+    /// NAT64; both halves folded, then as IPv4).
     #[inline]
     #[expect(
         clippy::cast_possible_truncation,
         reason = "the address's two 64-bit halves, folded"
     )]
     fn by_source6(&self, a: u128) -> usize {
+        let a = a & self.source6_mask;
         self.pick((a as u64) ^ ((a >> 64) as u64))
     }
 
@@ -404,6 +420,7 @@ impl Shards {
         let icmp = (0, u16::MAX);
         let det = match &self.nat44 {
             Some(n) if n.pool.contains(dst) => n.det.as_ref(),
+            _ if self.nat64_pool4.iter().any(|p| p.contains(dst)) => self.nat64_det.as_ref(),
             _ => None,
         };
         // A static BIB entry's port belongs to its inside host's worker, a deterministic
@@ -413,7 +430,7 @@ impl Shards {
                 return Some(*w);
             }
             match det {
-                Some(d) => d.of_outside(dst, port).map(|a| self.by_source4(a)),
+                Some(d) => d.of_outside_ip(dst, port).map(|a| self.of_inside(a)),
                 None => owner(range, workers, port),
             }
         };

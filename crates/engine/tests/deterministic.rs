@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{a4, echo, ip4, reply, tcp, udp};
+use common::{a4, a6, echo, ip4, ip6, reply, tcp, udp};
 use xlat_engine::deterministic::Deterministic;
 use xlat_engine::events::{EventKind, StateEvent};
 use xlat_engine::shard::Shards;
@@ -217,4 +217,207 @@ fn deterministic_refuses_what_breaks_the_arithmetic() {
         }]
     });
     assert_eq!(e.key, "nat44.static");
+}
+
+// Deterministic NAT64: RFC 7422 2's arithmetic over IPv6 subscribers (`nat64.inside`,
+// `nat64.subscriber_prefix_len`), RFC 6146 3.5.1's allocation within each one's range.
+
+/// 64 subscribers of /64 in 2001:db8:100::/58 on 2 pool4 addresses: 32 share an address,
+/// 64,512 / 32 = 2,016 ports each.
+fn det64(sub_len: u8) -> EngineConfig {
+    EngineConfig {
+        nat64: Some(Nat64Config {
+            prefix: "2001:db8:64::/96".parse().unwrap(),
+            pool4: vec!["198.19.0.100/31".parse().unwrap()],
+            deterministic: true,
+            inside: vec!["2001:db8:100::/58".parse().unwrap()],
+            subscriber_prefix_len: sub_len,
+            ..Nat64Config::default()
+        }),
+        seed: 12,
+        ..EngineConfig::default()
+    }
+}
+
+/// Address `host` of subscriber /64 number `sub` in 2001:db8:100::/58.
+fn sub6(sub: u16, host: u16) -> [u8; 16] {
+    let mut a = a6("2001:db8:100::");
+    a[6..8].copy_from_slice(&sub.to_be_bytes());
+    a[14..16].copy_from_slice(&host.to_be_bytes());
+    a
+}
+
+fn packets6(src: [u8; 16], port: u16) -> [Vec<u8>; 3] {
+    let dst = a6("2001:db8:64::203.0.113.9");
+    [
+        ip6(src, dst, 17, udp(port, 53, &[1; 8]), 64),
+        ip6(src, dst, 6, tcp(port, 80, 0x02), 64),
+        ip6(src, dst, 58, echo(128, port, 1, &[1; 8]), 64),
+    ]
+}
+
+#[test]
+fn deterministic_nat64_each_subscriber_prefix_maps_into_its_own_range() {
+    let cfg = det64(64);
+    let d = cfg.nat64.as_ref().unwrap().deterministic_map().unwrap();
+    let plan = d.plan();
+    assert_eq!((plan.subscribers, plan.per_address), (64, 32));
+    assert_eq!(d.ports_per_host(), 2016);
+    let mut e = Engine::new(cfg).unwrap();
+    for sub in [0u16, 1, 31, 32, 63] {
+        let s = d.of_inside6(u128::from_be_bytes(sub6(sub, 1))).unwrap();
+        // Two addresses of one /64 are one subscriber: the same address and range.
+        for host in [1u16, 0xbeef] {
+            for (n, port) in [(0u16, s.first + 5 + host % 7), (1, 40_000), (2, 80)] {
+                for p in packets6(sub6(sub, host), port) {
+                    let mut out = p.clone();
+                    assert_eq!(
+                        e.process_vec(Time::from_secs(1), &mut out),
+                        Verdict::Forward
+                    );
+                    let (addr, ext) = outside(&out);
+                    assert_eq!(addr, s.addr, "subscriber {sub} left from another address");
+                    assert!(
+                        (s.first..=s.last).contains(&ext),
+                        "subscriber {sub}: {ext} not in {}-{}",
+                        s.first,
+                        s.last
+                    );
+                    if n == 0 && host == 1 {
+                        assert_eq!(ext, port, "port preservation inside the range");
+                    }
+                    assert_eq!(
+                        d.of_outside_ip(addr, ext),
+                        Some(std::net::IpAddr::from(sub6(sub, 0))),
+                        "the lookup names the subscriber's /64"
+                    );
+                    let mut back = reply(&out);
+                    assert!(e.process_vec(Time::from_secs(2), &mut back).transmit());
+                    assert_eq!(
+                        &back[24..40],
+                        &sub6(sub, host),
+                        "the reply reaches its host"
+                    );
+                }
+            }
+        }
+    }
+    // A source outside nat64.inside has no range: not ours.
+    let mut p = packets6(a6("2001:db8:200::1"), 5000)[0].clone();
+    assert_eq!(
+        e.process_vec(Time::from_secs(1), &mut p),
+        Verdict::Drop(DropReason::NotOurs)
+    );
+}
+
+#[test]
+fn deterministic_nat64_a_full_range_is_the_subscribers_quota() {
+    let mut cfg = det64(128);
+    // /58 of /128 subscribers is 2^70: too many; a /120 is 256, on 2 addresses 252 each.
+    cfg.nat64.as_mut().unwrap().inside = vec!["2001:db8:100::/120".parse().unwrap()];
+    cfg.nat64.as_mut().unwrap().ports_per_host = 3;
+    let mut e = Engine::new(cfg).unwrap();
+    e.set_events(1024);
+    let a = a6("2001:db8:100::7");
+    let dst = a6("2001:db8:64::203.0.113.9");
+    for port in 0..3u16 {
+        let mut p = ip6(a, dst, 17, udp(30_000 + port, 53, &[1; 8]), 64);
+        assert_eq!(e.process_vec(Time::from_secs(1), &mut p), Verdict::Forward);
+    }
+    // RFC 6146 3.5.1: no port can be allocated -- dropped, answered with an ICMPv6
+    // Destination Unreachable (code 3) as for any exhausted pool4.
+    let mut p = ip6(a, dst, 17, udp(30_003, 53, &[1; 8]), 64);
+    assert_eq!(
+        e.process_vec(Time::from_secs(1), &mut p),
+        Verdict::Reply(DropReason::PortQuota)
+    );
+    assert_eq!(
+        (p[6], p[40], p[41]),
+        (58, 1, 3),
+        "ICMPv6 address unreachable"
+    );
+    let mut ev: Vec<StateEvent> = Vec::new();
+    e.drain_events(&mut ev);
+    assert_eq!(
+        ev.iter()
+            .filter(|x| x.kind == EventKind::QuotaExceeded)
+            .count(),
+        1,
+        "{ev:?}"
+    );
+    // The next address is another subscriber, with its own range.
+    let mut p = ip6(a6("2001:db8:100::8"), dst, 17, udp(30_003, 53, &[1; 8]), 64);
+    assert_eq!(e.process_vec(Time::from_secs(1), &mut p), Verdict::Forward);
+}
+
+/// With several workers, every address of a subscriber goes to one worker (its one range
+/// is never taken from by two), and replies and ICMP errors find it by the arithmetic.
+#[test]
+fn deterministic_nat64_return_traffic_finds_the_subscribers_worker() {
+    for workers in [2usize, 3] {
+        let cfg = det64(64);
+        let shards = Shards::new(&cfg, workers).unwrap();
+        let mut engines: Vec<Engine> = (0..workers)
+            .map(|k| Engine::new_shard(cfg.clone(), &shards, k).unwrap())
+            .collect();
+        for sub in 0..64u16 {
+            let k0 = shards.of_outbound(&packets6(sub6(sub, 1), 1)[0]).unwrap();
+            for host in [1u16, 2, 0x1234] {
+                for p in packets6(sub6(sub, host), 2000 + sub * 7 + host) {
+                    let k = shards.of_outbound(&p).unwrap();
+                    assert_eq!(k, k0, "subscriber {sub}: its addresses on two workers");
+                    let mut out = p.clone();
+                    assert_eq!(engines[k].process_vec(Time(1), &mut out), Verdict::Forward);
+                    let mut back = reply(&out);
+                    assert_eq!(shards.of_inbound(&back), Some(k), "subscriber {sub}");
+                    assert!(engines[k].process_vec(Time(2), &mut back).transmit());
+                    let mut quote = out.clone();
+                    quote.truncate(28);
+                    let err = ip4(
+                        [203, 0, 113, 1],
+                        <[u8; 4]>::try_from(&out[12..16]).unwrap(),
+                        1,
+                        [vec![3, 3, 0, 0, 0, 0, 0, 0], quote].concat(),
+                        64,
+                        0,
+                        1,
+                    );
+                    assert_eq!(shards.of_inbound(&err), Some(k), "error about {sub}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn deterministic_nat64_refuses_what_breaks_the_arithmetic() {
+    let refuse = |f: &dyn Fn(&mut Nat64Config)| {
+        let mut c = det64(64);
+        f(c.nat64.as_mut().unwrap());
+        Engine::new(c).err().expect("refused")
+    };
+    assert_eq!(
+        refuse(&|n| n.limits.port_block_size = 512).key,
+        "nat64.port_block_size"
+    );
+    assert_eq!(refuse(&|n| n.inside.clear()).key, "nat64.inside");
+    let e = refuse(&|n| n.subscriber_prefix_len = 56);
+    assert_eq!(e.key, "nat64.subscriber_prefix_len");
+    assert!(e.problem.contains("2001:db8:100::/58"), "{}", e.problem);
+    let e = refuse(&|n| n.subscriber_prefix_len = 128);
+    assert_eq!(e.key, "nat64.inside");
+    assert!(e.problem.contains("2^70"), "{}", e.problem);
+    let e = refuse(&|n| n.ports_per_host = 2017);
+    assert_eq!(e.key, "nat64.ports_per_host");
+    assert!(e.problem.contains("at most 2016"), "{}", e.problem);
+    let e = refuse(&|n| {
+        n.inside.push("2001:db8:100:20::/59".parse().unwrap());
+    });
+    assert_eq!(e.key, "nat64.inside");
+    assert!(e.problem.contains("overlap"), "{}", e.problem);
+    let e = refuse(&|n| {
+        n.deterministic = false;
+    });
+    assert_eq!(e.key, "nat64.inside");
+    assert!(e.problem.contains("deterministic = true"), "{}", e.problem);
 }

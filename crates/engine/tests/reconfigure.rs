@@ -319,6 +319,48 @@ fn deterministic_nat_refuses_a_new_pool_or_inside_live() {
     assert!(err.reason.contains("RFC 7422"), "{err}");
 }
 
+/// Deterministic NAT64: pool4, the subscribers and their prefix length are the mapping's
+/// inputs; a reload may not change them, but may change what changes live.
+#[test]
+fn deterministic_nat64_refuses_a_new_pool4_or_subscribers_live() {
+    let base = EngineConfig {
+        nat64: Some(Nat64Config {
+            pool4: vec!["198.19.0.102/32".parse().unwrap()],
+            prefix: "2001:2:0:64::/96".parse().unwrap(),
+            deterministic: true,
+            inside: vec!["2001:db8:100::/120".parse().unwrap()],
+            ..Nat64Config::default()
+        }),
+        seed: 5,
+        ..EngineConfig::default()
+    };
+    let mut e = Engine::new(base.clone()).unwrap();
+    let change = |f: &dyn Fn(&mut Nat64Config)| {
+        let mut c = base.clone();
+        f(c.nat64.as_mut().unwrap());
+        c
+    };
+    let c = change(&|n| n.pool4 = vec!["198.19.0.102/31".parse().unwrap()]);
+    let err = e.reconfigure(Time::from_secs(1), &c).unwrap_err();
+    assert_eq!(err.key, "nat64.pool4");
+    assert!(err.reason.contains("RFC 7422"), "{err}");
+    let c = change(&|n| n.inside = vec!["2001:db8:100::/121".parse().unwrap()]);
+    assert_eq!(
+        e.reconfigure(Time::from_secs(1), &c).unwrap_err().key,
+        "nat64.inside"
+    );
+    let c = change(&|n| {
+        n.inside = vec!["2001:db8:100::/56".parse().unwrap()];
+        n.subscriber_prefix_len = 64;
+    });
+    assert_eq!(
+        e.reconfigure(Time::from_secs(1), &c).unwrap_err().key,
+        "nat64.inside"
+    );
+    let c = change(&|n| n.timeouts.udp = 100);
+    assert!(e.reconfigure(Time::from_secs(1), &c).is_ok());
+}
+
 #[test]
 fn a_new_nat64_prefix_ends_every_nat64_session_and_a_new_pool4_only_its_own() {
     let cfg64 = |prefix: &str, pool4: &str| EngineConfig {

@@ -113,17 +113,18 @@ enum Cmd {
     },
     /// Who held an outside address and port at a time, from the NAT event log (syslog lines
     /// a collector stored; docs/OPERATIONS.md): every session, mapping or port block open then.
-    /// With deterministic NAT44 (`nat44.deterministic`, RFC 7422) computed from the
-    /// configuration file instead (`-c FILE`), no log needed; `--inside` then gives a
+    /// With deterministic NAT44 or NAT64 (`deterministic = true`, RFC 7422) computed from
+    /// the configuration file instead (`-c FILE`), no log needed; `--inside` then gives a
     /// subscriber's outside address and ports. Exit 1 when nobody held it.
     #[command(group(clap::ArgGroup::new("source").required(true).args(["config", "log"])))]
     Lookup {
         /// The outside endpoint, ADDRESS:PORT (a pool address; ICMP: the identifier).
         #[arg(long, value_name = "ADDR:PORT", required_unless_present = "inside")]
         outside: Option<String>,
-        /// Deterministic NAT only: the inside address whose outside address and ports to print.
+        /// Deterministic NAT only: the inside address (IPv4: NAT44, IPv6: NAT64) whose outside
+        /// address and ports to print.
         #[arg(long, value_name = "ADDR", conflicts_with_all = ["outside", "log"], requires = "config")]
-        inside: Option<std::net::Ipv4Addr>,
+        inside: Option<std::net::IpAddr>,
         /// The time, RFC 3339 in UTC: 2026-11-26T14:02:11Z (fractions allowed); with `--log`.
         #[arg(long, value_name = "TIME", requires = "log")]
         at: Option<String>,
@@ -387,7 +388,7 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             for a in cfg.advice() {
                 out.push_str(&format!("{}: note: {a}\n", cfg.file));
             }
-            if let Some(d) = cfg.deterministic_summary() {
+            for d in cfg.deterministic_summary() {
                 out.push_str(&format!("{}: note: {d}\n", cfg.file));
             }
             print(&out)
@@ -655,20 +656,24 @@ fn outside_endpoint(outside: &str) -> Result<(std::net::Ipv4Addr, u16)> {
         })
 }
 
-/// `xlat lookup -c FILE`: deterministic NAT44 (RFC 7422 2) answers from the configuration
-/// alone -- the subscriber whose range holds an outside endpoint, or a subscriber's range.
+/// `xlat lookup -c FILE`: deterministic NAT44 or NAT64 (RFC 7422 2) answers from the
+/// configuration alone -- the subscriber whose range holds an outside endpoint, or a
+/// subscriber's range.
 fn lookup_computed(
     file: &std::path::Path,
     outside: Option<&str>,
-    inside: Option<std::net::Ipv4Addr>,
+    inside: Option<std::net::IpAddr>,
 ) -> Result<()> {
+    use std::net::IpAddr;
     let cfg = Config::load(file)?;
-    let Some(d) = cfg.nat44.as_ref().and_then(|n| n.deterministic_map()) else {
+    let det44 = cfg.nat44.as_ref().and_then(|n| n.deterministic_map());
+    let det64 = cfg.nat64.as_ref().and_then(|n| n.deterministic_map());
+    if det44.is_none() && det64.is_none() {
         return Err(anyhow::Error::new(BadFile(anyhow::anyhow!(
-            "{}: nat44.deterministic is not on, so outside ports are not a function of the file; look it up in the NAT event log: xlat lookup --outside ADDR:PORT --at TIME --log DIR",
+            "{}: neither nat44.deterministic nor nat64.deterministic is on, so outside ports are not a function of the file; look it up in the NAT event log: xlat lookup --outside ADDR:PORT --at TIME --log DIR",
             cfg.file
         ))));
-    };
+    }
     let range = |s: xlat_engine::deterministic::Slice| {
         format!(
             "{}:{}-{}",
@@ -677,28 +682,71 @@ fn lookup_computed(
             s.last
         )
     };
+    // A subscriber as the operator knows it: an IPv4 address, or an IPv6 prefix.
+    let name = |d: &xlat_engine::deterministic::Deterministic, a: IpAddr| match a {
+        IpAddr::V4(a) => a.to_string(),
+        IpAddr::V6(a) if d.subscriber_len() == 128 => a.to_string(),
+        IpAddr::V6(a) => format!("{a}/{}", d.subscriber_len()),
+    };
+    let what = |v6: bool| {
+        if v6 {
+            "deterministic NAT64"
+        } else {
+            "deterministic NAT44, RFC 7422"
+        }
+    };
     if let Some(a) = inside {
-        let Some(s) = d.of_inside(u32::from(a)) else {
-            bail!("{a} is in no nat44.inside prefix of {}", cfg.file);
+        let (d, table) = match a {
+            IpAddr::V4(_) => (det44.as_ref(), "nat44"),
+            IpAddr::V6(_) => (det64.as_ref(), "nat64"),
+        };
+        let Some(s) = d.and_then(|d| d.of_inside_ip(a)) else {
+            bail!(
+                "{a} is in no {table}.inside prefix of {} (or {table}.deterministic is off)",
+                cfg.file
+            );
         };
         return print(&format!(
-            "{a} -> {} (deterministic NAT44, RFC 7422; {})\n",
+            "{a} -> {} ({}; {})\n",
             range(s),
+            what(a.is_ipv6()),
             cfg.file
         ));
     }
     let (addr, port) = outside_endpoint(outside.unwrap_or_default())?;
-    match d.of_outside(u32::from(addr), port) {
-        Some(a) => {
-            let s = d.of_inside(a).map(range).unwrap_or_default();
+    let a4 = u32::from(addr);
+    // The pool the address is in names the table (they may not overlap).
+    let d = match (&det44, &det64) {
+        (Some(d), _)
+            if cfg
+                .nat44
+                .as_ref()
+                .is_some_and(|n| n.pool.iter().any(|p| p.contains(a4))) =>
+        {
+            Some(d)
+        }
+        (_, Some(d))
+            if cfg
+                .nat64
+                .as_ref()
+                .is_some_and(|n| n.pool4.iter().any(|p| p.contains(a4))) =>
+        {
+            Some(d)
+        }
+        _ => None,
+    };
+    match d.and_then(|d| Some((d, d.of_outside_ip(a4, port)?))) {
+        Some((d, a)) => {
+            let s = d.of_inside_ip(a).map(range).unwrap_or_default();
             print(&format!(
-                "{addr}:{port} is {} (its range {s}; deterministic NAT44, RFC 7422; {})\n",
-                std::net::Ipv4Addr::from(a),
+                "{addr}:{port} is {} (its range {s}; {}; {})\n",
+                name(d, a),
+                what(a.is_ipv6()),
                 cfg.file
             ))
         }
         None => bail!(
-            "{addr}:{port} is in no subscriber's range of {}: not a pool address, a port outside nat44.ports, or past the last subscriber",
+            "{addr}:{port} is in no subscriber's range of {}: not a pool address of a deterministic table, a port outside its ports, or past the last subscriber",
             cfg.file
         ),
     }

@@ -154,8 +154,9 @@ pub struct NaptConfig {
     pub timeouts: Timeouts,
     pub limits: Limits,
     pub inbound_refresh: bool,
-    /// Deterministic NAT44 ([`crate::deterministic`]): each host's address and ports are
-    /// a function of the configuration (its range, not `ports` or a worker's slice).
+    /// Deterministic NAT44 / NAT64 ([`crate::deterministic`]): each host's address and
+    /// ports are a function of the configuration (its range, not `ports` or a worker's
+    /// slice).
     pub det: Option<crate::deterministic::Deterministic>,
 }
 

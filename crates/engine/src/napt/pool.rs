@@ -375,16 +375,14 @@ impl<A: InsideAddr> Napt<A> {
     }
 }
 
-/// The deterministic slice of an inside host (NAT44 only); an address in no inside prefix
-/// has none (the translator admits only inside sources, so this is not reached).
+/// The deterministic slice of an inside host; an address in no inside prefix has none:
+/// NAT44 admits only inside sources, so that is not reached there; deterministic NAT64 drops
+/// a source outside `nat64.inside` as not ours.
 fn det_slice<A: InsideAddr>(
     d: &crate::deterministic::Deterministic,
     a: A,
 ) -> Result<crate::deterministic::Slice, DropReason> {
-    match a.ip() {
-        std::net::IpAddr::V4(v4) => d.of_inside(u32::from(v4)).ok_or(DropReason::NotOurs),
-        std::net::IpAddr::V6(_) => Err(DropReason::Internal),
-    }
+    d.of_inside_ip(a.ip()).ok_or(DropReason::NotOurs)
 }
 
 /// What [`take_in_blocks`] is asked for.

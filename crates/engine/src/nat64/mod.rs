@@ -134,7 +134,7 @@ impl Nat64 {
                     timeouts: cfg.timeouts,
                     limits: cfg.limits,
                     inbound_refresh: cfg.inbound_refresh,
-                    det: None,
+                    det: cfg.deterministic_map(),
                 },
                 &cfg.pool4,
                 seed,
