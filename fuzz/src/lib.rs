@@ -181,6 +181,15 @@ fn nat64(v: u8) -> Nat64Config {
         } else {
             Vec::new()
         },
+        // Deterministic NAT64: each /64 of 2001:2::/56 (the vectors' client's among them)
+        // one subscriber; not with static_bib or the narrow port range.
+        deterministic: v & 0x93 == 0x01,
+        inside: if v & 0x93 == 0x01 {
+            vec![p("2001:2::/56")]
+        } else {
+            Vec::new()
+        },
+        subscriber_prefix_len: if v & 0x93 == 0x01 { 64 } else { 128 },
         ..Nat64Config::default()
     }
 }
