@@ -127,6 +127,18 @@ impl LogEvents {
         }
     }
 
+    /// Is event `e`, or the mapping event folded into it
+    /// ([`StateEvent::with_mapping`]), logged? What a worker hands to the log thread.
+    pub fn takes_event(self, e: &StateEvent) -> bool {
+        self.takes(e.kind) || (e.with_mapping && self.takes(EventKind::MappingCreated))
+    }
+
+    /// Appends to `out` what of `e` is logged: the event and the mapping event folded into
+    /// it, each when [`LogEvents::takes`] it (on the log thread, off the packet path).
+    pub fn unfold_into(self, e: &StateEvent, out: &mut Vec<StateEvent>) {
+        out.extend(e.unfolded().filter(|x| self.takes(x.kind)));
+    }
+
     /// Is an event of kind `k` logged? Fast-path instructions never are.
     pub fn takes(self, k: EventKind) -> bool {
         match k {
@@ -184,8 +196,8 @@ impl LogCounters {
 
 /// What goes to the log thread.
 enum Item {
-    /// A worker's events.
-    Events(Vec<StateEvent>),
+    /// A worker's events ([`LogEvents::takes_event`]), and the level they are unfolded for.
+    Events(Vec<StateEvent>, LogEvents),
     /// Look at the pending update ([`EventLog::apply`]).
     Wake,
     /// Send what is queued, then end ([`EventLog::finish`]).
@@ -226,6 +238,15 @@ pub struct EventLog {
     pending: Arc<Mutex<Option<Targets>>>,
     /// The log thread, joined by [`EventLog::finish`].
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// The log's events in `batch` at `level`: a session event with its mapping folded in may
+/// be two (what a lost batch loses).
+fn logged(batch: &[StateEvent], level: LogEvents) -> u64 {
+    batch
+        .iter()
+        .map(|e| e.unfolded().filter(|x| level.takes(x.kind)).count() as u64)
+        .sum()
 }
 
 /// Binds the event log's socket for one address family.
@@ -389,10 +410,14 @@ impl EventLog {
             // An empty batch tells the log thread to finish ([`EventLog::finish`]).
             return 0;
         }
-        let n = batch.len() as u64;
-        match self.tx.try_send(Item::Events(batch)) {
+        let level = self.events();
+        match self.tx.try_send(Item::Events(batch, level)) {
             Ok(()) => 0,
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => n,
+            Err(
+                TrySendError::Full(Item::Events(b, _))
+                | TrySendError::Disconnected(Item::Events(b, _)),
+            ) => logged(&b, level),
+            Err(_) => 0,
         }
     }
 }
@@ -404,8 +429,9 @@ impl EventLog {
         if batch.is_empty() {
             return 0;
         }
-        let n = batch.len() as u64;
-        let mut batch = Item::Events(batch);
+        let level = self.events();
+        let n = logged(&batch, level);
+        let mut batch = Item::Events(batch, level);
         loop {
             match self.tx.try_send(batch) {
                 Ok(()) => return 0,
@@ -536,7 +562,11 @@ impl Sender {
         while !finishing {
             events.clear();
             let mut take = |item: Item, events: &mut Vec<StateEvent>| match item {
-                Item::Events(more) => events.extend(more),
+                Item::Events(more, level) => {
+                    for e in &more {
+                        level.unfold_into(e, events);
+                    }
+                }
                 Item::Wake => {}
                 Item::Finish => finishing = true,
             };
@@ -783,6 +813,7 @@ mod tests {
             outside_port: 40312,
             remote: Ipv4Addr::new(198, 19, 0, 2),
             remote_port: 80,
+            with_mapping: false,
         }
     }
 
@@ -931,18 +962,29 @@ mod tests {
         assert_eq!(usize::from(u16::from_be_bytes([buf[2], buf[3]])), n);
         assert_eq!(u32::from_be_bytes(buf[8..12].try_into().unwrap()), 1);
         // Then data: to both IPFIX collectors (the kept one from the same port, no
-        // templates: not due) and syslog; not to the removed one.
-        assert_eq!(log.send(vec![ev]), 0);
+        // templates: not due) and syslog; not to the removed one. At the new level only the
+        // mapping folded into a session's event is logged, not the session.
+        let folded = StateEvent {
+            with_mapping: true,
+            ..ev
+        };
+        assert_eq!(log.send(vec![folded]), 0);
         let (_, from2) = kept.recv_from(&mut buf).unwrap();
+        let bib = crate::ipfix::Template::Nat44Bib.id();
         assert_eq!(from, from2, "the same source port");
-        assert_eq!(u16::from_be_bytes([buf[16], buf[17]]), 256);
+        assert_eq!(u16::from_be_bytes([buf[16], buf[17]]), bib);
         assert_eq!(u32::from_be_bytes(buf[8..12].try_into().unwrap()), 1);
         added.recv_from(&mut buf).unwrap();
-        assert_eq!(u16::from_be_bytes([buf[16], buf[17]]), 256);
+        assert_eq!(u16::from_be_bytes([buf[16], buf[17]]), bib);
         let (n, _) = sys.recv_from(&mut buf).unwrap();
-        assert!(std::str::from_utf8(&buf[..n])
-            .unwrap()
-            .contains("NAT44_SESSION_CREATE"));
+        let line = std::str::from_utf8(&buf[..n]).unwrap();
+        assert!(line.contains("NAT44_BIB_CREATE"), "{line}");
+        sys.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        assert!(
+            sys.recv_from(&mut buf).is_err(),
+            "one line: the session's is not logged"
+        );
         removed
             .set_read_timeout(Some(Duration::from_millis(300)))
             .unwrap();

@@ -639,6 +639,7 @@ mod tests {
             outside_port: 1025,
             remote: Ipv4Addr::new(198, 19, 0, 2),
             remote_port: 80,
+            with_mapping: false,
         }
     }
 

@@ -894,6 +894,7 @@ mod tests {
             outside_port: port,
             remote: Ipv4Addr::new(203, 0, 113, 9),
             remote_port: 53,
+            with_mapping: false,
         }
     }
 

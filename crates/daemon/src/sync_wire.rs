@@ -240,6 +240,7 @@ pub fn records(
             outside_port,
             remote: v4(2),
             remote_port: port(6),
+            with_mapping: false,
         });
         b = rest.get(need..).unwrap_or(&[]);
     }
@@ -273,6 +274,7 @@ mod tests {
             },
             outside_port: if created { 1025 } else { 0 },
             remote: Ipv4Addr::new(203, 0, 113, 9),
+            with_mapping: false,
             remote_port: 443,
         }
     }

@@ -813,7 +813,7 @@ impl Worker {
             self.engine.drain_events(&mut events);
             let batch: Vec<_> = events
                 .iter()
-                .filter(|e| wanted.takes(e.kind))
+                .filter(|e| wanted.takes_event(e))
                 .copied()
                 .collect();
             let lost = log.send_until(batch, deadline);
@@ -1192,6 +1192,7 @@ fn snapshot_events(engine: &Engine, now: Time) -> Vec<xlat_engine::events::State
                 outside_port: s.outside_port?,
                 remote,
                 remote_port: s.remote_port.unwrap_or(0),
+                with_mapping: false,
             })
         })
         .collect()
@@ -1272,7 +1273,7 @@ pub fn drain_state(
             let wanted = l.events();
             let batch: Vec<_> = events
                 .iter()
-                .filter(|e| wanted.takes(e.kind))
+                .filter(|e| wanted.takes_event(e))
                 .copied()
                 .collect();
             if !batch.is_empty() {

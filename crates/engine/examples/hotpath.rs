@@ -228,9 +228,17 @@ impl Events {
     fn drain(&mut self, e: &mut Engine) {
         if events_on() {
             e.drain_events(&mut self.buf);
+            // A mapping folded into its session's event counts as its own (the log thread
+            // unfolds it, off the worker: `StateEvent::unfolded`).
             for ev in self.buf.drain(..) {
                 if let Some(n) = self.kinds.get_mut(slot(ev.kind)) {
                     *n += 1;
+                }
+                if ev.with_mapping {
+                    let m = slot(ev.mapping_event().map_or(ev.kind, |m| m.kind));
+                    if let Some(n) = self.kinds.get_mut(m) {
+                        *n += 1;
+                    }
                 }
             }
         }

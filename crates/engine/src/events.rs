@@ -17,6 +17,11 @@
 //! at most one per session it touches and an expiry pass a bounded number, and the driver
 //! drains after each.
 //!
+//! A mapping made or ended together with its one session is not an event of its own: the
+//! session's event carries it ([`StateEvent::with_mapping`], one event where there were two:
+//! most mappings have one session), and a consumer that wants mapping events takes them
+//! from [`StateEvent::unfolded`] off the packet path.
+//!
 //! Each event names its addresses as addresses (an IPv6 inside host by its address, not
 //! the host number the tables hold), so a host deleted since is still named.
 
@@ -107,6 +112,42 @@ pub struct StateEvent {
     /// Remote endpoint (sessions only), as IPv4.
     pub remote: Ipv4Addr,
     pub remote_port: u16,
+    /// Session events only: the session's mapping (BIB entry) was made with it
+    /// (`SessionCreated`) or ended with it (`SessionDeleted`). Most mappings have one
+    /// session, so their two events travel as one; [`StateEvent::unfolded`] gives both.
+    pub with_mapping: bool,
+}
+
+impl StateEvent {
+    /// The mapping event folded into this session event ([`StateEvent::with_mapping`]):
+    /// `MappingCreated` / `MappingDeleted` with the session's inside and outside endpoints,
+    /// no remote and no session number.
+    pub fn mapping_event(&self) -> Option<StateEvent> {
+        let kind = match self.kind {
+            _ if !self.with_mapping => return None,
+            EventKind::SessionCreated => EventKind::MappingCreated,
+            EventKind::SessionDeleted(_) => EventKind::MappingDeleted,
+            _ => return None,
+        };
+        Some(StateEvent {
+            kind,
+            session: None,
+            remote: Ipv4Addr::UNSPECIFIED,
+            remote_port: 0,
+            with_mapping: false,
+            ..*self
+        })
+    }
+
+    /// This event and the mapping event folded into it, in the order they happened (the
+    /// session's first), each on its own (`with_mapping` false).
+    pub fn unfolded(&self) -> impl Iterator<Item = StateEvent> {
+        let alone = StateEvent {
+            with_mapping: false,
+            ..*self
+        };
+        std::iter::once(alone).chain(self.mapping_event())
+    }
 }
 
 /// The bounded queue a translator pushes into.
@@ -144,8 +185,9 @@ impl EventQueue {
         self.on
     }
 
-    /// Queues `e`, or counts it dropped when the queue is full.
-    #[inline(never)]
+    /// Queues `e`, or counts it dropped when the queue is full. Inlined into the
+    /// translators' out-of-line event helpers (`napt/events.rs`), never into the packet path.
+    #[inline]
     pub fn push(&mut self, e: StateEvent) {
         if self.held >= self.capacity + self.burst {
             self.dropped = self.dropped.saturating_add(1);
@@ -218,6 +260,7 @@ pub fn event<A: InsideAddr>(
         outside_port: ext.port,
         remote: Ipv4Addr::from(r.addr),
         remote_port: r.port,
+        with_mapping: false,
     }
 }
 

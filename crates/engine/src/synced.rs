@@ -250,6 +250,7 @@ mod tests {
             outside_port: 2048,
             remote: Ipv4Addr::new(203, 0, 113, 9),
             remote_port: 443,
+            with_mapping: false,
         };
         let now = Time::from_secs(1);
         assert_eq!(e.apply_synced(now, &ev), Ok(true));

@@ -40,10 +40,17 @@ fn udp_out(e: &mut Engine, t: u64, src: &str, sport: u16, dst: &str) -> Verdict 
     e.process_vec(Time::from_secs(t), &mut p)
 }
 
-fn drain(e: &mut Engine) -> Vec<StateEvent> {
+/// The events as the engine queues them: a mapping made or ended with its one session
+/// rides in the session's event (`with_mapping`).
+fn drain_raw(e: &mut Engine) -> Vec<StateEvent> {
     let mut out = Vec::new();
     e.drain_events(&mut out);
     out
+}
+
+/// The events as a logger sees them: each folded mapping event unfolded after its session's.
+fn drain(e: &mut Engine) -> Vec<StateEvent> {
+    drain_raw(e).iter().flat_map(StateEvent::unfolded).collect()
 }
 
 fn kinds(ev: &[StateEvent]) -> Vec<EventKind> {
@@ -66,7 +73,13 @@ fn session_mapping_and_host_lifecycle_nat44() {
     let mut e = nat44(Limits::default());
     e.set_events(1024);
     assert_eq!(udp_out(&mut e, 1, IN_A, 5000, R1), Verdict::Forward);
-    let ev = drain(&mut e);
+    let raw = drain_raw(&mut e);
+    assert_eq!(
+        kinds(&raw),
+        [EventKind::HostBound, EventKind::SessionCreated]
+    );
+    assert!(raw[1].with_mapping && !raw[0].with_mapping);
+    let ev: Vec<StateEvent> = raw.iter().flat_map(StateEvent::unfolded).collect();
     assert_eq!(
         kinds(&ev),
         [
@@ -75,6 +88,8 @@ fn session_mapping_and_host_lifecycle_nat44() {
             EventKind::MappingCreated
         ]
     );
+    assert!(ev.iter().all(|x| !x.with_mapping));
+    assert_eq!((ev[2].session, ev[2].remote_port), (None, 0));
     let s = ev[1];
     assert_eq!(s.translator, Translator::Nat44);
     assert_eq!(s.proto, Proto::Udp);
@@ -90,8 +105,9 @@ fn session_mapping_and_host_lifecycle_nat44() {
     assert_eq!((ev[0].inside, ev[0].outside), (s.inside, v4(POOL)));
     // RFC 4787 REQ-1: a second remote reuses the mapping: a session, no mapping, no host.
     assert_eq!(udp_out(&mut e, 2, IN_A, 5000, R2), Verdict::Forward);
-    let ev2 = drain(&mut e);
+    let ev2 = drain_raw(&mut e);
     assert_eq!(kinds(&ev2), [EventKind::SessionCreated]);
+    assert!(!ev2[0].with_mapping, "the mapping was there before");
     assert_eq!(ev2[0].outside_port, s.outside_port);
 
     // Both expire (UDP 300 s): two deletes, then the mapping, then the host.
@@ -144,7 +160,11 @@ fn a_full_queue_drops_and_counts_never_blocks() {
     let ev = drain(&mut e);
     assert_eq!(
         kinds(&ev),
-        [EventKind::HostBound, EventKind::SessionCreated]
+        [
+            EventKind::HostBound,
+            EventKind::SessionCreated,
+            EventKind::MappingCreated
+        ]
     );
     let dropped = e
         .stats()
@@ -152,7 +172,11 @@ fn a_full_queue_drops_and_counts_never_blocks() {
         .iter()
         .find(|c| c.name == "state_events_dropped")
         .map(|c| c.value);
-    assert_eq!(dropped, Some(4), "three events a new host, two kept");
+    assert_eq!(
+        dropped,
+        Some(2),
+        "two events a new host (its mapping's folded into its session's), two kept"
+    );
     // Drained, it takes events again.
     assert_eq!(udp_out(&mut e, 2, IN_A, 5001, R2), Verdict::Forward);
     assert_eq!(
@@ -367,7 +391,7 @@ fn fast_path_instructions_ride_the_stream_and_are_never_dropped() {
     for port in 5001..5004 {
         assert_eq!(udp_out(&mut e, 2, IN_A, port, R1), Verdict::Forward);
     }
-    let ev = drain(&mut e);
+    let ev = drain_raw(&mut e);
     let installs = ev
         .iter()
         .filter(|x| x.kind == EventKind::FastPath(OffloadKind::Install))

@@ -26,15 +26,15 @@ impl<A: InsideAddr> Napt<A> {
         new
     }
 
-    /// Session `sid`'s event `kind` (created, deleted), and with a folded mapping
-    /// (`mapping`: it is made or ends with the session) the mapping's.
+    /// Session `sid`'s event `kind` (created, deleted), carrying its folded mapping's
+    /// (`with_mapping`: the mapping is made or ends with the session).
     #[inline(never)]
     pub(super) fn session_event(
         &mut self,
         now: Time,
         kind: EventKind,
         sid: u32,
-        mapping: Option<EventKind>,
+        with_mapping: bool,
     ) {
         let Some(&s) = self.sessions.get(sid) else {
             return;
@@ -42,12 +42,9 @@ impl<A: InsideAddr> Napt<A> {
         let Some(int) = s.int(&self.hosts) else {
             return;
         };
-        let (proto, ext) = (s.proto(), s.ext());
-        self.events
-            .push(event(now, kind, proto, int, ext, Some((sid, s.remote()))));
-        if let Some(m) = mapping {
-            self.events.push(event(now, m, proto, int, ext, None));
-        }
+        let mut e = event(now, kind, s.proto(), int, s.ext(), Some((sid, s.remote())));
+        e.with_mapping = with_mapping;
+        self.events.push(e);
     }
 
     /// An event without a session: a mapping's, a host's (`proto` of the flow that caused

@@ -183,9 +183,8 @@ impl<A: InsideAddr> Napt<A> {
             self.offload_event(now, crate::offload::OffloadKind::Install, sid);
         }
         if self.events.on() {
-            // A folded mapping is made with its session (its event follows the session's).
-            let m = (mid == NO_MAP).then_some(EventKind::MappingCreated);
-            self.session_event(now, EventKind::SessionCreated, sid, m);
+            // A folded mapping is made with its session: one event carries both.
+            self.session_event(now, EventKind::SessionCreated, sid, mid == NO_MAP);
         }
         // The opening packet's tuple was hashed by the caller; the other one is hashed here.
         let (h_out, h_in) = match dir {
@@ -292,8 +291,7 @@ impl<A: InsideAddr> Napt<A> {
         };
         if self.events.on() {
             // Named before the host number can be released and reused.
-            let m = (s.map == NO_MAP).then_some(EventKind::MappingDeleted);
-            self.session_event(now, EventKind::SessionDeleted(why), sid, m);
+            self.session_event(now, EventKind::SessionDeleted(why), sid, s.map == NO_MAP);
         }
         if s.offloaded {
             self.push_offload(now, crate::offload::OffloadKind::Remove, sid, &s);
