@@ -38,85 +38,167 @@ use crate::packet::Flow;
 use crate::sys;
 use crate::topo::{Topo, D_ADDR, POOL_PREFIX, POOL_RANGE, UA_ADDR};
 
-/// The devices `xlat lab list` shows, in order.
-pub const DEVICES: &[(&str, &str)] = &[
-    ("forward4", "kernel IPv4 routing, no NAT (baseline)"),
-    ("kernel-nat44", "nftables SNAT + conntrack"),
-    (
-        "kernel-nat44-heavy",
-        "nftables SNAT + conntrack + a distribution-style firewall ruleset",
-    ),
-    ("xlat-nat44", "xlat run (NAPT, TUN driver)"),
-    (
-        "xlat-nat44-2w",
-        "xlat-nat44 on two packet workers ([dataplane] workers = 2: a two-queue TUN device, packets handed between workers), both on the DUT CPU",
-    ),
-    (
-        "xlat-nat44-xdp",
-        "xlat run (NAPT) with the XDP fast path on the DUT's ports (established flows in XDP)",
-    ),
-    (
-        "xlat-nat44-afxdp",
-        "xlat run (NAPT) with the AF_XDP slow path on the DUT's ports (no recipes: every packet through AF_XDP sockets, not the TUN)",
-    ),
-    (
-        "xlat-nat44-xdp-afxdp",
-        "xlat run (NAPT) with the XDP fast path and the AF_XDP slow path for what has no recipe (no policer)",
-    ),
-    (
-        "xlat-nat64-afxdp",
-        "xlat run (stateful NAT64) with the AF_XDP slow path on the DUT's ports",
-    ),
-    (
-        "xlat-siit-afxdp",
-        "xlat run (SIIT) with the AF_XDP slow path on the DUT's ports",
-    ),
-    ("forward6", "kernel IPv6 routing, no translation (baseline)"),
-    (
-        "forward4-softirq",
-        "forward4 with the DUT's ports in veth's default receive mode (softirq on the sender's CPU)",
-    ),
-    (
-        "kernel-nat44-softirq",
-        "kernel-nat44 with the DUT's ports in veth's default receive mode",
-    ),
-    (
-        "forward6-softirq",
-        "forward6 with the DUT's ports in veth's default receive mode",
-    ),
-    (
-        "xlat-nat44-xdp-softirq",
-        "xlat-nat44-xdp with the DUT's ports in veth's default receive mode (XDP in softirq on the sender's CPU)",
-    ),
-    (
-        "xlat-nat64-xdp-softirq",
-        "xlat-nat64-xdp with the DUT's ports in veth's default receive mode",
-    ),
-    (
-        "tayga-nat64",
-        "TAYGA stateless NAT64 with a dynamic pool (TUN)",
-    ),
-    ("xlat-nat64", "xlat run (stateful NAT64, TUN driver)"),
-    (
-        "xlat-nat64-xdp",
-        "xlat run (stateful NAT64) with the XDP fast path on the DUT's ports",
-    ),
-    (
-        "xlat-siit",
-        "xlat run (stateless SIIT with an EAM for the tester's hosts, TUN driver)",
-    ),
-    (
-        "xlat-siit-xdp",
-        "xlat run (SIIT) with the XDP fast path on the DUT's ports (address-pair recipes in XDP)",
-    ),
-    (
-        "xlat-6to4",
-        "xlat run (6to4 relay router: IPv6 in IPv4 protocol 41 from 6to4 sites, TUN driver)",
-    ),
-    (
-        "xlat-isatap",
-        "xlat run (ISATAP router: IPv6 in IPv4 protocol 41 from ISATAP hosts, TUN driver)",
-    ),
+/// One device `--devices` accepts: its name, what `xlat lab list` says of it, and its adapter.
+pub struct DeviceDef {
+    pub name: &'static str,
+    pub about: &'static str,
+    /// Builds the adapter (not yet set up).
+    pub make: fn() -> Result<Box<dyn Device>>,
+}
+
+/// Every device, in the order `xlat lab list` shows them: the one place a device is named.
+pub const DEVICES: &[DeviceDef] = &[
+    DeviceDef {
+        name: "forward4",
+        about: "kernel IPv4 routing, no NAT (baseline)",
+        make: || Ok(Box::new(Forward { v6: false })),
+    },
+    DeviceDef {
+        name: "kernel-nat44",
+        about: "nftables SNAT + conntrack",
+        make: || Ok(Box::new(KernelNat44 { heavy: false })),
+    },
+    DeviceDef {
+        name: "kernel-nat44-heavy",
+        about: "nftables SNAT + conntrack + a distribution-style firewall ruleset",
+        make: || Ok(Box::new(KernelNat44 { heavy: true })),
+    },
+    DeviceDef {
+        name: "xlat-nat44",
+        about: "xlat run (NAPT, TUN driver)",
+        make: || Ok(Box::new(Daemon::xlat())),
+    },
+    DeviceDef {
+        name: "xlat-nat44-2w",
+        about: "xlat-nat44 on two packet workers ([dataplane] workers = 2: a two-queue TUN device, packets handed between workers), both on the DUT CPU",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::Xlat2w,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-nat44-xdp",
+        about: "xlat run (NAPT) with the XDP fast path on the DUT's ports (established flows in XDP)",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::XlatXdp,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-nat44-afxdp",
+        about: "xlat run (NAPT) with the AF_XDP slow path on the DUT's ports (no recipes: every packet through AF_XDP sockets, not the TUN)",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::XlatAfxdp,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-nat44-xdp-afxdp",
+        about: "xlat run (NAPT) with the XDP fast path and the AF_XDP slow path for what has no recipe (no policer)",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::XlatXdpAfxdp,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-nat64-afxdp",
+        about: "xlat run (stateful NAT64) with the AF_XDP slow path on the DUT's ports",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::Xlat64Afxdp,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-siit-afxdp",
+        about: "xlat run (SIIT) with the AF_XDP slow path on the DUT's ports",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::XlatSiitAfxdp,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "forward6",
+        about: "kernel IPv6 routing, no translation (baseline)",
+        make: || Ok(Box::new(Forward { v6: true })),
+    },
+    DeviceDef {
+        name: "forward4-softirq",
+        about: "forward4 with the DUT's ports in veth's default receive mode (softirq on the sender's CPU)",
+        make: || softirq("forward4-softirq"),
+    },
+    DeviceDef {
+        name: "kernel-nat44-softirq",
+        about: "kernel-nat44 with the DUT's ports in veth's default receive mode",
+        make: || softirq("kernel-nat44-softirq"),
+    },
+    DeviceDef {
+        name: "forward6-softirq",
+        about: "forward6 with the DUT's ports in veth's default receive mode",
+        make: || softirq("forward6-softirq"),
+    },
+    DeviceDef {
+        name: "xlat-nat44-xdp-softirq",
+        about: "xlat-nat44-xdp with the DUT's ports in veth's default receive mode (XDP in softirq on the sender's CPU)",
+        make: || softirq("xlat-nat44-xdp-softirq"),
+    },
+    DeviceDef {
+        name: "xlat-nat64-xdp-softirq",
+        about: "xlat-nat64-xdp with the DUT's ports in veth's default receive mode",
+        make: || softirq("xlat-nat64-xdp-softirq"),
+    },
+    DeviceDef {
+        name: "tayga-nat64",
+        about: "TAYGA stateless NAT64 with a dynamic pool (TUN)",
+        make: || Ok(Box::new(Daemon::tayga())),
+    },
+    DeviceDef {
+        name: "xlat-nat64",
+        about: "xlat run (stateful NAT64, TUN driver)",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::Xlat64,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-nat64-xdp",
+        about: "xlat run (stateful NAT64) with the XDP fast path on the DUT's ports",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::Xlat64Xdp,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-siit",
+        about: "xlat run (stateless SIIT with an EAM for the tester's hosts, TUN driver)",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::XlatSiit,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-siit-xdp",
+        about: "xlat run (SIIT) with the XDP fast path on the DUT's ports (address-pair recipes in XDP)",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::XlatSiitXdp,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-6to4",
+        about: "xlat run (6to4 relay router: IPv6 in IPv4 protocol 41 from 6to4 sites, TUN driver)",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::Xlat6to4,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-isatap",
+        about: "xlat run (ISATAP router: IPv6 in IPv4 protocol 41 from ISATAP hosts, TUN driver)",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::XlatIsatap,
+            ..Daemon::xlat()
+        })),
+    },
 ];
 
 /// Memory held by the device, with what was measured.
@@ -177,74 +259,25 @@ pub trait Device {
 
 /// Builds a device adapter by name.
 pub fn make(name: &str) -> Result<Box<dyn Device>> {
-    Ok(match name {
-        "forward4" => Box::new(Forward { v6: false }),
-        "forward6" => Box::new(Forward { v6: true }),
-        "kernel-nat44" => Box::new(KernelNat44 { heavy: false }),
-        "kernel-nat44-heavy" => Box::new(KernelNat44 { heavy: true }),
-        "xlat-nat44" => Box::new(Daemon::xlat()),
-        "xlat-nat44-2w" => Box::new(Daemon {
-            kind: DaemonKind::Xlat2w,
-            ..Daemon::xlat()
-        }),
-        "xlat-nat44-xdp" => Box::new(Daemon {
-            kind: DaemonKind::XlatXdp,
-            ..Daemon::xlat()
-        }),
-        "xlat-nat44-afxdp" => Box::new(Daemon {
-            kind: DaemonKind::XlatAfxdp,
-            ..Daemon::xlat()
-        }),
-        "xlat-nat44-xdp-afxdp" => Box::new(Daemon {
-            kind: DaemonKind::XlatXdpAfxdp,
-            ..Daemon::xlat()
-        }),
-        "xlat-nat64-afxdp" => Box::new(Daemon {
-            kind: DaemonKind::Xlat64Afxdp,
-            ..Daemon::xlat()
-        }),
-        "xlat-siit-afxdp" => Box::new(Daemon {
-            kind: DaemonKind::XlatSiitAfxdp,
-            ..Daemon::xlat()
-        }),
-        "tayga-nat64" => Box::new(Daemon::tayga()),
-        "xlat-nat64" => Box::new(Daemon {
-            kind: DaemonKind::Xlat64,
-            ..Daemon::xlat()
-        }),
-        "xlat-nat64-xdp" => Box::new(Daemon {
-            kind: DaemonKind::Xlat64Xdp,
-            ..Daemon::xlat()
-        }),
-        "xlat-siit" => Box::new(Daemon {
-            kind: DaemonKind::XlatSiit,
-            ..Daemon::xlat()
-        }),
-        "xlat-siit-xdp" => Box::new(Daemon {
-            kind: DaemonKind::XlatSiitXdp,
-            ..Daemon::xlat()
-        }),
-        "xlat-6to4" => Box::new(Daemon {
-            kind: DaemonKind::Xlat6to4,
-            ..Daemon::xlat()
-        }),
-        "xlat-isatap" => Box::new(Daemon {
-            kind: DaemonKind::XlatIsatap,
-            ..Daemon::xlat()
-        }),
-        n @ ("forward4-softirq"
-        | "kernel-nat44-softirq"
-        | "forward6-softirq"
-        | "xlat-nat44-xdp-softirq"
-        | "xlat-nat64-xdp-softirq") => Box::new(SoftirqRx {
-            inner: make(n.trim_end_matches("-softirq"))?,
-            name: DEVICES.iter().find(|d| d.0 == n).map_or("softirq", |d| d.0),
-        }),
-        other => bail!(
-            "unknown device {other:?}; known: {}",
-            DEVICES.iter().map(|d| d.0).collect::<Vec<_>>().join(", ")
+    match DEVICES.iter().find(|d| d.name == name) {
+        Some(d) => (d.make)(),
+        None => bail!(
+            "unknown device {name:?}; known: {}",
+            DEVICES
+                .iter()
+                .map(|d| d.name)
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
-    })
+    }
+}
+
+/// `name` (a `-softirq` device) as its inner device in veth's default receive mode.
+fn softirq(name: &'static str) -> Result<Box<dyn Device>> {
+    Ok(Box::new(SoftirqRx {
+        inner: make(name.trim_end_matches("-softirq"))?,
+        name,
+    }))
 }
 
 /// A kernel device with the DUT's ports in veth's default receive mode: no GRO (so no NAPI),
@@ -1129,5 +1162,26 @@ impl Device for Daemon {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_builds_each_device_under_its_own_name() {
+        let mut seen = std::collections::BTreeSet::new();
+        for d in DEVICES {
+            assert!(seen.insert(d.name), "{} listed twice", d.name);
+            let dev = make(d.name).unwrap();
+            assert_eq!(dev.name(), d.name);
+            assert!(!d.about.is_empty());
+        }
+        assert_eq!(seen.len(), 23);
+        assert!(make("forward5").is_err());
+        // The softirq devices wrap their inner device and keep its direction.
+        assert!(make("forward6-softirq").unwrap().v6_in());
+        assert!(make("forward4-softirq").unwrap().rx_on_sender());
     }
 }
