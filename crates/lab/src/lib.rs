@@ -7,6 +7,7 @@
 //! [`results`] keeps every raw sample in results.json, and [`report`] turns that into a
 //! printed table, report.md, report.html and SVG plots.
 
+pub mod addressing;
 pub mod afpacket;
 pub mod churn;
 pub mod device;

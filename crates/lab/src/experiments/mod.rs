@@ -5,10 +5,13 @@
 //! 100% of "offered load" unless `--link` gives a nominal link rate.
 //!
 //! [`EXPERIMENTS`] is the registry: one entry per experiment with its name, what `xlat lab list`
-//! says of it, its defaults, its planned units and how it runs. One file per family:
-//! [`throughput`](self) searches, quick's headline, fixed loads (load), cpu, memory,
-//! setup-rate, churn and the tester's own stack (tcp, http, owd); reload and the experiments
-//! with their own testbed (scale-out, failover) live in their modules.
+//! says of it, its defaults, its planned units, the options of its own and how it runs; adding
+//! an experiment is one entry there and its code. One file per family: throughput (RFC 2544
+//! searches), quick (the headline table), load (fixed loads: loss/latency vs load and vs
+//! sessions), cpu, memory, setup_rate, churn and stack (the tester's own stack: tcp, http,
+//! owd); reload and the experiments with a testbed of their own (scale-out, failover) live in
+//! their modules. A result table's columns and plots are in [`crate::report`], by table name
+//! (one experiment may write several tables, e.g. quick's throughput and cost).
 
 mod churn;
 mod cpu;
@@ -450,7 +453,7 @@ impl Lab {
                 [0x20, 1, 0, 2, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2],
             )
         } else {
-            crate::packet::flows_v4(self.opts.flows, 0, crate::topo::D_ADDR)
+            crate::packet::flows_v4(self.opts.flows, 0, crate::addressing::D_ADDR.octets())
         });
         let dur = self.opts.trial;
         let spec = self.spec(self.loop_path(v6), flows.clone(), size, None, dur, vec![]);
