@@ -122,6 +122,48 @@ pub const ISATAP_PREFIX: Prefix6 = Prefix6 {
     len: 64,
 };
 
+/// The scale-out testbed's plan (its own namespaces: a tester, inside and outside routers,
+/// N nodes; docs/SCALE-OUT.md).
+pub mod scale_out {
+    use super::Prefix4;
+    use std::net::Ipv4Addr;
+
+    /// The server every stream goes to, on the outside router's loopback.
+    pub const SERVER: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
+    /// The subscribers' prefix, every node's `inside`.
+    pub const INSIDE: Prefix4 = Prefix4 {
+        addr: Ipv4Addr::new(198, 18, 1, 0),
+        len: 24,
+    };
+
+    /// Node i's pool prefix: 198.19.(16 + i).0/28.
+    pub fn pool_of(i: usize) -> (Ipv4Addr, u8) {
+        (Ipv4Addr::new(198, 19, 16 + i as u8, 0), 28)
+    }
+
+    /// Subscriber s's address (s from 0): 198.18.1.(1 + s).
+    pub fn subscriber(s: usize) -> Ipv4Addr {
+        Ipv4Addr::new(198, 18, 1, 1 + s as u8)
+    }
+}
+
+/// The failover testbed's plan (its own namespaces: a client, two gateways, a server;
+/// docs/FAILOVER.md).
+pub mod failover {
+    use std::net::Ipv4Addr;
+
+    /// The client, inside.
+    pub const CLI: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 7);
+    /// The gateways' virtual address inside (VRRP).
+    pub const VIP_IN: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+    /// The gateways' virtual address outside (VRRP).
+    pub const VIP_OUT: Ipv4Addr = Ipv4Addr::new(198, 18, 1, 1);
+    /// The server, outside.
+    pub const SRV: Ipv4Addr = Ipv4Addr::new(198, 18, 1, 10);
+    /// The NAT pool address both gateways use.
+    pub const POOL: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 100);
+}
+
 /// `v4` in [`PREF64`] (RFC 6052 2.2).
 pub fn pref64(v4: Ipv4Addr) -> Ipv6Addr {
     let mut b = PREF64.addr.octets();
@@ -146,5 +188,10 @@ mod tests {
         // The ports sit in their networks, the pool outside the ports.
         assert_eq!(INSIDE4.last(), Ipv4Addr::new(198, 18, 255, 255));
         assert!(POOL.addr > D_ADDR);
+        // The other testbeds' plans, as their configurations write them.
+        assert_eq!(scale_out::INSIDE.to_string(), "198.18.1.0/24");
+        assert_eq!(scale_out::pool_of(2), (Ipv4Addr::new(198, 19, 18, 0), 28));
+        assert_eq!(scale_out::subscriber(249), Ipv4Addr::new(198, 18, 1, 250));
+        assert_eq!(failover::POOL.to_string(), "198.19.0.100");
     }
 }

@@ -53,6 +53,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+pub use crate::addressing::scale_out::{pool_of, subscriber, INSIDE, SERVER};
 use crate::results::{Experiment, Machine, Row, RunResults, Settings, SCHEMA};
 use crate::stats::Spread;
 use crate::sys;
@@ -80,11 +81,7 @@ pub const MAX_NODES: usize = 12;
 pub const MAX_SUBSCRIBERS: usize = 250;
 /// Most streams per subscriber.
 pub const MAX_FLOWS: usize = 16;
-/// The server every stream goes to, on the outside router's loopback.
-pub const SERVER: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
 pub const SERVER_PORT: u16 = 7000;
-/// The subscribers' prefix, xlat's `inside`.
-pub const INSIDE: &str = "198.18.1.0/24";
 /// Resilient group id on the inside router; node i's nexthop is id i + 1.
 const GROUP_ID: u32 = 100;
 /// The inside router's hash seed (fixed, so a run's spread repeats).
@@ -207,11 +204,6 @@ impl ScaleOpts {
     }
 }
 
-/// Node i's pool prefix.
-pub fn pool_of(i: usize) -> (Ipv4Addr, u8) {
-    (Ipv4Addr::new(198, 19, 16 + i as u8, 0), 28)
-}
-
 /// Which node's pool holds `a`.
 pub fn node_of(a: Ipv4Addr, nodes: usize) -> Option<usize> {
     (0..nodes).find(|&i| {
@@ -240,11 +232,6 @@ pub fn parse_group(line: &str) -> Vec<usize> {
         .unwrap_or_default();
     v.sort_unstable();
     v
-}
-
-/// Subscriber s's address (s from 0).
-pub fn subscriber(s: usize) -> Ipv4Addr {
-    Ipv4Addr::new(198, 18, 1, 1 + s as u8)
 }
 
 /// One node-leaves or node-joins event, measured.

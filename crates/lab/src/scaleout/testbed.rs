@@ -153,7 +153,10 @@ impl Cluster {
             )?;
         }
         ip(&t, &["route", "add", "default", "via", &gw_t.to_string()])?;
-        ip(&ir, &["route", "add", INSIDE, "via", "198.18.0.2"])?;
+        ip(
+            &ir,
+            &["route", "add", &INSIDE.to_string(), "via", "198.18.0.2"],
+        )?;
         // The outside router: the server on its loopback.
         ip(&or, &["addr", "add", &format!("{SERVER}/32"), "dev", "lo"])?;
         // L3 hash (source, destination) with a fixed seed.
@@ -213,7 +216,16 @@ impl Cluster {
         let or_addr = Ipv4Addr::new(198, 19, 64 + i as u8, 1);
         Self::link(&ir, &format!("n{i}"), ir_addr, &ns, "in", in_addr)?;
         Self::link(&ns, "out", out_addr, &or, &format!("n{i}"), or_addr)?;
-        ip(&ns, &["route", "add", INSIDE, "via", &ir_addr.to_string()])?;
+        ip(
+            &ns,
+            &[
+                "route",
+                "add",
+                &INSIDE.to_string(),
+                "via",
+                &ir_addr.to_string(),
+            ],
+        )?;
         ip(
             &ns,
             &["route", "add", "default", "via", &or_addr.to_string()],
