@@ -34,89 +34,175 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::addressing::{
+    D6_ADDR, D_ADDR, INSIDE4, ISATAP_PREFIX, POOL, PREF64, SIIT_EAM4, SIIT_EAM6, TAYGA_POOL,
+    TUNNEL_ENDPOINT,
+};
 use crate::packet::Flow;
 use crate::sys;
-use crate::topo::{Topo, D_ADDR, POOL_PREFIX, POOL_RANGE, UA_ADDR};
+use crate::topo::Topo;
 
-/// The devices `xlat lab list` shows, in order.
-pub const DEVICES: &[(&str, &str)] = &[
-    ("forward4", "kernel IPv4 routing, no NAT (baseline)"),
-    ("kernel-nat44", "nftables SNAT + conntrack"),
-    (
-        "kernel-nat44-heavy",
-        "nftables SNAT + conntrack + a distribution-style firewall ruleset",
-    ),
-    ("xlat-nat44", "xlat run (NAPT, TUN driver)"),
-    (
-        "xlat-nat44-2w",
-        "xlat-nat44 on two packet workers ([dataplane] workers = 2: a two-queue TUN device, packets handed between workers), both on the DUT CPU",
-    ),
-    (
-        "xlat-nat44-xdp",
-        "xlat run (NAPT) with the XDP fast path on the DUT's ports (established flows in XDP)",
-    ),
-    (
-        "xlat-nat44-afxdp",
-        "xlat run (NAPT) with the AF_XDP slow path on the DUT's ports (no recipes: every packet through AF_XDP sockets, not the TUN)",
-    ),
-    (
-        "xlat-nat44-xdp-afxdp",
-        "xlat run (NAPT) with the XDP fast path and the AF_XDP slow path for what has no recipe (no policer)",
-    ),
-    (
-        "xlat-nat64-afxdp",
-        "xlat run (stateful NAT64) with the AF_XDP slow path on the DUT's ports",
-    ),
-    (
-        "xlat-siit-afxdp",
-        "xlat run (SIIT) with the AF_XDP slow path on the DUT's ports",
-    ),
-    ("forward6", "kernel IPv6 routing, no translation (baseline)"),
-    (
-        "forward4-softirq",
-        "forward4 with the DUT's ports in veth's default receive mode (softirq on the sender's CPU)",
-    ),
-    (
-        "kernel-nat44-softirq",
-        "kernel-nat44 with the DUT's ports in veth's default receive mode",
-    ),
-    (
-        "forward6-softirq",
-        "forward6 with the DUT's ports in veth's default receive mode",
-    ),
-    (
-        "xlat-nat44-xdp-softirq",
-        "xlat-nat44-xdp with the DUT's ports in veth's default receive mode (XDP in softirq on the sender's CPU)",
-    ),
-    (
-        "xlat-nat64-xdp-softirq",
-        "xlat-nat64-xdp with the DUT's ports in veth's default receive mode",
-    ),
-    (
-        "tayga-nat64",
-        "TAYGA stateless NAT64 with a dynamic pool (TUN)",
-    ),
-    ("xlat-nat64", "xlat run (stateful NAT64, TUN driver)"),
-    (
-        "xlat-nat64-xdp",
-        "xlat run (stateful NAT64) with the XDP fast path on the DUT's ports",
-    ),
-    (
-        "xlat-siit",
-        "xlat run (stateless SIIT with an EAM for the tester's hosts, TUN driver)",
-    ),
-    (
-        "xlat-siit-xdp",
-        "xlat run (SIIT) with the XDP fast path on the DUT's ports (address-pair recipes in XDP)",
-    ),
-    (
-        "xlat-6to4",
-        "xlat run (6to4 relay router: IPv6 in IPv4 protocol 41 from 6to4 sites, TUN driver)",
-    ),
-    (
-        "xlat-isatap",
-        "xlat run (ISATAP router: IPv6 in IPv4 protocol 41 from ISATAP hosts, TUN driver)",
-    ),
+/// One device `--devices` accepts: its name, what `xlat lab list` says of it, and its adapter.
+pub struct DeviceDef {
+    pub name: &'static str,
+    pub about: &'static str,
+    /// Builds the adapter (not yet set up).
+    pub make: fn() -> Result<Box<dyn Device>>,
+}
+
+/// Every device, in the order `xlat lab list` shows them: the one place a device is named.
+pub const DEVICES: &[DeviceDef] = &[
+    DeviceDef {
+        name: "forward4",
+        about: "kernel IPv4 routing, no NAT (baseline)",
+        make: || Ok(Box::new(Forward { v6: false })),
+    },
+    DeviceDef {
+        name: "kernel-nat44",
+        about: "nftables SNAT + conntrack",
+        make: || Ok(Box::new(KernelNat44 { heavy: false })),
+    },
+    DeviceDef {
+        name: "kernel-nat44-heavy",
+        about: "nftables SNAT + conntrack + a distribution-style firewall ruleset",
+        make: || Ok(Box::new(KernelNat44 { heavy: true })),
+    },
+    DeviceDef {
+        name: "xlat-nat44",
+        about: "xlat run (NAPT, TUN driver)",
+        make: || Ok(Box::new(Daemon::xlat())),
+    },
+    DeviceDef {
+        name: "xlat-nat44-2w",
+        about: "xlat-nat44 on two packet workers ([dataplane] workers = 2: a two-queue TUN device, packets handed between workers), both on the DUT CPU",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::Xlat2w,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-nat44-xdp",
+        about: "xlat run (NAPT) with the XDP fast path on the DUT's ports (established flows in XDP)",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::XlatXdp,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-nat44-afxdp",
+        about: "xlat run (NAPT) with the AF_XDP slow path on the DUT's ports (no recipes: every packet through AF_XDP sockets, not the TUN)",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::XlatAfxdp,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-nat44-xdp-afxdp",
+        about: "xlat run (NAPT) with the XDP fast path and the AF_XDP slow path for what has no recipe (no policer)",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::XlatXdpAfxdp,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-nat64-afxdp",
+        about: "xlat run (stateful NAT64) with the AF_XDP slow path on the DUT's ports",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::Xlat64Afxdp,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-siit-afxdp",
+        about: "xlat run (SIIT) with the AF_XDP slow path on the DUT's ports",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::XlatSiitAfxdp,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "forward6",
+        about: "kernel IPv6 routing, no translation (baseline)",
+        make: || Ok(Box::new(Forward { v6: true })),
+    },
+    DeviceDef {
+        name: "forward4-softirq",
+        about: "forward4 with the DUT's ports in veth's default receive mode (softirq on the sender's CPU)",
+        make: || softirq("forward4-softirq"),
+    },
+    DeviceDef {
+        name: "kernel-nat44-softirq",
+        about: "kernel-nat44 with the DUT's ports in veth's default receive mode",
+        make: || softirq("kernel-nat44-softirq"),
+    },
+    DeviceDef {
+        name: "forward6-softirq",
+        about: "forward6 with the DUT's ports in veth's default receive mode",
+        make: || softirq("forward6-softirq"),
+    },
+    DeviceDef {
+        name: "xlat-nat44-xdp-softirq",
+        about: "xlat-nat44-xdp with the DUT's ports in veth's default receive mode (XDP in softirq on the sender's CPU)",
+        make: || softirq("xlat-nat44-xdp-softirq"),
+    },
+    DeviceDef {
+        name: "xlat-nat64-xdp-softirq",
+        about: "xlat-nat64-xdp with the DUT's ports in veth's default receive mode",
+        make: || softirq("xlat-nat64-xdp-softirq"),
+    },
+    DeviceDef {
+        name: "tayga-nat64",
+        about: "TAYGA stateless NAT64 with a dynamic pool (TUN)",
+        make: || Ok(Box::new(Daemon::tayga())),
+    },
+    DeviceDef {
+        name: "xlat-nat64",
+        about: "xlat run (stateful NAT64, TUN driver)",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::Xlat64,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-nat64-xdp",
+        about: "xlat run (stateful NAT64) with the XDP fast path on the DUT's ports",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::Xlat64Xdp,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-siit",
+        about: "xlat run (stateless SIIT with an EAM for the tester's hosts, TUN driver)",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::XlatSiit,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-siit-xdp",
+        about: "xlat run (SIIT) with the XDP fast path on the DUT's ports (address-pair recipes in XDP)",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::XlatSiitXdp,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-6to4",
+        about: "xlat run (6to4 relay router: IPv6 in IPv4 protocol 41 from 6to4 sites, TUN driver)",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::Xlat6to4,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-isatap",
+        about: "xlat run (ISATAP router: IPv6 in IPv4 protocol 41 from ISATAP hosts, TUN driver)",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::XlatIsatap,
+            ..Daemon::xlat()
+        })),
+    },
 ];
 
 /// Memory held by the device, with what was measured.
@@ -139,7 +225,7 @@ pub trait Device {
     }
     /// Flows `first..first + n` of the same sequence (churn: flows never sent before).
     fn flows_at(&self, first: u32, n: u32, seed: u32) -> Vec<Flow> {
-        crate::packet::flows_v4_at(first, n, seed, D_ADDR)
+        crate::packet::flows_v4_at(first, n, seed, D_ADDR.octets())
     }
     fn setup(&mut self, topo: &Topo) -> Result<()>;
     fn teardown(&mut self, topo: &Topo);
@@ -177,74 +263,25 @@ pub trait Device {
 
 /// Builds a device adapter by name.
 pub fn make(name: &str) -> Result<Box<dyn Device>> {
-    Ok(match name {
-        "forward4" => Box::new(Forward { v6: false }),
-        "forward6" => Box::new(Forward { v6: true }),
-        "kernel-nat44" => Box::new(KernelNat44 { heavy: false }),
-        "kernel-nat44-heavy" => Box::new(KernelNat44 { heavy: true }),
-        "xlat-nat44" => Box::new(Daemon::xlat()),
-        "xlat-nat44-2w" => Box::new(Daemon {
-            kind: DaemonKind::Xlat2w,
-            ..Daemon::xlat()
-        }),
-        "xlat-nat44-xdp" => Box::new(Daemon {
-            kind: DaemonKind::XlatXdp,
-            ..Daemon::xlat()
-        }),
-        "xlat-nat44-afxdp" => Box::new(Daemon {
-            kind: DaemonKind::XlatAfxdp,
-            ..Daemon::xlat()
-        }),
-        "xlat-nat44-xdp-afxdp" => Box::new(Daemon {
-            kind: DaemonKind::XlatXdpAfxdp,
-            ..Daemon::xlat()
-        }),
-        "xlat-nat64-afxdp" => Box::new(Daemon {
-            kind: DaemonKind::Xlat64Afxdp,
-            ..Daemon::xlat()
-        }),
-        "xlat-siit-afxdp" => Box::new(Daemon {
-            kind: DaemonKind::XlatSiitAfxdp,
-            ..Daemon::xlat()
-        }),
-        "tayga-nat64" => Box::new(Daemon::tayga()),
-        "xlat-nat64" => Box::new(Daemon {
-            kind: DaemonKind::Xlat64,
-            ..Daemon::xlat()
-        }),
-        "xlat-nat64-xdp" => Box::new(Daemon {
-            kind: DaemonKind::Xlat64Xdp,
-            ..Daemon::xlat()
-        }),
-        "xlat-siit" => Box::new(Daemon {
-            kind: DaemonKind::XlatSiit,
-            ..Daemon::xlat()
-        }),
-        "xlat-siit-xdp" => Box::new(Daemon {
-            kind: DaemonKind::XlatSiitXdp,
-            ..Daemon::xlat()
-        }),
-        "xlat-6to4" => Box::new(Daemon {
-            kind: DaemonKind::Xlat6to4,
-            ..Daemon::xlat()
-        }),
-        "xlat-isatap" => Box::new(Daemon {
-            kind: DaemonKind::XlatIsatap,
-            ..Daemon::xlat()
-        }),
-        n @ ("forward4-softirq"
-        | "kernel-nat44-softirq"
-        | "forward6-softirq"
-        | "xlat-nat44-xdp-softirq"
-        | "xlat-nat64-xdp-softirq") => Box::new(SoftirqRx {
-            inner: make(n.trim_end_matches("-softirq"))?,
-            name: DEVICES.iter().find(|d| d.0 == n).map_or("softirq", |d| d.0),
-        }),
-        other => bail!(
-            "unknown device {other:?}; known: {}",
-            DEVICES.iter().map(|d| d.0).collect::<Vec<_>>().join(", ")
+    match DEVICES.iter().find(|d| d.name == name) {
+        Some(d) => (d.make)(),
+        None => bail!(
+            "unknown device {name:?}; known: {}",
+            DEVICES
+                .iter()
+                .map(|d| d.name)
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
-    })
+    }
+}
+
+/// `name` (a `-softirq` device) as its inner device in veth's default receive mode.
+fn softirq(name: &'static str) -> Result<Box<dyn Device>> {
+    Ok(Box::new(SoftirqRx {
+        inner: make(name.trim_end_matches("-softirq"))?,
+        name,
+    }))
 }
 
 /// A kernel device with the DUT's ports in veth's default receive mode: no GRO (so no NAPI),
@@ -331,9 +368,9 @@ impl Device for Forward {
     }
     fn flows_at(&self, first: u32, n: u32, seed: u32) -> Vec<Flow> {
         if self.v6 {
-            crate::packet::flows_v6_at(first, n, seed, v6(crate::topo::D6_ADDR))
+            crate::packet::flows_v6_at(first, n, seed, D6_ADDR.octets())
         } else {
-            crate::packet::flows_v4_at(first, n, seed, D_ADDR)
+            crate::packet::flows_v4_at(first, n, seed, D_ADDR.octets())
         }
     }
     fn setup(&mut self, _topo: &Topo) -> Result<()> {
@@ -351,12 +388,6 @@ impl Device for Forward {
     }
 }
 
-fn v6(s: &str) -> [u8; 16] {
-    s.parse::<std::net::Ipv6Addr>()
-        .map(|a| a.octets())
-        .unwrap_or([0; 16])
-}
-
 struct KernelNat44 {
     heavy: bool,
 }
@@ -367,9 +398,11 @@ pub fn nat_ruleset(out_dev: &str) -> String {
         "table ip labnat {{\n\
          \tchain postrouting {{\n\
          \t\ttype nat hook postrouting priority srcnat; policy accept;\n\
-         \t\tip saddr 198.18.0.0/16 oifname \"{out_dev}\" snat to {POOL_RANGE}\n\
+         \t\tip saddr {inside4} oifname \"{out_dev}\" snat to {range}\n\
          \t}}\n\
-         }}\n"
+         }}\n",
+        inside4 = INSIDE4,
+        range = POOL.range(),
     )
 }
 
@@ -573,12 +606,11 @@ fn dataplane_xdp(topo: &Topo) -> String {
 /// measured the policer at 50,550/s).
 pub const XDP_SLOW_PATH_PPS: u32 = 100_000;
 
-/// The DUT's tunnel endpoint address: its inside port (UA), where the tester's tunnel hosts
-/// send protocol 41.
-pub const TUNNEL_ENDPOINT: [u8; 4] = UA_ADDR;
-/// The ISATAP router's prefix (RFC 5214 8.2 advertises it; the tester's hosts use it).
-pub const ISATAP_PREFIX: &str = "2001:2:0:5::/64";
-const ISATAP_PREFIX64: [u8; 8] = [0x20, 0x01, 0, 0x02, 0, 0, 0, 0x05];
+/// The ISATAP prefix's first 64 bits, as the tester builds its hosts' addresses.
+const ISATAP_PREFIX64: [u8; 8] = {
+    let o = ISATAP_PREFIX.addr.octets();
+    [o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7]]
+};
 
 /// The tester's tunnel hosts for a tunnel device (None for other devices).
 pub fn tunnel_of(device: &str) -> Option<crate::packet::Tunnel6in4> {
@@ -786,8 +818,8 @@ const LAB_LIMITS: &str =
 pub fn xlat_config(tun: &str, socket: &str) -> String {
     let nat44 = format!(
         r#"[nat44]
-inside = ["198.18.0.0/16"]
-pool = ["{POOL_PREFIX}"]
+inside = ["{INSIDE4}"]
+pool = ["{POOL}"]
 mode = "napt"
 filtering = "endpoint-independent"
 ports = "1024-65535"
@@ -801,8 +833,8 @@ ports = "1024-65535"
 pub fn xlat64_config(tun: &str, socket: &str) -> String {
     let nat64 = format!(
         r#"[nat64]
-prefix = "2001:2:0:64::/96"
-pool4 = ["{POOL_PREFIX}"]
+prefix = "{PREF64}"
+pool4 = ["{POOL}"]
 filtering = "endpoint-independent"
 
 {LAB_LIMITS}"#
@@ -813,17 +845,19 @@ filtering = "endpoint-independent"
 /// The lab's SIIT configuration: destinations by the pref64, the tester's IPv6 hosts
 /// (2001:2:0:1::1:N, flows::flows_v6) by an EAM to 198.19.2.N (RFC 7757).
 pub fn siit_config(tun: &str, socket: &str) -> String {
-    let siit = r#"[siit]
-prefix = "2001:2:0:64::/96"
-eam = [{ ipv4 = "198.19.2.0/24", ipv6 = "2001:2:0:1::1:0/120" }]
-"#;
-    lab_config(tun, socket, siit)
+    let siit = format!(
+        r#"[siit]
+prefix = "{PREF64}"
+eam = [{{ ipv4 = "{SIIT_EAM4}", ipv6 = "{SIIT_EAM6}" }}]
+"#
+    );
+    lab_config(tun, socket, &siit)
 }
 
 /// The lab's 6to4 endpoint: a relay router (RFC 3056 5) on the DUT's inside address, so that
 /// the tester's inside hosts (6to4 sites 2002:V4ADDR::/48) reach the native IPv6 outside.
 pub fn sixtofour_config(tun: &str, socket: &str) -> String {
-    let [a, b, c, d] = TUNNEL_ENDPOINT;
+    let [a, b, c, d] = TUNNEL_ENDPOINT.octets();
     let t = format!("[tunnel.6to4]\nipv4 = \"{a}.{b}.{c}.{d}\"\nrelay_router = true\n");
     lab_config(tun, socket, &t)
 }
@@ -831,7 +865,7 @@ pub fn sixtofour_config(tun: &str, socket: &str) -> String {
 /// The lab's ISATAP endpoint: a router (RFC 5214 8.2) on the DUT's inside address advertising
 /// 2001:2:0:5::/64 to the tester's inside hosts.
 pub fn isatap_config(tun: &str, socket: &str) -> String {
-    let [a, b, c, d] = TUNNEL_ENDPOINT;
+    let [a, b, c, d] = TUNNEL_ENDPOINT.octets();
     let t = format!(
         "[tunnel.isatap]\nrole = \"router\"\nipv4 = \"{a}.{b}.{c}.{d}\"\nprefix = \"{ISATAP_PREFIX}\"\n"
     );
@@ -845,8 +879,8 @@ pub fn tayga_config(tun: &str, data_dir: &str) -> String {
         "tun-device {tun}\n\
          ipv4-addr 198.19.1.1\n\
          ipv6-addr 2001:2:0:1::64\n\
-         prefix 2001:2:0:64::/96\n\
-         dynamic-pool 198.19.1.0/24\n\
+         prefix {PREF64}\n\
+         dynamic-pool {TAYGA_POOL}\n\
          data-dir {data_dir}\n"
     )
 }
@@ -886,11 +920,13 @@ impl Device for Daemon {
             | DaemonKind::Xlat2w
             | DaemonKind::XlatXdp
             | DaemonKind::XlatAfxdp
-            | DaemonKind::XlatXdpAfxdp => crate::packet::flows_v4_at(first, n, seed, D_ADDR),
+            | DaemonKind::XlatXdpAfxdp => {
+                crate::packet::flows_v4_at(first, n, seed, D_ADDR.octets())
+            }
             DaemonKind::Xlat6to4 | DaemonKind::XlatIsatap => {
                 let t = tunnel_of(self.name()).unwrap_or(crate::packet::Tunnel6in4::SixToFour);
-                let dst = v6(crate::topo::D6_ADDR);
-                crate::packet::flows_6in4_at(first, n, seed, dst, TUNNEL_ENDPOINT, t)
+                let dst = D6_ADDR.octets();
+                crate::packet::flows_6in4_at(first, n, seed, dst, TUNNEL_ENDPOINT.octets(), t)
             }
             DaemonKind::Tayga
             | DaemonKind::Xlat64
@@ -900,8 +936,8 @@ impl Device for Daemon {
             | DaemonKind::XlatSiitXdp
             | DaemonKind::XlatSiit => {
                 // RFC 6052 2.2: /96 prefix, IPv4 address in the last 32 bits.
-                let mut dst = v6("2001:2:0:64::");
-                dst[12..].copy_from_slice(&D_ADDR);
+                let mut dst = PREF64.addr.octets();
+                dst[12..].copy_from_slice(&D_ADDR.octets());
                 crate::packet::flows_v6_at(first, n, seed, dst)
             }
         }
@@ -992,10 +1028,11 @@ impl Device for Daemon {
                     .with_context(|| format!("writing {}", cfg.display()))?;
                 let c = cfg.display().to_string();
                 topo.dut(&["tayga", "-c", &c, "--mktun"])?;
+                let (pool, pref64) = (TAYGA_POOL.to_string(), PREF64.to_string());
                 for r in [
                     vec!["ip", "link", "set", &tun, "up"],
-                    vec!["ip", "route", "add", "198.19.1.0/24", "dev", &tun],
-                    vec!["ip", "-6", "route", "add", "2001:2:0:64::/96", "dev", &tun],
+                    vec!["ip", "route", "add", &pool, "dev", &tun],
+                    vec!["ip", "-6", "route", "add", &pref64, "dev", &tun],
                 ] {
                     topo.dut(&r)?;
                 }
@@ -1129,5 +1166,44 @@ impl Device for Daemon {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_builds_each_device_under_its_own_name() {
+        let mut seen = std::collections::BTreeSet::new();
+        for d in DEVICES {
+            assert!(seen.insert(d.name), "{} listed twice", d.name);
+            let dev = make(d.name).unwrap();
+            assert_eq!(dev.name(), d.name);
+            assert!(!d.about.is_empty());
+        }
+        assert_eq!(seen.len(), 23);
+        assert!(make("forward5").is_err());
+        // The softirq devices wrap their inner device and keep its direction.
+        assert!(make("forward6-softirq").unwrap().v6_in());
+        assert!(make("forward4-softirq").unwrap().rx_on_sender());
+    }
+
+    #[test]
+    fn configurations_carry_the_addressing_plan() {
+        assert!(nat_ruleset("ud")
+            .contains("ip saddr 198.18.0.0/16 oifname \"ud\" snat to 198.19.0.128-198.19.0.255\n"));
+        let x = xlat_config("t", "s");
+        assert!(x.contains("inside = [\"198.18.0.0/16\"]\npool = [\"198.19.0.128/25\"]\n"));
+        let x = xlat64_config("t", "s");
+        assert!(x.contains("prefix = \"2001:2:0:64::/96\"\npool4 = [\"198.19.0.128/25\"]\n"));
+        assert!(siit_config("t", "s").contains(
+            "prefix = \"2001:2:0:64::/96\"\neam = [{ ipv4 = \"198.19.2.0/24\", ipv6 = \"2001:2:0:1::1:0/120\" }]\n"
+        ));
+        let t = tayga_config("t", "/d");
+        assert!(t.contains("prefix 2001:2:0:64::/96\ndynamic-pool 198.19.1.0/24\n"));
+        assert!(sixtofour_config("t", "s").contains("ipv4 = \"198.18.0.1\"\n"));
+        assert!(isatap_config("t", "s").contains("prefix = \"2001:2:0:5::/64\"\n"));
+        assert_eq!(ISATAP_PREFIX64, [0x20, 0x01, 0, 0x02, 0, 0, 0, 0x05]);
     }
 }

@@ -7,6 +7,7 @@
 //! [`results`] keeps every raw sample in results.json, and [`report`] turns that into a
 //! printed table, report.md, report.html and SVG plots.
 
+pub mod addressing;
 pub mod afpacket;
 pub mod churn;
 pub mod device;
@@ -31,7 +32,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 
-use crate::experiments::{Lab, Opts, EXPERIMENTS};
+use crate::experiments::{Lab, Opts, Runner, EXPERIMENTS};
 use crate::packet::SizeMix;
 use crate::results::{Machine, RunResults, Settings, SCHEMA};
 
@@ -188,49 +189,35 @@ pub fn main(args: LabArgs) -> Result<()> {
             Ok(())
         }
         LabCmd::Run { experiment, opts } => {
-            if experiment == "scale-out" {
-                if opts.variants.is_some() {
-                    bail!("--variants is an option of failover only");
-                }
-                if opts.count.is_some() {
-                    bail!("--count is an option of reload only");
-                }
-                return scaleout::main_run(&opts).map(|_| ());
-            }
-            if experiment == "failover" {
-                if opts.nodes.is_some() || opts.subscribers.is_some() || opts.routing.is_some() {
-                    bail!("--nodes, --subscribers and --routing are options of scale-out only");
-                }
-                if opts.count.is_some() {
-                    bail!("--count is an option of reload only");
-                }
-                return failover::main_run(&opts).map(|_| ());
-            }
-            if opts.variants.is_some() {
-                bail!("--variants is an option of failover only");
-            }
-            if opts.count.is_some() && experiment != "reload" {
-                bail!("--count is an option of reload only");
-            }
-            if opts.nodes.is_some() || opts.subscribers.is_some() || opts.routing.is_some() {
-                bail!("--nodes, --subscribers and --routing are options of scale-out only");
-            }
-            if !EXPERIMENTS.iter().any(|e| e.0 == experiment) {
-                bail!(
-                    "unknown experiment {experiment:?}; known: {}",
-                    EXPERIMENTS
+            let def = experiments::find(&experiment)?;
+            let given = [
+                ("--nodes", opts.nodes.is_some()),
+                ("--subscribers", opts.subscribers.is_some()),
+                ("--routing", opts.routing.is_some()),
+                ("--variants", opts.variants.is_some()),
+                ("--count", opts.count.is_some()),
+            ];
+            for (flag, set) in given {
+                if set && !def.options.contains(&flag) {
+                    let owners: Vec<&str> = EXPERIMENTS
                         .iter()
-                        .map(|e| e.0)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
+                        .filter(|e| e.options.contains(&flag))
+                        .map(|e| e.name)
+                        .collect();
+                    bail!("{flag} is an option of {} only", owners.join(", "));
+                }
             }
-            let plan = Plan {
-                name: experiment.clone(),
-                steps: vec![experiment.clone()],
-                defaults: defaults_for(&experiment),
-            };
-            execute(plan, &opts).map(|_| ())
+            match def.run {
+                Runner::Own(run) => run(&opts),
+                Runner::Lab(_) => {
+                    let plan = Plan {
+                        name: experiment.clone(),
+                        steps: vec![experiment.clone()],
+                        defaults: (def.defaults)(),
+                    };
+                    execute(plan, &opts).map(|_| ())
+                }
+            }
         }
         LabCmd::Reproduce { study, opts } => {
             let plan = study_plan(&study)?;
@@ -242,14 +229,12 @@ pub fn main(args: LabArgs) -> Result<()> {
 /// What `xlat lab list` prints.
 pub fn list_text() -> String {
     let mut s = String::from("Experiments (xlat lab run NAME):\n");
-    for (n, d) in EXPERIMENTS {
-        s.push_str(&format!("  {n:<22} {d}\n"));
+    for e in EXPERIMENTS {
+        s.push_str(&format!("  {:<22} {}\n", e.name, e.about));
     }
-    s.push_str(&format!("  {:<22} {}\n", "scale-out", SCALE_OUT));
-    s.push_str(&format!("  {:<22} {}\n", "failover", FAILOVER));
     s.push_str("\nDevices (--devices a,b,c):\n");
-    for (n, d) in device::DEVICES {
-        s.push_str(&format!("  {n:<22} {d}\n"));
+    for d in device::DEVICES {
+        s.push_str(&format!("  {:<22} {}\n", d.name, d.about));
     }
     s.push_str("\nStudies (xlat lab reproduce NAME):\n");
     for (n, d) in STUDIES {
@@ -258,9 +243,6 @@ pub fn list_text() -> String {
     s
 }
 
-/// `xlat lab list`'s line for scale-out (its own testbed, not the tester/DUT pair).
-pub const SCALE_OUT: &str = "N xlat NAT44 nodes behind a resilient ECMP group, pools announced by BGP (BIRD): spread of subscribers, load and CPU per node, a node killed and restarted, a new node added (--nodes 3 --subscribers 24 --flows 4)";
-
 pub const STUDIES: &[(&str, &str)] = &[
     ("s1", "IPv6 routing vs NAT44: loss, rate and latency vs load (10..100% of 100 Mb/s) by payload size"),
     ("s2", "transition mechanisms: throughput and one-way delay by payload size: native IPv4, native IPv6, 6to4, ISATAP, NAT64 (TAYGA, xlat)"),
@@ -268,9 +250,6 @@ pub const STUDIES: &[(&str, &str)] = &[
     ("s4", "slimming kernel NAT: loss vs load at 64 B on 100 Mb/s, no hooks / NAT / default firewall"),
     ("s5", "NAT impact: latency vs entries, throughput at 1000 entries, memory per entry, CPU, entry creation rate"),
 ];
-
-/// `xlat lab list`'s line for failover (its own testbed: two gateways with keepalived).
-pub const FAILOVER: &str = "an active/standby NAT44 pair with keepalived loses its active under established UDP flows, a download and iperf3: xlat [sync] vs kernel NAT + conntrackd, ports kept or random (--devices xlat-nat44,kernel-nat44,kernel-nat44-random --variants kill,link-down --flows 50 --new-rates 1000,10000)";
 
 /// Defaults that a plan sets and the command line may override.
 #[derive(Debug, Clone)]
@@ -302,56 +281,9 @@ impl Default for Defaults {
     }
 }
 
+/// An experiment's defaults (the registry's; plain defaults for an unknown name).
 pub fn defaults_for(exp: &str) -> Defaults {
-    let d = Defaults::default();
-    match exp {
-        // Searches now end below the ceiling (the devices, not the tester, are the limit), so
-        // they take all their steps: 6 (3% of the ceiling) keeps quick under 3 minutes.
-        "quick" => Defaults {
-            sizes: vec!["64".into(), "512".into()],
-            repeats: 3,
-            duration: 1.0,
-            max_steps: 6,
-            resolution: 3.0,
-            ..d
-        },
-        "throughput" => Defaults {
-            sizes: vec!["64".into(), "512".into(), "imix".into()],
-            repeats: 3,
-            ..d
-        },
-        "memory-per-session" => Defaults {
-            sessions: vec![1000, 10_000, 50_000, 100_000],
-            ..d
-        },
-        "cpu" => Defaults {
-            sizes: vec!["64".into(), "1024".into()],
-            sessions: vec![1, 1000, 10_000],
-            ..d
-        },
-        "setup-rate" => Defaults { duration: 1.0, ..d },
-        "tcp" => Defaults {
-            duration: 5.0,
-            repeats: 3,
-            ..d
-        },
-        "owd" => Defaults { repeats: 5, ..d },
-        "churn" => Defaults {
-            devices: vec!["kernel-nat44", "xlat-nat44", "xlat-nat44-xdp"],
-            flows: 1000,
-            ..d
-        },
-        "http" => Defaults { repeats: 3, ..d },
-        // One search for the rate (as quick's: 1 s trials, 6 steps), then the windows.
-        "reload" => Defaults {
-            devices: reload::DEVICES.to_vec(),
-            duration: 1.0,
-            max_steps: 6,
-            resolution: 3.0,
-            ..d
-        },
-        _ => d,
-    }
+    experiments::find(exp).map_or_else(|_| Defaults::default(), |e| (e.defaults)())
 }
 
 /// A named sequence of experiments with defaults.
@@ -472,12 +404,12 @@ pub fn resolve(plan: &Plan, o: &RunOpts) -> Result<Opts> {
         .clone()
         .unwrap_or_else(|| d.devices.iter().map(|s| s.to_string()).collect());
     for dev in &devices {
-        if !device::DEVICES.iter().any(|x| x.0 == dev) {
+        if !device::DEVICES.iter().any(|x| x.name == dev) {
             bail!(
                 "unknown device {dev:?}; known: {}",
                 device::DEVICES
                     .iter()
-                    .map(|x| x.0)
+                    .map(|x| x.name)
                     .collect::<Vec<_>>()
                     .join(", ")
             );
@@ -755,7 +687,10 @@ mod tests {
             let p = study_plan(s).unwrap();
             assert!(!p.steps.is_empty());
             for step in &p.steps {
-                assert!(EXPERIMENTS.iter().any(|e| e.0 == step));
+                assert!(matches!(
+                    experiments::find(step).unwrap().run,
+                    Runner::Lab(_)
+                ));
             }
             resolve(&p, &RunOpts::default()).unwrap();
         }
@@ -781,8 +716,8 @@ mod tests {
     #[test]
     fn list_mentions_everything() {
         let t = list_text();
-        for (e, _) in EXPERIMENTS {
-            assert!(t.contains(e));
+        for e in EXPERIMENTS {
+            assert!(t.contains(e.name));
         }
         assert!(t.contains("tayga-nat64"));
         assert!(t.contains("xlat-6to4") && t.contains("xlat-isatap"));

@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
+use crate::addressing::POOL as POOL_PREFIX;
 use crate::device::Device;
 use crate::experiments::{size_label, Lab};
 use crate::packet::SizeMix;
@@ -44,7 +45,6 @@ use crate::results::Row;
 use crate::stats::Spread;
 use crate::sys;
 use crate::tester::{run_trial, Trial, TrialControl, TrialSpec};
-use crate::topo::POOL_PREFIX;
 
 /// The devices the experiment runs by default: NAT44 over the TUN device, and with the XDP
 /// fast path.

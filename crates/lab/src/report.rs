@@ -35,8 +35,11 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("latency_p99_us", "p99 (us)"),
             ("dut_busy_pct", "device CPU %"),
             ("dut_ns_per_pkt", "DUT ns/pkt"),
+            ("ns_ratio", "x forward4/pkt"),
             ("proc_ns_per_pkt", "process ns/pkt"),
             ("dut_other_pct", "other load %"),
+            ("dut_steal_pct", "steal %"),
+            ("rounds", "rounds"),
         ],
         "loss-vs-load" => vec![
             ("offered_pps", "offered (pps)"),
@@ -395,6 +398,12 @@ pub fn text(r: &RunResults) -> String {
         let rows: Vec<Vec<String>> = e.rows.iter().map(|x| row_cells(e, x)).collect();
         s.push_str(&text_table(&header(e), &rows));
     }
+    if !r.conclusions.is_empty() {
+        let _ = writeln!(s, "\nConclusions (median ratio over the rounds [min..max])");
+        for c in &r.conclusions {
+            let _ = writeln!(s, "{c}");
+        }
+    }
     let notes = all_notes(r);
     if !notes.is_empty() {
         s.push('\n');
@@ -706,6 +715,15 @@ pub fn write(dir: &Path, r: &RunResults) -> Result<Vec<PathBuf>> {
             let _ = writeln!(html, "<div>{svg}</div>");
         }
     }
+    if !r.conclusions.is_empty() {
+        let _ = writeln!(md, "\n## Conclusions\n");
+        let _ = writeln!(html, "<h2>Conclusions</h2><ul>");
+        for c in &r.conclusions {
+            let _ = writeln!(md, "- {c}");
+            let _ = writeln!(html, "<li>{}</li>", html_escape(c));
+        }
+        let _ = writeln!(html, "</ul>");
+    }
     let notes = all_notes(r);
     if !notes.is_empty() {
         let _ = writeln!(md, "\n## Notes\n");
@@ -856,6 +874,16 @@ mod tests {
         assert!(t.contains("300,000 [270,000..330,000]"));
         assert!(t.contains("the tester, not the device, was the limit"));
         assert!(t.contains("IMIX"));
+        assert!(!t.contains("Conclusions"));
+        let mut r = sample();
+        r.conclusions.push(
+            "64 B: xlat-nat44 costs 1.42x forward4 per packet [1.31..1.55, 3 rounds].".into(),
+        );
+        let t = text(&r);
+        let at = t.find("Conclusions").unwrap();
+        assert!(t[at..].contains("\n64 B: xlat-nat44 costs 1.42x"));
+        // Before the notes, after the tables.
+        assert!(at > t.find("Throughput").unwrap() && at < t.find("note:").unwrap());
     }
 
     #[test]

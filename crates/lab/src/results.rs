@@ -128,6 +128,9 @@ pub struct RunResults {
     pub ceilings: Vec<Ceiling>,
     pub experiments: Vec<Experiment>,
     pub notes: Vec<String>,
+    /// The run's conclusions, one sentence per comparison with its uncertainty (quick).
+    #[serde(default)]
+    pub conclusions: Vec<String>,
     /// Set when the run stopped early (Ctrl-C or an error): what was measured is kept.
     pub incomplete: Option<String>,
 }

@@ -12,15 +12,19 @@
 //! or an ISATAP host that learns its prefix from the DUT), off the DUT CPU. Its work, like the
 //! client's, is the tester's; the delays include it, as S2's did (its client was the tunnel host).
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
+use crate::addressing::{
+    pref64, A6_ADDR, A_ADDR, D6_ADDR, D_ADDR, ISATAP_PREFIX, SIIT_CLIENT6, TUNNEL_ENDPOINT,
+    UD6_ADDR,
+};
 use crate::sys;
-use crate::topo::{Topo, A6_ADDR, A_ADDR, D6_ADDR, D_ADDR};
+use crate::topo::Topo;
 
 /// Where a device's socket traffic goes: the client's source, the server's bind address and
 /// the address the client connects to (translated for NAT64 and SIIT).
@@ -31,23 +35,12 @@ pub struct Endpoints {
     pub target: IpAddr,
 }
 
-/// The tester's extra IPv6 address for SIIT: inside the lab's EAM 2001:2:0:1::1:0/120.
-pub const SIIT_CLIENT6: &str = "2001:2:0:1::1:1";
-
-fn pref64(v4: [u8; 4]) -> IpAddr {
-    // 2001:2:0:64::/96 (the devices' pref64), IPv4 in the last 32 bits (RFC 6052 2.2).
-    let mut o = [0u8; 16];
-    o[..8].copy_from_slice(&[0x20, 0x01, 0, 0x02, 0, 0, 0, 0x64]);
-    o[12..].copy_from_slice(&v4);
-    IpAddr::V6(Ipv6Addr::from(o))
-}
-
 /// The endpoints for a device, as the device adapters address it.
 pub fn endpoints(device: &str) -> Result<Endpoints> {
-    let a4 = IpAddr::V4(Ipv4Addr::from(A_ADDR));
-    let d4 = IpAddr::V4(Ipv4Addr::from(D_ADDR));
-    let a6: IpAddr = A6_ADDR.parse()?;
-    let d6: IpAddr = D6_ADDR.parse()?;
+    let a4 = IpAddr::V4(A_ADDR);
+    let d4 = IpAddr::V4(D_ADDR);
+    let a6 = IpAddr::V6(A6_ADDR);
+    let d6 = IpAddr::V6(D6_ADDR);
     Ok(match device {
         "forward4"
         | "kernel-nat44"
@@ -69,12 +62,12 @@ pub fn endpoints(device: &str) -> Result<Endpoints> {
         "xlat-nat64" | "tayga-nat64" | "xlat-nat64-xdp" | "xlat-nat64-afxdp" => Endpoints {
             client: a6,
             server: d4,
-            target: pref64(D_ADDR),
+            target: IpAddr::V6(pref64(D_ADDR)),
         },
         "xlat-siit" | "xlat-siit-afxdp" | "xlat-siit-xdp" => Endpoints {
-            client: SIIT_CLIENT6.parse()?,
+            client: IpAddr::V6(SIIT_CLIENT6),
             server: d4,
-            target: pref64(D_ADDR),
+            target: IpAddr::V6(pref64(D_ADDR)),
         },
         "xlat-6to4" | "xlat-isatap" => Endpoints {
             client: IpAddr::V6(Ipv6Addr::from(tunnel_client(device)?)),
@@ -89,7 +82,7 @@ pub fn endpoints(device: &str) -> Result<Endpoints> {
 /// ISATAP address 2001:2:0:5:0:5efe:c612:2 (the prefix the DUT's router advertises).
 pub fn tunnel_client(device: &str) -> Result<[u8; 16]> {
     match crate::device::tunnel_of(device) {
-        Some(t) => Ok(t.host(A_ADDR)),
+        Some(t) => Ok(t.host(A_ADDR.octets())),
         None => bail!("{device} is not a tunnel device"),
     }
 }
@@ -111,14 +104,14 @@ impl TunnelPeer {
         let Some(tunnel) = crate::device::tunnel_of(device) else {
             return Ok(None);
         };
-        let client = Ipv6Addr::from(tunnel.host(A_ADDR));
+        let client = Ipv6Addr::from(tunnel.host(A_ADDR.octets()));
         let tun = format!("{}p", topo.id);
         let sock = topo.dir.join("peer.sock");
         let cfg = topo.dir.join("peer.toml");
         let log = topo.dir.join("peer.log");
-        let [e0, e1, e2, e3] = crate::device::TUNNEL_ENDPOINT;
+        let [e0, e1, e2, e3] = TUNNEL_ENDPOINT.octets();
         let endpoint = format!("{e0}.{e1}.{e2}.{e3}");
-        let [a0, a1, a2, a3] = A_ADDR;
+        let [a0, a1, a2, a3] = A_ADDR.octets();
         let section = match tunnel {
             crate::packet::Tunnel6in4::SixToFour => format!(
                 "[tunnel.6to4]\nipv4 = \"{a0}.{a1}.{a2}.{a3}\"\nrelay = \"{endpoint}\"\n"
@@ -184,10 +177,10 @@ impl TunnelPeer {
         // The client's traffic into the peer's TUN; the server's replies out of D to the DUT.
         let net = match tunnel {
             crate::packet::Tunnel6in4::SixToFour => format!("{client}/48"),
-            crate::packet::Tunnel6in4::Isatap { .. } => crate::device::ISATAP_PREFIX.to_string(),
+            crate::packet::Tunnel6in4::Isatap { .. } => ISATAP_PREFIX.to_string(),
         };
         let d = &topo.d.dev;
-        let ud6 = crate::topo::UD6_ADDR;
+        let ud6 = UD6_ADDR;
         peer.undo = format!(
             "ip -6 rule del pref 12 from {client} lookup 102; ip -6 route flush table 102; \
              ip -6 route del {net} via {ud6} dev {d} table 101; true"

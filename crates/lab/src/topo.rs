@@ -23,20 +23,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::{bail, Context, Result};
 
+use crate::addressing::{
+    A6_ADDR, A_ADDR, D6_ADDR, D_ADDR, INSIDE4, NET6_LEN, OUTSIDE4_LEN, PREF64, SIIT_CLIENT6,
+    SIIT_EAM4, TAYGA_POOL, UA6_ADDR, UA_ADDR, UD6_ADDR, UD_ADDR,
+};
 use crate::sys;
-
-pub const A_ADDR: [u8; 4] = [198, 18, 0, 2];
-pub const UA_ADDR: [u8; 4] = [198, 18, 0, 1];
-pub const UD_ADDR: [u8; 4] = [198, 19, 0, 1];
-pub const D_ADDR: [u8; 4] = [198, 19, 0, 2];
-/// NAT pool on the outside: 198.19.0.128/25 (128 addresses, so NAPT has ports for millions
-/// of sessions from many inside hosts).
-pub const POOL_PREFIX: &str = "198.19.0.128/25";
-pub const POOL_RANGE: &str = "198.19.0.128-198.19.0.255";
-pub const A6_ADDR: &str = "2001:2:0:1::2";
-pub const UA6_ADDR: &str = "2001:2:0:1::1";
-pub const UD6_ADDR: &str = "2001:2:0:2::1";
-pub const D6_ADDR: &str = "2001:2:0:2::2";
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
@@ -69,10 +60,6 @@ pub struct Topo {
     /// memory-per-session measures the growth of the resident set.
     pub lazy_tables: std::cell::Cell<bool>,
     namespaces: Vec<String>,
-}
-
-fn s(a: [u8; 4]) -> String {
-    format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3])
 }
 
 fn mask(cpu: usize) -> String {
@@ -192,14 +179,14 @@ impl Topo {
              net.ipv6.conf.default.accept_dad=0 net.ipv6.conf.all.accept_dad=0",
         )?;
         let addrs: [(&Port, String, &str); 8] = [
-            (&self.a, format!("{}/16", s(A_ADDR)), "-4"),
-            (&self.ua, format!("{}/16", s(UA_ADDR)), "-4"),
-            (&self.d, format!("{}/24", s(D_ADDR)), "-4"),
-            (&self.ud, format!("{}/24", s(UD_ADDR)), "-4"),
-            (&self.a, format!("{A6_ADDR}/64"), "-6"),
-            (&self.ua, format!("{UA6_ADDR}/64"), "-6"),
-            (&self.d, format!("{D6_ADDR}/64"), "-6"),
-            (&self.ud, format!("{UD6_ADDR}/64"), "-6"),
+            (&self.a, format!("{A_ADDR}/{}", INSIDE4.len), "-4"),
+            (&self.ua, format!("{UA_ADDR}/{}", INSIDE4.len), "-4"),
+            (&self.d, format!("{D_ADDR}/{OUTSIDE4_LEN}"), "-4"),
+            (&self.ud, format!("{UD_ADDR}/{OUTSIDE4_LEN}"), "-4"),
+            (&self.a, format!("{A6_ADDR}/{NET6_LEN}"), "-6"),
+            (&self.ua, format!("{UA6_ADDR}/{NET6_LEN}"), "-6"),
+            (&self.d, format!("{D6_ADDR}/{NET6_LEN}"), "-6"),
+            (&self.ud, format!("{UD6_ADDR}/{NET6_LEN}"), "-6"),
         ];
         for (p, a, fam) in addrs {
             let extra: &[&str] = if fam == "-6" { &["nodad"] } else { &[] };
@@ -240,7 +227,7 @@ impl Topo {
             &[
                 "neigh",
                 "replace",
-                &s(D_ADDR),
+                &D_ADDR.to_string(),
                 "lladdr",
                 &dmac,
                 "dev",
@@ -255,7 +242,7 @@ impl Topo {
                 "-6",
                 "neigh",
                 "replace",
-                D6_ADDR,
+                &D6_ADDR.to_string(),
                 "lladdr",
                 &dmac,
                 "dev",
@@ -271,7 +258,7 @@ impl Topo {
                 "-6",
                 "neigh",
                 "replace",
-                A6_ADDR,
+                &A6_ADDR.to_string(),
                 "lladdr",
                 &amac,
                 "dev",
@@ -418,14 +405,14 @@ impl Topo {
                net.ipv4.conf.{a}.rp_filter=0 net.ipv4.conf.{d}.rp_filter=0\n\
              ip -6 addr add {siit}/128 dev {a} nodad\n\
              ip route add 198.19.0.0/24 via {ua} dev {a} table 100\n\
-             ip route add 198.18.0.0/16 via {ud} dev {d} table 101\n\
-             ip route add 198.19.0.128/25 via {ud} dev {d} table 101\n\
-             ip route add 198.19.1.0/24 via {ud} dev {d} table 101\n\
-             ip route add 198.19.2.0/24 via {ud} dev {d} table 101\n\
+             ip route add {inside4} via {ud} dev {d} table 101\n\
+             ip route add {pool} via {ud} dev {d} table 101\n\
+             ip route add {tayga_pool} via {ud} dev {d} table 101\n\
+             ip route add {eam4} via {ud} dev {d} table 101\n\
              ip -6 route add 2001:2:0:2::/64 via {ua6} dev {a} table 100\n\
-             ip -6 route add 2001:2:0:64::/96 via {ua6} dev {a} table 100\n\
+             ip -6 route add {pref64} via {ua6} dev {a} table 100\n\
              ip -6 route add 2001:2:0:1::/64 via {ud6} dev {d} table 101\n\
-             ip rule add pref 10 iif lo from 198.18.0.0/16 lookup 100\n\
+             ip rule add pref 10 iif lo from {inside4} lookup 100\n\
              ip rule add pref 11 iif lo from {d4} lookup 101\n\
              ip -6 rule add pref 10 iif lo from 2001:2:0:1::/64 lookup 100\n\
              ip -6 rule add pref 11 iif lo from {d6} lookup 101\n\
@@ -433,13 +420,18 @@ impl Topo {
              ip rule del pref 0\n\
              ip -6 rule add pref 20 lookup local\n\
              ip -6 rule del pref 0\n",
-            siit = crate::sockets::SIIT_CLIENT6,
-            ua = s(UA_ADDR),
-            ud = s(UD_ADDR),
+            siit = SIIT_CLIENT6,
+            ua = UA_ADDR,
+            ud = UD_ADDR,
             ua6 = UA6_ADDR,
             ud6 = UD6_ADDR,
-            d4 = s(D_ADDR),
+            d4 = D_ADDR,
             d6 = D6_ADDR,
+            inside4 = INSIDE4,
+            pool = crate::addressing::POOL,
+            tayga_pool = TAYGA_POOL,
+            eam4 = SIIT_EAM4,
+            pref64 = PREF64,
         );
         sys::ns_sh(&self.ns_tester, &script).context("switching the tester's stack on")?;
         Ok(())
@@ -453,7 +445,7 @@ impl Topo {
              ip -6 rule add pref 0 lookup local; ip -6 rule del pref 20; ip -6 rule del pref 10; ip -6 rule del pref 11; \
              ip route flush table 100; ip route flush table 101; ip -6 route flush table 100; ip -6 route flush table 101; \
              ip -6 addr del {siit}/128 dev {a}; true",
-            siit = crate::sockets::SIIT_CLIENT6,
+            siit = SIIT_CLIENT6,
         );
         let _ = sys::ns_sh(&self.ns_tester, &script);
         sys::nft_load(&self.ns_tester, &self.tester_ruleset(), &self.dir)

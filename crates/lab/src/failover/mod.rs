@@ -65,11 +65,7 @@ pub use report::*;
 pub use testbed::*;
 pub use traffic::*;
 
-const CLI: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 7);
-const VIP_IN: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
-const VIP_OUT: Ipv4Addr = Ipv4Addr::new(198, 18, 1, 1);
-const SRV: Ipv4Addr = Ipv4Addr::new(198, 18, 1, 10);
-const POOL: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 100);
+use crate::addressing::failover::{CLI, POOL, SRV, VIP_IN, VIP_OUT};
 const ECHO_PORT: u16 = 7000;
 const HTTP_PORT: u16 = 8080;
 const IPERF_PORT: u16 = 5201;

@@ -1,0 +1,93 @@
+//! setup-rate: RFC 9693's connection setup rate -- every packet opens a new session; a binary
+//! search for the highest rate with loss under the threshold, the table emptied between trials.
+
+use super::*;
+
+impl Lab {
+    pub(super) fn setup_rate(&mut self) -> Result<()> {
+        let e = Self::exp(
+            "setup-rate",
+            "Session setup rate",
+            None,
+            format!(
+                "RFC 9693 connection setup rate: every packet of a trial opens a new session (new RFC 4814 port pairs \
+                 each trial); binary search for the highest rate with loss <= {}%; the device's table is emptied \
+                 between trials (conntrack -F, or the daemon restarted). 64-byte frames, {:.1} s trials.",
+                pct(self.opts.threshold),
+                self.opts.trial.as_secs_f64()
+            ),
+        );
+        let size = SizeMix::Fixed(64);
+        for d in self.opts.devices.clone() {
+            let row = self.with_device(&d, |lab, dev| {
+                let v6 = dev.v6_in();
+                let max = lab.ceiling(&size, v6)?;
+                // At most 1,000,000 new sessions per trial.
+                let dur = lab
+                    .opts
+                    .trial
+                    .min(Duration::from_secs_f64(1e6 / max.max(1.0)));
+                let th = lab.opts.threshold;
+                let mut row = Row {
+                    device: dev.name().into(),
+                    size: size.label(),
+                    ..Row::default()
+                };
+                let mut rates = Vec::new();
+                let mut short: Option<(f64, f64)> = None;
+                let mut seed = 1000u32;
+                for _ in 0..lab.opts.repeats.max(1) {
+                    let mut trials = Vec::new();
+                    let search =
+                        stats::search(max, lab.opts.resolution, lab.opts.max_steps, |r| {
+                            seed += 1;
+                            let n = (r * dur.as_secs_f64()).ceil().max(1.0) as u32;
+                            reset(dev, &lab.topo)?;
+                            let fl = Arc::new(dev.flows(n, seed));
+                            let mut spec =
+                                lab.spec(lab.dut_path(v6), fl, &size, Some(r), dur, dev.pids());
+                            spec.max_packets = Some(u64::from(n));
+                            let t = lab.trial(&spec, &format!("{} new sessions", dev.name()))?;
+                            let ok = stats::passes(t.loss, th) && !t.sender_short;
+                            if stats::passes(t.loss, th) && t.sender_short {
+                                short = Some((r, t.tx_pps));
+                            }
+                            trials.push(t);
+                            Ok::<bool, anyhow::Error>(ok)
+                        })?;
+                    rates.push(search.rate);
+                    if search.at_ceiling {
+                        row.tester_limited = true;
+                    }
+                    row.searches.push(search);
+                    row.trials.extend(trials);
+                }
+                row.metrics
+                    .insert("setup_rate_per_s".into(), Spread::of(&rates));
+                if let Some((asked, got)) = short {
+                    let found = rates.iter().copied().fold(0.0, f64::max);
+                    if got >= found * 0.97 {
+                        row.tester_limited = true;
+                        row.notes.push(format!(
+                            "asked for {asked:.0} new sessions/s the tester sent only {got:.0}/s without loss: the tester was the limit"
+                        ));
+                    }
+                }
+                Ok(row)
+            })?;
+            self.add(&e, vec![row]);
+        }
+        self.push(e);
+        Ok(())
+    }
+}
+
+pub(super) fn reset(dev: &mut dyn Device, topo: &Topo) -> Result<()> {
+    if dev.pids().is_empty() {
+        let _ = topo.dut(&["conntrack", "-F"]);
+        Ok(())
+    } else {
+        dev.teardown(topo);
+        dev.setup(topo)
+    }
+}

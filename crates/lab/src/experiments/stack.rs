@@ -1,0 +1,240 @@
+//! Experiments over the tester's own IP stack (see [`crate::sockets`]): tcp (iperf3), http
+//! (S3's apachebench test) and owd (S2's UDP bounce).
+
+use super::*;
+
+/// Experiments over the tester's own stack (see [`crate::sockets`]).
+impl Lab {
+    pub(super) fn tcp(&mut self) -> Result<()> {
+        let secs = self.opts.trial.as_secs_f64();
+        let e = Self::exp(
+            "tcp",
+            "TCP throughput (iperf3)",
+            None,
+            format!(
+                "iperf3 (one TCP stream, {secs:.1} s) from the tester's A-side address to an iperf3 server bound to its \
+                 D-side address, through the device; the tester's own stack carries it (policy routing in the tester \
+                 namespace; segmentation offloads stay off on every veth). Both iperf3 processes run off the DUT CPU. \
+                 Throughput is the receiver's; device CPU % is the DUT CPU's busy share and ns/byte its busy time per \
+                 received byte. Repeated {} time(s): median [min..max]; the source address the server saw is noted.",
+                self.opts.repeats
+            ),
+        );
+        for d in self.opts.devices.clone() {
+            let ep = crate::sockets::endpoints(&d)?;
+            let row = self.with_device(&d, |lab, dev| {
+                let _peer = crate::sockets::TunnelPeer::start(&lab.topo, dev.name())?;
+                let mut row = Row {
+                    device: dev.name().into(),
+                    size: "tcp".into(),
+                    ..Row::default()
+                };
+                let mut m: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+                let mut peers = Vec::new();
+                for i in 0..lab.opts.repeats {
+                    sys::check_stop()?;
+                    let before = sys::cpu_times();
+                    let xdp0 = dev.fast_path_redirected();
+                    let (c, peer) =
+                        crate::sockets::iperf_tcp(&lab.topo, &ep, secs, 5201 + i as u16)?;
+                    let after = sys::cpu_times();
+                    // XDP devices: the packets (both ways) their XDP program carried.
+                    if let (Some(a), Some(b)) = (xdp0, dev.fast_path_redirected()) {
+                        m.entry("xdp_redirected")
+                            .or_default()
+                            .push(b.saturating_sub(a) as f64);
+                    }
+                    let (busy, busy_ns) =
+                        crate::sockets::cpu_busy(&before, &after, lab.topo.dut_cpu);
+                    lab.progress(&format!(
+                        "tcp {:<18} {:>9.1} Mb/s, {:>5.0} retransmits, DUT cpu {:>3.0}%, server saw {}",
+                        dev.name(),
+                        c.received_bps / 1e6,
+                        c.retransmits,
+                        pct(busy),
+                        peer.as_deref().unwrap_or("?")
+                    ));
+                    m.entry("tcp_mbps").or_default().push(c.received_bps / 1e6);
+                    m.entry("retransmits").or_default().push(c.retransmits);
+                    m.entry("dut_busy_pct").or_default().push(pct(busy));
+                    if c.bytes > 0.0 {
+                        m.entry("dut_ns_per_byte")
+                            .or_default()
+                            .push(busy_ns / c.bytes);
+                    }
+                    if let Some(p) = peer {
+                        if !peers.contains(&p) {
+                            peers.push(p);
+                        }
+                    }
+                }
+                for (k, v) in m {
+                    row.metrics.insert(k.into(), Spread::of(&v));
+                }
+                row.notes.push(format!(
+                    "client {} -> {}; the server saw the client as {}",
+                    ep.client,
+                    ep.target,
+                    if peers.is_empty() {
+                        "(unknown)".to_string()
+                    } else {
+                        peers.join(", ")
+                    }
+                ));
+                Ok(row)
+            })?;
+            self.add(&e, vec![row]);
+        }
+        self.push(e);
+        Ok(())
+    }
+
+    pub(super) fn owd(&mut self) -> Result<()> {
+        let n = self.opts.bounces;
+        let e = Self::exp(
+            "owd",
+            "One-way delay by UDP payload (S2 bounce)",
+            None,
+            format!(
+                "S2's method: a UDP packet of each payload size bounced {n} times between a client socket on the tester's \
+                 A side and an echo socket on its D side, through the device, timed on one clock; one-way delay = \
+                 elapsed / (2 x {n}). Payloads above the 1500-byte MTU fragment. Repeated {} time(s): median [min..max]; \
+                 a repetition with a lost packet (1 s timeout) is counted in lost_runs, not in the delay.",
+                self.opts.repeats
+            ),
+        );
+        for d in self.opts.devices.clone() {
+            let ep = crate::sockets::endpoints(&d)?;
+            let rows = self.with_device(&d, |lab, dev| {
+                let _peer = crate::sockets::TunnelPeer::start(&lab.topo, dev.name())?;
+                let mut rows = Vec::new();
+                let ns = lab.topo.ns_tester.clone();
+                for &p in &lab.opts.payloads.clone() {
+                    let mut v = Vec::new();
+                    let mut lost = 0.0;
+                    for _ in 0..lab.opts.repeats {
+                        sys::check_stop()?;
+                        match crate::sockets::owd_bounce(&ns, &ep, 7007, p, n)? {
+                            Some(us) => v.push(us),
+                            None => lost += 1.0,
+                        }
+                    }
+                    let mut row = Row {
+                        device: dev.name().into(),
+                        size: p.to_string(),
+                        ..Row::default()
+                    };
+                    if !v.is_empty() {
+                        let s = Spread::of(&v);
+                        lab.progress(&format!(
+                            "owd {:<18} {p:>5} B: {:>8.1} us [{:.1}..{:.1}]",
+                            dev.name(),
+                            s.median,
+                            s.min,
+                            s.max
+                        ));
+                        row.metrics.insert("owd_us".into(), s);
+                    } else {
+                        lab.progress(&format!("owd {:<18} {p:>5} B: lost", dev.name()));
+                        row.notes
+                            .push(format!("{p}-byte payload: every repetition lost a packet"));
+                    }
+                    row.metrics.insert("lost_runs".into(), Spread::of(&[lost]));
+                    rows.push(row);
+                }
+                Ok(rows)
+            })?;
+            self.add(&e, rows);
+        }
+        self.push(e);
+        Ok(())
+    }
+
+    pub(super) fn http(&mut self) -> Result<()> {
+        use crate::sockets::HTTP_FILE_BYTES;
+        let (n, c) = (self.opts.requests, self.opts.concurrency);
+        let e = Self::exp(
+            "http",
+            "HTTP (S3: ab against python3 http.server)",
+            None,
+            format!(
+                "S3's method: python3 -m http.server on the tester's D-side address serves a {HTTP_FILE_BYTES}-byte file; \
+                 apachebench (ab) on the A side fetches it {n} times, {c} at once, through the device (the tester's own \
+                 stack, as tcp). Requests/s, transfer KB/s (ab's Kbytes/sec received), mean time per request (ms), failed \
+                 requests, DUT CPU %; the body length is checked (ab's document length and HTML bytes). Repeated {} \
+                 time(s): median [min..max]. Both programs run off the DUT CPU.",
+                self.opts.repeats
+            ),
+        );
+        if !sys::have("ab") {
+            bail!("the http experiment needs apachebench: apt-get install apache2-utils");
+        }
+        let dir = self.topo.dir.join("http");
+        std::fs::create_dir_all(&dir)?;
+        let body: Vec<u8> = (0..HTTP_FILE_BYTES).map(|i| (i % 251) as u8).collect();
+        std::fs::write(dir.join("s3.bin"), &body)?;
+        for d in self.opts.devices.clone() {
+            let ep = crate::sockets::endpoints(&d)?;
+            let row = self.with_device(&d, |lab, dev| {
+                let _peer = crate::sockets::TunnelPeer::start(&lab.topo, dev.name())?;
+                let _srv = crate::sockets::HttpServer::start(&lab.topo, &ep, 8080, &dir)?;
+                let mut row = Row {
+                    device: dev.name().into(),
+                    size: "http".into(),
+                    ..Row::default()
+                };
+                let mut m: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+                let mut bad_len = Vec::new();
+                for _ in 0..lab.opts.repeats {
+                    sys::check_stop()?;
+                    let before = sys::cpu_times();
+                    let r = crate::sockets::ab_run(&lab.topo, &ep, 8080, "s3.bin", n, c)?;
+                    let after = sys::cpu_times();
+                    let (busy, _) = crate::sockets::cpu_busy(&before, &after, lab.topo.dut_cpu);
+                    lab.progress(&format!(
+                        "http {:<18} {:>8.1} req/s, {:>9.0} KB/s, {:>7.2} ms/req, {} failed, DUT cpu {:>3.0}%",
+                        dev.name(),
+                        r.requests_per_s,
+                        r.transfer_kbytes_s,
+                        r.time_per_request_ms,
+                        r.failed,
+                        pct(busy)
+                    ));
+                    let good = r.document_length == HTTP_FILE_BYTES as f64
+                        && r.html_transferred == r.complete * HTTP_FILE_BYTES as f64;
+                    if !good {
+                        bad_len.push(format!(
+                            "document length {} B, {} B of bodies for {} requests",
+                            r.document_length, r.html_transferred, r.complete
+                        ));
+                    }
+                    m.entry("requests_per_s").or_default().push(r.requests_per_s);
+                    m.entry("transfer_kbytes_s")
+                        .or_default()
+                        .push(r.transfer_kbytes_s);
+                    m.entry("time_per_request_ms")
+                        .or_default()
+                        .push(r.time_per_request_ms);
+                    m.entry("failed_requests").or_default().push(r.failed);
+                    m.entry("dut_busy_pct").or_default().push(pct(busy));
+                }
+                for (k, v) in m {
+                    row.metrics.insert(k.into(), Spread::of(&v));
+                }
+                if bad_len.is_empty() {
+                    row.notes.push(format!(
+                        "client {} -> {}; every response body was {HTTP_FILE_BYTES} bytes",
+                        ep.client, ep.target
+                    ));
+                } else {
+                    row.notes
+                        .push(format!("body length mismatch: {}", bad_len.join("; ")));
+                }
+                Ok(row)
+            })?;
+            self.add(&e, vec![row]);
+        }
+        self.push(e);
+        Ok(())
+    }
+}
