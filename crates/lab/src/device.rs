@@ -8,6 +8,7 @@
 //! | kernel-nat44 | nftables SNAT to 198.19.0.128/25 with conntrack (S1/S3's netfilter NAT) |
 //! | kernel-nat44-heavy | the same plus a distribution-style firewall: extra tables, hooks, sets (S4's contrast) |
 //! | xlat-nat44 | `xlat run` (NAPT over 198.19.0.128/25), the binary next to this one |
+//! | xlat-nat44-log | the same with NAT event logging on: every session (and its mapping) an IPFIX record to a socat sink on the DUT's loopback (`[logging] events = "sessions"`) |
 //! | xlat-nat64-xdp | xlat-nat64 with the same fast path (IPv6<->IPv4 header swap in XDP) |
 //! | xlat-nat44-xdp | the same with `[dataplane] fast_path = "xdp"` on the DUT's two ports: established flows are rewritten by the XDP program, the rest crosses the TUN |
 //! | xlat-nat44-xdp-afxdp | xlat-nat44-xdp's recipes with the AF_XDP slow path for the rest, no policer |
@@ -71,6 +72,14 @@ pub const DEVICES: &[DeviceDef] = &[
         name: "xlat-nat44",
         about: "xlat run (NAPT, TUN driver)",
         make: || Ok(Box::new(Daemon::xlat())),
+    },
+    DeviceDef {
+        name: "xlat-nat44-log",
+        about: "xlat-nat44 with NAT event logging on ([logging] events = \"sessions\", IPFIX to a collector on the DUT's loopback): what logging every session costs",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::XlatLog,
+            ..Daemon::xlat()
+        })),
     },
     DeviceDef {
         name: "xlat-nat44-2w",
@@ -529,11 +538,16 @@ struct Daemon {
     config: PathBuf,
     log: PathBuf,
     extra_routes: Vec<Vec<String>>,
+    /// xlat-nat44-log's IPFIX collector: a UDP sink in the DUT's namespace, on the
+    /// tester's CPU (the device pays for encoding and sending, not for receiving).
+    sink: Option<Child>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
 enum DaemonKind {
     Xlat,
+    /// NAT44 with every session logged as IPFIX ([`LOG_COLLECTOR`]).
+    XlatLog,
     /// NAT44 on two packet workers.
     Xlat2w,
     /// NAT44 with `[dataplane] fast_path = "xdp"` on the DUT's two ports.
@@ -559,6 +573,18 @@ impl DaemonKind {
     /// Is this `xlat run` (not TAYGA)?
     fn is_xlat(self) -> bool {
         self != DaemonKind::Tayga
+    }
+    /// Is it xlat's NAT44 (IPv4 in on the inside)?
+    fn is_nat44(self) -> bool {
+        matches!(
+            self,
+            DaemonKind::Xlat
+                | DaemonKind::XlatLog
+                | DaemonKind::Xlat2w
+                | DaemonKind::XlatXdp
+                | DaemonKind::XlatAfxdp
+                | DaemonKind::XlatXdpAfxdp
+        )
     }
     /// Does it run the XDP program (the fast path's recipes or the AF_XDP slow path's
     /// redirect)?
@@ -623,6 +649,31 @@ pub fn tunnel_of(device: &str) -> Option<crate::packet::Tunnel6in4> {
     }
 }
 
+/// Where xlat-nat44-log sends its IPFIX: a sink on the DUT namespace's loopback.
+const LOG_COLLECTOR: &str = "127.0.0.1:4739";
+
+/// xlat-nat44-log's collector: socat reading and discarding [`LOG_COLLECTOR`]'s datagrams in
+/// the DUT's namespace, pinned to the tester's CPU.
+fn log_sink(topo: &Topo) -> Result<Child> {
+    if !sys::have("socat") {
+        bail!("xlat-nat44-log needs socat for its IPFIX collector: apt-get install socat");
+    }
+    let cpu = topo.tester_cpu.to_string();
+    Command::new("ip")
+        .args(["netns", "exec", &topo.ns_dut, "taskset", "-c", &cpu])
+        .args([
+            "socat",
+            "-u",
+            "UDP4-RECV:4739,bind=127.0.0.1,rcvbuf=8388608",
+            "/dev/null",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting the IPFIX sink (socat) of xlat-nat44-log")
+}
+
 /// The `xlat` binary: next to the running executable (cargo puts test binaries one level
 /// down, in deps/, so the parent directory is tried too), or XLAT_BIN.
 pub fn xlat_bin() -> Result<PathBuf> {
@@ -656,6 +707,7 @@ impl Daemon {
             config: PathBuf::new(),
             log: PathBuf::new(),
             extra_routes: Vec::new(),
+            sink: None,
         }
     }
     fn tayga() -> Daemon {
@@ -889,6 +941,7 @@ impl Device for Daemon {
     fn name(&self) -> &'static str {
         match self.kind {
             DaemonKind::Xlat => "xlat-nat44",
+            DaemonKind::XlatLog => "xlat-nat44-log",
             DaemonKind::Xlat2w => "xlat-nat44-2w",
             DaemonKind::XlatXdp => "xlat-nat44-xdp",
             DaemonKind::Xlat64Xdp => "xlat-nat64-xdp",
@@ -905,18 +958,12 @@ impl Device for Daemon {
         }
     }
     fn v6_in(&self) -> bool {
-        !matches!(
-            self.kind,
-            DaemonKind::Xlat
-                | DaemonKind::Xlat2w
-                | DaemonKind::XlatXdp
-                | DaemonKind::XlatAfxdp
-                | DaemonKind::XlatXdpAfxdp
-        )
+        !self.kind.is_nat44()
     }
     fn flows_at(&self, first: u32, n: u32, seed: u32) -> Vec<Flow> {
         match self.kind {
             DaemonKind::Xlat
+            | DaemonKind::XlatLog
             | DaemonKind::Xlat2w
             | DaemonKind::XlatXdp
             | DaemonKind::XlatAfxdp
@@ -981,6 +1028,13 @@ impl Device for Daemon {
                     }
                     DaemonKind::Xlat2w => {
                         format!("{}\n[dataplane]\nworkers = 2\n", xlat_config(&tun, &sock))
+                    }
+                    DaemonKind::XlatLog => {
+                        self.sink = Some(log_sink(topo)?);
+                        format!(
+                            "{}\n[logging]\nipfix = [\"{LOG_COLLECTOR}\"]\nevents = \"sessions\"\n",
+                            xlat_config(&tun, &sock)
+                        )
                     }
                     _ => xlat_config(&tun, &sock),
                 };
@@ -1056,6 +1110,10 @@ impl Device for Daemon {
         Ok(())
     }
     fn teardown(&mut self, topo: &Topo) {
+        if let Some(mut s) = self.sink.take() {
+            let _ = s.kill();
+            let _ = s.wait();
+        }
         if let Some(mut c) = self.child.take() {
             // SAFETY: kill(2) on our own child.
             unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
@@ -1182,8 +1240,17 @@ mod tests {
             assert_eq!(dev.name(), d.name);
             assert!(!d.about.is_empty());
         }
-        assert_eq!(seen.len(), 23);
+        assert_eq!(seen.len(), 24);
         assert!(make("forward5").is_err());
+        // Every NAT44 device takes IPv4 on the inside.
+        for n in [
+            "xlat-nat44",
+            "xlat-nat44-log",
+            "xlat-nat44-2w",
+            "xlat-nat44-xdp",
+        ] {
+            assert!(!make(n).unwrap().v6_in(), "{n}");
+        }
         // The softirq devices wrap their inner device and keep its direction.
         assert!(make("forward6-softirq").unwrap().v6_in());
         assert!(make("forward4-softirq").unwrap().rx_on_sender());
