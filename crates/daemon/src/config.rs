@@ -674,8 +674,8 @@ impl Ctx<'_> {
         Ok(socket)
     }
 
-    /// `[dataplane]`; `offloadable`: the file has a [nat44], [nat64] or [siit] section (the
-    /// translators the XDP fast path carries).
+    /// `[dataplane]`; `offloadable`: the file has a [nat44], [nat64], [siit] or
+    /// [tunnel.6to4] section (what the XDP fast path carries).
     fn dataplane(
         &self,
         raw: RawDataplane,
@@ -731,7 +731,7 @@ impl Ctx<'_> {
         if fast_path == FastPath::Xdp && !offloadable {
             return Err(self.invalid(
                 "dataplane.fast_path",
-                "the XDP fast path carries NAT44 and NAT64 sessions and SIIT's address pairs; add a [nat44], [nat64] or [siit] section or set fast_path = \"none\"",
+                "the XDP fast path carries NAT44 and NAT64 sessions, SIIT's address pairs and 6to4 (not ISATAP); add a [nat44], [nat64], [siit] or [tunnel.6to4] section or set fast_path = \"none\"",
             ));
         }
         let table_size = raw.table_size.unwrap_or(dd.table_size);
@@ -1275,7 +1275,10 @@ impl Config {
         };
 
         // [nat44]
-        let offloadable = raw.nat44.is_some() || raw.nat64.is_some() || raw.siit.is_some();
+        let offloadable = raw.nat44.is_some()
+            || raw.nat64.is_some()
+            || raw.siit.is_some()
+            || raw.tunnel.as_ref().is_some_and(tunnel::RawTunnel::has_6to4);
         let nat44 = raw
             .nat44
             .and_then(|n| keep(&mut errors, cx.nat44(n, timeouts, limits)));
@@ -2265,9 +2268,23 @@ rfc6791v6 = "2001:db8:6791::/96"
             "{NAT}[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"a b\"]\n"
         ));
         assert!(e.starts_with("xlat.toml: dataplane.interfaces: "), "{e}");
-        // SIIT is carried (its address pairs); a tunnel alone is not.
+        // SIIT is carried (its address pairs), and 6to4; ISATAP alone is not.
         let siit = Config::parse("xlat.toml", "[siit]\nprefix = \"2001:2:0:64::/96\"\n[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"a\"]\n").unwrap();
         assert_eq!(siit.dataplane.fast_path, FastPath::Xdp);
+        let xdp = "[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"a\"]\n";
+        let six = Config::parse(
+            "xlat.toml",
+            &format!("[tunnel.6to4]\nipv4 = \"198.18.0.1\"\n{xdp}"),
+        )
+        .unwrap();
+        assert_eq!(six.dataplane.fast_path, FastPath::Xdp);
+        let e = err(&format!("[tunnel.isatap]\nrole = \"router\"\nipv4 = \"198.18.0.1\"\nprefix = \"2001:2:0:5::/64\"\n{xdp}"));
+        assert!(
+            e.starts_with("xlat.toml: dataplane.fast_path: the XDP fast path carries")
+                && e.contains("(not ISATAP)")
+                && e.contains("fast_path = \"none\""),
+            "{e}"
+        );
     }
 
     #[test]
