@@ -17,6 +17,7 @@
 //! | xlat-siit | `xlat run` with SIIT: the same prefix, an EAM 198.19.2.0/24 = 2001:2:0:1::1:0/120 |
 //! | xlat-siit-xdp | xlat-siit with `[dataplane] fast_path = "xdp"`: SIIT's address-pair recipes rewrite TCP/UDP in XDP (issue 25), the rest crosses the TUN |
 //! | xlat-6to4 | `xlat run` as a 6to4 relay router on 198.18.0.1 (RFC 3056): the tester's inside hosts are 6to4 sites |
+//! | xlat-6to4-xdp | xlat-6to4 with `[dataplane] fast_path = "xdp"`: the XDP program encapsulates and decapsulates 6to4 from the endpoint's configuration (issue 25) |
 //! | xlat-isatap | `xlat run` as an ISATAP router on 198.18.0.1, prefix 2001:2:0:5::/64 (RFC 5214): the inside hosts are ISATAP hosts |
 //!
 //! The tunnel devices take IPv6 in IPv4 protocol 41 on the inside port, from the tester acting
@@ -112,6 +113,10 @@ pub const DEVICES: &[(&str, &str)] = &[
     (
         "xlat-6to4",
         "xlat run (6to4 relay router: IPv6 in IPv4 protocol 41 from 6to4 sites, TUN driver)",
+    ),
+    (
+        "xlat-6to4-xdp",
+        "xlat run (6to4 relay router) with the XDP fast path on the DUT's ports (encapsulation and decapsulation in XDP)",
     ),
     (
         "xlat-isatap",
@@ -226,6 +231,10 @@ pub fn make(name: &str) -> Result<Box<dyn Device>> {
         }),
         "xlat-6to4" => Box::new(Daemon {
             kind: DaemonKind::Xlat6to4,
+            ..Daemon::xlat()
+        }),
+        "xlat-6to4-xdp" => Box::new(Daemon {
+            kind: DaemonKind::Xlat6to4Xdp,
             ..Daemon::xlat()
         }),
         "xlat-isatap" => Box::new(Daemon {
@@ -518,6 +527,8 @@ enum DaemonKind {
     Xlat64,
     XlatSiit,
     Xlat6to4,
+    /// 6to4 with the XDP fast path (no recipes: the endpoint's configuration).
+    Xlat6to4Xdp,
     XlatIsatap,
     Tayga,
 }
@@ -539,6 +550,7 @@ impl DaemonKind {
                 | DaemonKind::Xlat64Afxdp
                 | DaemonKind::XlatSiitAfxdp
                 | DaemonKind::XlatSiitXdp
+                | DaemonKind::Xlat6to4Xdp
         )
     }
 }
@@ -583,7 +595,7 @@ const ISATAP_PREFIX64: [u8; 8] = [0x20, 0x01, 0, 0x02, 0, 0, 0, 0x05];
 /// The tester's tunnel hosts for a tunnel device (None for other devices).
 pub fn tunnel_of(device: &str) -> Option<crate::packet::Tunnel6in4> {
     match device {
-        "xlat-6to4" => Some(crate::packet::Tunnel6in4::SixToFour),
+        "xlat-6to4" | "xlat-6to4-xdp" => Some(crate::packet::Tunnel6in4::SixToFour),
         "xlat-isatap" => Some(crate::packet::Tunnel6in4::Isatap {
             prefix64: ISATAP_PREFIX64,
         }),
@@ -866,6 +878,7 @@ impl Device for Daemon {
             DaemonKind::Xlat64 => "xlat-nat64",
             DaemonKind::XlatSiit => "xlat-siit",
             DaemonKind::Xlat6to4 => "xlat-6to4",
+            DaemonKind::Xlat6to4Xdp => "xlat-6to4-xdp",
             DaemonKind::XlatIsatap => "xlat-isatap",
             DaemonKind::Tayga => "tayga-nat64",
         }
@@ -887,7 +900,7 @@ impl Device for Daemon {
             | DaemonKind::XlatXdp
             | DaemonKind::XlatAfxdp
             | DaemonKind::XlatXdpAfxdp => crate::packet::flows_v4_at(first, n, seed, D_ADDR),
-            DaemonKind::Xlat6to4 | DaemonKind::XlatIsatap => {
+            DaemonKind::Xlat6to4 | DaemonKind::Xlat6to4Xdp | DaemonKind::XlatIsatap => {
                 let t = tunnel_of(self.name()).unwrap_or(crate::packet::Tunnel6in4::SixToFour);
                 let dst = v6(crate::topo::D6_ADDR);
                 crate::packet::flows_6in4_at(first, n, seed, dst, TUNNEL_ENDPOINT, t)
@@ -918,6 +931,9 @@ impl Device for Daemon {
                     DaemonKind::Xlat64 => xlat64_config(&tun, &sock),
                     DaemonKind::XlatSiit => siit_config(&tun, &sock),
                     DaemonKind::Xlat6to4 => sixtofour_config(&tun, &sock),
+                    DaemonKind::Xlat6to4Xdp => {
+                        format!("{}{}", sixtofour_config(&tun, &sock), dataplane_xdp(topo))
+                    }
                     DaemonKind::XlatIsatap => isatap_config(&tun, &sock),
                     DaemonKind::XlatXdp => {
                         format!("{}{}", xlat_config(&tun, &sock), dataplane_xdp(topo))
@@ -1081,7 +1097,10 @@ impl Device for Daemon {
     fn sessions(&self, _topo: &Topo) -> Option<u64> {
         match self.kind {
             // Tunnels keep no sessions.
-            DaemonKind::Xlat6to4 | DaemonKind::XlatIsatap | DaemonKind::Tayga => None,
+            DaemonKind::Xlat6to4
+            | DaemonKind::Xlat6to4Xdp
+            | DaemonKind::XlatIsatap
+            | DaemonKind::Tayga => None,
             _ => self.xlat_stats()?.get("sessions")?.as_u64(),
         }
     }
