@@ -1507,6 +1507,11 @@ impl Config {
                 "every packet crosses the TUN device (the default data path, the slowest); for speed on Linux 6.3 or later set [dataplane] {fast}slow_path = \"af_xdp\", interfaces = [\"INSIDE\", \"OUTSIDE\"] (docs/CONFIG.md, docs/PERFORMANCE.md)"
             )];
         }
+        // A 6to4 endpoint alone: XDP carries it from its configuration (issue 25).
+        let six = self.tunnel.as_ref().is_some_and(|t| t.sixtofour.is_some());
+        if d.fast_path == FastPath::None && six && !offloadable {
+            return vec!["every 6to4 packet crosses the TUN device (the default data path, the slowest); for speed set [dataplane] fast_path = \"xdp\", interfaces = [\"INSIDE\", \"OUTSIDE\"]: XDP encapsulates and decapsulates 6to4 itself (docs/CONFIG.md, docs/PERFORMANCE.md)".into()];
+        }
         Vec::new()
     }
 
@@ -1995,6 +2000,16 @@ static = [{ inside = "198.18.0.10", outside = "198.19.0.10" }]
             "{a:?}"
         );
         let fast = format!("{base}[dataplane]\nfast_path = \"xdp\"\nslow_path = \"af_xdp\"\ninterfaces = [\"eth0\", \"eth1\"]\n");
+        assert!(ok(&fast).advice().is_empty());
+        // 6to4 alone: the XDP fast path, which carries it.
+        let six = "[tunnel.6to4]\nipv4 = \"198.18.0.1\"\n";
+        let a = ok(six).advice();
+        assert!(
+            a.len() == 1 && a[0].contains("fast_path = \"xdp\", interfaces"),
+            "{a:?}"
+        );
+        let fast =
+            format!("{six}[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"eth0\", \"eth1\"]\n");
         assert!(ok(&fast).advice().is_empty());
     }
 
