@@ -531,6 +531,9 @@ pub struct FastPath {
     _egress: DevMapHash<MapData>,
     slowcfg: Array<MapData, SlowCfg>,
     tun6to4: Array<MapData, SixToFourCfg>,
+    /// 6to4's configuration as written by [`FastPath::set_6to4`], for
+    /// [`FastPath::hold_6to4`] to put back.
+    six: Option<SixToFourCfg>,
     xsks: aya::maps::XskMap<MapData>,
     xsk_base: BpfHashMap<MapData, u32, u32>,
     policer: Array<MapData, Policer>,
@@ -672,6 +675,7 @@ impl FastPath {
             policer,
             slowcfg,
             tun6to4,
+            six: None,
             xsks,
             xsk_base,
             recipes,
@@ -749,7 +753,22 @@ impl FastPath {
         let c = SixToFourCfg::of(x, tun_ifindex)?;
         self.tun6to4
             .set(0, c, 0)
-            .context("writing 6to4's configuration into the XDP program")
+            .context("writing 6to4's configuration into the XDP program")?;
+        self.six = Some(c);
+        Ok(())
+    }
+
+    /// `xlat trace`: with `held`, 6to4 leaves XDP (every tunnel packet reaches the engine,
+    /// which traces it) until called again without; stateless, so nothing else changes.
+    /// Nothing to do without [`FastPath::set_6to4`].
+    pub fn hold_6to4(&mut self, held: bool) -> Result<()> {
+        let Some(c) = self.six else {
+            return Ok(());
+        };
+        let c = if held { SixToFourCfg::default() } else { c };
+        self.tun6to4
+            .set(0, c, 0)
+            .context("switching 6to4 in the XDP program")
     }
 
     /// Carries out an `Install` or `Remove` at once (one system call per map touched);

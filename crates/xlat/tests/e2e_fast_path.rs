@@ -549,4 +549,20 @@ fn sixtofour_both_ways_crosses_xdp_and_spoofed_sources_stop() {
         "XDP decapsulated a spoofed source"
     );
     assert!(xdp(&st, "xdp_pass_6to4") >= 5, "{}", brief(&st));
+
+    // `xlat trace`: 6to4 leaves XDP for the trace, so the engine sees (and records) the
+    // tunnel's packets, and comes back to XDP after it.
+    let json = lab.trace_while(&gw, &["--count", "3", "--json"], |lab| {
+        let _ = lab.ns(&cli, 5, &["ping", "-6", "-n", "-c", "1", "-W", "1", SRV6]);
+    });
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v.as_array().map(Vec::len), Some(3), "{json}");
+    let dec = xdp(&lab.stats(), "xdp_6to4_decap");
+    lab.ping_all(&srv, 3, &["-6"], CLI6);
+    let st = lab.stats();
+    assert!(
+        xdp(&st, "xdp_6to4_decap") >= dec + 3,
+        "6to4 did not come back to XDP after the trace: {}",
+        brief(&st)
+    );
 }
