@@ -680,8 +680,8 @@ impl Ctx<'_> {
         Ok(socket)
     }
 
-    /// `[dataplane]`; `offloadable`: the file has a [nat44], [nat64] or [siit] section (the
-    /// translators the XDP fast path carries).
+    /// `[dataplane]`; `offloadable`: the file has a [nat44], [nat64], [siit] or
+    /// [tunnel.6to4] section (what the XDP fast path carries).
     fn dataplane(
         &self,
         raw: RawDataplane,
@@ -737,7 +737,7 @@ impl Ctx<'_> {
         if fast_path == FastPath::Xdp && !offloadable {
             return Err(self.invalid(
                 "dataplane.fast_path",
-                "the XDP fast path carries NAT44 and NAT64 sessions and SIIT's address pairs; add a [nat44], [nat64] or [siit] section or set fast_path = \"none\"",
+                "the XDP fast path carries NAT44 and NAT64 sessions, SIIT's address pairs and 6to4 (not ISATAP); add a [nat44], [nat64], [siit] or [tunnel.6to4] section or set fast_path = \"none\"",
             ));
         }
         let table_size = raw.table_size.unwrap_or(dd.table_size);
@@ -1294,7 +1294,10 @@ impl Config {
         };
 
         // [nat44]
-        let offloadable = raw.nat44.is_some() || raw.nat64.is_some() || raw.siit.is_some();
+        let offloadable = raw.nat44.is_some()
+            || raw.nat64.is_some()
+            || raw.siit.is_some()
+            || raw.tunnel.as_ref().is_some_and(tunnel::RawTunnel::has_6to4);
         let nat44 = raw
             .nat44
             .and_then(|n| keep(&mut errors, cx.nat44(n, timeouts, limits)));
@@ -1537,6 +1540,11 @@ impl Config {
             return vec![format!(
                 "every packet crosses the TUN device (the default data path, the slowest); for speed on Linux 6.3 or later set [dataplane] {fast}slow_path = \"af_xdp\", interfaces = [\"INSIDE\", \"OUTSIDE\"] (docs/CONFIG.md, docs/PERFORMANCE.md)"
             )];
+        }
+        // A 6to4 endpoint alone: XDP carries it from its configuration (issue 25).
+        let six = self.tunnel.as_ref().is_some_and(|t| t.sixtofour.is_some());
+        if d.fast_path == FastPath::None && six && !offloadable {
+            return vec!["every 6to4 packet crosses the TUN device (the default data path, the slowest); for speed set [dataplane] fast_path = \"xdp\", interfaces = [\"INSIDE\", \"OUTSIDE\"]: XDP encapsulates and decapsulates 6to4 itself (docs/CONFIG.md, docs/PERFORMANCE.md)".into()];
         }
         Vec::new()
     }
@@ -2027,6 +2035,16 @@ static = [{ inside = "198.18.0.10", outside = "198.19.0.10" }]
         );
         let fast = format!("{base}[dataplane]\nfast_path = \"xdp\"\nslow_path = \"af_xdp\"\ninterfaces = [\"eth0\", \"eth1\"]\n");
         assert!(ok(&fast).advice().is_empty());
+        // 6to4 alone: the XDP fast path, which carries it.
+        let six = "[tunnel.6to4]\nipv4 = \"198.18.0.1\"\n";
+        let a = ok(six).advice();
+        assert!(
+            a.len() == 1 && a[0].contains("fast_path = \"xdp\", interfaces"),
+            "{a:?}"
+        );
+        let fast =
+            format!("{six}[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"eth0\", \"eth1\"]\n");
+        assert!(ok(&fast).advice().is_empty());
     }
 
     /// Static BIB entries: `[nat44] static` entries with a protocol (port ranges too) and
@@ -2299,9 +2317,23 @@ rfc6791v6 = "2001:db8:6791::/96"
             "{NAT}[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"a b\"]\n"
         ));
         assert!(e.starts_with("xlat.toml: dataplane.interfaces: "), "{e}");
-        // SIIT is carried (its address pairs); a tunnel alone is not.
+        // SIIT is carried (its address pairs), and 6to4; ISATAP alone is not.
         let siit = Config::parse("xlat.toml", "[siit]\nprefix = \"2001:2:0:64::/96\"\n[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"a\"]\n").unwrap();
         assert_eq!(siit.dataplane.fast_path, FastPath::Xdp);
+        let xdp = "[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"a\"]\n";
+        let six = Config::parse(
+            "xlat.toml",
+            &format!("[tunnel.6to4]\nipv4 = \"198.18.0.1\"\n{xdp}"),
+        )
+        .unwrap();
+        assert_eq!(six.dataplane.fast_path, FastPath::Xdp);
+        let e = err(&format!("[tunnel.isatap]\nrole = \"router\"\nipv4 = \"198.18.0.1\"\nprefix = \"2001:2:0:5::/64\"\n{xdp}"));
+        assert!(
+            e.starts_with("xlat.toml: dataplane.fast_path: the XDP fast path carries")
+                && e.contains("(not ISATAP)")
+                && e.contains("fast_path = \"none\""),
+            "{e}"
+        );
     }
 
     #[test]

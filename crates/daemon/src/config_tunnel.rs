@@ -17,6 +17,13 @@ pub(super) struct RawTunnel {
     isatap: Option<RawIsatap>,
 }
 
+impl RawTunnel {
+    /// The file has a `[tunnel.6to4]` (which the XDP fast path carries; ISATAP it does not).
+    pub(super) fn has_6to4(&self) -> bool {
+        self.sixtofour.is_some()
+    }
+}
+
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawSixToFour {

@@ -236,10 +236,28 @@ pub fn run(cfg: &Config) -> Result<()> {
             cfg.dataplane.table_size,
             cfg.dataplane.slow_path_pps,
         ) {
-            Ok(f) => {
+            Ok(mut f) => {
                 if cfg.dataplane.fast_path == FastPath::Xdp {
                     for e in engines.iter_mut() {
                         e.set_offload(true);
+                    }
+                    // 6to4 is stateless: its configuration is all XDP needs (issue 25).
+                    let six = cfg.tunnel.as_ref().and_then(|t| {
+                        let ipv6 = cfg.nat64.is_some() || cfg.siit.is_some();
+                        xlat_engine::tunnel::sixtofour::xdp_config(t, ipv6)
+                    });
+                    if let Some(x) = six {
+                        match xlat_xdp::ifindex(tun.name()).and_then(|i| f.set_6to4(&x, i)) {
+                            Ok(()) => info!(
+                                encapsulation = x.encap,
+                                to_relay = x.encap_relay,
+                                "6to4 on the XDP fast path"
+                            ),
+                            Err(e) => warn!(
+                                "{}: 6to4 stays on the TUN device (the XDP fast path could not take it): {e:#}",
+                                cfg.file
+                            ),
+                        }
                     }
                 }
                 info!(

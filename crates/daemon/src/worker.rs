@@ -1092,12 +1092,15 @@ impl Worker {
                     proto: filter.proto,
                     ..Default::default()
                 };
+                // 6to4 in XDP has no flows to single out: all of it comes back for the trace.
+                hold_6to4(sh, true);
                 Response::Cleared(self.engine.hold_offload(now, Some(hold)))
             }
             Request::TraceTake { stop } => {
                 if *stop {
                     // The held flows go back to the fast path.
                     self.engine.hold_offload(now, None);
+                    hold_6to4(sh, false);
                 }
                 let Some(t) = self.trace.as_mut() else {
                     return Response::Trace(Vec::new());
@@ -1225,6 +1228,17 @@ fn fast_path_stats(f: &Mutex<xlat_xdp::FastPath>) -> FastPathStats {
 pub struct FastPathBufs {
     events: Vec<xlat_engine::events::StateEvent>,
     ops: Vec<xlat_engine::offload::OffloadOp>,
+}
+
+/// `xlat trace` and 6to4 in XDP: [`xlat_xdp::FastPath::hold_6to4`] (every worker asks; the
+/// same write each time).
+fn hold_6to4(sh: &Shared<'_>, held: bool) {
+    if let Some(f) = sh.fast {
+        let mut f = f.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Err(e) = f.hold_6to4(held) {
+            warn!("xlat trace: {e:#}");
+        }
+    }
 }
 
 /// Takes the engine's state events to their consumers: the fast-path instructions (and

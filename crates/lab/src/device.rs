@@ -18,6 +18,7 @@
 //! | xlat-siit | `xlat run` with SIIT: the same prefix, an EAM 198.19.2.0/24 = 2001:2:0:1::1:0/120 |
 //! | xlat-siit-xdp | xlat-siit with `[dataplane] fast_path = "xdp"`: SIIT's address-pair recipes rewrite TCP/UDP in XDP (issue 25), the rest crosses the TUN |
 //! | xlat-6to4 | `xlat run` as a 6to4 relay router on 198.18.0.1 (RFC 3056): the tester's inside hosts are 6to4 sites |
+//! | xlat-6to4-xdp | xlat-6to4 with `[dataplane] fast_path = "xdp"`: the XDP program encapsulates and decapsulates 6to4 from the endpoint's configuration (issue 25) |
 //! | xlat-isatap | `xlat run` as an ISATAP router on 198.18.0.1, prefix 2001:2:0:5::/64 (RFC 5214): the inside hosts are ISATAP hosts |
 //!
 //! The tunnel devices take IPv6 in IPv4 protocol 41 on the inside port, from the tester acting
@@ -201,6 +202,14 @@ pub const DEVICES: &[DeviceDef] = &[
         about: "xlat run (6to4 relay router: IPv6 in IPv4 protocol 41 from 6to4 sites, TUN driver)",
         make: || Ok(Box::new(Daemon {
             kind: DaemonKind::Xlat6to4,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-6to4-xdp",
+        about: "xlat run (6to4 relay router) with the XDP fast path on the DUT's ports (encapsulation and decapsulation in XDP)",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::Xlat6to4Xdp,
             ..Daemon::xlat()
         })),
     },
@@ -565,6 +574,8 @@ enum DaemonKind {
     Xlat64,
     XlatSiit,
     Xlat6to4,
+    /// 6to4 with the XDP fast path (no recipes: the endpoint's configuration).
+    Xlat6to4Xdp,
     XlatIsatap,
     Tayga,
 }
@@ -598,6 +609,7 @@ impl DaemonKind {
                 | DaemonKind::Xlat64Afxdp
                 | DaemonKind::XlatSiitAfxdp
                 | DaemonKind::XlatSiitXdp
+                | DaemonKind::Xlat6to4Xdp
         )
     }
 }
@@ -641,7 +653,7 @@ const ISATAP_PREFIX64: [u8; 8] = {
 /// The tester's tunnel hosts for a tunnel device (None for other devices).
 pub fn tunnel_of(device: &str) -> Option<crate::packet::Tunnel6in4> {
     match device {
-        "xlat-6to4" => Some(crate::packet::Tunnel6in4::SixToFour),
+        "xlat-6to4" | "xlat-6to4-xdp" => Some(crate::packet::Tunnel6in4::SixToFour),
         "xlat-isatap" => Some(crate::packet::Tunnel6in4::Isatap {
             prefix64: ISATAP_PREFIX64,
         }),
@@ -953,6 +965,7 @@ impl Device for Daemon {
             DaemonKind::Xlat64 => "xlat-nat64",
             DaemonKind::XlatSiit => "xlat-siit",
             DaemonKind::Xlat6to4 => "xlat-6to4",
+            DaemonKind::Xlat6to4Xdp => "xlat-6to4-xdp",
             DaemonKind::XlatIsatap => "xlat-isatap",
             DaemonKind::Tayga => "tayga-nat64",
         }
@@ -970,7 +983,7 @@ impl Device for Daemon {
             | DaemonKind::XlatXdpAfxdp => {
                 crate::packet::flows_v4_at(first, n, seed, D_ADDR.octets())
             }
-            DaemonKind::Xlat6to4 | DaemonKind::XlatIsatap => {
+            DaemonKind::Xlat6to4 | DaemonKind::Xlat6to4Xdp | DaemonKind::XlatIsatap => {
                 let t = tunnel_of(self.name()).unwrap_or(crate::packet::Tunnel6in4::SixToFour);
                 let dst = D6_ADDR.octets();
                 crate::packet::flows_6in4_at(first, n, seed, dst, TUNNEL_ENDPOINT.octets(), t)
@@ -1001,6 +1014,9 @@ impl Device for Daemon {
                     DaemonKind::Xlat64 => xlat64_config(&tun, &sock),
                     DaemonKind::XlatSiit => siit_config(&tun, &sock),
                     DaemonKind::Xlat6to4 => sixtofour_config(&tun, &sock),
+                    DaemonKind::Xlat6to4Xdp => {
+                        format!("{}{}", sixtofour_config(&tun, &sock), dataplane_xdp(topo))
+                    }
                     DaemonKind::XlatIsatap => isatap_config(&tun, &sock),
                     DaemonKind::XlatXdp => {
                         format!("{}{}", xlat_config(&tun, &sock), dataplane_xdp(topo))
@@ -1176,7 +1192,10 @@ impl Device for Daemon {
     fn sessions(&self, _topo: &Topo) -> Option<u64> {
         match self.kind {
             // Tunnels keep no sessions.
-            DaemonKind::Xlat6to4 | DaemonKind::XlatIsatap | DaemonKind::Tayga => None,
+            DaemonKind::Xlat6to4
+            | DaemonKind::Xlat6to4Xdp
+            | DaemonKind::XlatIsatap
+            | DaemonKind::Tayga => None,
             _ => self.xlat_stats()?.get("sessions")?.as_u64(),
         }
     }
@@ -1240,7 +1259,7 @@ mod tests {
             assert_eq!(dev.name(), d.name);
             assert!(!d.about.is_empty());
         }
-        assert_eq!(seen.len(), 24);
+        assert_eq!(seen.len(), 25);
         assert!(make("forward5").is_err());
         // Every NAT44 device takes IPv4 on the inside.
         for n in [

@@ -12,7 +12,10 @@
 // transport checksum delta is constant there too, RFC 7915 4.5/5.5), and for SIIT `siit64s` and
 // `siit46s` (RFC 7915 stateless: keyed by the packet's addresses and protocol, ports kept,
 // since what SIIT makes of a TCP/UDP packet depends on nothing else; the engine's mapping --
-// EAM, RFC 7757 3.2, or the pref64, RFC 6052 2.2 -- is in the recipe). Here we only:
+// EAM, RFC 7757 3.2, or the pref64, RFC 6052 2.2 -- is in the recipe). 6to4 (RFC 3056) needs no
+// recipes at all: the endpoint's configuration is the whole of its rewrite, so the daemon writes
+// it once into `tun6to4` and the program encapsulates and decapsulates with the engine's own
+// checks (RFC 3964 5.3.1; see encap6to4 and decap6to4 below). Here we only:
 //   1. parse Ethernet + IPv4 + TCP/UDP, and hand anything unusual to the kernel (XDP_PASS):
 //      IP options, fragments, TTL <= 1 (the kernel answers with ICMP Time Exceeded, RFC 1812
 //      5.3.1), TCP SYN/FIN/RST (state changes belong to the engine; SIIT has none, so its
@@ -171,6 +174,9 @@ enum counter {
 	C_TO_AFXDP,
 	C_SIIT_6TO4,
 	C_SIIT_4TO6,
+	C_6TO4_ENCAP,
+	C_6TO4_DECAP,
+	C_PASS_6TO4,
 	C_MAX,
 };
 
@@ -577,6 +583,258 @@ static __always_inline int siit46(struct xdp_md *ctx, struct iphdr *ip, struct s
 		   C_SIIT_4TO6);
 }
 
+// 6to4 (RFC 3056) in XDP (issue 25). The engine's endpoint (crates/engine/src/tunnel) is
+// stateless: what it does to a packet depends on the packet and the configuration alone, so
+// the daemon writes that configuration here once (`tun6to4`, keep in step with `SixToFourCfg`
+// in crates/xdp/src/lib.rs, filled from xlat_engine::tunnel::sixtofour::XdpSixToFour) and the
+// program applies the engine's checks itself -- every one of them; a packet that fails any,
+// or that needs anything but the plain rewrite (fragments, outer CE marks, a hop limit or TTL
+// running out, a packet larger than the tunnel MTU, trailing bytes), goes to the kernel and
+// the engine as before, which answer or drop it with its reason counted. Only packets the
+// kernel itself would route into the TUN device are touched (asked of bpf_fib_lookup, the
+// same question the AF_XDP slow path asks).
+#define T_RELAY_ROUTER 1 // RFC 3056 5: this endpoint is a relay router
+#define T_PMTUD 2        // RFC 4213 3.2.2: DF on packets above 1280 bytes
+#define T_ENCAP 4        // IPv6 -> IPv4 here (off with [nat64] or [siit]: IPv6 is theirs first)
+#define T_ENCAP_RELAY 8  // native destinations to the relay here (off with ISATAP beside)
+#define T_REFUSED 8
+
+struct tun6to4_cfg {
+	__u32 v4;          // the endpoint's IPv4 address (network byte order); 0: off
+	__u32 relay;       // the relay router's (RFC 3056 5.3), 0: none
+	__u32 tun_ifindex; // the TUN device the kernel routes the tunnel's packets into
+	__u16 mtu;         // the tunnel MTU (RFC 4213 3.2): the largest IPv6 packet encapsulated
+	__u8 ttl;          // the outer TTL (RFC 4213 3.3)
+	__u8 flags;        // T_*
+	__u32 ident;       // the outer identification's counter (RFC 4213 3.5), atomic
+	__u32 refused_net[T_REFUSED]; // RFC 3964 5.3.1's refused IPv4 ranges (sixtofour::REFUSED)
+	__u32 refused_mask[T_REFUSED]; // 0: unused
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct tun6to4_cfg);
+	__uint(max_entries, 1);
+} tun6to4 SEC(".maps");
+
+// RFC 3964 5.3.1: an IPv4 address 6to4 may use (sixtofour::valid_v4).
+static __always_inline int valid_v4(struct tun6to4_cfg *t, __u32 a)
+{
+#pragma unroll
+	for (int i = 0; i < T_REFUSED; i++) {
+		__u32 m = t->refused_mask[i];
+		if (m && (a & m) == t->refused_net[i])
+			return 0;
+	}
+	return 1;
+}
+
+// RFC 3964 5.3.1 / RFC 4291 2.5.5: inner addresses never tunneled (sixtofour::never_tunneled):
+// unspecified and loopback (inside ::/96), IPv4-compatible ::/96 and -mapped ::ffff:0:0/96,
+// multicast ff00::/8, link-local fe80::/10.
+static __always_inline int never_tunneled(const struct in6_addr *a)
+{
+	const __u8 *b = a->s6_addr;
+	if (b[0] == 0xff || (b[0] == 0xfe && (b[1] & 0xc0) == 0x80))
+		return 1;
+	__u32 w0 = a->s6_addr32[0], w1 = a->s6_addr32[1], w2 = a->s6_addr32[2];
+	return !w0 && !w1 && (!w2 || w2 == bpf_htonl(0xffff));
+}
+
+// RFC 3056 2: 2002::/16, the IPv4 address in bits 16..48 (network byte order in *v4).
+static __always_inline int embedded(const struct in6_addr *a, __u32 *v4)
+{
+	const __u8 *b = a->s6_addr;
+	if (b[0] != 0x20 || b[1] != 0x02)
+		return 0;
+	__builtin_memcpy(v4, b + 2, 4);
+	return 1;
+}
+
+// Would the kernel route this packet into the TUN device (and so to the engine)? `fib` holds
+// it as it arrived.
+static __always_inline int to_tun(struct xdp_md *ctx, struct bpf_fib_lookup *fib,
+				  struct tun6to4_cfg *t)
+{
+	fib->ifindex = ctx->ingress_ifindex;
+	long rc = bpf_fib_lookup(ctx, fib, sizeof(*fib), BPF_FIB_LOOKUP_SKIP_NEIGH);
+	return rc == BPF_FIB_LKUP_RET_SUCCESS && fib->ifindex == t->tun_ifindex;
+}
+
+// Decapsulation (RFC 4213 3.6, RFC 3056 5.2): protocol 41 to the endpoint address, the outer
+// header checked by the caller to be 20 bytes, unfragmented, TTL > 1. Tunnel::decapsulate and
+// SixToFour::check_decap, the engine's, decide the same.
+static __always_inline int decap6to4(struct xdp_md *ctx, struct iphdr *ip, void *end,
+				     struct tun6to4_cfg *t)
+{
+	__u16 tot = bpf_ntohs(ip->tot_len);
+	struct ipv6hdr *ip6 = (void *)(ip + 1);
+	if ((void *)(ip6 + 1) > end || tot < sizeof(*ip) + sizeof(*ip6))
+		return count(C_PASS_TRUNCATED, XDP_PASS);
+	// The packet exactly: link padding (RFC 1812 5.2.2) is the engine's to cut.
+	if ((void *)ip + tot != end || ip6->version != 6 ||
+	    bpf_ntohs(ip6->payload_len) + sizeof(*ip6) != tot - sizeof(*ip))
+		return count(C_PASS_6TO4, XDP_PASS);
+	// RFC 1812 5.2.2: the outer header disappears: verify its checksum, do not carry it.
+	if (ip4_sum(ip) != 0xffff)
+		return count(C_PASS_BAD_CHECKSUM, XDP_PASS);
+	// RFC 6040 4.2: a CE mark outside is merged into (or refused with) the inner header: the
+	// engine's.
+	if ((ip->tos & 3) == 3)
+		return count(C_PASS_6TO4, XDP_PASS);
+	// RFC 4213 3.3: the decapsulated packet is forwarded as IPv6: one hop (RFC 8200 3).
+	if (ip6->hop_limit <= 1)
+		return count(C_PASS_TTL, XDP_PASS);
+	// RFC 3964 5.3.1: usable IPv4 addresses (the destination is ours, checked when configured)
+	// and inner addresses that may be tunneled.
+	if (!valid_v4(t, ip->saddr) || never_tunneled(&ip6->saddr) || never_tunneled(&ip6->daddr))
+		return count(C_PASS_6TO4, XDP_PASS);
+	__u32 e;
+	if (embedded(&ip6->saddr, &e)) {
+		// "if prefix of src_v6 == 2002::/16, the embedded IPv4 address must be src_v4"
+		if (e != ip->saddr)
+			return count(C_PASS_6TO4, XDP_PASS);
+	} else if (!t->relay || ip->saddr != t->relay) {
+		// RFC 3964 5.2: native sources come from our relay only.
+		return count(C_PASS_6TO4, XDP_PASS);
+	}
+	if (embedded(&ip6->daddr, &e)) {
+		// "if prefix of dst_v6 == 2002::/16, the embedded IPv4 address must be dst_v4"
+		if (e != ip->daddr)
+			return count(C_PASS_6TO4, XDP_PASS);
+	} else if (!(t->flags & T_RELAY_ROUTER)) {
+		// RFC 3056 5: only a relay router forwards to native IPv6.
+		return count(C_PASS_6TO4, XDP_PASS);
+	}
+
+	struct bpf_fib_lookup fib = {};
+	fib.family = AF_INET;
+	fib.tos = ip->tos;
+	fib.l4_protocol = ip->protocol;
+	fib.tot_len = tot;
+	fib.ipv4_src = ip->saddr;
+	fib.ipv4_dst = ip->daddr;
+	if (!to_tun(ctx, &fib, t))
+		return count(C_PASS_6TO4, XDP_PASS);
+	__builtin_memset(&fib, 0, sizeof(fib));
+	fib.family = AF_INET6;
+	fib.l4_protocol = ip6->nexthdr;
+	fib.tot_len = tot - sizeof(*ip);
+	__builtin_memcpy(fib.ipv6_src, &ip6->saddr, 16);
+	__builtin_memcpy(fib.ipv6_dst, &ip6->daddr, 16);
+	fib.ifindex = ctx->ingress_ifindex;
+	long out = route(ctx, &fib);
+	if (out < 0)
+		return count(-out, XDP_PASS);
+	if (bpf_xdp_adjust_head(ctx, (int)sizeof(*ip)))
+		return count(C_PASS_NO_ROOM, XDP_PASS);
+	void *data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	ip6 = (void *)(eth + 1);
+	if ((void *)(ip6 + 1) > end)
+		return count(C_PASS_NO_ROOM, XDP_DROP); // cannot happen: checked before shrinking
+	// RFC 4213 3.3: the decapsulated packet is forwarded as IPv6, one hop (RFC 8200 3).
+	ip6->hop_limit -= 1;
+	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
+	eth->h_proto = bpf_htons(ETH_P_IPV6);
+	count(C_6TO4_DECAP, 0);
+	count(C_REDIRECTED, 0);
+	return bpf_redirect_map(&egress, out, 0);
+}
+
+// Is an IPv6 packet the tunnel's, as Tunnel::mech6 picks it: a 2002::/16 destination, or
+// (T_ENCAP_RELAY) a native one, to the relay?
+static __always_inline int for_6to4(struct ipv6hdr *ip6, struct tun6to4_cfg *t)
+{
+	const __u8 *d = ip6->daddr.s6_addr;
+	return (d[0] == 0x20 && d[1] == 0x02) || (t->flags & T_ENCAP_RELAY);
+}
+
+// Encapsulation (RFC 3056 5.3, RFC 4213 3.5) of a packet for_6to4, checked as
+// SixToFour::next_hop checks it. The caller checked the hop limit (> 1).
+static __always_inline int encap6to4(struct xdp_md *ctx, struct ipv6hdr *ip6, void *end,
+				     struct tun6to4_cfg *t)
+{
+	__u32 dst4, e;
+	int to6to4 = embedded(&ip6->daddr, &dst4);
+	__u16 len = bpf_ntohs(ip6->payload_len) + sizeof(*ip6);
+	// The packet exactly (link padding: the engine's), and no larger than the tunnel MTU
+	// (RFC 4213 3.2: the engine answers with Packet Too Big).
+	if ((void *)ip6 + len != end || len > t->mtu)
+		return count(C_PASS_6TO4, XDP_PASS);
+	if (never_tunneled(&ip6->saddr) || never_tunneled(&ip6->daddr))
+		return count(C_PASS_6TO4, XDP_PASS);
+	// RFC 3964 5.3.1: a 6to4 router sends only from its own 2002:V4ADDR::/48; a relay router
+	// also forwards native sources toward 6to4 sites.
+	if (embedded(&ip6->saddr, &e) ? e != t->v4 : !(t->flags & T_RELAY_ROUTER))
+		return count(C_PASS_6TO4, XDP_PASS);
+	if (to6to4) {
+		// RFC 3964 5.3.1 refused ranges; our own prefix back into the tunnel would loop.
+		if (!valid_v4(t, dst4) || dst4 == t->v4)
+			return count(C_PASS_6TO4, XDP_PASS);
+	} else {
+		dst4 = t->relay; // T_ENCAP_RELAY is set only with a relay
+	}
+
+	struct bpf_fib_lookup fib = {};
+	fib.family = AF_INET6;
+	fib.l4_protocol = ip6->nexthdr;
+	fib.tot_len = len;
+	__builtin_memcpy(fib.ipv6_src, &ip6->saddr, 16);
+	__builtin_memcpy(fib.ipv6_dst, &ip6->daddr, 16);
+	if (!to_tun(ctx, &fib, t))
+		return count(C_PASS_6TO4, XDP_PASS);
+	__builtin_memset(&fib, 0, sizeof(fib));
+	fib.family = AF_INET;
+	fib.l4_protocol = 41;
+	fib.tot_len = len + sizeof(struct iphdr);
+	fib.ipv4_src = t->v4;
+	fib.ipv4_dst = dst4;
+	fib.ifindex = ctx->ingress_ifindex;
+	long out = route(ctx, &fib);
+	if (out < 0)
+		return count(-out, XDP_PASS);
+
+	// RFC 6040 4.1 (normal mode): the outer TOS is the inner traffic class.
+	__u8 tc = (bpf_ntohl(*(__u32 *)ip6) >> 20) & 0xff;
+	if (bpf_xdp_adjust_head(ctx, -(int)sizeof(struct iphdr)))
+		return count(C_PASS_NO_ROOM, XDP_PASS);
+	void *data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	ip6 = (void *)(ip + 1);
+	if ((void *)(ip6 + 1) > end)
+		return count(C_PASS_NO_ROOM, XDP_DROP); // cannot happen: the packet only grew
+	// The tunnel is one IPv6 hop (RFC 4213 3.3): the router forwarding into it decrements.
+	ip6->hop_limit -= 1;
+	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
+	eth->h_proto = bpf_htons(ETH_P_IP);
+	ip->version = 4;
+	ip->ihl = 5;
+	ip->tos = tc;
+	ip->tot_len = bpf_htons(len + sizeof(struct iphdr));
+	// RFC 4213 3.5: a fresh identification per packet (an atomic add, then a read: see to4).
+	__sync_fetch_and_add(&t->ident, 1);
+	ip->id = bpf_htons((__u16)t->ident);
+	// RFC 4213 3.2.2: DF above the IPv6 minimum MTU with path MTU discovery; 3.2.1: never
+	// without.
+	ip->frag_off = ((t->flags & T_PMTUD) && len > 1280) ? bpf_htons(0x4000) : 0;
+	ip->ttl = t->ttl; // RFC 4213 3.3
+	ip->protocol = 41; // RFC 4213 3.5
+	ip->saddr = t->v4;
+	ip->daddr = dst4;
+	ip->check = 0;
+	ip->check = (__u16)~ip4_sum(ip);
+	count(C_6TO4_ENCAP, 0);
+	count(C_REDIRECTED, 0);
+	return bpf_redirect_map(&egress, out, 0);
+}
+
 static __always_inline int ipv4(struct xdp_md *ctx, struct ethhdr *eth, void *end)
 {
 	struct iphdr *ip = (void *)(eth + 1);
@@ -589,6 +847,12 @@ static __always_inline int ipv4(struct xdp_md *ctx, struct ethhdr *eth, void *en
 		return count(C_PASS_TTL, XDP_PASS);
 	if (ip->frag_off & bpf_htons(0x3fff))
 		return engine4(ctx, ip, C_PASS_FRAGMENT);
+	if (ip->protocol == 41) {
+		__u32 zero = 0;
+		struct tun6to4_cfg *t = bpf_map_lookup_elem(&tun6to4, &zero);
+		if (t && t->v4 && ip->daddr == t->v4)
+			return decap6to4(ctx, ip, end, t);
+	}
 
 	struct flow_key key = {.src = ip->saddr, .dst = ip->daddr, .proto = ip->protocol};
 	int udp = 0, control = 0;
@@ -756,6 +1020,10 @@ static __always_inline int ipv6(struct xdp_md *ctx, struct ethhdr *eth, void *en
 		return count(C_PASS_TRUNCATED, XDP_PASS);
 	if (ip6->hop_limit <= 1)
 		return count(C_PASS_TTL, XDP_PASS);
+	__u32 zero = 0;
+	struct tun6to4_cfg *t = bpf_map_lookup_elem(&tun6to4, &zero);
+	if (t && t->v4 && (t->flags & T_ENCAP) && for_6to4(ip6, t))
+		return encap6to4(ctx, ip6, end, t);
 	// Extension headers (fragments among them), ICMPv6, ND: the engine's or the kernel's
 	// (ND is addressed to the gateway or to multicast: the kernel's, never routed to the TUN).
 	if (ip6->nexthdr != IPPROTO_TCP && ip6->nexthdr != IPPROTO_UDP)

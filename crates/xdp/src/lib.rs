@@ -47,9 +47,70 @@ use xlat_engine::offload::{
     OffloadKind, OffloadOp, Pair4, Pair6, Recipe, Recipe46, Recipe64, Recipes, SiitRecipe46,
     SiitRecipe64, Tuple4, Tuple6,
 };
+use xlat_engine::tunnel::sixtofour::{self, XdpSixToFour};
 
 /// The largest `slow_path_pps` (keeps the policer's token arithmetic inside 64 bits).
 pub const MAX_SLOW_PATH_PPS: u32 = 100_000_000;
+
+/// `struct tun6to4_cfg` of the C program: 6to4 in XDP (`FastPath::set_6to4`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct SixToFourCfg {
+    v4: u32,
+    relay: u32,
+    tun_ifindex: u32,
+    mtu: u16,
+    ttl: u8,
+    flags: u8,
+    ident: u32,
+    refused_net: [u32; REFUSED_SLOTS],
+    refused_mask: [u32; REFUSED_SLOTS],
+}
+
+/// `T_REFUSED`: room for RFC 3964 5.3.1's refused ranges.
+const REFUSED_SLOTS: usize = 8;
+const T_RELAY_ROUTER: u8 = 1;
+const T_PMTUD: u8 = 2;
+const T_ENCAP: u8 = 4;
+const T_ENCAP_RELAY: u8 = 8;
+
+// SAFETY: plain integers without implicit padding (84 bytes, checked below).
+unsafe impl Pod for SixToFourCfg {}
+
+impl SixToFourCfg {
+    /// The program's configuration for `x`, the TUN device being `tun_ifindex`.
+    fn of(x: &XdpSixToFour, tun_ifindex: u32) -> Result<SixToFourCfg> {
+        let mut c = SixToFourCfg {
+            v4: x.ipv4.to_be(),
+            relay: x.relay.unwrap_or(0).to_be(),
+            tun_ifindex,
+            mtu: x.params.mtu,
+            ttl: x.params.ttl,
+            flags: 0,
+            ident: 0,
+            refused_net: [0; REFUSED_SLOTS],
+            refused_mask: [0; REFUSED_SLOTS],
+        };
+        for (on, bit) in [
+            (x.relay_router, T_RELAY_ROUTER),
+            (x.params.pmtud, T_PMTUD),
+            (x.encap, T_ENCAP),
+            (x.encap_relay && x.relay.is_some(), T_ENCAP_RELAY),
+        ] {
+            if on {
+                c.flags |= bit;
+            }
+        }
+        for (i, (net, mask)) in sixtofour::refused_masks().enumerate() {
+            let (Some(cn), Some(cm)) = (c.refused_net.get_mut(i), c.refused_mask.get_mut(i)) else {
+                bail!("RFC 3964's refused ranges outgrew the XDP program's {REFUSED_SLOTS}");
+            };
+            *cn = net.to_be();
+            *cm = mask.to_be();
+        }
+        Ok(c)
+    }
+}
 
 /// `struct slow_cfg` of the C program.
 #[repr(C)]
@@ -248,6 +309,7 @@ const _: () = assert!(
         && size_of::<PairKey6>() == 36
         && size_of::<SiitValue64>() == 32
         && size_of::<SiitValue46>() == 48
+        && size_of::<SixToFourCfg>() == 84
 );
 
 impl PairKey4 {
@@ -398,6 +460,9 @@ pub const COUNTERS: &[(&str, &str)] = &[
     ("xdp_to_afxdp", "Packets for the engine (the kernel would have routed them into the TUN device) redirected to the daemon's AF_XDP socket instead ([dataplane] slow_path = \"af_xdp\"); they cross neither the kernel's stack nor the TUN device. The afxdp_* counters say what became of them."),
     ("xdp_siit_6to4", "Of xdp_redirected, SIIT packets translated from IPv6 to IPv4 by an address pair's recipe (RFC 7915 5.1)."),
     ("xdp_siit_4to6", "Of xdp_redirected, SIIT packets translated from IPv4 to IPv6 by an address pair's recipe (RFC 7915 4.1)."),
+    ("xdp_6to4_encap", "Of xdp_redirected, IPv6 packets encapsulated into 6to4's protocol 41 in XDP (RFC 3056 5.3, RFC 4213 3.5) with the engine's checks (RFC 3964 5.3.1)."),
+    ("xdp_6to4_decap", "Of xdp_redirected, 6to4 protocol-41 packets decapsulated in XDP (RFC 4213 3.6) after the engine's checks (RFC 3964 5.3.1: the outer source matches the embedded 6to4 address, or is the relay)."),
+    ("xdp_pass_6to4", "6to4 packets XDP leaves to the engine: a check of RFC 3964 5.3.1 failed (a spoofed or refused address: the engine drops and counts it), larger than the tunnel MTU, an outer CE mark, trailing bytes, or not routed into the TUN device."),
 ];
 
 /// A named counter value, as `xlat show stats` lists them.
@@ -465,6 +530,10 @@ pub struct FastPath {
     counters: PerCpuArray<MapData, u64>,
     _egress: DevMapHash<MapData>,
     slowcfg: Array<MapData, SlowCfg>,
+    tun6to4: Array<MapData, SixToFourCfg>,
+    /// 6to4's configuration as written by [`FastPath::set_6to4`], for
+    /// [`FastPath::hold_6to4`] to put back.
+    six: Option<SixToFourCfg>,
     xsks: aya::maps::XskMap<MapData>,
     xsk_base: BpfHashMap<MapData, u32, u32>,
     policer: Array<MapData, Policer>,
@@ -587,6 +656,11 @@ impl FastPath {
             .context("the program has no `slowcfg` map")?
             .try_into()
             .context("the `slowcfg` map")?;
+        let tun6to4 = bpf
+            .take_map("tun6to4")
+            .context("the program has no `tun6to4` map")?
+            .try_into()
+            .context("the `tun6to4` map")?;
         let xsks = bpf
             .take_map("xsks")
             .context("the program has no `xsks` map")?
@@ -600,6 +674,8 @@ impl FastPath {
         Ok(FastPath {
             policer,
             slowcfg,
+            tun6to4,
+            six: None,
             xsks,
             xsk_base,
             recipes,
@@ -667,6 +743,32 @@ impl FastPath {
             .set(0, cfg, 0)
             .context("switching the AF_XDP slow path on")?;
         Ok(())
+    }
+
+    /// Turns 6to4 on in the program (issue 25): protocol 41 to `x.ipv4` is decapsulated and,
+    /// as `x` says, IPv6 for the tunnel encapsulated in XDP with the engine's checks, when
+    /// the kernel would route the packet into the TUN device `tun_ifindex` (see `tun6to4` in
+    /// the C source). One map write; stateless, so nothing follows per packet or flow.
+    pub fn set_6to4(&mut self, x: &XdpSixToFour, tun_ifindex: u32) -> Result<()> {
+        let c = SixToFourCfg::of(x, tun_ifindex)?;
+        self.tun6to4
+            .set(0, c, 0)
+            .context("writing 6to4's configuration into the XDP program")?;
+        self.six = Some(c);
+        Ok(())
+    }
+
+    /// `xlat trace`: with `held`, 6to4 leaves XDP (every tunnel packet reaches the engine,
+    /// which traces it) until called again without; stateless, so nothing else changes.
+    /// Nothing to do without [`FastPath::set_6to4`].
+    pub fn hold_6to4(&mut self, held: bool) -> Result<()> {
+        let Some(c) = self.six else {
+            return Ok(());
+        };
+        let c = if held { SixToFourCfg::default() } else { c };
+        self.tun6to4
+            .set(0, c, 0)
+            .context("switching 6to4 in the XDP program")
     }
 
     /// Carries out an `Install` or `Remove` at once (one system call per map touched);
@@ -851,6 +953,45 @@ impl FastPath {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use xlat_engine::tunnel::TunnelParams;
+
+    /// The C program reads the addresses in network byte order and the flags as `T_*`.
+    #[test]
+    fn sixtofour_config_layout() {
+        let x = XdpSixToFour {
+            ipv4: 0xc612_0001,
+            relay: Some(0xc612_0909),
+            relay_router: true,
+            params: TunnelParams {
+                mtu: 1480,
+                ttl: 64,
+                pmtud: true,
+            },
+            encap: true,
+            encap_relay: true,
+        };
+        let c = SixToFourCfg::of(&x, 7).unwrap();
+        assert_eq!(c.v4.to_ne_bytes(), [198, 18, 0, 1]);
+        assert_eq!(c.relay.to_ne_bytes(), [198, 18, 9, 9]);
+        assert_eq!((c.tun_ifindex, c.mtu, c.ttl), (7, 1480, 64));
+        assert_eq!(c.flags, T_RELAY_ROUTER | T_PMTUD | T_ENCAP | T_ENCAP_RELAY);
+        // 10.0.0.0/8 is refused, as bytes on the wire.
+        assert!(c
+            .refused_net
+            .iter()
+            .zip(c.refused_mask)
+            .any(|(n, m)| n.to_ne_bytes() == [10, 0, 0, 0] && m.to_ne_bytes() == [255, 0, 0, 0]));
+        let none = XdpSixToFour {
+            relay: None,
+            relay_router: false,
+            encap: false,
+            ..x
+        };
+        let c = SixToFourCfg::of(&none, 7).unwrap();
+        assert_eq!((c.relay, c.flags), (0, T_PMTUD));
+    }
+
     /// [`super::COUNTERS`] is read by index from the program's per-CPU array: its order must
     /// be the C `enum counter`'s, name for name (`C_PASS_NO_ROUTE` is `xdp_pass_no_route`).
     /// A counter added on one side only fails here, not as a shifted column in production.

@@ -10,10 +10,14 @@
 //! tunneled (link-local, multicast, loopback, unspecified, IPv4-compatible or -mapped) are
 //! refused. Native IPv6 sources are accepted only from the configured relay, and native
 //! destinations only when this endpoint is itself a relay router.
+//!
+//! The XDP fast path (`[dataplane] fast_path = "xdp"`, issue 25) carries the common case of
+//! both directions itself with these same checks, from the configuration [`xdp_config`]
+//! derives; everything else still comes here.
 
 use crate::counters::DropReason;
 
-use super::{addr6, Inner6, SixToFourConfig, TunnelParams};
+use super::{addr6, Inner6, SixToFourConfig, TunnelConfig, TunnelParams};
 
 /// IPv4 ranges a 6to4 address may not embed and a 6to4 packet may not use (RFC 3964 5.3.1):
 /// "this network", private use (RFC 1918), loopback, link-local, multicast, reserved and the
@@ -144,6 +148,135 @@ impl SixToFour {
             // A native destination: only a relay router forwards to native IPv6.
             None if !self.relay_router => Err(DropReason::TunnelWrongDestination),
             None => Ok(()),
+        }
+    }
+}
+
+/// What the XDP fast path needs to encapsulate and decapsulate 6to4 itself (issue 25): the
+/// endpoint is stateless, so its configuration is the whole rewrite, and the XDP program
+/// applies `SixToFour::next_hop`'s and `SixToFour::check_decap`'s checks from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XdpSixToFour {
+    /// The endpoint's IPv4 address (RFC 3056 2).
+    pub ipv4: u32,
+    /// The relay router (RFC 3056 5.3).
+    pub relay: Option<u32>,
+    /// This endpoint is a relay router (RFC 3056 5).
+    pub relay_router: bool,
+    /// Tunnel MTU, outer TTL, path MTU discovery (RFC 4213 3.2, 3.3).
+    pub params: TunnelParams,
+    /// IPv6 -> IPv4 in XDP. Off when `[nat64]` or `[siit]` is configured: the engine hands
+    /// IPv6 to them before the tunnel (`Engine::dispatch`), so which packets are the
+    /// tunnel's depends on their prefixes; that direction stays with the engine then.
+    pub encap: bool,
+    /// Native IPv6 destinations encapsulated to the relay in XDP. Only with a relay and
+    /// without ISATAP beside: ISATAP's on-link and default-router destinations come before
+    /// the relay (`Tunnel::mech6`).
+    pub encap_relay: bool,
+}
+
+/// [`XdpSixToFour`] for `t`, if it has a 6to4 endpoint; `ipv6_translators`: the engine also
+/// runs `[nat64]` or `[siit]`.
+pub fn xdp_config(t: &TunnelConfig, ipv6_translators: bool) -> Option<XdpSixToFour> {
+    let s = t.sixtofour.as_ref()?;
+    let encap = !ipv6_translators;
+    Some(XdpSixToFour {
+        ipv4: u32::from(s.ipv4),
+        relay: s.relay.map(u32::from),
+        relay_router: s.relay_router,
+        params: s.params,
+        encap,
+        encap_relay: encap && s.relay.is_some() && t.isatap.is_none(),
+    })
+}
+
+/// [`REFUSED`] as (network, mask) pairs, for the XDP program's copy of [`valid_v4`].
+pub fn refused_masks() -> impl Iterator<Item = (u32, u32)> {
+    REFUSED.iter().map(|&(net, len, _)| {
+        let m = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+        (net, m)
+    })
+}
+
+#[cfg(test)]
+mod xdp_tests {
+    use super::*;
+    use crate::tunnel::{IsatapConfig, IsatapRole};
+    use std::net::Ipv4Addr;
+
+    fn six(relay: Option<Ipv4Addr>) -> SixToFourConfig {
+        SixToFourConfig {
+            ipv4: Ipv4Addr::new(198, 18, 0, 1),
+            relay,
+            relay_router: true,
+            params: TunnelParams::default(),
+        }
+    }
+
+    #[test]
+    fn xdp_config_follows_the_engines_dispatch() {
+        let relay = Some(Ipv4Addr::new(198, 18, 9, 9));
+        let t = TunnelConfig {
+            sixtofour: Some(six(relay)),
+            isatap: None,
+        };
+        let x = xdp_config(&t, false).unwrap();
+        assert_eq!(x.ipv4, 0xc612_0001);
+        assert_eq!(x.relay, Some(0xc612_0909));
+        assert!(x.relay_router && x.encap && x.encap_relay);
+        assert_eq!(x.params, TunnelParams::default());
+        // [nat64] or [siit] take IPv6 first: decapsulation only.
+        let x = xdp_config(&t, true).unwrap();
+        assert!(!x.encap && !x.encap_relay);
+        // No relay: 2002::/16 destinations only.
+        let t = TunnelConfig {
+            sixtofour: Some(six(None)),
+            isatap: None,
+        };
+        let x = xdp_config(&t, false).unwrap();
+        assert!(x.encap && !x.encap_relay);
+        // ISATAP beside: its destinations come before the relay.
+        let t = TunnelConfig {
+            sixtofour: Some(six(relay)),
+            isatap: Some(IsatapConfig {
+                ipv4: Ipv4Addr::new(198, 18, 0, 2),
+                role: IsatapRole::Host {
+                    routers: vec![Ipv4Addr::new(198, 18, 0, 3)],
+                },
+                params: TunnelParams::default(),
+            }),
+        };
+        let x = xdp_config(&t, false).unwrap();
+        assert!(x.encap && !x.encap_relay);
+        // ISATAP alone: nothing for XDP.
+        let t = TunnelConfig {
+            sixtofour: None,
+            isatap: t.isatap,
+        };
+        assert_eq!(xdp_config(&t, false), None);
+    }
+
+    #[test]
+    fn refused_masks_are_valid_v4() {
+        let m: Vec<(u32, u32)> = refused_masks().collect();
+        assert_eq!(m.len(), REFUSED.len());
+        let refused = |a: u32| m.iter().any(|&(n, k)| a & k == n);
+        for a in [
+            0u32,
+            0x0a01_0203,
+            0x7f00_0001,
+            0xa9fe_0101,
+            0xac1f_ffff,
+            0xc0a8_0001,
+            0xe000_0001,
+            0xffff_ffff,
+            0xc612_0001,
+            0xc000_0201,
+            0x6440_0001,
+            0x0808_0808,
+            0xac20_0000,
+        ] {
+            assert_eq!(refused(a), !valid_v4(a), "{a:#x}");
         }
     }
 }
