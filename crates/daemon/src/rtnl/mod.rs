@@ -75,6 +75,7 @@ pub fn apply(steps: &[Step], force: bool) -> Applied {
                 *r = Some(Err(StepError {
                     step: first.to_string(),
                     errno,
+                    why: None,
                 }));
             }
             if force {
@@ -82,6 +83,7 @@ pub fn apply(steps: &[Step], force: bool) -> Applied {
                     *r = Some(Err(StepError {
                         step: s.to_string(),
                         errno,
+                        why: None,
                     }));
                 }
             }

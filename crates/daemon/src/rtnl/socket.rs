@@ -21,6 +21,9 @@ pub struct StepError {
     pub step: String,
     /// The errno (positive).
     pub errno: i32,
+    /// The kernel's own words about it (its extended acknowledgement, `NETLINK_EXT_ACK`),
+    /// e.g. "Nexthop has invalid gateway", when it gave any.
+    pub why: Option<String>,
 }
 
 impl StepError {
@@ -36,7 +39,11 @@ impl StepError {
 impl fmt::Display for StepError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let e = io::Error::from_raw_os_error(self.errno);
-        write!(f, "netlink `{}` failed: {e}", self.step)
+        write!(f, "netlink `{}` failed: {e}", self.step)?;
+        match &self.why {
+            Some(why) => write!(f, " (the kernel: {why})"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -83,7 +90,67 @@ pub struct Rtnl {
 }
 
 /// One answer: its sequence number and payload.
-type Answer = (u32, NetlinkPayload<RouteNetlinkMessage>);
+/// One answer: its sequence number, its payload, and an error's extended acknowledgement
+/// message ([`ext_ack_message`]).
+type Answer = (u32, NetlinkPayload<RouteNetlinkMessage>, Option<String>);
+
+/// `NLMSG_ERROR` (netlink(7)).
+const NLMSG_ERROR: u16 = 2;
+/// The error message's header flags: the request's payload left out (`NETLINK_CAP_ACK`), and
+/// TLVs after it (`NETLINK_EXT_ACK`; include/uapi/linux/netlink.h).
+const NLM_F_CAPPED: u16 = 0x100;
+const NLM_F_ACK_TLVS: u16 = 0x200;
+/// `NLMSGERR_ATTR_MSG`: the error's text, NUL-terminated.
+const NLMSGERR_ATTR_MSG: u16 = 1;
+/// The longest kernel message kept (they are short sentences).
+const EXT_ACK_MAX: usize = 200;
+
+/// The text of an extended acknowledgement (netlink(7), "NETLINK_EXT_ACK") in one netlink
+/// message `msg` as received, header included: for an `NLMSG_ERROR` with `NLM_F_ACK_TLVS`,
+/// the `NLMSGERR_ATTR_MSG` attribute after the error code and the echoed request (its header
+/// alone with `NLM_F_CAPPED`, else the whole request). `None` for anything else, and for
+/// bytes that do not parse: the kernel is trusted no more than any peer.
+pub(super) fn ext_ack_message(msg: &[u8]) -> Option<String> {
+    let u16_at = |at: usize| -> Option<u16> {
+        Some(u16::from_ne_bytes(msg.get(at..at + 2)?.try_into().ok()?))
+    };
+    let u32_at = |at: usize| -> Option<u32> {
+        Some(u32::from_ne_bytes(msg.get(at..at + 4)?.try_into().ok()?))
+    };
+    let len = usize::try_from(u32_at(0)?).ok()?.min(msg.len());
+    let (kind, flags) = (u16_at(4)?, u16_at(6)?);
+    if kind != NLMSG_ERROR || flags & NLM_F_ACK_TLVS == 0 {
+        return None;
+    }
+    // The outer header (16), the error code (4), then the request as echoed.
+    let echoed = 20;
+    let request = if flags & NLM_F_CAPPED != 0 {
+        16
+    } else {
+        usize::try_from(u32_at(echoed)?).ok()?.next_multiple_of(4)
+    };
+    let mut at = echoed.checked_add(request)?;
+    // TLVs (struct nlattr): length (header included), type; padded to 4 bytes.
+    for _ in 0..16 {
+        let (alen, atype) = (usize::from(u16_at(at)?), u16_at(at + 2)?);
+        if alen < 4 || at + alen > len {
+            return None;
+        }
+        if atype & 0x3fff == NLMSGERR_ATTR_MSG {
+            let text = msg.get(at + 4..at + alen)?;
+            let text = text.split(|b| *b == 0).next().unwrap_or_default();
+            let text = String::from_utf8_lossy(text);
+            let text: String = text
+                .chars()
+                .filter(|c| !c.is_control())
+                .take(EXT_ACK_MAX)
+                .collect();
+            return (!text.is_empty()).then_some(text);
+        }
+        at += alen.next_multiple_of(4);
+    }
+    None
+}
 
 impl Rtnl {
     /// Opens the socket (in this thread's network namespace).
@@ -94,6 +161,8 @@ impl Rtnl {
         // Best effort: a larger buffer for big dumps; small acknowledgements.
         let _ = sock.set_rx_buf_sz(1 << 20);
         let _ = sock.set_cap_ack(CAP_ACK);
+        // Best effort: the kernel's words with its errors (Linux 4.12 and later).
+        let _ = sock.set_ext_ack(true);
         // Non-blocking, waited on with a deadline (the crate has no safe receive timeout):
         // the kernel answers route, rule, neighbour and address requests while it takes
         // them, so their answers are queued when `send` returns.
@@ -166,10 +235,11 @@ impl Rtnl {
             let len = b.length() as usize;
             let seq = b.sequence_number();
             let one = rest.get(..len).unwrap_or_default();
+            let why = ext_ack_message(one);
             match NetlinkMessage::<RouteNetlinkMessage>::deserialize(one) {
-                Ok(m) => answers.push((seq, m.payload)),
+                Ok(m) => answers.push((seq, m.payload, why)),
                 // An answer the crate cannot decode still answers its request.
-                Err(_) => answers.push((seq, NetlinkPayload::Overrun(Vec::new()))),
+                Err(_) => answers.push((seq, NetlinkPayload::Overrun(Vec::new()), why)),
             }
             off += len.next_multiple_of(4).max(4);
         }
@@ -200,12 +270,14 @@ impl Rtnl {
         } else {
             Links::default()
         };
-        let fail = |i: usize, errno: i32| {
+        let fail_why = |i: usize, errno: i32, why: Option<String>| {
             Some(Err(StepError {
                 step: steps.get(i).map(Step::to_string).unwrap_or_default(),
                 errno,
+                why,
             }))
         };
+        let fail = |i: usize, errno: i32| fail_why(i, errno, None);
         let mut start = 0;
         while start < steps.len() {
             let end = (start + CHUNK).min(steps.len());
@@ -245,7 +317,7 @@ impl Rtnl {
                         break;
                     }
                 };
-                for (seq, payload) in answers {
+                for (seq, payload, why) in answers {
                     let Some(&i) = by_seq.get(&seq) else {
                         continue;
                     };
@@ -253,7 +325,9 @@ impl Rtnl {
                         continue;
                     }
                     results[i] = match payload {
-                        NetlinkPayload::Error(e) if e.code.is_some() => fail(i, -e.raw_code()),
+                        NetlinkPayload::Error(e) if e.code.is_some() => {
+                            fail_why(i, -e.raw_code(), why)
+                        }
                         NetlinkPayload::Error(_) => Some(Ok(())),
                         _ => continue,
                     };
@@ -290,7 +364,7 @@ impl Rtnl {
             let mut got: Vec<Option<Option<RouteNetlinkMessage>>> = vec![None; n];
             let mut waiting = n;
             while waiting > 0 {
-                for (seq, payload) in self.recv()? {
+                for (seq, payload, _) in self.recv()? {
                     let Some(&i) = by_seq.get(&seq) else {
                         continue;
                     };
@@ -321,7 +395,7 @@ impl Rtnl {
             .unwrap_or_default();
         let mut out = Vec::new();
         loop {
-            for (s, payload) in self.recv()? {
+            for (s, payload, _) in self.recv()? {
                 if s != seq {
                     continue;
                 }

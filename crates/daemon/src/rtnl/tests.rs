@@ -359,6 +359,26 @@ fn batches_against_the_kernel_in_a_namespace() {
     let del = rule.with_op(Op::Del);
     assert_eq!(apply(&[del.clone(), del.clone()], true).ok(), 1);
 
+    // The kernel's own words come with its error (NETLINK_EXT_ACK), in the error's text.
+    let bad = Step::route(
+        Op::Add,
+        RouteKind::Unicast,
+        Net::v4(0xc613_0101, 24),
+        Some("xr0"),
+        TABLE_MAIN,
+    );
+    let r = apply(std::slice::from_ref(&bad), false);
+    let e = r
+        .first_error()
+        .cloned()
+        .expect("a prefix with host bits is refused");
+    assert_eq!(e.errno, libc::EINVAL, "{e}");
+    assert!(
+        e.why.as_deref().is_some_and(|w| w.contains("prefix")),
+        "the kernel's message: {e}"
+    );
+    assert!(e.to_string().contains("(the kernel: "), "{e}");
+
     // Without force, the batch stops after a failing chunk; with force it goes on.
     let missing = Step::route(
         Op::Del,
@@ -397,4 +417,72 @@ fn batches_against_the_kernel_in_a_namespace() {
     let r = apply(&undo, true);
     eprintln!("4,000 routes removed in {:?}", t.elapsed());
     assert_eq!(r.ok(), 4000, "{:?}", r.first_error());
+}
+
+/// `ext_ack_message` reads the kernel's text from an error with TLVs, capped or not, and
+/// nothing from an acknowledgement, a message without TLVs, or bytes that lie about lengths.
+#[test]
+fn extended_acknowledgements_are_read_and_bad_ones_ignored() {
+    use super::socket::ext_ack_message;
+    // An NLMSG_ERROR: header (len, type 2, flags, seq, pid), error -22, the echoed request's
+    // header (16 bytes, its length 40: the request was 40 bytes), then TLVs.
+    let build = |flags: u16, echoed_payload: usize, tlvs: &[(u16, &[u8])]| {
+        let mut m = Vec::new();
+        m.extend_from_slice(&0u32.to_ne_bytes());
+        m.extend_from_slice(&2u16.to_ne_bytes());
+        m.extend_from_slice(&flags.to_ne_bytes());
+        m.extend_from_slice(&7u32.to_ne_bytes());
+        m.extend_from_slice(&0u32.to_ne_bytes());
+        m.extend_from_slice(&(-22i32).to_ne_bytes());
+        m.extend_from_slice(&(16 + echoed_payload as u32).to_ne_bytes());
+        m.extend_from_slice(&[0; 12]);
+        m.extend(std::iter::repeat_n(0u8, echoed_payload));
+        for (t, v) in tlvs {
+            m.extend_from_slice(&((4 + v.len()) as u16).to_ne_bytes());
+            m.extend_from_slice(&t.to_ne_bytes());
+            m.extend_from_slice(v);
+            while m.len() % 4 != 0 {
+                m.push(0);
+            }
+        }
+        let n = m.len() as u32;
+        m[..4].copy_from_slice(&n.to_ne_bytes());
+        m
+    };
+    let msg: &[u8] = b"Invalid prefix for given prefix length\0";
+    // Capped (NETLINK_CAP_ACK): the TLVs right after the echoed header; an offset first.
+    let m = build(0x300, 0, &[(2, &4u32.to_ne_bytes()), (1, msg)]);
+    assert_eq!(
+        ext_ack_message(&m).as_deref(),
+        Some("Invalid prefix for given prefix length")
+    );
+    // Not capped: after the whole echoed request.
+    let m = build(0x200, 24, &[(1, msg)]);
+    assert_eq!(
+        ext_ack_message(&m).as_deref(),
+        Some("Invalid prefix for given prefix length")
+    );
+    // No TLV flag, an ACK's type, no message attribute: nothing.
+    assert_eq!(ext_ack_message(&build(0x100, 0, &[(1, msg)])), None);
+    let mut ack = build(0x300, 0, &[(1, msg)]);
+    ack[4] = 3;
+    assert_eq!(ext_ack_message(&ack), None);
+    assert_eq!(ext_ack_message(&build(0x300, 0, &[(2, &[0; 4])])), None);
+    // Lies: an attribute longer than the message, a huge echoed length, truncation, control
+    // characters (dropped), an over-long text (cut).
+    let mut m = build(0x300, 0, &[(1, msg)]);
+    let at = 36;
+    m[at..at + 2].copy_from_slice(&400u16.to_ne_bytes());
+    assert_eq!(ext_ack_message(&m), None);
+    let mut m = build(0x200, 0, &[(1, msg)]);
+    m[20..24].copy_from_slice(&u32::MAX.to_ne_bytes());
+    assert_eq!(ext_ack_message(&m), None);
+    for cut in 0..40 {
+        assert_eq!(ext_ack_message(&build(0x300, 0, &[(1, msg)])[..cut]), None);
+    }
+    let m = build(0x300, 0, &[(1, b"bad\x1b[31m\nline\0")]);
+    assert_eq!(ext_ack_message(&m).as_deref(), Some("bad[31mline"));
+    let long = vec![b'a'; 1000];
+    let m = build(0x300, 0, &[(1, &long)]);
+    assert_eq!(ext_ack_message(&m).map(|t| t.len()), Some(200));
 }
