@@ -6,6 +6,7 @@
 
 #![forbid(unsafe_code)]
 
+mod ipfix_log;
 mod lookup;
 mod show;
 
@@ -131,7 +132,8 @@ enum Cmd {
         /// Only this protocol: tcp, udp or icmp.
         #[arg(long, value_parser = ["tcp", "udp", "icmp"])]
         proto: Option<String>,
-        /// Log files, or directories whose files are all read.
+        /// Log files (syslog lines or stored IPFIX messages, plain or gzipped), or directories
+        /// whose files are all read.
         #[arg(long, value_name = "FILE-or-DIR", requires = "at")]
         log: Vec<PathBuf>,
         /// Deterministic NAT: the configuration file in force at the time asked about (the
@@ -759,38 +761,30 @@ fn lookup_cmd(outside: &str, at: &str, proto: Option<String>, logs: &[PathBuf]) 
             "--at {at:?}: expected an RFC 3339 UTC time like 2026-11-26T14:02:11Z"
         ))
     })?;
-    let mut files = Vec::new();
-    for l in logs {
-        if l.is_dir() {
-            let mut in_dir: Vec<PathBuf> = std::fs::read_dir(l)
-                .with_context(|| format!("{}: cannot read the directory", l.display()))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.is_file())
-                .collect();
-            in_dir.sort();
-            files.extend(in_dir);
-        } else {
-            files.push(l.clone());
-        }
-    }
-    let mut lines = Vec::new();
-    for f in &files {
-        let bytes = std::fs::read(f).with_context(|| format!("{}: cannot read", f.display()))?;
-        lines.extend(String::from_utf8_lossy(&bytes).lines().map(str::to_string));
-    }
     let q = lookup::Query {
         addr,
         port,
         at: t,
         proto,
     };
-    let hits = lookup::lookup(&lines, &q);
+    let (events, read) = lookup::read_logs(logs, &q)?;
+    for w in &read.warnings {
+        eprintln!("warning: {w}");
+    }
+    let hits = lookup::lookup(events, &q);
     if hits.is_empty() {
+        let ipfix = &read.ipfix;
         bail!(
-            "no session, mapping or port block held {outside} at {} in {} file(s) ({} lines)",
+            "no session, mapping or port block held {outside} at {} in {} file(s) ({} syslog lines, {} IPFIX messages with {} records{})",
             lookup::show_time(t),
-            files.len(),
-            lines.len()
+            read.files,
+            read.lines,
+            ipfix.messages,
+            ipfix.records,
+            match (ipfix.without_template, ipfix.bad) {
+                (0, 0) => String::new(),
+                (n, b) => format!("; {n} data sets without their template, {b} malformed messages"),
+            }
         );
     }
     let mut out = format!("{outside} at {}:\n", lookup::show_time(t));

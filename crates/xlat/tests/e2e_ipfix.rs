@@ -319,6 +319,105 @@ fn nat_events_decode_with_tshark_and_reach_nfcapd() {
     );
 }
 
+/// The wall clock now, RFC 3339 UTC with microseconds (what `xlat lookup --at` takes).
+fn now_rfc3339() -> String {
+    let r = run_host(5, &["date", "-u", "+%Y-%m-%dT%H:%M:%S.%6NZ"]);
+    assert!(r.ok(), "date: {}", r.stderr);
+    r.stdout.trim().to_string()
+}
+
+/// The operator's question answered from stored IPFIX: a collector keeps every datagram as
+/// it came (socat appending to a file: RFC 5655's file of messages), and `xlat lookup
+/// --log FILE` names the subscriber that held the outside endpoint at a time, and nobody
+/// before.
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn xlat_lookup_answers_from_stored_ipfix() {
+    require_ipfix_tools();
+    let mut t = Topo::new(Opts::default());
+    let (out, inn) = (t.ns_out.clone(), t.ns_in.clone());
+    let store = t.dir.join("ipfix.bin").display().to_string();
+    let col = t.spawn(
+        &out,
+        "ipfix-store",
+        &[
+            "socat",
+            "-u",
+            &format!("UDP4-RECV:{IPFIX_PORT},bind={OUT_ADDR}"),
+            &format!("OPEN:{store},creat,append"),
+        ],
+    );
+    t.wait_listening_on(&out, "udp", OUT_ADDR, IPFIX_PORT, Some(col));
+    let cfg = format!(
+        "{}\n[logging]\nipfix = [\"{OUT_ADDR}:{IPFIX_PORT}\"]\nevents = \"sessions\"\n",
+        t.default_config()
+    );
+    t.start_xlat(&cfg);
+    let before = now_rfc3339();
+    t.udp_echo(&out, OUT_ADDR, 7000);
+    let r = t.sh(
+        &inn,
+        20,
+        &format!("echo lookup-hi | socat -T 5 -t 3 - UDP4:{OUT_ADDR}:7000,bind={IN_ADDR}:556"),
+    );
+    let (_, peer_port) = echo_peer(&r);
+    let during = now_rfc3339();
+    t.xlat_cmd(&["clear", "sessions", "--all"]).check();
+
+    let outside = format!("{POOL_ADDR}:{peer_port}");
+    let lookup = |at: &str| {
+        run_host(
+            15,
+            &[
+                xlat_bin(),
+                "lookup",
+                "--outside",
+                &outside,
+                "--at",
+                at,
+                "--proto",
+                "udp",
+                "--log",
+                &store,
+            ],
+        )
+    };
+    // The records reach the file a moment after the log thread sends them.
+    let mut r = lookup(&during);
+    let ok = poll(Duration::from_secs(10), Duration::from_millis(200), || {
+        r = lookup(&during);
+        r.ok() && r.stdout.contains("NAT44_SESSION") && r.stdout.contains("until 20")
+    });
+    assert!(
+        ok,
+        "xlat lookup found no ended session: {}\n{}",
+        r.stdout, r.stderr
+    );
+    // The session and its mapping, both naming IN:556.
+    for what in ["NAT44_SESSION", "NAT44_BIB"] {
+        let line = r
+            .stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(what))
+            .unwrap_or_else(|| panic!("no {what} in: {}", r.stdout));
+        assert!(
+            line.contains(&format!(
+                "inside={IN_ADDR} inside_port=556 outside={POOL_ADDR} outside_port={peer_port}"
+            )),
+            "{line}"
+        );
+    }
+    // Before the flow nobody held it: exit status 1 and the files read, named.
+    let r = lookup(&before);
+    assert!(!r.ok(), "a holder before the flow: {}", r.stdout);
+    assert!(
+        r.stderr.contains("no session, mapping or port block held")
+            && r.stderr.contains("IPFIX messages"),
+        "{}",
+        r.stderr
+    );
+}
+
 /// NAT64: the session and mapping records name the IPv6 host (sourceIPv6Address) and the
 /// IPv4 remote after translation (postNATDestinationIPv4Address and port).
 #[test]

@@ -119,6 +119,33 @@ fn session_events_reach_a_syslog_collector_and_name_the_subscriber() {
         ok,
         "no session-delete line after clear; collector got:\n{got}"
     );
+    // The operator's question from the stored lines: `xlat lookup` at the create line's
+    // time names IN, and says the session was cleared.
+    let log = t.proc(col).stdout.display().to_string();
+    let outside = format!("{POOL_ADDR}:{id}");
+    let r = run_host(
+        15,
+        &[
+            xlat_bin(),
+            "lookup",
+            "--outside",
+            &outside,
+            "--at",
+            f[1],
+            "--proto",
+            "icmp",
+            "--log",
+            &log,
+        ],
+    );
+    assert!(r.ok(), "xlat lookup: {}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout
+            .contains(&format!("NAT44_SESSION proto=icmp inside={IN_ADDR} "))
+            && r.stdout.contains("(cleared)"),
+        "{}",
+        r.stdout
+    );
     // Nothing was lost on the way to the log thread, in any worker.
     let st = t.stats();
     let lost: Vec<u64> = st["workers"]
