@@ -167,6 +167,12 @@ impl Shards {
                 format!("{workers} workers; expected 1 to {MAX_WORKERS}"),
             );
         }
+        // NAT64's map, built once: it steers, and its subscriber length masks sources.
+        let nat64_det = cfg.nat64.as_ref().and_then(|n| n.deterministic_map());
+        let source6_mask = nat64_det
+            .as_ref()
+            .and_then(|d| u128::MAX.checked_shl(128 - u32::from(d.subscriber_len())))
+            .unwrap_or(u128::MAX);
         let mut s = Shards {
             workers,
             nat44_ports: cfg.nat44.as_ref().map(|n| n.ports),
@@ -183,13 +189,8 @@ impl Shards {
                 pool: PrefixSet4::new(&n.pool),
                 det: n.deterministic_map(),
             }),
-            nat64_det: cfg.nat64.as_ref().and_then(|n| n.deterministic_map()),
-            source6_mask: cfg
-                .nat64
-                .as_ref()
-                .and_then(|n| n.deterministic_map())
-                .and_then(|d| u128::MAX.checked_shl(128 - u32::from(d.subscriber_len())))
-                .unwrap_or(u128::MAX),
+            nat64_det,
+            source6_mask,
             siit: cfg.siit.as_ref().map(|s| SiitSteer {
                 prefix: s.prefix,
                 eam: s.eam.clone(),
