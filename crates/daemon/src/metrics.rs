@@ -279,6 +279,12 @@ pub fn encode(s: &DaemonStats) -> String {
             "Sync datagrams sent and not acknowledged by the peer yet.",
             sy.unacked,
         );
+        o.single(
+            "xlat_sync_queued_events",
+            g,
+            "Session events waiting to be sent: the window of unacknowledged datagrams is full (a full resync in progress, or a slow peer).",
+            sy.queued,
+        );
         for k in sy.counters.named() {
             let m = metric_name(&format!("sync_{}", k.name), "_total");
             o.single(&m, c, &k.explain, k.value);

@@ -20,6 +20,14 @@
 //! the thread sends it between a BULK_BEGIN datagram (the standby drops its copies) and a
 //! BULK_END one (the standby is in sync). Both send HELLO every [`HELLO_EVERY`]; a peer
 //! that is also active is split brain, counted and logged.
+//!
+//! Flow control: at most [`WINDOW`] datagrams are out unacknowledged; what the workers queue
+//! beyond that waits in the thread, in order, and goes out as acknowledgements come back, so
+//! a full resync of millions of sessions is paced by the standby's own pace instead of
+//! overrunning its socket and the resend memory. What waits is bounded ([`MAX_QUEUED`]
+//! events); past it, or when the peer has been silent for [`PEER_GONE`], the thread starts
+//! over with a new epoch and the standby, seeing it, asks for a full resync -- no event is
+//! ever silently skipped.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::{SocketAddr, UdpSocket};
@@ -43,9 +51,14 @@ pub const HELLO_EVERY: Duration = Duration::from_secs(1);
 pub const RESEND_AFTER: Duration = Duration::from_millis(30);
 /// Datagrams sent again per turn at most.
 const RESEND_BURST: usize = 64;
-/// Datagrams kept for resending; past it the oldest is abandoned (counted) and the standby
-/// will ask for a resync.
-const MAX_UNACKED: usize = 16_384;
+/// Datagrams sent and not acknowledged at most (about 700 kB, what the standby's socket
+/// holds: [`RECEIVE_BUFFER`]); more waits for acknowledgements.
+pub const WINDOW: usize = 512;
+/// Events waiting for the window at most (a full resync of this many sessions fits); past
+/// it the thread starts over and the standby asks for a full resync.
+const MAX_QUEUED: usize = 1 << 24;
+/// The sync socket's receive buffer, so a window of datagrams fits in it.
+const RECEIVE_BUFFER: i32 = 4 << 20;
 /// Datagrams a standby holds ahead of a gap; past it the gap counts as lost: resync.
 const MAX_AHEAD: usize = 4096;
 /// A peer not heard from this long is gone: what it did not acknowledge is abandoned.
@@ -135,7 +148,8 @@ sync_counters! {
     datagrams_sent: "Sync datagrams sent, resent ones included.",
     bytes_sent: "Bytes of sync datagrams sent (UDP payload), resent ones included.",
     datagrams_resent: "Datagrams sent again because the peer had not acknowledged them within 30 ms: loss on the way, or a slow peer.",
-    datagrams_abandoned: "Datagrams given up (the peer was gone for 3 s, or more than 16,384 waited for acknowledgement): the peer asks for a full resync when it is back.",
+    datagrams_abandoned: "Datagrams given up because the peer was gone for 3 s: the sync starts over (a new epoch) and the peer asks for a full resync when it is back.",
+    events_abandoned: "Session events given up before they were sent: the peer was gone for 3 s, or more than 16,777,216 waited for the window (a peer far slower than the sessions change). The sync starts over and the peer asks for a full resync.",
     events_dropped: "Session events a packet worker could not queue for the sync thread (its queue was full): the standby misses them until its next resync. The sync thread could not send as fast as sessions changed.",
     events_received: "Session events received from the peer, in order.",
     installed: "Sessions installed as copies of the peer's (a standby's table).",
@@ -167,6 +181,10 @@ pub struct SyncStatus {
     pub in_sync: bool,
     /// Datagrams waiting for the peer's acknowledgement.
     pub unacked: u64,
+    /// Session events waiting to be sent (the window is full: a full resync in progress,
+    /// or a slow peer).
+    #[serde(default)]
+    pub queued: u64,
     pub counters: SyncCounts,
 }
 
@@ -243,6 +261,8 @@ pub fn start(
         .with_context(|| format!("sync.listen: cannot bind {}", cfg.listen))?;
     sock.set_read_timeout(Some(Duration::from_millis(5)))
         .context("sync socket timeout")?;
+    // Best effort: a smaller buffer only means more resends.
+    let _ = xlat_io::sys::grow_receive_buffer(&sock, RECEIVE_BUFFER);
     let (tx, rx) = sync_channel(QUEUE_BATCHES);
     let shared = Arc::new(SyncShared {
         active: AtomicBool::new(cfg.role == StartRole::Active),
@@ -263,6 +283,9 @@ pub fn start(
         epoch,
         next_seq: 1,
         unacked: VecDeque::new(),
+        queued: VecDeque::new(),
+        queued_events: 0,
+        max_queued: MAX_QUEUED,
         cur: Vec::new(),
         cur_count: 0,
         cur_flags: 0,
@@ -278,6 +301,7 @@ pub fn start(
         last_hello: None,
         last_split_warn: None,
         warned_workers: false,
+        warned_start_over: false,
         was_active: cfg.role == StartRole::Active,
         young: VecDeque::new(),
         young_live: HashMap::new(),
@@ -308,6 +332,14 @@ struct Sent {
     at: Instant,
 }
 
+/// Events waiting for the window, in the order they came; `bulk_end`: the last of a full
+/// resync's snapshots (BULK_END goes out after it).
+struct Queued {
+    events: Vec<StateEvent>,
+    next: usize,
+    bulk_end: bool,
+}
+
 /// A received DATA datagram waiting for its turn.
 struct Ahead {
     flags: u8,
@@ -326,6 +358,11 @@ pub struct Syncer {
     epoch: u32,
     next_seq: u32,
     unacked: VecDeque<Sent>,
+    /// What waits for the window, and how many events that is.
+    queued: VecDeque<Queued>,
+    queued_events: usize,
+    /// [`MAX_QUEUED`] (smaller in tests).
+    max_queued: usize,
     cur: Vec<u8>,
     cur_count: u16,
     cur_flags: u8,
@@ -344,6 +381,8 @@ pub struct Syncer {
     last_split_warn: Option<Instant>,
     /// The peer's worker count differs (said once).
     warned_workers: bool,
+    /// The sync started over since the peer was last heard (said once).
+    warned_start_over: bool,
     was_active: bool,
     /// Sessions made less than `min_age` ago, not sent yet: when each came, its number, its
     /// event. One that ends while here is never sent (nor its end).
@@ -419,21 +458,20 @@ impl Syncer {
     /// worker's ends the full resync (BULK_END).
     fn outgoing(&mut self, m: Outgoing, active: bool) {
         match m {
-            Outgoing::Events(evs) if active => self.hold_young(&evs),
+            Outgoing::Events(evs) if active => self.hold_young(evs),
             Outgoing::Events(_) => {}
             Outgoing::Snapshot(evs) => {
                 // The snapshot names the young sessions too: their ends must follow it.
                 self.release_young(true);
-                self.queue_events(&evs);
+                let mut bulk_end = false;
                 if let Some(left) = self.bulk.as_mut() {
                     *left = left.saturating_sub(1);
                     if *left == 0 {
                         self.bulk = None;
-                        self.cur_flags |= wire::F_BULK_END;
-                        self.flush();
-                        self.last_bulk_end = Some(Instant::now());
+                        bulk_end = true;
                     }
                 }
+                self.enqueue(evs, bulk_end);
             }
         }
     }
@@ -453,6 +491,7 @@ impl Syncer {
             self.young_live.clear();
             self.in_sync = false;
             self.unacked.clear();
+            self.drop_queued();
             self.bulk = None;
         }
         self.hello();
@@ -460,13 +499,13 @@ impl Syncer {
 
     /// An active's events of one batch: with `min_session_age`, a new session waits in
     /// `young` and one that ends while it waits is never sent; the rest goes out now.
-    fn hold_young(&mut self, evs: &[StateEvent]) {
+    fn hold_young(&mut self, evs: Vec<StateEvent>) {
         if self.min_age.is_zero() {
-            self.queue_events(evs);
+            self.enqueue(evs, false);
             return;
         }
         let now = Instant::now();
-        for ev in evs {
+        for ev in &evs {
             match ev.kind {
                 xlat_engine::events::EventKind::SessionCreated => {
                     self.young_next += 1;
@@ -509,24 +548,95 @@ impl Syncer {
         }
     }
 
-    /// Packs `evs` into datagrams, sending each full one.
+    /// Queues `evs` behind what waits and sends what the window allows.
     fn queue_events(&mut self, evs: &[StateEvent]) {
-        for ev in evs {
-            let len = wire::record_len(ev);
-            if len == 0 {
+        self.enqueue(evs.to_vec(), false);
+    }
+
+    /// Queues a batch (`bulk_end`: the last snapshot of a full resync) and sends what the
+    /// window allows. Past [`MAX_QUEUED`] events the sync starts over.
+    fn enqueue(&mut self, events: Vec<StateEvent>, bulk_end: bool) {
+        if self.queued_events + events.len() > self.max_queued {
+            self.sh
+                .count(&self.sh.counters.events_abandoned, events.len() as u64);
+            self.start_over();
+            return;
+        }
+        self.queued_events += events.len();
+        self.queued.push_back(Queued {
+            events,
+            next: 0,
+            bulk_end,
+        });
+        self.pump();
+    }
+
+    /// Packs what waits into datagrams while fewer than [`WINDOW`] are unacknowledged,
+    /// sending each full one; BULK_END goes out after the last snapshot's events.
+    fn pump(&mut self) {
+        loop {
+            let Some(q) = self.queued.front() else {
+                return;
+            };
+            let Some(ev) = q.events.get(q.next).copied() else {
+                let bulk_end = q.bulk_end;
+                self.queued.pop_front();
+                if bulk_end {
+                    self.cur_flags |= wire::F_BULK_END;
+                    self.flush();
+                    self.last_bulk_end = Some(Instant::now());
+                }
                 continue;
+            };
+            let len = wire::record_len(&ev);
+            if len > 0 {
+                let full = !self.cur.is_empty()
+                    && (wire::room(self.cur.len()) < len || self.cur_count == u16::MAX);
+                if full {
+                    self.flush();
+                }
+                if self.cur.is_empty() {
+                    if self.unacked.len() >= WINDOW {
+                        return;
+                    }
+                    self.start_data();
+                }
+                if wire::put_record(&mut self.cur, &ev) {
+                    self.cur_count += 1;
+                    self.sh.count(&self.sh.counters.events_sent, 1);
+                }
             }
-            if self.cur.is_empty() {
-                self.start_data();
+            if let Some(q) = self.queued.front_mut() {
+                q.next += 1;
             }
-            if wire::room(self.cur.len()) < len || self.cur_count == u16::MAX {
-                self.flush();
-                self.start_data();
-            }
-            if wire::put_record(&mut self.cur, ev) {
-                self.cur_count += 1;
-                self.sh.count(&self.sh.counters.events_sent, 1);
-            }
+            self.queued_events = self.queued_events.saturating_sub(1);
+        }
+    }
+
+    /// Drops what waits for the window, counted.
+    fn drop_queued(&mut self) {
+        let n = self.queued_events as u64;
+        self.queued.clear();
+        self.queued_events = 0;
+        if n > 0 {
+            self.sh.count(&self.sh.counters.events_abandoned, n);
+        }
+    }
+
+    /// Gives up what is unacknowledged and what waits, and starts a new epoch: the standby,
+    /// seeing it without BULK_BEGIN, knows it missed events and asks for a full resync.
+    fn start_over(&mut self) {
+        let n = self.unacked.len() as u64;
+        self.unacked.clear();
+        self.sh.count(&self.sh.counters.datagrams_abandoned, n);
+        self.drop_queued();
+        self.cur.clear();
+        self.cur_count = 0;
+        self.cur_flags = 0;
+        self.epoch = self.epoch.wrapping_add(random_u32()).max(1);
+        if !self.warned_start_over {
+            self.warned_start_over = true;
+            warn!(peer = %self.peer, "session sync: the peer fell too far behind or went silent; starting over (it will ask for the whole table)");
         }
     }
 
@@ -555,10 +665,6 @@ impl Syncer {
         wire::seal(&mut self.cur, &self.key, self.cur_count, flags);
         let bytes = std::mem::take(&mut self.cur);
         self.send_bytes(&bytes);
-        if self.unacked.len() >= MAX_UNACKED {
-            self.unacked.pop_front();
-            self.sh.count(&self.sh.counters.datagrams_abandoned, 1);
-        }
         self.unacked.push_back(Sent {
             seq: self.next_seq,
             bytes,
@@ -588,9 +694,7 @@ impl Syncer {
                 .front()
                 .is_some_and(|s| s.at.elapsed() >= PEER_GONE)
         {
-            let n = self.unacked.len() as u64;
-            self.unacked.clear();
-            self.sh.count(&self.sh.counters.datagrams_abandoned, n);
+            self.start_over();
             return;
         }
         let now = Instant::now();
@@ -666,6 +770,7 @@ impl Syncer {
             Err(_) => return self.sh.count(&c.bad_datagrams, 1),
         };
         self.peer_seen = Some(Instant::now());
+        self.warned_start_over = false;
         match h.kind {
             wire::T_HELLO => self.on_hello(&h),
             wire::T_ACK => {
@@ -673,6 +778,8 @@ impl Syncer {
                     while self.unacked.front().is_some_and(|s| seq_le(s.seq, h.seq)) {
                         self.unacked.pop_front();
                     }
+                    // The window opened: what waits goes out.
+                    self.pump();
                 }
             }
             wire::T_DATA if !self.sh.is_active() => {
@@ -836,6 +943,7 @@ impl Syncer {
             self.in_sync
         };
         s.unacked = self.unacked.len() as u64;
+        s.queued = self.queued_events as u64;
     }
 }
 
@@ -1095,6 +1203,176 @@ mod tests {
         sy.outgoing(Outgoing::Events(vec![ended(1002)]), true);
         assert_eq!(sent(&sh), 5, "its end follows");
         assert_eq!(sh.counters.snapshot().short_sessions_not_synced, 1);
+    }
+
+    /// Event `i` of a large table: distinct inside endpoints.
+    fn created_n(i: u32) -> StateEvent {
+        StateEvent {
+            inside: IpAddr::V4(Ipv4Addr::from(0x0a00_0000 | (i >> 16))),
+            inside_port: (i & 0xffff) as u16,
+            ..created(0)
+        }
+    }
+
+    /// An acknowledgement from the peer of everything up to `seq` in `sy`'s epoch.
+    fn ack(sy: &mut Syncer, seq: u32) {
+        let mut b = Vec::new();
+        let h = Header {
+            kind: wire::T_ACK,
+            flags: 0,
+            count: 0,
+            epoch: 99,
+            seq,
+            aux: sy.epoch,
+        };
+        wire::begin(&mut b, &h);
+        wire::seal(&mut b, &sy.key, 0, 0);
+        let mut per = vec![Vec::new()];
+        sy.receive(&b, sy.peer, &mut per, None);
+    }
+
+    /// A full resync larger than the window goes out as acknowledgements open it: never
+    /// more than WINDOW datagrams out, the rest waiting in order, BULK_END after the last.
+    #[test]
+    fn a_full_resync_is_paced_by_the_window() {
+        let (sh, mut sy, _rx) = side(true);
+        sy.peer_seen = Some(Instant::now());
+        sy.bulk = Some(1);
+        let n = 100_000u32;
+        sy.outgoing(Outgoing::Snapshot((0..n).map(created_n).collect()), true);
+        assert_eq!(sy.unacked.len(), WINDOW);
+        let sent = sh.counters.snapshot().events_sent;
+        assert!(sent < u64::from(n) && sent > 0, "{sent}");
+        assert_eq!(sy.queued_events as u64, u64::from(n) - sent);
+        // Acknowledge the oldest half: as many new datagrams go out, no more.
+        let half = sy.unacked[WINDOW / 2 - 1].seq;
+        ack(&mut sy, half);
+        assert_eq!(sy.unacked.len(), WINDOW);
+        // Acknowledge all, round after round, until everything went.
+        for _ in 0..1000 {
+            if sy.queued.is_empty() {
+                break;
+            }
+            let last = sy.unacked.back().unwrap().seq;
+            ack(&mut sy, last);
+            assert!(sy.unacked.len() <= WINDOW);
+        }
+        assert!(sy.queued.is_empty() && sy.queued_events == 0);
+        let c = sh.counters.snapshot();
+        assert_eq!(c.events_sent, u64::from(n));
+        assert_eq!((c.datagrams_abandoned, c.events_abandoned), (0, 0));
+        let (h, _) = wire::open(&sy.unacked.back().unwrap().bytes, &sy.key).unwrap();
+        assert_ne!(
+            h.flags & wire::F_BULK_END,
+            0,
+            "BULK_END after the last event"
+        );
+    }
+
+    /// A peer silent for PEER_GONE, or more waiting than the bound: the sync starts over in
+    /// a new epoch (the standby will ask for the table), everything given up counted.
+    #[test]
+    fn a_gone_or_far_behind_peer_starts_the_sync_over() {
+        let (sh, mut sy, _rx) = side(true);
+        sy.queue_events(&(0..50_000).map(created_n).collect::<Vec<_>>());
+        let (epoch, out, waiting) = (sy.epoch, sy.unacked.len(), sy.queued_events);
+        assert!(out == WINDOW && waiting > 0);
+        // Never heard from, and the oldest datagram is PEER_GONE old.
+        sy.unacked[0].at = Instant::now() - PEER_GONE;
+        sy.resend();
+        let c = sh.counters.snapshot();
+        assert_eq!(c.datagrams_abandoned, out as u64);
+        assert_eq!(c.events_abandoned, waiting as u64);
+        assert!(sy.unacked.is_empty() && sy.queued.is_empty());
+        assert_ne!(sy.epoch, epoch);
+        // Far behind: past the bound, the same.
+        sy.queue_events(&(0..50_000).map(created_n).collect::<Vec<_>>());
+        assert_eq!(sy.unacked.len(), WINDOW);
+        sy.max_queued = sy.queued_events + 1_000;
+        let epoch = sy.epoch;
+        sy.queue_events(&(0..999).map(created_n).collect::<Vec<_>>());
+        assert_eq!(sy.epoch, epoch, "within the bound");
+        sy.queue_events(&(0..2).map(created_n).collect::<Vec<_>>());
+        assert_ne!(sy.epoch, epoch, "past it");
+        assert!(sy.queued.is_empty() && sy.unacked.is_empty());
+        assert!(sh.counters.snapshot().events_abandoned > waiting as u64);
+    }
+
+    /// Two sync threads over loopback: a standby that starts asks for the table, the active
+    /// sends a million sessions, paced by the window, and the standby gets every one and
+    /// says it is in sync; nothing was given up on the way.
+    #[test]
+    fn a_million_sessions_resync_over_loopback() {
+        let n = 1_000_000u32;
+        let (sh_a, mut a, rx_a) = side(true);
+        let (sh_b, mut b, rx_b) = side(false);
+        a.peer = b.sock.local_addr().unwrap();
+        b.peer = a.sock.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads: Vec<_> = [a, b]
+            .into_iter()
+            .map(|sy| {
+                let stop = stop.clone();
+                std::thread::spawn(move || sy.run(None, &stop))
+            })
+            .collect();
+        // The active's worker: answers the snapshot request with its table.
+        let sh = sh_a.clone();
+        let worker = std::thread::spawn(move || {
+            let m = rx_a.recv_timeout(Duration::from_secs(30));
+            if let Ok(ControlMsg {
+                request: Request::SyncSnapshot,
+                ..
+            }) = m
+            {
+                sh.send_snapshot((0..n).map(created_n).collect());
+                true
+            } else {
+                false
+            }
+        });
+        // The standby's worker: counts what it is handed.
+        let started = Instant::now();
+        let (mut got, mut cleared) = (0u64, 0);
+        while started.elapsed() < Duration::from_secs(60) {
+            match rx_b.recv_timeout(Duration::from_millis(50)) {
+                Ok(ControlMsg {
+                    request: Request::SyncApply(evs),
+                    ..
+                }) => got += evs.len() as u64,
+                Ok(ControlMsg {
+                    request: Request::SyncClear,
+                    ..
+                }) => cleared += 1,
+                _ => {}
+            }
+            if got >= u64::from(n) && sh_b.status().in_sync {
+                break;
+            }
+        }
+        let took = started.elapsed();
+        stop.store(true, Ordering::Relaxed);
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert!(
+            worker.join().unwrap(),
+            "the active never asked its worker for a snapshot"
+        );
+        let (ca, cb) = (sh_a.counters.snapshot(), sh_b.counters.snapshot());
+        eprintln!(
+            "{n} sessions resynced in {took:?}: {} datagrams ({} resent)",
+            ca.datagrams_sent, ca.datagrams_resent
+        );
+        assert_eq!(got, u64::from(n), "{ca:?}\n{cb:?}");
+        assert!(sh_b.status().in_sync, "{cb:?}");
+        assert_eq!(cleared, 1);
+        assert_eq!(
+            (ca.datagrams_abandoned, ca.events_abandoned),
+            (0, 0),
+            "{ca:?}"
+        );
+        assert_eq!((cb.gaps, cb.bad_datagrams, cb.auth_failures), (0, 0, 0));
     }
 
     #[test]

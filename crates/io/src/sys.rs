@@ -220,6 +220,38 @@ pub fn control_plane_priority() -> bool {
     unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &p) == 0 }
 }
 
+/// Asks for a socket receive buffer of `bytes`: beyond `net.core.rmem_max` with
+/// CAP_NET_ADMIN (SO_RCVBUFFORCE), else as far as that limit allows (SO_RCVBUF). Returns
+/// the size the kernel reports now (it doubles what is asked, for its bookkeeping).
+pub fn grow_receive_buffer(sock: &impl AsFd, bytes: i32) -> io::Result<i32> {
+    let fd = sock.as_fd().as_raw_fd();
+    let len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: `fd` is borrowed open for the call; the value is a live c_int of `len`.
+        let r =
+            unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, opt, (&raw const bytes).cast(), len) };
+        if r == 0 {
+            break;
+        }
+    }
+    let mut got: libc::c_int = 0;
+    let mut got_len = len;
+    // SAFETY: as above; `got` and `got_len` are live and writable for the call.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&raw mut got).cast(),
+            &raw mut got_len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(got)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -288,7 +288,13 @@ pub fn sync_status(st: &xlat_daemon::sync::SyncStatus, explain: bool) -> String 
             ""
         }
     );
-    let _ = writeln!(out, "unacknowledged datagrams: {}", st.unacked);
+    let _ = writeln!(
+        out,
+        "unacknowledged datagrams: {} (window {}), events waiting: {}",
+        st.unacked,
+        xlat_daemon::sync::WINDOW,
+        st.queued
+    );
     let values = serde_json::to_value(&st.counters).unwrap_or_default();
     for (name, text) in xlat_daemon::sync::COUNTERS {
         let v = values.get(*name).and_then(|v| v.as_u64()).unwrap_or(0);
