@@ -192,23 +192,34 @@ impl<A: InsideAddr> Napt<A> {
     /// A new host is paired with a pool address (RFC 4787 REQ-2 paired pooling: one inside
     /// address always uses the same outside address); in pool mode the address is the
     /// host's alone (RFC 3022 2.1 Basic NAT).
+    ///
+    /// Inlined, a host that has sessions already (nearly every new session's); a new host
+    /// is paired out of line ([`Napt::new_host`]).
+    #[inline(always)]
     pub(super) fn host_for(&mut self, int_addr: A, new_maps: u32) -> Result<HostUse, DropReason> {
         let limit = self.cfg.limits.max_sessions_per_host;
-        if let Some(num) = self.hosts.number(int_addr) {
-            let held = int_addr.as_held().unwrap_or(num);
-            let h = self.hosts.get_mut(num).ok_or(DropReason::Internal)?;
-            if h.sessions >= limit {
-                return Err(DropReason::HostSessionLimit);
-            }
-            h.sessions += 1;
-            h.mappings += new_maps;
-            return Ok(HostUse {
-                pool: h.pool,
-                held,
-                new: false,
-                num,
-            });
+        let Some(num) = self.hosts.number(int_addr) else {
+            return self.new_host(int_addr, new_maps);
+        };
+        let held = int_addr.as_held().unwrap_or(num);
+        let h = self.hosts.get_mut(num).ok_or(DropReason::Internal)?;
+        if h.sessions >= limit {
+            return Err(DropReason::HostSessionLimit);
         }
+        h.sessions += 1;
+        h.mappings += new_maps;
+        Ok(HostUse {
+            pool: h.pool,
+            held,
+            new: false,
+            num,
+        })
+    }
+
+    /// [`Napt::host_for`] of an inside host with no session: paired with a pool address
+    /// now (RFC 4787 REQ-2; RFC 3022 2.1 in pool mode; RFC 7422 2 when deterministic).
+    #[inline(never)]
+    fn new_host(&mut self, int_addr: A, new_maps: u32) -> Result<HostUse, DropReason> {
         // New hosts are paired with the addresses in the pool now (`active`: a reload may
         // have retired some, `repool.rs`).
         let (pool, active) = (&self.pool, &self.active);
