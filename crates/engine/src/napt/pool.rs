@@ -560,7 +560,10 @@ struct BlockAsk<'a> {
 /// lookups, not a walk over the address's blocks (a /22 of 1,024-65,535 in blocks of 512 is
 /// 126 a protocol).
 /// Errors: `port_quota` when its blocks are full and it holds `ask.most` already,
-/// `pool_exhausted` when no block is free.
+/// `pool_exhausted` when no block is free. Out of line: [`Napt::take_port`] makes the two
+/// usual tries inline first ([`Blocks::take_own`]) and calls this when they find nothing
+/// (they fail again here: nothing changed in between).
+#[inline(never)]
 fn take_in_blocks(
     ports: &mut PortMap,
     blocks: &mut Blocks,
