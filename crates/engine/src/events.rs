@@ -186,14 +186,36 @@ impl EventQueue {
     }
 
     /// Queues `e`, or counts it dropped when the queue is full. Inlined into the
-    /// translators' out-of-line event helpers (`napt/events.rs`), never into the packet path.
+    /// translators' out-of-line event helpers (`napt/events.rs`); the one event of every
+    /// new session is made in place with [`EventQueue::push_with`].
     #[inline]
     pub fn push(&mut self, e: StateEvent) {
+        self.push_with(|| e);
+    }
+
+    /// [`EventQueue::push`] of the event `make` puts together, only once it has room: made
+    /// in place in the buffer. Inlined where a session is made: a new session's event costs
+    /// the stores of its fields.
+    #[inline(always)]
+    pub fn push_with(&mut self, make: impl FnOnce() -> StateEvent) {
         if self.held >= self.capacity + self.burst {
             self.dropped = self.dropped.saturating_add(1);
             return;
         }
         self.held += 1;
+        if self.buf.len() < self.buf.capacity() {
+            // Room reserved by `set`: stores, no call to grow the buffer (so the code this
+            // is inlined into keeps no registers aside for one).
+            self.buf.push(make());
+        } else {
+            self.push_growing(make());
+        }
+    }
+
+    /// [`EventQueue::push`] past the room reserved (fast-path instructions share it).
+    #[cold]
+    #[inline(never)]
+    fn push_growing(&mut self, e: StateEvent) {
         self.buf.push(e);
     }
 

@@ -76,6 +76,40 @@ impl PortMap {
         Some(p)
     }
 
+    /// [`PortMap::take`] with its two usual outcomes inline: `want` free, or a free port in
+    /// `start`'s word of the map at or after `start` (a port block's search, which starts
+    /// past the block's ports in use). Anything else goes to `take`, which finds the same.
+    #[inline(always)]
+    pub fn take_near(&mut self, want: u16, lo: u16, hi: u16, start: u16) -> Option<u16> {
+        if (lo..=hi).contains(&want) {
+            if let Some(w) = self.bits.get_mut(usize::from(want >> 6)) {
+                let bit = 1u64 << (want & 63);
+                if *w & bit == 0 {
+                    *w |= bit;
+                    self.used = self.used.saturating_add(1);
+                    return Some(want);
+                }
+            }
+        }
+        if (lo..=hi).contains(&start) {
+            if let Some(w) = self.bits.get_mut(usize::from(start >> 6)) {
+                // `take`'s scan, its first word: the free ports from `start` to the word's end.
+                let free = !*w >> (start & 63);
+                #[expect(
+                    clippy::cast_possible_truncation,
+                    reason = "trailing_zeros of a nonzero word < 64"
+                )]
+                let q = start + free.trailing_zeros() as u16;
+                if free != 0 && q <= hi {
+                    *w |= 1u64 << (q & 63);
+                    self.used = self.used.saturating_add(1);
+                    return Some(q);
+                }
+            }
+        }
+        self.take(want, lo, hi, start)
+    }
+
     /// Takes exactly `p` if free.
     pub fn take_exact(&mut self, p: u16) -> bool {
         if self.is_used(p) {
@@ -160,6 +194,25 @@ mod tests {
                 (start..=hi).chain(lo..start).find(|&p| free(p))
             };
             proptest::prop_assert_eq!(m.take(want, lo, hi, start), model);
+        }
+
+        /// `take_near` takes what `take` takes, from a map with the same ports in use.
+        #[test]
+        fn take_near_agrees_with_take(
+            used in proptest::collection::vec(0u16..600, 0..500),
+            (lo, span, start, want) in (0u16..400, 1u16..200, 0u16..200, 0u16..700),
+        ) {
+            let hi = lo + span;
+            let start = (lo + start % (span + 1)).min(hi);
+            let (mut a, mut b) = (PortMap::default(), PortMap::default());
+            for &p in &used {
+                a.take_exact(p);
+                b.take_exact(p);
+            }
+            for _ in 0..3 {
+                proptest::prop_assert_eq!(a.take_near(want, lo, hi, start), b.take(want, lo, hi, start));
+                proptest::prop_assert_eq!(a.used(), b.used());
+            }
         }
     }
 

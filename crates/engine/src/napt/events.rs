@@ -2,7 +2,9 @@
 //! event names from the tables before they change, so a removed session's inside host -- an
 //! IPv6 address held as a host number that is reused at once -- is still named. Out of line
 //! and behind [`EventQueue::on`](crate::events::EventQueue::on): with no consumer an event
-//! costs the branch that skips it.
+//! costs the branch that skips it. The exception is the event every new session makes
+//! ([`Napt::created_event`]): inlined where the session is made, from the endpoints in hand
+//! (docs/PERFORMANCE-LOG.md step 28).
 
 use crate::events::{event, EventKind};
 use crate::flow::{Endpoint, InsideAddr, Proto};
@@ -45,6 +47,38 @@ impl<A: InsideAddr> Napt<A> {
         let mut e = event(now, kind, s.proto(), int, s.ext(), Some((sid, s.remote())));
         e.with_mapping = with_mapping;
         self.events.push(e);
+    }
+
+    /// A new session's event (`SessionCreated`, carrying its folded mapping's when
+    /// `with_mapping`), from the endpoints its maker holds: nothing is read back from the
+    /// tables (NAT64's inside host is named by the address the packet gave, not looked up
+    /// by its number), and the event is put together in its place in the queue. Inlined
+    /// into [`Napt::create_session`] behind [`EventQueue::on`](crate::events::EventQueue::on):
+    /// the fields are in registers there.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn created_event(
+        &mut self,
+        now: Time,
+        sid: u32,
+        proto: Proto,
+        int: Endpoint<A>,
+        ext: Endpoint,
+        remote: Endpoint,
+        with_mapping: bool,
+    ) {
+        self.events.push_with(|| {
+            let mut e = event(
+                now,
+                EventKind::SessionCreated,
+                proto,
+                int,
+                ext,
+                Some((sid, remote)),
+            );
+            e.with_mapping = with_mapping;
+            e
+        });
     }
 
     /// An event without a session: a mapping's, a host's (`proto` of the flow that caused

@@ -35,25 +35,127 @@ impl PoolAddr {
 }
 
 /// The port blocks of one pool address and protocol (RFC 7422 2): block `b` holds the ports
-/// `lo + b * size ..= min(lo + (b + 1) * size - 1, hi)` of the range `lo..=hi`, owned by one
-/// host (its number + 1; 0: free) with a count of its ports in use, and when it was last
-/// freed (`limits.port_block_hold`: no host takes it again before the hold has passed, so
-/// no packet of its old host's flows is seen from the next one). Sized on first use.
+/// `lo + b * size ..= min(lo + (b + 1) * size - 1, hi)` of the range `lo..=hi`. Sized on
+/// first use.
 #[derive(Default)]
 pub(super) struct Blocks {
-    owner: Vec<u32>,
-    used: Vec<u16>,
-    freed_at: Vec<Time>,
+    list: Vec<Block>,
+}
+
+/// One port block: its host, its count of ports in use, when it was last freed, and where
+/// the search for a free port in it starts. One record a block, so a new mapping's port
+/// reads one place (16 bytes) for its block.
+#[derive(Clone, Copy, Default)]
+struct Block {
+    /// The host that holds it (its number + 1; 0: free).
+    owner: u32,
+    /// Its ports in use (mappings').
+    used: u16,
+    /// How many of its first ports are all in use: the search for a free port in the
+    /// block starts after them. A host's block fills from its first port, so without it
+    /// each new mapping's search stepped again over the ports the block's earlier mappings
+    /// hold (half a block on average). Raised when the port at the mark is taken, lowered
+    /// when a port below it is freed ([`Block::freed`]): the port found is the block's
+    /// first free one, as a search from its first port finds.
+    full_below: u16,
+    /// When its last port was freed (`limits.port_block_hold`: no host takes it again
+    /// before the hold has passed, so no packet of its old host's flows is seen from the
+    /// next one); 0: never held.
+    freed_at: Time,
 }
 
 impl Blocks {
     /// Sized for `n` blocks (the first use of an address and protocol).
+    #[inline]
     fn size_for(&mut self, n: usize) {
-        if self.owner.len() != n {
-            self.owner = vec![0; n];
-            self.used = vec![0; n];
-            self.freed_at = vec![Time(0); n];
+        if self.list.len() != n {
+            self.list = vec![Block::default(); n];
         }
+    }
+
+    /// The two tries of [`take_in_blocks`] that nearly always give the port: the inside
+    /// port's own block, then the host's latest (`hint`), each when the host holds it and
+    /// it has a port free. Inlined into the new-session path; `None` (blocks not sized yet,
+    /// or neither try gave a port) leaves the rest to `take_in_blocks`. Returns the port
+    /// and its block.
+    #[inline(always)]
+    fn take_own(
+        &mut self,
+        ports: &mut PortMap,
+        (lo, hi): (u16, u16),
+        size: u16,
+        owner: u32,
+        want: u16,
+        hint: Option<usize>,
+    ) -> Option<(u16, usize)> {
+        let ends = |b: usize| block_ports(lo, hi, size, b);
+        let own = (lo..=hi)
+            .contains(&want)
+            .then(|| usize::from(want - lo) / usize::from(size));
+        if let Some(b) = own {
+            if let Some(port) = self
+                .list
+                .get_mut(b)
+                .and_then(|k| k.take_for(ports, owner, want, ends(b)))
+            {
+                return Some((port, b));
+            }
+        }
+        let b = hint.filter(|&h| Some(h) != own)?;
+        let port = self
+            .list
+            .get_mut(b)?
+            .take_for(ports, owner, want, ends(b))?;
+        Some((port, b))
+    }
+
+    fn get(&self, b: usize) -> Option<&Block> {
+        self.list.get(b)
+    }
+
+    fn get_mut(&mut self, b: usize) -> Option<&mut Block> {
+        self.list.get_mut(b)
+    }
+}
+
+impl Block {
+    /// Where the search for a free port of this block (ports `first..=last`) starts.
+    #[inline]
+    fn search_from(&self, first: u16, last: u16) -> u16 {
+        first.saturating_add(self.full_below).min(last)
+    }
+
+    /// Port `port` of this block (from `first`) was taken.
+    #[inline]
+    fn taken(&mut self, first: u16, port: u16) {
+        if port.wrapping_sub(first) == self.full_below {
+            self.full_below += 1;
+        }
+    }
+
+    /// Port `port` of this block (from `first`) is free again.
+    #[inline]
+    fn freed(&mut self, first: u16, port: u16) {
+        self.full_below = self.full_below.min(port.wrapping_sub(first));
+    }
+
+    /// A port of this block (`first..=last`) for host `owner` if the block is its and has
+    /// one free: `want` if it is free here, else the first free one.
+    #[inline(always)]
+    fn take_for(
+        &mut self,
+        ports: &mut PortMap,
+        owner: u32,
+        want: u16,
+        (first, last): (u16, u16),
+    ) -> Option<u16> {
+        if self.owner != owner || u32::from(self.used) > u32::from(last - first) {
+            return None; // another's, or full
+        }
+        let port = ports.take_near(want, first, last, self.search_from(first, last))?;
+        self.taken(first, port);
+        self.used += 1;
+        Some(port)
     }
 }
 
@@ -90,23 +192,34 @@ impl<A: InsideAddr> Napt<A> {
     /// A new host is paired with a pool address (RFC 4787 REQ-2 paired pooling: one inside
     /// address always uses the same outside address); in pool mode the address is the
     /// host's alone (RFC 3022 2.1 Basic NAT).
+    ///
+    /// Inlined, a host that has sessions already (nearly every new session's); a new host
+    /// is paired out of line ([`Napt::new_host`]).
+    #[inline(always)]
     pub(super) fn host_for(&mut self, int_addr: A, new_maps: u32) -> Result<HostUse, DropReason> {
         let limit = self.cfg.limits.max_sessions_per_host;
-        if let Some(num) = self.hosts.number(int_addr) {
-            let held = int_addr.as_held().unwrap_or(num);
-            let h = self.hosts.get_mut(num).ok_or(DropReason::Internal)?;
-            if h.sessions >= limit {
-                return Err(DropReason::HostSessionLimit);
-            }
-            h.sessions += 1;
-            h.mappings += new_maps;
-            return Ok(HostUse {
-                pool: h.pool,
-                held,
-                new: false,
-                num,
-            });
+        let Some(num) = self.hosts.number(int_addr) else {
+            return self.new_host(int_addr, new_maps);
+        };
+        let held = int_addr.as_held().unwrap_or(num);
+        let h = self.hosts.get_mut(num).ok_or(DropReason::Internal)?;
+        if h.sessions >= limit {
+            return Err(DropReason::HostSessionLimit);
         }
+        h.sessions += 1;
+        h.mappings += new_maps;
+        Ok(HostUse {
+            pool: h.pool,
+            held,
+            new: false,
+            num,
+        })
+    }
+
+    /// [`Napt::host_for`] of an inside host with no session: paired with a pool address
+    /// now (RFC 4787 REQ-2; RFC 3022 2.1 in pool mode; RFC 7422 2 when deterministic).
+    #[inline(never)]
+    fn new_host(&mut self, int_addr: A, new_maps: u32) -> Result<HostUse, DropReason> {
         // New hosts are paired with the addresses in the pool now (`active`: a reload may
         // have retired some, `repool.rs`).
         let (pool, active) = (&self.pool, &self.active);
@@ -226,20 +339,24 @@ impl<A: InsideAddr> Napt<A> {
         let port = if size > 0 && owner > 0 {
             let host = self.hosts.get_mut(owner - 1);
             let hint = host.as_ref().map(|h| usize::from(h.block));
-            let (port, fresh, b) = take_in_blocks(
-                ports,
-                blocks,
-                BlockAsk {
-                    range: (lo, hi),
-                    size,
-                    owner,
-                    want: int.port,
-                    hint,
-                    rng: &mut self.rng,
-                    held: (now, hold),
-                    most: self.cfg.limits.port_blocks_per_host,
-                },
-            )?;
+            let own = blocks.take_own(ports, (lo, hi), size, owner, int.port, hint);
+            let (port, fresh, b) = match own {
+                Some((port, b)) => (port, None, b),
+                None => take_in_blocks(
+                    ports,
+                    blocks,
+                    BlockAsk {
+                        range: (lo, hi),
+                        size,
+                        owner,
+                        want: int.port,
+                        hint,
+                        rng: &mut self.rng,
+                        held: (now, hold),
+                        most: self.cfg.limits.port_blocks_per_host,
+                    },
+                )?,
+            };
             if let (Some(h), Ok(b)) = (host, u16::try_from(b)) {
                 h.block = b;
             }
@@ -328,18 +445,47 @@ impl<A: InsideAddr> Napt<A> {
         let n = (usize::from(hi - lo) + 1).div_ceil(usize::from(size));
         blocks.size_for(n);
         let b = usize::from((port - lo) / size);
-        match blocks.owner.get(b) {
-            Some(&o) if o == 0 || o == owner => {}
-            _ => return false,
+        let (first, _) = block_ports(lo, hi, size, b);
+        let Some(blk) = blocks.get_mut(b) else {
+            return false;
+        };
+        if blk.owner != 0 && blk.owner != owner {
+            return false;
         }
         if !ports.take_exact(port) {
             return false;
         }
-        if let (Some(o), Some(u)) = (blocks.owner.get_mut(b), blocks.used.get_mut(b)) {
-            *o = owner;
-            *u += 1;
-        }
+        blk.taken(first, port);
+        blk.owner = owner;
+        blk.used += 1;
         true
+    }
+
+    /// Gives back port `port` of pool address `addr` held by no mapping (a static BIB
+    /// entry's that a reload removes, `repool.rs`); with port blocks, the search mark of
+    /// the block it lies in ([`Blocks::freed`]), whose count never held it.
+    pub(super) fn free_static_port(&mut self, addr: u32, proto: Proto, port: u16) {
+        let (lo, hi) = match proto {
+            Proto::Icmp => self.icmp_ids,
+            _ => self.cfg.ports,
+        };
+        let size = self.cfg.limits.port_block_size;
+        let Some(&ix) = self.pool_index.get(&addr) else {
+            return;
+        };
+        let Some(p) = self.pool.get_mut(ix as usize) else {
+            return;
+        };
+        if let Some(pm) = p.ports.get_mut(proto as usize) {
+            pm.free(port);
+        }
+        if size == 0 || port < lo || port > hi {
+            return;
+        }
+        let b = usize::from((port - lo) / size);
+        if let Some(blk) = p.blocks.get_mut(proto as usize).and_then(|k| k.get_mut(b)) {
+            blk.freed(block_ports(lo, hi, size, b).0, port);
+        }
     }
 
     /// Gives back a mapping's port on pool address `ix`; with port blocks, its block's count
@@ -358,20 +504,18 @@ impl<A: InsideAddr> Napt<A> {
         if size == 0 || port < lo || port > hi {
             return None;
         }
-        let blocks = p.blocks.get_mut(proto as usize)?;
         let b = usize::from((port - lo) / size);
-        let used = blocks.used.get_mut(b)?;
-        *used = used.saturating_sub(1);
-        if *used > 0 {
+        let (first, last) = block_ports(lo, hi, size, b);
+        let blk = p.blocks.get_mut(proto as usize)?.get_mut(b)?;
+        blk.freed(first, port);
+        blk.used = blk.used.saturating_sub(1);
+        if blk.used > 0 {
             return None;
         }
-        if let Some(o) = blocks.owner.get_mut(b) {
-            *o = 0;
-        }
-        if let Some(t) = blocks.freed_at.get_mut(b) {
-            *t = now;
-        }
-        Some(block_ports(lo, hi, size, b))
+        blk.owner = 0;
+        blk.freed_at = now;
+        blk.full_below = 0;
+        Some((first, last))
     }
 }
 
@@ -416,7 +560,10 @@ struct BlockAsk<'a> {
 /// lookups, not a walk over the address's blocks (a /22 of 1,024-65,535 in blocks of 512 is
 /// 126 a protocol).
 /// Errors: `port_quota` when its blocks are full and it holds `ask.most` already,
-/// `pool_exhausted` when no block is free.
+/// `pool_exhausted` when no block is free. Out of line: [`Napt::take_port`] makes the two
+/// usual tries inline first ([`Blocks::take_own`]) and calls this when they find nothing
+/// (they fail again here: nothing changed in between).
+#[inline(never)]
 fn take_in_blocks(
     ports: &mut PortMap,
     blocks: &mut Blocks,
@@ -434,37 +581,19 @@ fn take_in_blocks(
     } = ask;
     let n = (usize::from(hi - lo) + 1).div_ceil(usize::from(size));
     blocks.size_for(n);
-    // Take a port from block `b` if the host owns it and it has one free.
-    let mut try_block = |ports: &mut PortMap, b: usize| -> Option<u16> {
-        if blocks.owner.get(b) != Some(&owner) {
-            return None;
-        }
-        let (first, last) = block_ports(lo, hi, size, b);
-        let used = blocks.used.get_mut(b)?;
-        if u32::from(*used) > u32::from(last - first) {
-            return None; // full
-        }
-        let port = ports.take(want, first, last, first)?;
-        *used += 1;
-        Some(port)
-    };
+    let ends = |b: usize| block_ports(lo, hi, size, b);
     // The inside port's own block, then the host's latest.
-    let own = (lo..=hi)
-        .contains(&want)
-        .then(|| usize::from(want - lo) / usize::from(size));
-    for b in own.into_iter().chain(hint.filter(|&h| Some(h) != own)) {
-        if let Some(port) = try_block(ports, b) {
-            return Ok((port, None, b));
-        }
+    if let Some((port, b)) = blocks.take_own(ports, (lo, hi), size, owner, want, hint) {
+        return Ok((port, None, b));
     }
     // The host's other blocks.
     let mut holds = 0usize;
-    for b in 0..n {
-        if blocks.owner.get(b) != Some(&owner) {
+    for (b, k) in blocks.list.iter_mut().enumerate() {
+        if k.owner != owner {
             continue;
         }
         holds += 1;
-        if let Some(port) = try_block(ports, b) {
+        if let Some(port) = k.take_for(ports, owner, want, ends(b)) {
             return Ok((port, None, b));
         }
     }
@@ -478,20 +607,76 @@ fn take_in_blocks(
     let b = (0..n)
         .map(|i| (pick + i) % n)
         .find(|&b| {
-            blocks.owner.get(b) == Some(&0)
-                && blocks
-                    .freed_at
-                    .get(b)
-                    .is_some_and(|&t| t == Time(0) || t.plus_secs(u64::from(hold)) <= now)
+            blocks.get(b).is_some_and(|k| {
+                k.owner == 0
+                    && (k.freed_at == Time(0) || k.freed_at.plus_secs(u64::from(hold)) <= now)
+            })
         })
         .ok_or(DropReason::PoolExhausted)?;
-    let (first, last) = block_ports(lo, hi, size, b);
+    let (first, last) = ends(b);
+    let k = blocks.get_mut(b).ok_or(DropReason::PoolExhausted)?;
     let port = ports
-        .take(want, first, last, first)
+        .take(want, first, last, k.search_from(first, last))
         .ok_or(DropReason::PoolExhausted)?;
-    if let (Some(o), Some(u)) = (blocks.owner.get_mut(b), blocks.used.get_mut(b)) {
-        *o = owner;
-        *u = 1;
-    }
+    k.taken(first, port);
+    k.owner = owner;
+    k.used = 1;
     Ok((port, Some((first, last)), b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// A block's search mark (`full_below`) changes which port is searched first, never
+        /// which port is found: through takes (the inside port or any), frees, and ports
+        /// taken and freed outside the block's count (a static BIB entry's), each port a
+        /// block gives is the one a search from the block's first port gives.
+        #[test]
+        fn the_search_mark_finds_the_blocks_first_free_port(
+            ops in proptest::collection::vec((0u8..4, 0u16..140), 1..400),
+        ) {
+            let (first, last) = (1000u16, 1129u16); // 130 ports: three words of the map
+            let mut k = Block { owner: 1, ..Block::default() };
+            let (mut ports, mut model) = (PortMap::default(), PortMap::default());
+            let mut held: Vec<u16> = Vec::new();
+            for (op, x) in ops {
+                let port = first.saturating_add(x).min(last);
+                match op {
+                    // A mapping's port, `x` its inside port (in the block or not).
+                    0 | 1 => {
+                        let want = 990 + x;
+                        let expect = if u32::from(k.used) > u32::from(last - first) {
+                            None
+                        } else {
+                            model.take(want, first, last, first)
+                        };
+                        let got = k.take_for(&mut ports, 1, want, (first, last));
+                        proptest::prop_assert_eq!(got, expect);
+                        held.extend(got);
+                    }
+                    // A mapping ends.
+                    2 => {
+                        if let Some(p) = held.pop() {
+                            ports.free(p);
+                            model.free(p);
+                            k.freed(first, p);
+                            k.used -= 1;
+                        }
+                    }
+                    // A static entry's port, taken and given back outside the count.
+                    _ => {
+                        if ports.take_exact(port) {
+                            proptest::prop_assert!(model.take_exact(port));
+                            k.taken(first, port);
+                            ports.free(port);
+                            model.free(port);
+                            k.freed(first, port);
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

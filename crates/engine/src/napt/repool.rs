@@ -95,9 +95,7 @@ impl<A: InsideAddr> Napt<A> {
         // of new ones leave it (free now: whatever held them has ended).
         for (proto, int, ext) in dropped {
             self.forwards.remove(proto, int, ext);
-            if let Some(pm) = self.port_map(ext.addr, proto) {
-                pm.free(ext.port);
-            }
+            self.free_static_port(ext.addr, proto, ext.port);
         }
 
         // The pool: retire what goes, add (or bring back) what comes.

@@ -184,7 +184,7 @@ impl<A: InsideAddr> Napt<A> {
         }
         if self.events.on() {
             // A folded mapping is made with its session: one event carries both.
-            self.session_event(now, EventKind::SessionCreated, sid, mid == NO_MAP);
+            self.created_event(now, sid, proto, int, ext, remote, mid == NO_MAP);
         }
         // The opening packet's tuple was hashed by the caller; the other one is hashed here.
         let (h_out, h_in) = match dir {
