@@ -9,6 +9,7 @@
 //! | kernel-nat44-heavy | the same plus a distribution-style firewall: extra tables, hooks, sets (S4's contrast) |
 //! | xlat-nat44 | `xlat run` (NAPT over 198.19.0.128/25), the binary next to this one |
 //! | xlat-nat44-log | the same with NAT event logging on: every session (and its mapping) an IPFIX record to a socat sink on the DUT's loopback (`[logging] events = "sessions"`) |
+//! | xlat-nat44-pba-log | xlat-nat44-log with port blocks of 512 (`port_block_size`) logged one record a block (`events = "port-blocks"`) |
 //! | xlat-nat64-xdp | xlat-nat64 with the same fast path (IPv6<->IPv4 header swap in XDP) |
 //! | xlat-nat44-xdp | the same with `[dataplane] fast_path = "xdp"` on the DUT's two ports: established flows are rewritten by the XDP program, the rest crosses the TUN |
 //! | xlat-nat44-xdp-afxdp | xlat-nat44-xdp's recipes with the AF_XDP slow path for the rest, no policer |
@@ -79,6 +80,14 @@ pub const DEVICES: &[DeviceDef] = &[
         about: "xlat-nat44 with NAT event logging on ([logging] events = \"sessions\", IPFIX to a collector on the DUT's loopback): what logging every session costs",
         make: || Ok(Box::new(Daemon {
             kind: DaemonKind::XlatLog,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-nat44-pba-log",
+        about: "xlat-nat44-log with port blocks ([nat44] port_block_size = 512) logged one IPFIX record a block ([logging] events = \"port-blocks\"): the log volume port blocks save",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::XlatPbaLog,
             ..Daemon::xlat()
         })),
     },
@@ -263,6 +272,11 @@ pub trait Device {
     fn fast_path_counter(&self, _name: &str) -> Option<u64> {
         None
     }
+    /// A counter of the device's NAT event log by name (`xlat show stats`' "log" list, e.g.
+    /// `ipfix_records_sent`; None: no such log).
+    fn log_counter(&self, _name: &str) -> Option<u64> {
+        None
+    }
     /// Frames the XDP fast path rewrote and redirected so far (None: no fast path).
     fn fast_path_redirected(&self) -> Option<u64> {
         self.fast_path_counter("xdp_redirected")
@@ -354,6 +368,9 @@ impl Device for SoftirqRx {
     }
     fn fast_path_counter(&self, name: &str) -> Option<u64> {
         self.inner.fast_path_counter(name)
+    }
+    fn log_counter(&self, name: &str) -> Option<u64> {
+        self.inner.log_counter(name)
     }
     fn rx_on_sender(&self) -> bool {
         true
@@ -557,6 +574,8 @@ enum DaemonKind {
     Xlat,
     /// NAT44 with every session logged as IPFIX ([`LOG_COLLECTOR`]).
     XlatLog,
+    /// NAT44 with port blocks, each block logged as IPFIX.
+    XlatPbaLog,
     /// NAT44 on two packet workers.
     Xlat2w,
     /// NAT44 with `[dataplane] fast_path = "xdp"` on the DUT's two ports.
@@ -591,6 +610,7 @@ impl DaemonKind {
             self,
             DaemonKind::Xlat
                 | DaemonKind::XlatLog
+                | DaemonKind::XlatPbaLog
                 | DaemonKind::Xlat2w
                 | DaemonKind::XlatXdp
                 | DaemonKind::XlatAfxdp
@@ -880,6 +900,11 @@ const LAB_LIMITS: &str =
 /// The lab's xlat configuration: NAPT of the tester's inside range over the pool,
 /// endpoint-independent filtering, limits high enough for the session experiments.
 pub fn xlat_config(tun: &str, socket: &str) -> String {
+    xlat_config_with(tun, socket, "")
+}
+
+/// [`xlat_config`] with more `[nat44]` keys (`extra`: whole lines).
+fn xlat_config_with(tun: &str, socket: &str, extra: &str) -> String {
     let nat44 = format!(
         r#"[nat44]
 inside = ["{INSIDE4}"]
@@ -887,7 +912,7 @@ pool = ["{POOL}"]
 mode = "napt"
 filtering = "endpoint-independent"
 ports = "1024-65535"
-
+{extra}
 {LAB_LIMITS}"#
     );
     lab_config(tun, socket, &nat44)
@@ -954,6 +979,7 @@ impl Device for Daemon {
         match self.kind {
             DaemonKind::Xlat => "xlat-nat44",
             DaemonKind::XlatLog => "xlat-nat44-log",
+            DaemonKind::XlatPbaLog => "xlat-nat44-pba-log",
             DaemonKind::Xlat2w => "xlat-nat44-2w",
             DaemonKind::XlatXdp => "xlat-nat44-xdp",
             DaemonKind::Xlat64Xdp => "xlat-nat64-xdp",
@@ -977,6 +1003,7 @@ impl Device for Daemon {
         match self.kind {
             DaemonKind::Xlat
             | DaemonKind::XlatLog
+            | DaemonKind::XlatPbaLog
             | DaemonKind::Xlat2w
             | DaemonKind::XlatXdp
             | DaemonKind::XlatAfxdp
@@ -1050,6 +1077,13 @@ impl Device for Daemon {
                         format!(
                             "{}\n[logging]\nipfix = [\"{LOG_COLLECTOR}\"]\nevents = \"sessions\"\n",
                             xlat_config(&tun, &sock)
+                        )
+                    }
+                    DaemonKind::XlatPbaLog => {
+                        self.sink = Some(log_sink(topo)?);
+                        format!(
+                            "{}\n[logging]\nipfix = [\"{LOG_COLLECTOR}\"]\nevents = \"port-blocks\"\n",
+                            xlat_config_with(&tun, &sock, "port_block_size = 512\n")
                         )
                     }
                     _ => xlat_config(&tun, &sock),
@@ -1230,6 +1264,18 @@ impl Device for Daemon {
             .get("value")?
             .as_u64()
     }
+    fn log_counter(&self, name: &str) -> Option<u64> {
+        if !matches!(self.kind, DaemonKind::XlatLog | DaemonKind::XlatPbaLog) {
+            return None;
+        }
+        self.xlat_stats()?
+            .get("log")?
+            .as_array()?
+            .iter()
+            .find(|c| c.get("name").and_then(|n| n.as_str()) == Some(name))?
+            .get("value")?
+            .as_u64()
+    }
     fn xlat_files(&self) -> Option<(PathBuf, PathBuf)> {
         (self.kind.is_xlat() && self.child.is_some())
             .then(|| (self.config.clone(), self.socket.clone()))
@@ -1259,12 +1305,13 @@ mod tests {
             assert_eq!(dev.name(), d.name);
             assert!(!d.about.is_empty());
         }
-        assert_eq!(seen.len(), 25);
+        assert_eq!(seen.len(), 26);
         assert!(make("forward5").is_err());
         // Every NAT44 device takes IPv4 on the inside.
         for n in [
             "xlat-nat44",
             "xlat-nat44-log",
+            "xlat-nat44-pba-log",
             "xlat-nat44-2w",
             "xlat-nat44-xdp",
         ] {

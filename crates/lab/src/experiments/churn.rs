@@ -75,9 +75,22 @@ impl Lab {
                         let xdp0 = dev.fast_path_redirected();
                         let writes0 = dev.fast_path_counter("xdp_recipe_writes");
                         let calls0 = dev.fast_path_counter("xdp_recipe_syscalls");
+                        let logged0 = dev.log_counter("ipfix_records_sent");
                         let t = lab.trial(&spec, &format!("{} churn {nr:.0} new/s", dev.name()))?;
                         dev.check_alive()?;
                         let g = t.groups.clone().unwrap_or_default();
+                        // A logging device: the NAT log's records of the step (the log thread
+                        // sends within milliseconds of the batch; a moment for the last).
+                        if let Some(l0) = logged0 {
+                            std::thread::sleep(Duration::from_millis(300));
+                            if let Some(l1) = dev.log_counter("ipfix_records_sent") {
+                                let n = l1.saturating_sub(l0) as f64;
+                                m.entry("log_records").or_default().push(n);
+                                m.entry("log_records_per_new_flow")
+                                    .or_default()
+                                    .push(n / g.new.received.max(1) as f64);
+                            }
+                        }
                         // What share of the established frames the XDP program carried.
                         if let (Some(a), Some(b)) = (xdp0, dev.fast_path_redirected()) {
                             let share = b.saturating_sub(a) as f64
