@@ -326,10 +326,61 @@ fn now_rfc3339() -> String {
     r.stdout.trim().to_string()
 }
 
+/// Starts a collector in `ns` that stores every IPFIX datagram as it came in `file` (socat
+/// appending: RFC 5655's file of messages).
+fn ipfix_store(t: &mut Topo, ns: &str, file: &str) -> ProcId {
+    let col = t.spawn(
+        ns,
+        "ipfix-store",
+        &[
+            "socat",
+            "-u",
+            &format!("UDP4-RECV:{IPFIX_PORT},bind={OUT_ADDR}"),
+            &format!("OPEN:{file},creat,append"),
+        ],
+    );
+    t.wait_listening_on(ns, "udp", OUT_ADDR, IPFIX_PORT, Some(col));
+    col
+}
+
+/// `xlat lookup --outside OUTSIDE --at AT --proto PROTO --log FILE`.
+fn lookup(outside: &str, at: &str, proto: &str, file: &str) -> Run {
+    run_host(
+        15,
+        &[
+            xlat_bin(),
+            "lookup",
+            "--outside",
+            outside,
+            "--at",
+            at,
+            "--proto",
+            proto,
+            "--log",
+            file,
+        ],
+    )
+}
+
+/// Polls `xlat lookup` (the records reach the file a moment after the log thread sends
+/// them) until it names `want` in a record that ended; returns its answer.
+fn lookup_until(outside: &str, at: &str, proto: &str, file: &str, want: &str) -> Run {
+    let mut r = lookup(outside, at, proto, file);
+    let ok = poll(Duration::from_secs(10), Duration::from_millis(200), || {
+        r = lookup(outside, at, proto, file);
+        r.ok() && r.stdout.contains(want) && r.stdout.contains("until 20")
+    });
+    assert!(
+        ok,
+        "xlat lookup {outside} at {at}: no ended {want}: {}\n{}",
+        r.stdout, r.stderr
+    );
+    r
+}
+
 /// The operator's question answered from stored IPFIX: a collector keeps every datagram as
-/// it came (socat appending to a file: RFC 5655's file of messages), and `xlat lookup
-/// --log FILE` names the subscriber that held the outside endpoint at a time, and nobody
-/// before.
+/// it came, and `xlat lookup --log FILE` names the subscriber that held the outside endpoint
+/// at a time -- a UDP flow and a curl download through the gateway -- and nobody before.
 #[test]
 #[ignore = "needs root: scripts/test.sh"]
 fn xlat_lookup_answers_from_stored_ipfix() {
@@ -337,17 +388,7 @@ fn xlat_lookup_answers_from_stored_ipfix() {
     let mut t = Topo::new(Opts::default());
     let (out, inn) = (t.ns_out.clone(), t.ns_in.clone());
     let store = t.dir.join("ipfix.bin").display().to_string();
-    let col = t.spawn(
-        &out,
-        "ipfix-store",
-        &[
-            "socat",
-            "-u",
-            &format!("UDP4-RECV:{IPFIX_PORT},bind={OUT_ADDR}"),
-            &format!("OPEN:{store},creat,append"),
-        ],
-    );
-    t.wait_listening_on(&out, "udp", OUT_ADDR, IPFIX_PORT, Some(col));
+    ipfix_store(&mut t, &out, &store);
     let cfg = format!(
         "{}\n[logging]\nipfix = [\"{OUT_ADDR}:{IPFIX_PORT}\"]\nevents = \"sessions\"\n",
         t.default_config()
@@ -361,38 +402,22 @@ fn xlat_lookup_answers_from_stored_ipfix() {
         &format!("echo lookup-hi | socat -T 5 -t 3 - UDP4:{OUT_ADDR}:7000,bind={IN_ADDR}:556"),
     );
     let (_, peer_port) = echo_peer(&r);
+    // A TCP download (curl) through the gateway; its session's outside port from the table.
+    let (_, blob) = t.serve_random_file(&out, OUT_ADDR, 8080, 200_000);
+    let (_, got) = t.curl(&inn, &format!("http://{OUT_ADDR}:8080/blob.bin"));
+    assert_same_file(&blob, &got);
     let during = now_rfc3339();
+    let rows = t.sessions();
+    let tcp = rows
+        .iter()
+        .find(|s| s["proto"] == "tcp" && endpoint(s, "remote") == format!("{OUT_ADDR}:8080"))
+        .unwrap_or_else(|| panic!("no TCP session to the server: {rows:?}"));
+    let tcp_outside = endpoint(tcp, "outside");
+    let tcp_inside_port = tcp["inside_port"].as_u64().unwrap();
     t.xlat_cmd(&["clear", "sessions", "--all"]).check();
 
-    let outside = format!("{POOL_ADDR}:{peer_port}");
-    let lookup = |at: &str| {
-        run_host(
-            15,
-            &[
-                xlat_bin(),
-                "lookup",
-                "--outside",
-                &outside,
-                "--at",
-                at,
-                "--proto",
-                "udp",
-                "--log",
-                &store,
-            ],
-        )
-    };
-    // The records reach the file a moment after the log thread sends them.
-    let mut r = lookup(&during);
-    let ok = poll(Duration::from_secs(10), Duration::from_millis(200), || {
-        r = lookup(&during);
-        r.ok() && r.stdout.contains("NAT44_SESSION") && r.stdout.contains("until 20")
-    });
-    assert!(
-        ok,
-        "xlat lookup found no ended session: {}\n{}",
-        r.stdout, r.stderr
-    );
+    let udp_outside = format!("{POOL_ADDR}:{peer_port}");
+    let r = lookup_until(&udp_outside, &during, "udp", &store, "NAT44_SESSION");
     // The session and its mapping, both naming IN:556.
     for what in ["NAT44_SESSION", "NAT44_BIB"] {
         let line = r
@@ -407,14 +432,90 @@ fn xlat_lookup_answers_from_stored_ipfix() {
             "{line}"
         );
     }
-    // Before the flow nobody held it: exit status 1 and the files read, named.
-    let r = lookup(&before);
+    let r = lookup_until(&tcp_outside, &during, "tcp", &store, "NAT44_SESSION");
+    assert!(
+        r.stdout.contains(&format!(
+            "NAT44_SESSION proto=tcp inside={IN_ADDR} inside_port={tcp_inside_port} outside={tcp_outside_addr} outside_port={tcp_outside_port} remote={OUT_ADDR} remote_port=8080",
+            tcp_outside_addr = POOL_ADDR,
+            tcp_outside_port = tcp["outside_port"]
+        )),
+        "{}",
+        r.stdout
+    );
+    // Before the flows nobody held them: exit status 1 and the files read, named.
+    let r = lookup(&udp_outside, &before, "udp", &store);
     assert!(!r.ok(), "a holder before the flow: {}", r.stdout);
     assert!(
         r.stderr.contains("no session, mapping or port block held")
             && r.stderr.contains("IPFIX messages"),
         "{}",
         r.stderr
+    );
+}
+
+/// A collector that disappears: translation goes on (every ping answered), and when it is
+/// back the template refresh (RFC 7011 10.3.6, `ipfix_template_refresh = 1`) lets it decode
+/// what comes after -- `xlat lookup` over the new collector's file alone names the next
+/// session.
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn a_collector_that_disappears_and_returns_decodes_again() {
+    require_ipfix_tools();
+    let mut t = Topo::new(Opts::default());
+    let (out, inn) = (t.ns_out.clone(), t.ns_in.clone());
+    let first = t.dir.join("ipfix-1.bin").display().to_string();
+    let col = ipfix_store(&mut t, &out, &first);
+    let cfg = format!(
+        "{}\n[logging]\nipfix = [\"{OUT_ADDR}:{IPFIX_PORT}\"]\nipfix_template_refresh = 1\nevents = \"sessions\"\n",
+        t.default_config()
+    );
+    t.start_xlat(&cfg);
+    let r = t.ping_all(&inn, 2, &[], OUT_ADDR);
+    assert_all_replies(&r, 2);
+    t.stop(col);
+    // Gone: the gateway goes on translating and logging into the void.
+    let sent = counter(&t.stats(), "log", "ipfix_messages_sent");
+    t.udp_echo(&out, OUT_ADDR, 7000);
+    for port in [600u16, 601] {
+        let r = t.sh(
+            &inn,
+            20,
+            &format!("echo gone | socat -T 5 -t 3 - UDP4:{OUT_ADDR}:7000,bind={IN_ADDR}:{port}"),
+        );
+        echo_peer(&r);
+    }
+    let ok = poll(Duration::from_secs(10), Duration::from_millis(100), || {
+        counter(&t.stats(), "log", "ipfix_messages_sent") > sent
+    });
+    assert!(
+        ok,
+        "nothing sent while the collector was gone: {}",
+        t.stats()
+    );
+    // Back, as a new process with an empty file: it has no templates until the refresh.
+    let second = t.dir.join("ipfix-2.bin").display().to_string();
+    ipfix_store(&mut t, &out, &second);
+    std::thread::sleep(Duration::from_millis(1200));
+    let r = t.sh(
+        &inn,
+        20,
+        &format!("echo back | socat -T 5 -t 3 - UDP4:{OUT_ADDR}:7000,bind={IN_ADDR}:602"),
+    );
+    let (_, peer_port) = echo_peer(&r);
+    let during = now_rfc3339();
+    t.xlat_cmd(&["clear", "sessions", "--all"]).check();
+    let r = lookup_until(
+        &format!("{POOL_ADDR}:{peer_port}"),
+        &during,
+        "udp",
+        &second,
+        "NAT44_SESSION",
+    );
+    assert!(
+        r.stdout
+            .contains(&format!("inside={IN_ADDR} inside_port=602 ")),
+        "{}",
+        r.stdout
     );
 }
 
