@@ -47,7 +47,7 @@ install -D -m 0644 packaging/xlat.service "$root/lib/systemd/system/xlat.service
 install -D -m 0644 packaging/xlat.toml "$root/etc/xlat/xlat.toml"
 doc="$root/usr/share/doc/xlat"
 install -d "$doc"
-install -m 0644 README.md docs/CONFIG.md docs/CLI.md docs/OPERATIONS.md docs/METRICS.md "$doc/"
+install -m 0644 README.md docs/CONFIG.md docs/CLI.md docs/OPERATIONS.md docs/LOGGING.md docs/METRICS.md "$doc/"
 {
     echo "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"
     echo "Upstream-Name: xlat"

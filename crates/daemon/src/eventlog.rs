@@ -9,7 +9,7 @@
 //! 6: `<PRI>1 TIMESTAMP HOSTNAME APP-NAME PROCID MSGID SD MSG`), facility local0, severity
 //! informational, one datagram a line; MSGID is the event's RFC 8158 natEvent name
 //! (`NAT44_SESSION_CREATE`, ...), and MSG its values as `key=value` pairs in a fixed order
-//! (docs/OPERATIONS.md lists them). UDP syslog (RFC 5426) can lose lines on the way
+//! (docs/LOGGING.md lists them). UDP syslog (RFC 5426) can lose lines on the way
 //! unseen; the IPFIX export ([`crate::ipfix`], RFC 7011 / RFC 8158) packs the same events
 //! into messages with sequence numbers, so a collector counts what it missed.
 
@@ -1007,7 +1007,7 @@ mod tests {
     /// to the log thread exporting IPFIX to a collector on the loopback: how many the queue
     /// dropped and how many records the collector got
     /// (`cargo test --release -p xlat-daemon -- --ignored log_thread_keeps_up --nocapture`;
-    /// docs/OPERATIONS.md has the numbers). Prints; asserts only that nothing is lost
+    /// docs/LOGGING.md has the numbers). Prints; asserts only that nothing is lost
     /// unseen: every event is dropped-and-counted, or sent.
     #[test]
     #[ignore = "measurement: run with --release --nocapture"]

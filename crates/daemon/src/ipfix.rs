@@ -939,7 +939,7 @@ mod tests {
 
     /// How fast the log thread encodes: 1M NAT44 session events into messages
     /// (`cargo test --release -p xlat-daemon -- --ignored ipfix_encode_rate --nocapture`;
-    /// docs/OPERATIONS.md has the number). Prints, asserts only the counts.
+    /// docs/LOGGING.md has the number). Prints, asserts only the counts.
     #[test]
     #[ignore = "measurement: run with --release --nocapture"]
     fn ipfix_encode_rate() {

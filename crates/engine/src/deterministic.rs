@@ -30,7 +30,7 @@
 //!
 //! RFC 7422 section 3 asks that the algorithm's configuration be kept (logged) for as long
 //! as the answers are needed: the daemon logs it at start and on every reload
-//! (docs/OPERATIONS.md); the configuration files themselves must be kept with their dates.
+//! (docs/LOGGING.md); the configuration files themselves must be kept with their dates.
 
 use crate::config::{ConfigError, Prefix4, Prefix6};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

@@ -2,7 +2,7 @@
 //! event log -- the question RFC 6888 REQ-12 and REQ-13 keep the log for ("who had
 //! 198.19.0.100 port 40312 at 14:02:11?").
 //!
-//! It reads the syslog lines the daemon sends (docs/OPERATIONS.md, "NAT event logging"), as a
+//! It reads the syslog lines the daemon sends (docs/LOGGING.md), as a
 //! collector stored them: each line is searched for its RFC 5424 timestamp, its MSGID (RFC 8158
 //! natEvent names) and its `key=value` pairs, so a prefix a collector adds does not matter. A
 //! session, mapping (BIB entry) or port block is open from its `_CREATE` / `_ALLOC` line to the

@@ -113,7 +113,7 @@ enum Cmd {
         what: ClearCmd,
     },
     /// Who held an outside address and port at a time, from the NAT event log (syslog lines
-    /// a collector stored; docs/OPERATIONS.md): every session, mapping or port block open then.
+    /// a collector stored; docs/LOGGING.md): every session, mapping or port block open then.
     /// With deterministic NAT44 or NAT64 (`deterministic = true`, RFC 7422) computed from
     /// the configuration file instead (`-c FILE`), no log needed; `--inside` then gives a
     /// subscriber's outside address and ports. Exit 1 when nobody held it.
