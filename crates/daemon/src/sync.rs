@@ -24,8 +24,8 @@
 //! Flow control: at most [`WINDOW`] datagrams are out unacknowledged; what the workers queue
 //! beyond that waits in the thread, in order, and goes out as acknowledgements come back, so
 //! a full resync of millions of sessions is paced by the standby's own pace instead of
-//! overrunning its socket and the resend memory. What waits is bounded ([`MAX_QUEUED`]
-//! events); past it, or when the peer has been silent for [`PEER_GONE`], the thread starts
+//! overrunning its socket and the resend memory. What waits is bounded (16,777,216
+//! events); past it, or when the peer has been silent for 3 s, the thread starts
 //! over with a new epoch and the standby, seeing it, asks for a full resync -- no event is
 //! ever silently skipped.
 
@@ -52,7 +52,7 @@ pub const RESEND_AFTER: Duration = Duration::from_millis(30);
 /// Datagrams sent again per turn at most.
 const RESEND_BURST: usize = 64;
 /// Datagrams sent and not acknowledged at most (about 700 kB, what the standby's socket
-/// holds: [`RECEIVE_BUFFER`]); more waits for acknowledgements.
+/// holds: 4 MiB); more waits for acknowledgements.
 pub const WINDOW: usize = 512;
 /// Events waiting for the window at most (a full resync of this many sessions fits); past
 /// it the thread starts over and the standby asks for a full resync.
