@@ -60,6 +60,14 @@ const CONNTRACK_BYTES: u64 = 512;
 /// timeouts longer than the test; xlat's UDP timeout is 300 s (RFC 4787 REQ-5).
 const CONNTRACK_UDP_TIMEOUT: u64 = 900;
 
+/// What the report says of published figures to compare with.
+pub const PUBLISHED: &str = "Published figures: Lencse, Shima and Cho, \"Benchmarking methodology for stateful NAT64 \
+     gateways\", Computer Communications 210 (2023), doi 10.1016/j.comcom.2023.08.009, measured Jool, TAYGA + iptables \
+     and OpenBSD PF this way with siitperf (the connection tear-down rate among the new metrics) on physical servers with \
+     DPDK testers. Their tables were not available where this lab was written (the paper's and RFC 9693's abstracts \
+     only), so no published number is compared here; only the shape (how a rate changes with the table size) would \
+     compare with a veth testbed.";
+
 /// The longest any one wait of these experiments may last (a table fill, a deletion).
 const MAX_WAIT: Duration = Duration::from_secs(600);
 
@@ -393,7 +401,7 @@ impl Lab {
                  nf_conntrack_max raised to hold the largest table, both restored after. TAYGA keeps no connection table \
                  (a dynamic address pool), so it has no tear-down rate. Repeated {} time(s), each with a new fill. RFC \
                  9693 was checked here by its abstract only (two phases; the tear-down rate a metric of its own): the \
-                 procedure is the lab's reading of it, its subsections not cited.",
+                 procedure is the lab's reading of it, its subsections not cited. {PUBLISHED}",
                 self.fill_pps(),
                 self.opts.repeats.max(1)
             ),
@@ -580,7 +588,7 @@ impl Lab {
                  s during the test (one-way flows: 30 s by default), nf_conntrack_max raised to hold the largest table, \
                  both restored after. TAYGA keeps no connection table: its row is the search alone, unvalidated. \
                  Repeated {} time(s) per table size on one fill. RFC 9693 was checked here by its abstract only (two \
-                 phases): the procedure is the lab's reading of it, its subsections not cited.",
+                 phases): the procedure is the lab's reading of it, its subsections not cited. {PUBLISHED}",
                 self.fill_pps(),
                 pct(self.opts.threshold),
                 self.opts.trial.as_secs_f64(),
