@@ -82,6 +82,22 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("loss_pct", "loss %"),
         ],
         "setup-rate" => vec![("setup_rate_per_s", "new sessions/s")],
+        "teardown-rate" => vec![
+            ("sessions_filled", "table after phase 1"),
+            ("teardown_rate_per_s", "connections torn down/s"),
+            ("teardown_ms", "tear-down (ms)"),
+            ("answer_ms", "daemon's answer (ms)"),
+            ("empty_ms", "same, empty table (ms)"),
+            ("sessions_after", "table after"),
+            ("validated", "repeats validated"),
+        ],
+        "throughput-established" => vec![
+            ("sessions_filled", "table after phase 1"),
+            ("throughput_pps", "throughput (pps)"),
+            ("ceiling_pct", "% of tester ceiling"),
+            ("sessions_after", "table after phase 2"),
+            ("validated", "validated (1 = yes)"),
+        ],
         "churn" => vec![
             ("offered_pps", "offered (pps)"),
             ("est_lost", "established lost"),
@@ -205,6 +221,12 @@ pub fn plots(exp: &str) -> Vec<(&'static str, &'static str, bool)> {
         "latency-vs-sessions" => vec![("latency_mean_us", "mean latency (us)", true)],
         "memory-per-session" => vec![("memory_delta_bytes", "memory - baseline (bytes)", true)],
         "cpu" => vec![("dut_ns_per_pkt", "DUT CPU ns per packet", true)],
+        "teardown-rate" => vec![(
+            "teardown_rate_per_s",
+            "connections torn down per second",
+            true,
+        )],
+        "throughput-established" => vec![("throughput_pps", "throughput (pps)", true)],
         "owd" => vec![("owd_us", "one-way delay (us)", false)],
         "churn" => vec![
             ("new_rx_per_s", "new flows delivered per second", false),

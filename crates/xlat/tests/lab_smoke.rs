@@ -109,6 +109,8 @@ fn lab_list_names_experiments_and_devices() {
         "quick",
         "throughput",
         "setup-rate",
+        "teardown-rate",
+        "throughput-established",
         "forward4",
         "kernel-nat44",
         "xlat-nat44",
@@ -571,4 +573,87 @@ fn lab_smoke_reload() {
     }
     assert!(run.stdout.contains("reload p50 (ms)"), "{}", run.stdout);
     run.finish();
+}
+
+/// The RFC 9693 experiments, tiny: 1000 connections, one repeat, short trials, over the kernel
+/// and xlat with and without the fast path (and TAYGA, which has no table). Each table size's
+/// validation must pass (N entries after phase 1 and phase 2; none after the tear-down) and
+/// every rate be positive: a device that loses or creates a connection fails here. Bounded:
+/// phase 1 is 1000 frames at 50,000/s, the searches at most 7 steps of 0.2 s (down to
+/// 1/64 of the tester's ceiling, with 1% loss allowed: the rate found is not the point).
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn lab_smoke_rfc9693_state_table() {
+    require_root();
+    for (exp, metric) in [
+        ("teardown-rate", "teardown_rate_per_s"),
+        ("throughput-established", "throughput_pps"),
+    ] {
+        let run = lab_run(
+            exp,
+            &[
+                "run",
+                exp,
+                "--devices",
+                "kernel-nat44,xlat-nat44,xlat-nat44-xdp,tayga-nat64",
+                "--sessions",
+                "1000",
+                "--repeats",
+                "1",
+                "--duration",
+                "0.2",
+                "--max-steps",
+                "7",
+                "--loss",
+                "1",
+            ],
+        );
+        let e = run.r["experiments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == exp)
+            .unwrap_or_else(|| panic!("no {exp} experiment"))
+            .clone();
+        assert!(e["method"].as_str().unwrap().contains("RFC 9693"));
+        let rows = e["rows"].as_array().unwrap();
+        let devices: Vec<&str> = rows.iter().map(|r| r["device"].as_str().unwrap()).collect();
+        assert_eq!(
+            devices,
+            [
+                "kernel-nat44",
+                "xlat-nat44",
+                "xlat-nat44-xdp",
+                "tayga-nat64"
+            ],
+            "{exp}"
+        );
+        for row in rows {
+            let dev = row["device"].as_str().unwrap();
+            let m = &row["metrics"];
+            if dev == "tayga-nat64" {
+                // No connection table: nothing validated, no tear-down rate.
+                assert!(m.get("validated").is_none(), "{exp} {dev}: {row}");
+                assert!(m.get("teardown_rate_per_s").is_none(), "{exp} {dev}: {row}");
+                continue;
+            }
+            assert_eq!(row["x"].as_f64(), Some(1000.0), "{exp} {dev}");
+            assert_eq!(
+                m["sessions_filled"]["median"].as_f64(),
+                Some(1000.0),
+                "{exp} {dev}: phase 1 did not fill the table: {row}"
+            );
+            assert!(
+                m["validated"]["min"].as_f64().unwrap() >= 1.0,
+                "{exp} {dev}: validation failed: {}",
+                row["notes"]
+            );
+            let after = m["sessions_after"]["median"].as_f64().unwrap();
+            let want = if exp == "teardown-rate" { 0.0 } else { 1000.0 };
+            assert_eq!(after, want, "{exp} {dev}: table after: {row}");
+            let rate = m[metric]["median"].as_f64().unwrap();
+            assert!(rate > 0.0, "{exp} {dev}: {metric} {rate}");
+        }
+        run.finish();
+    }
 }

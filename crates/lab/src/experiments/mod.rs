@@ -9,7 +9,7 @@
 //! an experiment is one entry there and its code. One file per family: throughput (RFC 2544
 //! searches), quick (the headline table), load (fixed loads: loss/latency vs load and vs
 //! sessions), cpu, memory, setup_rate, churn and stack (the tester's own stack: tcp, http,
-//! owd); reload and the experiments with a testbed of their own (scale-out, failover) live in
+//! owd), stateful (RFC 9693's tear-down rate and throughput with N connections); reload and the experiments with a testbed of their own (scale-out, failover) live in
 //! their modules. A result table's columns and plots are in [`crate::report`], by table name
 //! (one experiment may write several tables, e.g. quick's throughput and cost).
 
@@ -20,13 +20,14 @@ mod memory;
 mod quick;
 mod setup_rate;
 mod stack;
+mod stateful;
 mod throughput;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 
 pub use cpu::ByDifference;
 
@@ -172,6 +173,35 @@ pub const EXPERIMENTS: &[ExperimentDef] = &[
         units: per_device,
         options: &[],
         run: Runner::Lab(Lab::setup_rate),
+    },
+    ExperimentDef {
+        name: "teardown-rate",
+        about: "RFC 9693 connection tear-down rate: the table filled with N connections (--sessions), then the device deletes it all (conntrack -F, xlat's clear), N / seconds; validated empty after",
+        defaults: || Defaults {
+            devices: vec!["kernel-nat44", "xlat-nat44", "xlat-nat44-xdp"],
+            sessions: vec![1000, 100_000, 1_000_000],
+            repeats: 3,
+            ..Defaults::default()
+        },
+        units: per_device,
+        options: &[],
+        run: Runner::Lab(Lab::teardown_rate),
+    },
+    ExperimentDef {
+        name: "throughput-established",
+        about: "RFC 9693 throughput with N established connections (--sessions): the table filled, then an RFC 2544 search with frames of those N flows only; validated: still N entries after",
+        defaults: || Defaults {
+            devices: vec!["kernel-nat44", "xlat-nat44", "xlat-nat44-xdp"],
+            sessions: vec![1000, 100_000, 1_000_000],
+            duration: 1.0,
+            repeats: 2,
+            max_steps: 7,
+            resolution: 3.0,
+            ..Defaults::default()
+        },
+        units: per_device,
+        options: &[],
+        run: Runner::Lab(Lab::throughput_established),
     },
     ExperimentDef {
         name: "churn",
