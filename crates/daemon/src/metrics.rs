@@ -285,6 +285,12 @@ pub fn encode(s: &DaemonStats) -> String {
             "Session events waiting to be sent: the window of unacknowledged datagrams is full (a full resync in progress, or a slow peer).",
             sy.queued,
         );
+        o.single(
+            "xlat_sync_lag_milliseconds",
+            g,
+            "Milliseconds since the oldest sync datagram the peer has not acknowledged was first sent (0: all acknowledged).",
+            sy.lag_ms,
+        );
         for k in sy.counters.named() {
             let m = metric_name(&format!("sync_{}", k.name), "_total");
             o.single(&m, c, &k.explain, k.value);

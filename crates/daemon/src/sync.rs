@@ -185,6 +185,10 @@ pub struct SyncStatus {
     /// or a slow peer).
     #[serde(default)]
     pub queued: u64,
+    /// The active's lag: milliseconds since the oldest datagram the peer has not
+    /// acknowledged was first sent (0 when all is acknowledged).
+    #[serde(default)]
+    pub lag_ms: u64,
     pub counters: SyncCounts,
 }
 
@@ -329,7 +333,10 @@ fn random_u32() -> u32 {
 struct Sent {
     seq: u32,
     bytes: Vec<u8>,
+    /// When it was last sent (resends move it).
     at: Instant,
+    /// When it was first sent: the lag of what the peer has not acknowledged.
+    first: Instant,
 }
 
 /// Events waiting for the window, in the order they came; `bulk_end`: the last of a full
@@ -665,10 +672,12 @@ impl Syncer {
         wire::seal(&mut self.cur, &self.key, self.cur_count, flags);
         let bytes = std::mem::take(&mut self.cur);
         self.send_bytes(&bytes);
+        let now = Instant::now();
         self.unacked.push_back(Sent {
             seq: self.next_seq,
             bytes,
-            at: Instant::now(),
+            at: now,
+            first: now,
         });
         self.next_seq = self.next_seq.wrapping_add(1).max(1);
         self.cur_count = 0;
@@ -944,6 +953,9 @@ impl Syncer {
         };
         s.unacked = self.unacked.len() as u64;
         s.queued = self.queued_events as u64;
+        s.lag_ms = self.unacked.front().map_or(0, |u| {
+            u64::try_from(u.first.elapsed().as_millis()).unwrap_or(u64::MAX)
+        });
     }
 }
 
@@ -1130,6 +1142,8 @@ mod tests {
     #[test]
     fn the_active_resends_until_acknowledged() {
         let (sh, mut sy, _rx) = side(true);
+        sy.publish();
+        assert_eq!(sh.status().lag_ms, 0, "nothing sent, no lag");
         let evs: Vec<StateEvent> = (0..200).map(created).collect();
         sy.queue_events(&evs);
         sy.flush();
@@ -1147,6 +1161,10 @@ mod tests {
         std::thread::sleep(RESEND_AFTER + Duration::from_millis(5));
         sy.resend();
         assert_eq!(sh.counters.snapshot().datagrams_resent, n as u64);
+        // The lag counts from the first sending, not the resend.
+        sy.publish();
+        let lag = sh.status().lag_ms;
+        assert!(lag >= RESEND_AFTER.as_millis() as u64, "lag {lag} ms");
         // The peer's ACK up to the second datagram.
         let mut ack = Vec::new();
         let h = Header {

@@ -290,10 +290,11 @@ pub fn sync_status(st: &xlat_daemon::sync::SyncStatus, explain: bool) -> String 
     );
     let _ = writeln!(
         out,
-        "unacknowledged datagrams: {} (window {}), events waiting: {}",
+        "unacknowledged datagrams: {} (window {}), events waiting: {}, lag: {} ms",
         st.unacked,
         xlat_daemon::sync::WINDOW,
-        st.queued
+        st.queued,
+        st.lag_ms
     );
     let values = serde_json::to_value(&st.counters).unwrap_or_default();
     for (name, text) in xlat_daemon::sync::COUNTERS {
