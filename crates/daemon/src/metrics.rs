@@ -81,6 +81,13 @@ impl Out {
         self.family(name, kind, help);
         self.sample(name, &[], value);
     }
+
+    /// A family with one unlabelled sample that is not a whole number (seconds in
+    /// Prometheus' base unit).
+    fn single_f64(&mut self, name: &str, kind: Kind, help: &str, value: f64) {
+        self.family(name, kind, help);
+        let _ = writeln!(self.text, "{name} {value}");
+    }
 }
 
 /// A label value with `\`, `"` and newlines escaped (text format 0.0.4).
@@ -285,11 +292,11 @@ pub fn encode(s: &DaemonStats) -> String {
             "Session events waiting to be sent: the window of unacknowledged datagrams is full (a full resync in progress, or a slow peer).",
             sy.queued,
         );
-        o.single(
-            "xlat_sync_lag_milliseconds",
+        o.single_f64(
+            "xlat_sync_lag_seconds",
             g,
-            "Milliseconds since the oldest sync datagram the peer has not acknowledged was first sent (0: all acknowledged).",
-            sy.lag_ms,
+            "Seconds since the oldest sync datagram the peer has not acknowledged was first sent (0: all acknowledged).",
+            sy.lag_ms as f64 / 1000.0,
         );
         for k in sy.counters.named() {
             let m = metric_name(&format!("sync_{}", k.name), "_total");
