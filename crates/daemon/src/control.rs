@@ -377,8 +377,24 @@ pub struct ControlMsg {
 /// How the control thread reaches one packet worker.
 #[derive(Clone)]
 pub struct WorkerLink {
-    pub tx: Sender<ControlMsg>,
+    pub tx: crate::inbox::Postbox,
     pub waker: Arc<Waker>,
+}
+
+impl WorkerLink {
+    /// Hands `request` to the worker and wakes it; the answer arrives on the receiver
+    /// (`None`: the worker has gone).
+    pub fn ask(&self, request: Request) -> Option<Receiver<Response>> {
+        let (reply, rx) = mpsc::channel();
+        self.tx.post(ControlMsg { request, reply }).ok()?;
+        self.waker.wake();
+        Some(rx)
+    }
+
+    /// [`WorkerLink::ask`] without waiting for the answer (it is dropped).
+    pub fn tell(&self, request: Request) {
+        drop(self.ask(request));
+    }
 }
 
 /// The workers' answers to one request as one answer: an error if any worker failed;
@@ -521,7 +537,7 @@ impl ControlServer {
     /// Requests go to `tx`; `waker` is woken after each.
     pub fn start(
         path: &Path,
-        tx: Sender<ControlMsg>,
+        tx: crate::inbox::Postbox,
         waker: Arc<Waker>,
     ) -> Result<ControlServer, ControlError> {
         ControlServer::start_workers(path, vec![WorkerLink { tx, waker }])
@@ -956,15 +972,9 @@ pub(crate) fn ask_some(
         let w = workers
             .get(k)
             .ok_or_else(|| Response::Error(stopped(k, workers.len())))?;
-        let (reply, rx) = mpsc::channel();
-        let msg = ControlMsg {
-            request: request.clone(),
-            reply,
-        };
-        if w.tx.send(msg).is_err() {
+        let Some(rx) = w.ask(request.clone()) else {
             return Err(Response::Error(stopped(k, workers.len())));
-        }
-        w.waker.wake();
+        };
         pending.push((k, rx));
     }
     let deadline = std::time::Instant::now() + WORKER_TIMEOUT;
@@ -1001,8 +1011,8 @@ fn stopped(k: usize, n: usize) -> String {
 }
 
 /// Answers every pending request with `answer` (called by the worker between batches).
-pub fn serve_pending(rx: &Receiver<ControlMsg>, mut answer: impl FnMut(&Request) -> Response) {
-    while let Ok(msg) = rx.try_recv() {
+pub fn serve_pending(rx: &crate::inbox::Inbox, mut answer: impl FnMut(&Request) -> Response) {
+    while let Some(msg) = rx.take() {
         let r = answer(&msg.request);
         let _ = msg.reply.send(r);
     }
@@ -1303,13 +1313,13 @@ mod tests {
         let path = dir.join("c.sock");
         // A stale regular socket file is replaced.
         drop(UnixListener::bind(&path)?);
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = crate::inbox::inbox();
         let waker = Arc::new(Waker::new()?);
         let server = ControlServer::start(&path, tx, waker.clone())?;
         let mode = std::fs::metadata(&path)?.permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         // A second server on the same path refuses.
-        let (tx2, _rx2) = mpsc::channel();
+        let (tx2, _rx2) = crate::inbox::inbox();
         assert!(matches!(
             ControlServer::start(&path, tx2, waker.clone()),
             Err(ControlError::InUse(_))

@@ -321,7 +321,6 @@ fn handle(mut stream: TcpStream, source: &Source) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use crate::control::serve_pending;
-    use std::sync::mpsc;
     use xlat_io::sys::Waker;
 
     /// Sends `raw` and reads the whole answer (the server closes after one).
@@ -345,7 +344,7 @@ mod tests {
     fn serves_metrics_json_and_page_through_the_control_path(
     ) -> Result<(), Box<dyn std::error::Error>> {
         // A "packet worker": answers Stats between its "batches", as the real ones do.
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = crate::inbox::inbox();
         let waker = Arc::new(Waker::new()?);
         let stop = Arc::new(AtomicBool::new(false));
         let (w, st) = (waker.clone(), stop.clone());
@@ -438,7 +437,7 @@ mod tests {
 
     #[test]
     fn a_stopped_worker_gives_503() -> Result<(), Box<dyn std::error::Error>> {
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = crate::inbox::inbox();
         drop(rx);
         let server = MetricsServer::start(
             "127.0.0.1:0".parse()?,

@@ -27,6 +27,7 @@ pub mod config;
 pub mod control;
 pub mod eventlog;
 pub mod http;
+pub mod inbox;
 pub mod ipfix;
 pub mod journal;
 pub mod listing;

@@ -567,7 +567,7 @@ mod tests {
     #[ignore]
     fn scrape_cost_at_1m_and_10m_sessions() -> Result<(), Box<dyn std::error::Error>> {
         use crate::control::{ask_workers, serve_pending, Request, Response, WorkerLink};
-        use std::sync::{mpsc, Arc};
+        use std::sync::Arc;
         use std::time::{Duration, Instant};
         use xlat_io::sys::{wait_readable, Waker};
 
@@ -595,7 +595,7 @@ mod tests {
             assert_eq!(engine.stats().sessions, n, "sessions made");
 
             // The worker: owns the engine, answers between "batches".
-            let (tx, rx) = mpsc::channel::<crate::control::ControlMsg>();
+            let (tx, rx) = crate::inbox::inbox();
             let waker = Arc::new(Waker::new()?);
             let w = waker.clone();
             let worker = std::thread::spawn(move || {

@@ -141,7 +141,6 @@ impl Drop for Watchdog {
 mod tests {
     use super::*;
     use crate::control::{serve_pending, Pong};
-    use std::sync::mpsc;
     use xlat_io::sys::{wait_readable, Waker};
 
     fn recv(sock: &UnixDatagram) -> String {
@@ -186,7 +185,7 @@ mod tests {
         let notifier = Arc::new(Notifier::new(&path.display().to_string())?);
 
         // A worker that answers pings for a while, then stops.
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = crate::inbox::inbox();
         let waker = Arc::new(Waker::new()?);
         let w = waker.clone();
         let worker = std::thread::spawn(move || {

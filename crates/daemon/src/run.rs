@@ -22,7 +22,7 @@
 //! too (drop guards).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -127,7 +127,7 @@ pub fn run(cfg: &Config) -> Result<()> {
     let mut controls = Vec::with_capacity(n);
     for _ in 0..n {
         let waker = Arc::new(Waker::new().context("creating a worker's eventfd")?);
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = crate::inbox::inbox();
         links.push(WorkerLink {
             tx,
             waker: waker.clone(),

@@ -42,7 +42,7 @@ use xlat_engine::events::StateEvent;
 use xlat_engine::shard::Shards;
 use xlat_engine::Time;
 
-use crate::control::{ControlMsg, Request, WorkerLink};
+use crate::control::{Request, WorkerLink};
 use crate::sync_wire::{self as wire, Header, Key, WireError};
 
 /// How often each side says hello (role, workers, whether it wants a resync).
@@ -844,12 +844,7 @@ impl Syncer {
         self.bulk = Some(self.workers.len().max(1));
         self.sh.count(&self.sh.counters.resyncs_sent, 1);
         for w in &self.workers {
-            let (reply, _rx) = std::sync::mpsc::channel();
-            let _ = w.tx.send(ControlMsg {
-                request: Request::SyncSnapshot,
-                reply,
-            });
-            w.waker.wake();
+            w.tell(Request::SyncSnapshot);
         }
     }
 
@@ -912,12 +907,7 @@ impl Syncer {
 
     fn clear_workers(&self) {
         for w in &self.workers {
-            let (reply, _rx) = std::sync::mpsc::channel();
-            let _ = w.tx.send(ControlMsg {
-                request: Request::SyncClear,
-                reply,
-            });
-            w.waker.wake();
+            w.tell(Request::SyncClear);
         }
     }
 
@@ -927,12 +917,7 @@ impl Syncer {
             if evs.is_empty() {
                 continue;
             }
-            let (reply, _rx) = std::sync::mpsc::channel();
-            let _ = w.tx.send(ControlMsg {
-                request: Request::SyncApply(Arc::new(std::mem::take(evs))),
-                reply,
-            });
-            w.waker.wake();
+            w.tell(Request::SyncApply(Arc::new(std::mem::take(evs))));
         }
     }
 
@@ -968,14 +953,14 @@ fn seq_le(a: u32, b: u32) -> bool {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::control::ControlMsg;
     use std::net::{IpAddr, Ipv4Addr};
-    use std::sync::mpsc;
     use xlat_engine::events::{EventKind, Translator};
     use xlat_engine::flow::Proto;
 
     /// A sync side on a loopback socket with one worker whose control channel the test
     /// reads.
-    fn side(active: bool) -> (Arc<SyncShared>, Syncer, mpsc::Receiver<ControlMsg>) {
+    fn side(active: bool) -> (Arc<SyncShared>, Syncer, crate::inbox::Inbox) {
         side_aged(active, Duration::ZERO)
     }
 
@@ -983,8 +968,8 @@ mod tests {
     fn side_aged(
         active: bool,
         min_age: Duration,
-    ) -> (Arc<SyncShared>, Syncer, mpsc::Receiver<ControlMsg>) {
-        let (tx, rx) = mpsc::channel();
+    ) -> (Arc<SyncShared>, Syncer, crate::inbox::Inbox) {
+        let (tx, rx) = crate::inbox::inbox();
         let waker = Arc::new(xlat_io::sys::Waker::new().unwrap());
         let cfg = SyncConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
@@ -1030,9 +1015,9 @@ mod tests {
     }
 
     /// What the worker was handed: `Clear` or the inside ports of the events applied.
-    fn handed(rx: &mpsc::Receiver<ControlMsg>) -> Vec<String> {
+    fn handed(rx: &crate::inbox::Inbox) -> Vec<String> {
         let mut out = Vec::new();
-        while let Ok(m) = rx.try_recv() {
+        while let Some(m) = rx.take() {
             match m.request {
                 Request::SyncClear => out.push("clear".to_string()),
                 Request::SyncApply(evs) => {
@@ -1118,11 +1103,8 @@ mod tests {
         sy.on_hello(&hello(wire::F_WANT_RESYNC));
         sy.on_hello(&hello(wire::F_WANT_RESYNC));
         assert_eq!(sh.counters.snapshot().resyncs_sent, 1);
-        assert!(matches!(
-            rx.try_recv().unwrap().request,
-            Request::SyncSnapshot
-        ));
-        assert!(rx.try_recv().is_err(), "one snapshot request per worker");
+        assert!(matches!(rx.take().unwrap().request, Request::SyncSnapshot));
+        assert!(rx.take().is_none(), "one snapshot request per worker");
         // The worker's snapshot ends the bulk: the last datagram carries BULK_END.
         sh.send_snapshot(vec![created(1), created(2)]);
         let m = sy.rx.try_recv().unwrap();
@@ -1337,8 +1319,8 @@ mod tests {
         // The active's worker: answers the snapshot request with its table.
         let sh = sh_a.clone();
         let worker = std::thread::spawn(move || {
-            let m = rx_a.recv_timeout(Duration::from_secs(30));
-            if let Ok(ControlMsg {
+            let m = rx_a.wait(Duration::from_secs(30));
+            if let Some(ControlMsg {
                 request: Request::SyncSnapshot,
                 ..
             }) = m
@@ -1353,12 +1335,12 @@ mod tests {
         let started = Instant::now();
         let (mut got, mut cleared) = (0u64, 0);
         while started.elapsed() < Duration::from_secs(60) {
-            match rx_b.recv_timeout(Duration::from_millis(50)) {
-                Ok(ControlMsg {
+            match rx_b.wait(Duration::from_millis(50)) {
+                Some(ControlMsg {
                     request: Request::SyncApply(evs),
                     ..
                 }) => got += evs.len() as u64,
-                Ok(ControlMsg {
+                Some(ControlMsg {
                     request: Request::SyncClear,
                     ..
                 }) => cleared += 1,

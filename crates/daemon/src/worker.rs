@@ -37,7 +37,6 @@
 use std::collections::VecDeque;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -52,8 +51,8 @@ use xlat_io::sys::wait_readable;
 use xlat_io::tun::{RecvBatch, Tun, DEFAULT_BATCH};
 
 use crate::control::{
-    ControlMsg, DaemonStats, FastPathStats, Ingress, IoCounters, Pong, Reloaded, Request, Response,
-    TraceEntry, WorkerStats,
+    DaemonStats, FastPathStats, Ingress, IoCounters, Pong, Reloaded, Request, Response, TraceEntry,
+    WorkerStats,
 };
 use xlat_engine::trace::{TraceFilter, TraceRecord};
 
@@ -301,7 +300,7 @@ pub struct Worker {
     pub id: usize,
     engine: Engine,
     tun: Tun,
-    control: Receiver<ControlMsg>,
+    control: crate::inbox::Inbox,
     /// Placement, the rings to the other workers, the fragment wait queue, the counters.
     handoff: Handoff,
     /// Rings from the other workers.
@@ -557,7 +556,7 @@ impl Worker {
         id: usize,
         engine: Engine,
         tun: Tun,
-        control: Receiver<ControlMsg>,
+        control: crate::inbox::Inbox,
         to: Vec<Option<Producer>>,
         from: Vec<Consumer>,
         isatap_host: Option<crate::tunnel_routes::IsatapHostRoutes>,
@@ -735,7 +734,7 @@ impl Worker {
             }
             let now = sh.clock();
             let mut answered = false;
-            while let Ok(msg) = self.control.try_recv() {
+            while let Some(msg) = self.control.take() {
                 let r = self.answer(&msg.request, now, sh);
                 let _ = msg.reply.send(r);
                 answered = true;
