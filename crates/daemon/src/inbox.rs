@@ -131,6 +131,73 @@ mod tests {
         assert!(inbox.take().is_some());
     }
 
+    fn tagged(sender: u16, seq: u16) -> xlat_engine::events::StateEvent {
+        use std::net::{IpAddr, Ipv4Addr};
+        use xlat_engine::events::{EventKind, StateEvent, Translator};
+        StateEvent {
+            at: xlat_engine::Time(0),
+            kind: EventKind::SessionCreated,
+            translator: Translator::Nat44,
+            session: None,
+            proto: xlat_engine::flow::Proto::Udp,
+            inside: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
+            inside_port: sender,
+            outside: Ipv4Addr::new(198, 19, 0, 1),
+            outside_port: seq,
+            remote: Ipv4Addr::new(198, 19, 0, 2),
+            remote_port: 53,
+            with_mapping: false,
+        }
+    }
+
+    /// Three senders and a worker that only tries: every request arrives once, each
+    /// sender's in its order, though the worker passes over a held queue many times.
+    #[test]
+    fn every_post_arrives_once_in_order_under_contention() {
+        use std::time::{Duration, Instant};
+        const SENDERS: u64 = 3;
+        const EACH: u64 = 20_000;
+        let (post, inbox) = inbox();
+        let senders: Vec<_> = (0..SENDERS)
+            .map(|s| {
+                let post = post.clone();
+                std::thread::spawn(move || {
+                    for i in 0..EACH {
+                        let (reply, _rx) = mpsc::channel();
+                        // The sender and its sequence number ride in an event's ports.
+                        let ev = vec![tagged(s as u16, i as u16)];
+                        let request = Request::SyncApply(std::sync::Arc::new(ev));
+                        assert!(post.post(ControlMsg { request, reply }).is_ok());
+                    }
+                })
+            })
+            .collect();
+        let mut next = [0u64; SENDERS as usize];
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut got = 0;
+        while got < SENDERS * EACH && Instant::now() < deadline {
+            match inbox.take() {
+                Some(m) => {
+                    let Request::SyncApply(evs) = &m.request else {
+                        panic!("an unexpected request")
+                    };
+                    let e = &evs[0];
+                    let s = usize::from(e.inside_port);
+                    let i = u64::from(e.outside_port);
+                    assert_eq!(i, next[s], "sender {s}'s requests in order");
+                    next[s] += 1;
+                    got += 1;
+                }
+                None => std::hint::spin_loop(),
+            }
+        }
+        for s in senders {
+            s.join().unwrap();
+        }
+        assert_eq!(got, SENDERS * EACH);
+        assert!(inbox.take().is_none());
+    }
+
     /// A worker that has gone refuses posts, and the requests it left are dropped, which
     /// closes their reply channels (the asker's "has stopped").
     #[test]
