@@ -596,6 +596,36 @@ impl Worker {
         }
     }
 
+    /// Carries a batch read from `ingress`: hands other workers their packets (with
+    /// several), translates this worker's and sends what the engine transmits.
+    fn carry(
+        &mut self,
+        sh: &Shared<'_>,
+        now: Time,
+        mut pkts: Vec<PacketBuf<'_>>,
+        verdicts: &mut [Verdict],
+        ingress: Ingress,
+    ) {
+        if let Some(shards) = &self.steer {
+            self.handoff.place(shards, sh.owners, now, &mut pkts);
+            // The owners start on what we handed them while we translate ours.
+            self.handoff.ring_owners(sh.bells);
+        }
+        translate(
+            &mut self.engine,
+            &mut self.trace,
+            now,
+            &mut pkts,
+            verdicts,
+            ingress,
+        );
+        for (pkt, v) in pkts.iter().zip(verdicts.iter()) {
+            if v.transmit() {
+                Self::send(&self.tun, &mut self.io, &mut self.afxdp, pkt.data());
+            }
+        }
+    }
+
     /// Runs until SIGINT/SIGTERM or another worker's end; an error ends this worker (and,
     /// through [`HaltOnExit`], all of them).
     pub fn run(&mut self, sh: &Shared<'_>) -> Result<()> {
@@ -670,56 +700,19 @@ impl Worker {
                     standby_drop(sh, n);
                     batch.clear();
                 }
-                let mut pkts = batch.packets_mut();
-                if let Some(shards) = &self.steer {
-                    self.handoff.place(shards, sh.owners, now, &mut pkts);
-                    // The owners start on what we handed them while we translate ours.
-                    self.handoff.ring_owners(sh.bells);
-                }
-                translate(
-                    &mut self.engine,
-                    &mut self.trace,
-                    now,
-                    &mut pkts,
-                    &mut verdicts,
-                    Ingress::Tun,
-                );
-                for (pkt, v) in pkts.iter().zip(verdicts.iter()) {
-                    if v.transmit() {
-                        Self::send(&self.tun, &mut self.io, &mut self.afxdp, pkt.data());
-                    }
-                }
+                self.carry(sh, now, batch.packets_mut(), &mut verdicts, Ingress::Tun);
             }
             if xsk_ready {
-                if let Some(port) = self.afxdp.as_mut() {
-                    let mut n = port.read(&mut xbatch);
-                    if n > 0 && sh.standby() {
-                        standby_drop(sh, n);
-                        xbatch.clear();
-                        n = 0;
-                    }
-                    if n > 0 {
-                        now = sh.clock();
-                        backlog |= n == xbatch.capacity();
-                        let mut pkts = xbatch.packets_mut();
-                        if let Some(shards) = &self.steer {
-                            self.handoff.place(shards, sh.owners, now, &mut pkts);
-                            self.handoff.ring_owners(sh.bells);
-                        }
-                        translate(
-                            &mut self.engine,
-                            &mut self.trace,
-                            now,
-                            &mut pkts,
-                            &mut verdicts,
-                            Ingress::AfXdp,
-                        );
-                        for (pkt, v) in pkts.iter().zip(verdicts.iter()) {
-                            if v.transmit() {
-                                Self::send(&self.tun, &mut self.io, &mut self.afxdp, pkt.data());
-                            }
-                        }
-                    }
+                let mut n = self.afxdp.as_mut().map_or(0, |port| port.read(&mut xbatch));
+                if n > 0 && sh.standby() {
+                    standby_drop(sh, n);
+                    xbatch.clear();
+                    n = 0;
+                }
+                if n > 0 {
+                    now = sh.clock();
+                    backlog |= n == xbatch.capacity();
+                    self.carry(sh, now, xbatch.packets_mut(), &mut verdicts, Ingress::AfXdp);
                 }
             }
             if tun_ready || handed > 0 || xsk_ready {
