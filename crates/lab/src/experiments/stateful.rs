@@ -164,6 +164,24 @@ fn too_big(dev: &dyn Device, n: u32, mem_available: Option<u64>) -> Option<Strin
     None
 }
 
+/// Table size `n`'s row for `dev` (frames of `size`), and whether it fits this machine: when
+/// not, the row is done ([`too_big`] says why, in a note).
+fn size_row(dev: &dyn Device, size: String, n: u32, avail: Option<u64>) -> (Row, bool) {
+    let mut row = Row {
+        device: dev.name().into(),
+        size,
+        x: Some(f64::from(n)),
+        ..Row::default()
+    };
+    match too_big(dev, n, avail) {
+        Some(why) => {
+            row.notes.push(format!("{}: skipped, {why}", dev.name()));
+            (row, false)
+        }
+        None => (row, true),
+    }
+}
+
 /// MemAvailable of /proc/meminfo, bytes.
 fn mem_available() -> Option<u64> {
     std::fs::read_to_string("/proc/meminfo")
@@ -431,14 +449,8 @@ impl Lab {
                     return Ok(rows);
                 }
                 for &n in &sizes {
-                    let mut row = Row {
-                        device: dev.name().into(),
-                        size: "64 B".into(),
-                        x: Some(f64::from(n)),
-                        ..Row::default()
-                    };
-                    if let Some(why) = too_big(dev, n, avail) {
-                        row.notes.push(format!("{}: skipped, {why}", dev.name()));
+                    let (mut row, fits) = size_row(dev, "64 B".into(), n, avail);
+                    if !fits {
                         rows.push(row);
                         continue;
                     }
@@ -604,14 +616,8 @@ impl Lab {
                 let max = lab.ceiling(&size, v6)?;
                 let mut rows = Vec::new();
                 for &n in &sizes {
-                    let mut row = Row {
-                        device: dev.name().into(),
-                        size: size.label(),
-                        x: Some(f64::from(n)),
-                        ..Row::default()
-                    };
-                    if let Some(why) = too_big(dev, n, avail) {
-                        row.notes.push(format!("{}: skipped, {why}", dev.name()));
+                    let (mut row, fits) = size_row(dev, size.label(), n, avail);
+                    if !fits {
                         rows.push(row);
                         continue;
                     }
