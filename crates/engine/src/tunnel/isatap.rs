@@ -139,11 +139,14 @@ pub fn xdp_config(t: &super::TunnelConfig, ipv6_translators: bool) -> Option<Xdp
     let IsatapRole::Router { prefix, .. } = &i.role else {
         return None;
     };
+    // `Tunnel::mech6` gives 2002::/16 destinations to 6to4 first: a /64 inside it, with 6to4
+    // beside, stays with the engine in that direction.
+    let under_6to4 = t.sixtofour.is_some() && super::sixtofour::embedded(prefix.addr).is_some();
     Some(XdpIsatap {
         ipv4: u32::from(i.ipv4),
         prefix: prefix64(prefix.addr),
         params: i.params,
-        encap: !ipv6_translators,
+        encap: !ipv6_translators && !under_6to4,
     })
 }
 
@@ -646,6 +649,17 @@ mod xdp_tests {
             isatap: Some(router()),
         };
         assert_eq!(xdp_config(&both, false), Some(x));
+        // ... unless its /64 is inside 2002::/16, which 6to4 takes first (Tunnel::mech6).
+        let mut in2002 = both.clone();
+        if let Some(IsatapConfig {
+            role: IsatapRole::Router { prefix, .. },
+            ..
+        }) = in2002.isatap.as_mut()
+        {
+            prefix.addr = 0x2002_c612_0002_0001 << 64;
+        }
+        let y = xdp_config(&in2002, false).unwrap();
+        assert!(!y.encap && y.prefix == 0x2002_c612_0002_0001 << 64);
         // A host's router and prefix are learned state: nothing for XDP.
         let host = TunnelConfig {
             sixtofour: None,
@@ -677,7 +691,10 @@ mod xdp_tests {
         let p = 0x2001_0002_0000_0005u128 << 64;
         assert_eq!(i.next_hop(p | 0x0000_5efe_c612_0102), Ok(0xc612_0102));
         assert_eq!(i.next_hop(p | 0x0200_5efe_c612_0102), Ok(0xc612_0102));
-        assert_eq!(i.next_hop(p | 0x0000_5efe_c612_0001), Err(DropReason::TunnelLoop));
+        assert_eq!(
+            i.next_hop(p | 0x0000_5efe_c612_0001),
+            Err(DropReason::TunnelLoop)
+        );
         assert_eq!(i.next_hop(p | 0x1234), Err(DropReason::IsatapNoNextHop));
         assert_eq!(
             i.next_hop(p | 0x0000_5efe_e000_0001),
