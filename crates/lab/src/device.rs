@@ -1325,7 +1325,7 @@ mod tests {
             assert_eq!(dev.name(), d.name);
             assert!(!d.about.is_empty());
         }
-        assert_eq!(seen.len(), 26);
+        assert_eq!(seen.len(), 27);
         assert!(make("forward5").is_err());
         // Every NAT44 device takes IPv4 on the inside.
         for n in [
