@@ -15,7 +15,8 @@
 // EAM, RFC 7757 3.2, or the pref64, RFC 6052 2.2 -- is in the recipe). 6to4 (RFC 3056) needs no
 // recipes at all: the endpoint's configuration is the whole of its rewrite, so the daemon writes
 // it once into `tun6to4` and the program encapsulates and decapsulates with the engine's own
-// checks (RFC 3964 5.3.1; see encap6to4 and decap6to4 below). Here we only:
+// checks (RFC 3964 5.3.1; see encap6to4 and decap6to4 below); an ISATAP router (RFC 5214) the
+// same way from `isatap` (7.1 and 7.3's checks; encap_isatap and decap_isatap). Here we only:
 //   1. parse Ethernet + IPv4 + TCP/UDP, and hand anything unusual to the kernel (XDP_PASS):
 //      IP options, fragments, TTL <= 1 (the kernel answers with ICMP Time Exceeded, RFC 1812
 //      5.3.1), TCP SYN/FIN/RST (state changes belong to the engine; SIIT has none, so its
