@@ -681,7 +681,7 @@ impl Ctx<'_> {
     }
 
     /// `[dataplane]`; `offloadable`: the file has a [nat44], [nat64], [siit] or
-    /// [tunnel.6to4] section (what the XDP fast path carries).
+    /// [tunnel.6to4] section or an ISATAP router (what the XDP fast path carries).
     fn dataplane(
         &self,
         raw: RawDataplane,
@@ -737,7 +737,7 @@ impl Ctx<'_> {
         if fast_path == FastPath::Xdp && !offloadable {
             return Err(self.invalid(
                 "dataplane.fast_path",
-                "the XDP fast path carries NAT44 and NAT64 sessions, SIIT's address pairs and 6to4 (not ISATAP); add a [nat44], [nat64], [siit] or [tunnel.6to4] section or set fast_path = \"none\"",
+                "the XDP fast path carries NAT44 and NAT64 sessions, SIIT's address pairs, 6to4 and ISATAP routers (not ISATAP hosts); add a [nat44], [nat64], [siit] or [tunnel.6to4] section, make [tunnel.isatap] a role = \"router\", or set fast_path = \"none\"",
             ));
         }
         let table_size = raw.table_size.unwrap_or(dd.table_size);
@@ -1297,7 +1297,10 @@ impl Config {
         let offloadable = raw.nat44.is_some()
             || raw.nat64.is_some()
             || raw.siit.is_some()
-            || raw.tunnel.as_ref().is_some_and(tunnel::RawTunnel::has_6to4);
+            || raw
+                .tunnel
+                .as_ref()
+                .is_some_and(tunnel::RawTunnel::xdp_carries);
         let nat44 = raw
             .nat44
             .and_then(|n| keep(&mut errors, cx.nat44(n, timeouts, limits)));
@@ -1541,10 +1544,18 @@ impl Config {
                 "every packet crosses the TUN device (the default data path, the slowest); for speed on Linux 6.3 or later set [dataplane] {fast}slow_path = \"af_xdp\", interfaces = [\"INSIDE\", \"OUTSIDE\"] (docs/CONFIG.md, docs/PERFORMANCE.md)"
             )];
         }
-        // A 6to4 endpoint alone: XDP carries it from its configuration (issue 25).
+        // A 6to4 endpoint or an ISATAP router alone: XDP carries it from its configuration
+        // (issue 25).
         let six = self.tunnel.as_ref().is_some_and(|t| t.sixtofour.is_some());
         if d.fast_path == FastPath::None && six && !offloadable {
             return vec!["every 6to4 packet crosses the TUN device (the default data path, the slowest); for speed set [dataplane] fast_path = \"xdp\", interfaces = [\"INSIDE\", \"OUTSIDE\"]: XDP encapsulates and decapsulates 6to4 itself (docs/CONFIG.md, docs/PERFORMANCE.md)".into()];
+        }
+        let router = self
+            .tunnel
+            .as_ref()
+            .is_some_and(|t| xlat_engine::tunnel::isatap::xdp_config(t, false).is_some());
+        if d.fast_path == FastPath::None && router && !offloadable {
+            return vec!["every ISATAP packet crosses the TUN device (the default data path, the slowest); for speed set [dataplane] fast_path = \"xdp\", interfaces = [\"INSIDE\", \"OUTSIDE\"]: XDP encapsulates and decapsulates for the ISATAP router itself (docs/CONFIG.md, docs/PERFORMANCE.md)".into()];
         }
         Vec::new()
     }
@@ -2045,6 +2056,22 @@ static = [{ inside = "198.18.0.10", outside = "198.19.0.10" }]
         let fast =
             format!("{six}[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"eth0\", \"eth1\"]\n");
         assert!(ok(&fast).advice().is_empty());
+        // An ISATAP router alone too; a host gets no advice (XDP does not carry it).
+        let router = "[tunnel.isatap]\nrole = \"router\"\nipv4 = \"198.18.0.1\"\nprefix = \"2001:2:0:5::/64\"\n";
+        let a = ok(router).advice();
+        assert!(
+            a.len() == 1
+                && a[0].contains("ISATAP")
+                && a[0].contains("fast_path = \"xdp\", interfaces"),
+            "{a:?}"
+        );
+        let fast = format!(
+            "{router}[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"eth0\", \"eth1\"]\n"
+        );
+        assert!(ok(&fast).advice().is_empty());
+        let host =
+            "[tunnel.isatap]\nrole = \"host\"\nipv4 = \"198.18.0.2\"\nrouters = [\"198.18.0.1\"]\n";
+        assert!(ok(host).advice().is_empty());
     }
 
     /// Static BIB entries: `[nat44] static` entries with a protocol (port ranges too) and
@@ -2327,10 +2354,14 @@ rfc6791v6 = "2001:db8:6791::/96"
         )
         .unwrap();
         assert_eq!(six.dataplane.fast_path, FastPath::Xdp);
-        let e = err(&format!("[tunnel.isatap]\nrole = \"router\"\nipv4 = \"198.18.0.1\"\nprefix = \"2001:2:0:5::/64\"\n{xdp}"));
+        // An ISATAP router is carried (its address and /64); a host, whose router and prefix
+        // are learned, is not.
+        let router = Config::parse("xlat.toml", &format!("[tunnel.isatap]\nrole = \"router\"\nipv4 = \"198.18.0.1\"\nprefix = \"2001:2:0:5::/64\"\n{xdp}")).unwrap();
+        assert_eq!(router.dataplane.fast_path, FastPath::Xdp);
+        let e = err(&format!("[tunnel.isatap]\nrole = \"host\"\nipv4 = \"198.18.0.2\"\nrouters = [\"198.18.0.1\"]\n{xdp}"));
         assert!(
             e.starts_with("xlat.toml: dataplane.fast_path: the XDP fast path carries")
-                && e.contains("(not ISATAP)")
+                && e.contains("(not ISATAP hosts)")
                 && e.contains("fast_path = \"none\""),
             "{e}"
         );

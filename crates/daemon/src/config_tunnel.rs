@@ -18,9 +18,14 @@ pub(super) struct RawTunnel {
 }
 
 impl RawTunnel {
-    /// The file has a `[tunnel.6to4]` (which the XDP fast path carries; ISATAP it does not).
-    pub(super) fn has_6to4(&self) -> bool {
+    /// The file has a tunnel the XDP fast path carries: a `[tunnel.6to4]`, or a
+    /// `[tunnel.isatap]` router (a host's router and prefix are learned state, not carried).
+    pub(super) fn xdp_carries(&self) -> bool {
         self.sixtofour.is_some()
+            || self
+                .isatap
+                .as_ref()
+                .is_some_and(|i| i.role.as_deref() == Some("router"))
     }
 }
 

@@ -259,6 +259,24 @@ pub fn run(cfg: &Config) -> Result<()> {
                             ),
                         }
                     }
+                    // So is an ISATAP router (RFC 5214 8.2): its address, /64 and tunnel
+                    // parameters; a host's router and prefix are learned, so it stays here.
+                    let isatap = cfg.tunnel.as_ref().and_then(|t| {
+                        let ipv6 = cfg.nat64.is_some() || cfg.siit.is_some();
+                        xlat_engine::tunnel::isatap::xdp_config(t, ipv6)
+                    });
+                    if let Some(x) = isatap {
+                        match xlat_xdp::ifindex(tun.name()).and_then(|i| f.set_isatap(&x, i)) {
+                            Ok(()) => info!(
+                                encapsulation = x.encap,
+                                "ISATAP router on the XDP fast path"
+                            ),
+                            Err(e) => warn!(
+                                "{}: ISATAP stays on the TUN device (the XDP fast path could not take it): {e:#}",
+                                cfg.file
+                            ),
+                        }
+                    }
                 }
                 info!(
                     interfaces = ?f.interfaces(),

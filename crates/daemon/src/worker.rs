@@ -1084,15 +1084,16 @@ impl Worker {
                     proto: filter.proto,
                     ..Default::default()
                 };
-                // 6to4 in XDP has no flows to single out: all of it comes back for the trace.
-                hold_6to4(sh, true);
+                // The tunnels in XDP (6to4, ISATAP) have no flows to single out: all of them come
+                // back for the trace.
+                hold_tunnels(sh, true);
                 Response::Cleared(self.engine.hold_offload(now, Some(hold)))
             }
             Request::TraceTake { stop } => {
                 if *stop {
                     // The held flows go back to the fast path.
                     self.engine.hold_offload(now, None);
-                    hold_6to4(sh, false);
+                    hold_tunnels(sh, false);
                 }
                 let Some(t) = self.trace.as_mut() else {
                     return Response::Trace(Vec::new());
@@ -1222,12 +1223,12 @@ pub struct FastPathBufs {
     ops: Vec<xlat_engine::offload::OffloadOp>,
 }
 
-/// `xlat trace` and 6to4 in XDP: [`xlat_xdp::FastPath::hold_6to4`] (every worker asks; the
+/// `xlat trace` and the tunnels in XDP: [`xlat_xdp::FastPath::hold_tunnels`] (every worker asks; the
 /// same write each time).
-fn hold_6to4(sh: &Shared<'_>, held: bool) {
+fn hold_tunnels(sh: &Shared<'_>, held: bool) {
     if let Some(f) = sh.fast {
         let mut f = f.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Err(e) = f.hold_6to4(held) {
+        if let Err(e) = f.hold_tunnels(held) {
             warn!("xlat trace: {e:#}");
         }
     }

@@ -21,6 +21,7 @@
 //! | xlat-6to4 | `xlat run` as a 6to4 relay router on 198.18.0.1 (RFC 3056): the tester's inside hosts are 6to4 sites |
 //! | xlat-6to4-xdp | xlat-6to4 with `[dataplane] fast_path = "xdp"`: the XDP program encapsulates and decapsulates 6to4 from the endpoint's configuration (issue 25) |
 //! | xlat-isatap | `xlat run` as an ISATAP router on 198.18.0.1, prefix 2001:2:0:5::/64 (RFC 5214): the inside hosts are ISATAP hosts |
+//! | xlat-isatap-xdp | xlat-isatap with `[dataplane] fast_path = "xdp"`: the XDP program encapsulates and decapsulates for the ISATAP router from its configuration (issue 25) |
 //!
 //! The tunnel devices take IPv6 in IPv4 protocol 41 on the inside port, from the tester acting
 //! as the far tunnel endpoint (S2's client was the tunnel host, its router the endpoint), and
@@ -227,6 +228,14 @@ pub const DEVICES: &[DeviceDef] = &[
         about: "xlat run (ISATAP router: IPv6 in IPv4 protocol 41 from ISATAP hosts, TUN driver)",
         make: || Ok(Box::new(Daemon {
             kind: DaemonKind::XlatIsatap,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-isatap-xdp",
+        about: "xlat run (ISATAP router) with the XDP fast path on the DUT's ports (encapsulation and decapsulation in XDP)",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::XlatIsatapXdp,
             ..Daemon::xlat()
         })),
     },
@@ -596,6 +605,8 @@ enum DaemonKind {
     /// 6to4 with the XDP fast path (no recipes: the endpoint's configuration).
     Xlat6to4Xdp,
     XlatIsatap,
+    /// ISATAP router with the XDP fast path (no recipes: the router's configuration).
+    XlatIsatapXdp,
     Tayga,
 }
 
@@ -630,6 +641,7 @@ impl DaemonKind {
                 | DaemonKind::XlatSiitAfxdp
                 | DaemonKind::XlatSiitXdp
                 | DaemonKind::Xlat6to4Xdp
+                | DaemonKind::XlatIsatapXdp
         )
     }
 }
@@ -674,7 +686,7 @@ const ISATAP_PREFIX64: [u8; 8] = {
 pub fn tunnel_of(device: &str) -> Option<crate::packet::Tunnel6in4> {
     match device {
         "xlat-6to4" | "xlat-6to4-xdp" => Some(crate::packet::Tunnel6in4::SixToFour),
-        "xlat-isatap" => Some(crate::packet::Tunnel6in4::Isatap {
+        "xlat-isatap" | "xlat-isatap-xdp" => Some(crate::packet::Tunnel6in4::Isatap {
             prefix64: ISATAP_PREFIX64,
         }),
         _ => None,
@@ -993,6 +1005,7 @@ impl Device for Daemon {
             DaemonKind::Xlat6to4 => "xlat-6to4",
             DaemonKind::Xlat6to4Xdp => "xlat-6to4-xdp",
             DaemonKind::XlatIsatap => "xlat-isatap",
+            DaemonKind::XlatIsatapXdp => "xlat-isatap-xdp",
             DaemonKind::Tayga => "tayga-nat64",
         }
     }
@@ -1010,7 +1023,10 @@ impl Device for Daemon {
             | DaemonKind::XlatXdpAfxdp => {
                 crate::packet::flows_v4_at(first, n, seed, D_ADDR.octets())
             }
-            DaemonKind::Xlat6to4 | DaemonKind::Xlat6to4Xdp | DaemonKind::XlatIsatap => {
+            DaemonKind::Xlat6to4
+            | DaemonKind::Xlat6to4Xdp
+            | DaemonKind::XlatIsatap
+            | DaemonKind::XlatIsatapXdp => {
                 let t = tunnel_of(self.name()).unwrap_or(crate::packet::Tunnel6in4::SixToFour);
                 let dst = D6_ADDR.octets();
                 crate::packet::flows_6in4_at(first, n, seed, dst, TUNNEL_ENDPOINT.octets(), t)
@@ -1045,6 +1061,9 @@ impl Device for Daemon {
                         format!("{}{}", sixtofour_config(&tun, &sock), dataplane_xdp(topo))
                     }
                     DaemonKind::XlatIsatap => isatap_config(&tun, &sock),
+                    DaemonKind::XlatIsatapXdp => {
+                        format!("{}{}", isatap_config(&tun, &sock), dataplane_xdp(topo))
+                    }
                     DaemonKind::XlatXdp => {
                         format!("{}{}", xlat_config(&tun, &sock), dataplane_xdp(topo))
                     }
@@ -1229,6 +1248,7 @@ impl Device for Daemon {
             DaemonKind::Xlat6to4
             | DaemonKind::Xlat6to4Xdp
             | DaemonKind::XlatIsatap
+            | DaemonKind::XlatIsatapXdp
             | DaemonKind::Tayga => None,
             _ => self.xlat_stats()?.get("sessions")?.as_u64(),
         }
@@ -1305,7 +1325,7 @@ mod tests {
             assert_eq!(dev.name(), d.name);
             assert!(!d.about.is_empty());
         }
-        assert_eq!(seen.len(), 26);
+        assert_eq!(seen.len(), 27);
         assert!(make("forward5").is_err());
         // Every NAT44 device takes IPv4 on the inside.
         for n in [

@@ -69,7 +69,7 @@ pub fn endpoints(device: &str) -> Result<Endpoints> {
             server: d4,
             target: IpAddr::V6(pref64(D_ADDR)),
         },
-        "xlat-6to4" | "xlat-6to4-xdp" | "xlat-isatap" => Endpoints {
+        "xlat-6to4" | "xlat-6to4-xdp" | "xlat-isatap" | "xlat-isatap-xdp" => Endpoints {
             client: IpAddr::V6(Ipv6Addr::from(tunnel_client(device)?)),
             server: d6,
             target: d6,

@@ -15,7 +15,8 @@
 // EAM, RFC 7757 3.2, or the pref64, RFC 6052 2.2 -- is in the recipe). 6to4 (RFC 3056) needs no
 // recipes at all: the endpoint's configuration is the whole of its rewrite, so the daemon writes
 // it once into `tun6to4` and the program encapsulates and decapsulates with the engine's own
-// checks (RFC 3964 5.3.1; see encap6to4 and decap6to4 below). Here we only:
+// checks (RFC 3964 5.3.1; see encap6to4 and decap6to4 below); an ISATAP router (RFC 5214) the
+// same way from `isatap` (7.1 and 7.3's checks; encap_isatap and decap_isatap). Here we only:
 //   1. parse Ethernet + IPv4 + TCP/UDP, and hand anything unusual to the kernel (XDP_PASS):
 //      IP options, fragments, TTL <= 1 (the kernel answers with ICMP Time Exceeded, RFC 1812
 //      5.3.1), TCP SYN/FIN/RST (state changes belong to the engine; SIIT has none, so its
@@ -177,6 +178,9 @@ enum counter {
 	C_6TO4_ENCAP,
 	C_6TO4_DECAP,
 	C_PASS_6TO4,
+	C_ISATAP_ENCAP,
+	C_ISATAP_DECAP,
+	C_PASS_ISATAP,
 	C_MAX,
 };
 
@@ -654,12 +658,154 @@ static __always_inline int embedded(const struct in6_addr *a, __u32 *v4)
 
 // Would the kernel route this packet into the TUN device (and so to the engine)? `fib` holds
 // it as it arrived.
-static __always_inline int to_tun(struct xdp_md *ctx, struct bpf_fib_lookup *fib,
-				  struct tun6to4_cfg *t)
+static __always_inline int to_tun(struct xdp_md *ctx, struct bpf_fib_lookup *fib, __u32 tun)
 {
 	fib->ifindex = ctx->ingress_ifindex;
 	long rc = bpf_fib_lookup(ctx, fib, sizeof(*fib), BPF_FIB_LOOKUP_SKIP_NEIGH);
-	return rc == BPF_FIB_LKUP_RET_SUCCESS && fib->ifindex == t->tun_ifindex;
+	return rc == BPF_FIB_LKUP_RET_SUCCESS && fib->ifindex == tun;
+}
+
+// The outer checks every 6in4 decapsulation here shares (RFC 4213 3.6), on protocol 41 to an
+// endpoint address whose outer header the caller checked to be 20 bytes, unfragmented, TTL > 1.
+// Returns 0 to go on, else the counter of the pass (+1, so that C_REDIRECTED is not 0).
+static __always_inline __u32 outer_ok(struct iphdr *ip, struct ipv6hdr *ip6, void *end,
+				      __u32 c_pass)
+{
+	__u16 tot = bpf_ntohs(ip->tot_len);
+	if ((void *)(ip6 + 1) > end || tot < sizeof(*ip) + sizeof(*ip6))
+		return C_PASS_TRUNCATED + 1;
+	// The packet exactly: link padding (RFC 1812 5.2.2) is the engine's to cut.
+	if ((void *)ip + tot != end || ip6->version != 6 ||
+	    bpf_ntohs(ip6->payload_len) + sizeof(*ip6) != tot - sizeof(*ip))
+		return c_pass + 1;
+	// RFC 1812 5.2.2: the outer header disappears: verify its checksum, do not carry it.
+	if (ip4_sum(ip) != 0xffff)
+		return C_PASS_BAD_CHECKSUM + 1;
+	// RFC 6040 4.2: a CE mark outside is merged into (or refused with) the inner header: the
+	// engine's.
+	if ((ip->tos & 3) == 3)
+		return c_pass + 1;
+	// RFC 4213 3.3: the decapsulated packet is forwarded as IPv6: one hop (RFC 8200 3).
+	if (ip6->hop_limit <= 1)
+		return C_PASS_TTL + 1;
+	return 0;
+}
+
+// The end of a decapsulation the checks accepted: when the kernel would route the outer packet
+// into the TUN device `tun` (so to the engine), the inner packet is routed, its outer header
+// taken off and it is redirected; c: the counter of a decapsulated packet.
+static __always_inline int strip_outer(struct xdp_md *ctx, struct iphdr *ip, struct ipv6hdr *ip6,
+				       __u32 tun, __u32 c, __u32 c_pass)
+{
+	__u16 tot = bpf_ntohs(ip->tot_len);
+	struct bpf_fib_lookup fib = {};
+	fib.family = AF_INET;
+	fib.tos = ip->tos;
+	fib.l4_protocol = ip->protocol;
+	fib.tot_len = tot;
+	fib.ipv4_src = ip->saddr;
+	fib.ipv4_dst = ip->daddr;
+	if (!to_tun(ctx, &fib, tun))
+		return count(c_pass, XDP_PASS);
+	__builtin_memset(&fib, 0, sizeof(fib));
+	fib.family = AF_INET6;
+	fib.l4_protocol = ip6->nexthdr;
+	fib.tot_len = tot - sizeof(*ip);
+	__builtin_memcpy(fib.ipv6_src, &ip6->saddr, 16);
+	__builtin_memcpy(fib.ipv6_dst, &ip6->daddr, 16);
+	fib.ifindex = ctx->ingress_ifindex;
+	long out = route(ctx, &fib);
+	if (out < 0)
+		return count(-out, XDP_PASS);
+	if (bpf_xdp_adjust_head(ctx, (int)sizeof(*ip)))
+		return count(C_PASS_NO_ROOM, XDP_PASS);
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	ip6 = (void *)(eth + 1);
+	if ((void *)(ip6 + 1) > end)
+		return count(C_PASS_NO_ROOM, XDP_DROP); // cannot happen: checked before shrinking
+	// RFC 4213 3.3: the decapsulated packet is forwarded as IPv6, one hop (RFC 8200 3).
+	ip6->hop_limit -= 1;
+	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
+	eth->h_proto = bpf_htons(ETH_P_IPV6);
+	count(c, 0);
+	count(C_REDIRECTED, 0);
+	return bpf_redirect_map(&egress, out, 0);
+}
+
+// The outer header of an encapsulation (RFC 4213 3.5) from src4 to dst4.
+struct outer4 {
+	__u32 src4;
+	__u32 dst4;
+	__u32 tun;    // the TUN device's ifindex
+	__u32 *ident; // the identification's counter (RFC 4213 3.5), atomic
+	__u8 ttl;     // RFC 4213 3.3
+	__u8 pmtud;   // RFC 4213 3.2.2
+};
+
+// The end of an encapsulation the checks accepted (the packet is exactly `len` bytes, no more
+// than the tunnel MTU): when the kernel would route the IPv6 packet into the TUN device (so to
+// the engine), the outer packet is routed, the outer header put in front and it is redirected;
+// c: the counter of an encapsulated packet.
+static __always_inline int push_outer(struct xdp_md *ctx, struct ipv6hdr *ip6, __u16 len,
+				      struct outer4 *o, __u32 c, __u32 c_pass)
+{
+	struct bpf_fib_lookup fib = {};
+	fib.family = AF_INET6;
+	fib.l4_protocol = ip6->nexthdr;
+	fib.tot_len = len;
+	__builtin_memcpy(fib.ipv6_src, &ip6->saddr, 16);
+	__builtin_memcpy(fib.ipv6_dst, &ip6->daddr, 16);
+	if (!to_tun(ctx, &fib, o->tun))
+		return count(c_pass, XDP_PASS);
+	__builtin_memset(&fib, 0, sizeof(fib));
+	fib.family = AF_INET;
+	fib.l4_protocol = 41;
+	fib.tot_len = len + sizeof(struct iphdr);
+	fib.ipv4_src = o->src4;
+	fib.ipv4_dst = o->dst4;
+	fib.ifindex = ctx->ingress_ifindex;
+	long out = route(ctx, &fib);
+	if (out < 0)
+		return count(-out, XDP_PASS);
+
+	// RFC 6040 4.1 (normal mode): the outer TOS is the inner traffic class.
+	__u8 tc = (bpf_ntohl(*(__u32 *)ip6) >> 20) & 0xff;
+	if (bpf_xdp_adjust_head(ctx, -(int)sizeof(struct iphdr)))
+		return count(C_PASS_NO_ROOM, XDP_PASS);
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	ip6 = (void *)(ip + 1);
+	if ((void *)(ip6 + 1) > end)
+		return count(C_PASS_NO_ROOM, XDP_DROP); // cannot happen: the packet only grew
+	// The tunnel is one IPv6 hop (RFC 4213 3.3): the router forwarding into it decrements.
+	ip6->hop_limit -= 1;
+	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
+	eth->h_proto = bpf_htons(ETH_P_IP);
+	ip->version = 4;
+	ip->ihl = 5;
+	ip->tos = tc;
+	ip->tot_len = bpf_htons(len + sizeof(struct iphdr));
+	// RFC 4213 3.5: a fresh identification per packet (an atomic add, then a read: see to4).
+	__sync_fetch_and_add(o->ident, 1);
+	ip->id = bpf_htons((__u16)*o->ident);
+	// RFC 4213 3.2.2: DF above the IPv6 minimum MTU with path MTU discovery; 3.2.1: never
+	// without.
+	ip->frag_off = (o->pmtud && len > 1280) ? bpf_htons(0x4000) : 0;
+	ip->ttl = o->ttl; // RFC 4213 3.3
+	ip->protocol = 41; // RFC 4213 3.5
+	ip->saddr = o->src4;
+	ip->daddr = o->dst4;
+	ip->check = 0;
+	ip->check = (__u16)~ip4_sum(ip);
+	count(c, 0);
+	count(C_REDIRECTED, 0);
+	return bpf_redirect_map(&egress, out, 0);
 }
 
 // Decapsulation (RFC 4213 3.6, RFC 3056 5.2): protocol 41 to the endpoint address, the outer
@@ -668,24 +814,10 @@ static __always_inline int to_tun(struct xdp_md *ctx, struct bpf_fib_lookup *fib
 static __always_inline int decap6to4(struct xdp_md *ctx, struct iphdr *ip, void *end,
 				     struct tun6to4_cfg *t)
 {
-	__u16 tot = bpf_ntohs(ip->tot_len);
 	struct ipv6hdr *ip6 = (void *)(ip + 1);
-	if ((void *)(ip6 + 1) > end || tot < sizeof(*ip) + sizeof(*ip6))
-		return count(C_PASS_TRUNCATED, XDP_PASS);
-	// The packet exactly: link padding (RFC 1812 5.2.2) is the engine's to cut.
-	if ((void *)ip + tot != end || ip6->version != 6 ||
-	    bpf_ntohs(ip6->payload_len) + sizeof(*ip6) != tot - sizeof(*ip))
-		return count(C_PASS_6TO4, XDP_PASS);
-	// RFC 1812 5.2.2: the outer header disappears: verify its checksum, do not carry it.
-	if (ip4_sum(ip) != 0xffff)
-		return count(C_PASS_BAD_CHECKSUM, XDP_PASS);
-	// RFC 6040 4.2: a CE mark outside is merged into (or refused with) the inner header: the
-	// engine's.
-	if ((ip->tos & 3) == 3)
-		return count(C_PASS_6TO4, XDP_PASS);
-	// RFC 4213 3.3: the decapsulated packet is forwarded as IPv6: one hop (RFC 8200 3).
-	if (ip6->hop_limit <= 1)
-		return count(C_PASS_TTL, XDP_PASS);
+	__u32 bad = outer_ok(ip, ip6, end, C_PASS_6TO4);
+	if (bad)
+		return count(bad - 1, XDP_PASS);
 	// RFC 3964 5.3.1: usable IPv4 addresses (the destination is ours, checked when configured)
 	// and inner addresses that may be tunneled.
 	if (!valid_v4(t, ip->saddr) || never_tunneled(&ip6->saddr) || never_tunneled(&ip6->daddr))
@@ -707,42 +839,7 @@ static __always_inline int decap6to4(struct xdp_md *ctx, struct iphdr *ip, void 
 		// RFC 3056 5: only a relay router forwards to native IPv6.
 		return count(C_PASS_6TO4, XDP_PASS);
 	}
-
-	struct bpf_fib_lookup fib = {};
-	fib.family = AF_INET;
-	fib.tos = ip->tos;
-	fib.l4_protocol = ip->protocol;
-	fib.tot_len = tot;
-	fib.ipv4_src = ip->saddr;
-	fib.ipv4_dst = ip->daddr;
-	if (!to_tun(ctx, &fib, t))
-		return count(C_PASS_6TO4, XDP_PASS);
-	__builtin_memset(&fib, 0, sizeof(fib));
-	fib.family = AF_INET6;
-	fib.l4_protocol = ip6->nexthdr;
-	fib.tot_len = tot - sizeof(*ip);
-	__builtin_memcpy(fib.ipv6_src, &ip6->saddr, 16);
-	__builtin_memcpy(fib.ipv6_dst, &ip6->daddr, 16);
-	fib.ifindex = ctx->ingress_ifindex;
-	long out = route(ctx, &fib);
-	if (out < 0)
-		return count(-out, XDP_PASS);
-	if (bpf_xdp_adjust_head(ctx, (int)sizeof(*ip)))
-		return count(C_PASS_NO_ROOM, XDP_PASS);
-	void *data = (void *)(long)ctx->data;
-	end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	ip6 = (void *)(eth + 1);
-	if ((void *)(ip6 + 1) > end)
-		return count(C_PASS_NO_ROOM, XDP_DROP); // cannot happen: checked before shrinking
-	// RFC 4213 3.3: the decapsulated packet is forwarded as IPv6, one hop (RFC 8200 3).
-	ip6->hop_limit -= 1;
-	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
-	eth->h_proto = bpf_htons(ETH_P_IPV6);
-	count(C_6TO4_DECAP, 0);
-	count(C_REDIRECTED, 0);
-	return bpf_redirect_map(&egress, out, 0);
+	return strip_outer(ctx, ip, ip6, t->tun_ifindex, C_6TO4_DECAP, C_PASS_6TO4);
 }
 
 // Is an IPv6 packet the tunnel's, as Tunnel::mech6 picks it: a 2002::/16 destination, or
@@ -778,61 +875,121 @@ static __always_inline int encap6to4(struct xdp_md *ctx, struct ipv6hdr *ip6, vo
 	} else {
 		dst4 = t->relay; // T_ENCAP_RELAY is set only with a relay
 	}
+	struct outer4 o = {.src4 = t->v4, .dst4 = dst4, .tun = t->tun_ifindex, .ident = &t->ident,
+			   .ttl = t->ttl, .pmtud = !!(t->flags & T_PMTUD)};
+	return push_outer(ctx, ip6, len, &o, C_6TO4_ENCAP, C_PASS_6TO4);
+}
 
-	struct bpf_fib_lookup fib = {};
-	fib.family = AF_INET6;
-	fib.l4_protocol = ip6->nexthdr;
-	fib.tot_len = len;
-	__builtin_memcpy(fib.ipv6_src, &ip6->saddr, 16);
-	__builtin_memcpy(fib.ipv6_dst, &ip6->daddr, 16);
-	if (!to_tun(ctx, &fib, t))
-		return count(C_PASS_6TO4, XDP_PASS);
-	__builtin_memset(&fib, 0, sizeof(fib));
-	fib.family = AF_INET;
-	fib.l4_protocol = 41;
-	fib.tot_len = len + sizeof(struct iphdr);
-	fib.ipv4_src = t->v4;
-	fib.ipv4_dst = dst4;
-	fib.ifindex = ctx->ingress_ifindex;
-	long out = route(ctx, &fib);
-	if (out < 0)
-		return count(-out, XDP_PASS);
+// ISATAP (RFC 5214) in XDP (issue 25): the router's side. Like 6to4 its interface is stateless
+// -- the router's IPv4 address, the /64 it advertises (8.2) and the tunnel parameters are the
+// whole rewrite -- so the daemon writes them here once (`isatap`, keep in step with `IsatapCfg`
+// in crates/xdp/src/lib.rs, filled from xlat_engine::tunnel::isatap::XdpIsatap) and the program
+// applies Isatap::next_hop's and Isatap::decap's checks itself. Hosts stay with the engine
+// (their router and prefix are learned from Router Advertisements, 8.3.3), and so does Neighbor
+// Discovery, link-local traffic, and whatever fails a check or needs more than the rewrite: the
+// kernel routes it into the TUN device as before, the engine answers or drops it, counted.
+struct isatap_cfg {
+	__u32 v4;          // the router's IPv4 address (network byte order); 0: off
+	__u32 tun_ifindex; // the TUN device the kernel routes the tunnel's packets into
+	__u8 prefix[8];    // the advertised /64 (RFC 5214 8.2)
+	__u16 mtu;         // the tunnel MTU (RFC 4213 3.2)
+	__u8 ttl;          // the outer TTL (RFC 4213 3.3)
+	__u8 flags;        // T_PMTUD, T_ENCAP
+	__u32 ident;       // the outer identification's counter (RFC 4213 3.5), atomic
+};
 
-	// RFC 6040 4.1 (normal mode): the outer TOS is the inner traffic class.
-	__u8 tc = (bpf_ntohl(*(__u32 *)ip6) >> 20) & 0xff;
-	if (bpf_xdp_adjust_head(ctx, -(int)sizeof(struct iphdr)))
-		return count(C_PASS_NO_ROOM, XDP_PASS);
-	void *data = (void *)(long)ctx->data;
-	end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	struct iphdr *ip = (void *)(eth + 1);
-	ip6 = (void *)(ip + 1);
-	if ((void *)(ip6 + 1) > end)
-		return count(C_PASS_NO_ROOM, XDP_DROP); // cannot happen: the packet only grew
-	// The tunnel is one IPv6 hop (RFC 4213 3.3): the router forwarding into it decrements.
-	ip6->hop_limit -= 1;
-	__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
-	eth->h_proto = bpf_htons(ETH_P_IP);
-	ip->version = 4;
-	ip->ihl = 5;
-	ip->tos = tc;
-	ip->tot_len = bpf_htons(len + sizeof(struct iphdr));
-	// RFC 4213 3.5: a fresh identification per packet (an atomic add, then a read: see to4).
-	__sync_fetch_and_add(&t->ident, 1);
-	ip->id = bpf_htons((__u16)t->ident);
-	// RFC 4213 3.2.2: DF above the IPv6 minimum MTU with path MTU discovery; 3.2.1: never
-	// without.
-	ip->frag_off = ((t->flags & T_PMTUD) && len > 1280) ? bpf_htons(0x4000) : 0;
-	ip->ttl = t->ttl; // RFC 4213 3.3
-	ip->protocol = 41; // RFC 4213 3.5
-	ip->saddr = t->v4;
-	ip->daddr = dst4;
-	ip->check = 0;
-	ip->check = (__u16)~ip4_sum(ip);
-	count(C_6TO4_ENCAP, 0);
-	count(C_REDIRECTED, 0);
-	return bpf_redirect_map(&egress, out, 0);
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct isatap_cfg);
+	__uint(max_entries, 1);
+} isatap SEC(".maps");
+
+// RFC 5214 6.1: the IPv4 address in an ISATAP interface identifier, 0000:5efe:V4ADDR or, with
+// the u/l bit, 0200:5efe:V4ADDR (isatap::embedded; network byte order in *v4).
+static __always_inline int isatap_v4(const struct in6_addr *a, __u32 *v4)
+{
+	__u32 w2 = a->s6_addr32[2];
+	if (w2 != bpf_htonl(0x00005efe) && w2 != bpf_htonl(0x02005efe))
+		return 0;
+	*v4 = a->s6_addr32[3];
+	return 1;
+}
+
+// RFC 1812 4.2.2.11, 5.3.7: a unicast IPv4 address (tunnel::unicast4): not 0/8, 127/8, 224/3.
+static __always_inline int unicast4(__u32 a)
+{
+	__u8 first = bpf_ntohl(a) >> 24;
+	return first != 0 && first != 127 && first < 224;
+}
+
+// ICMPv6 Router Solicitation .. Redirect (RFC 4861 4): Neighbor Discovery is the engine's (a
+// router answers Router Solicitations, RFC 5214 8.2) or the kernel's.
+static __always_inline int nd(struct ipv6hdr *ip6, void *end)
+{
+	if (ip6->nexthdr != 58)
+		return 0;
+	__u8 *ty = (void *)(ip6 + 1);
+	if ((void *)(ty + 1) > end)
+		return 1;
+	return *ty >= 133 && *ty <= 137;
+}
+
+// Decapsulation at an ISATAP router (RFC 5214 7.3, RFC 4213 3.6): protocol 41 to the router's
+// address, the outer header checked by the caller (20 bytes, unfragmented, TTL > 1).
+// Tunnel::decapsulate and Isatap::decap decide the same for what is redirected here.
+static __always_inline int decap_isatap(struct xdp_md *ctx, struct iphdr *ip, void *end,
+					struct isatap_cfg *t)
+{
+	struct ipv6hdr *ip6 = (void *)(ip + 1);
+	__u32 bad = outer_ok(ip, ip6, end, C_PASS_ISATAP);
+	if (bad)
+		return count(bad - 1, XDP_PASS);
+	// RFC 5214 7.3 (and RFC 4213 3.6's source check): the IPv6 source embeds the outer IPv4
+	// source, which is unicast; a router has no potential router list to accept others from.
+	__u32 e;
+	if (!unicast4(ip->saddr) || !isatap_v4(&ip6->saddr, &e) || e != ip->saddr)
+		return count(C_PASS_ISATAP, XDP_PASS);
+	// Neighbor Discovery (RFC 5214 8.2: Router Solicitations are answered by the engine) and
+	// inner addresses the engine refuses (multicast, unspecified, loopback, IPv4-compatible or
+	// -mapped) or does not forward (link-local: RFC 4291 2.5.6, only to the router itself),
+	// and link-local sources, which the kernel never forwards beyond the link.
+	if (nd(ip6, end) || never_tunneled(&ip6->saddr) || never_tunneled(&ip6->daddr))
+		return count(C_PASS_ISATAP, XDP_PASS);
+	return strip_outer(ctx, ip, ip6, t->tun_ifindex, C_ISATAP_DECAP, C_PASS_ISATAP);
+}
+
+// Is an IPv6 packet for the ISATAP link, as Tunnel::mech6 picks it for a router: the destination
+// is in the advertised /64 (Isatap::on_link; fe80::/64 is never forwarded: the kernel's).
+static __always_inline int for_isatap(struct ipv6hdr *ip6, struct isatap_cfg *t)
+{
+	const __u32 *p = (const __u32 *)t->prefix;
+	return ip6->daddr.s6_addr32[0] == p[0] && ip6->daddr.s6_addr32[1] == p[1];
+}
+
+// Encapsulation at an ISATAP router (RFC 5214 7.1, RFC 4213 3.5) of a packet for_isatap: to the
+// IPv4 address in the destination's interface identifier (6.1), checked as Isatap::next_hop
+// checks it. The caller checked the hop limit (> 1).
+static __always_inline int encap_isatap(struct xdp_md *ctx, struct ipv6hdr *ip6, void *end,
+					struct isatap_cfg *t)
+{
+	__u16 len = bpf_ntohs(ip6->payload_len) + sizeof(*ip6);
+	// The packet exactly (link padding: the engine's), and no larger than the tunnel MTU
+	// (RFC 4213 3.2: the engine answers with Packet Too Big).
+	if ((void *)ip6 + len != end || len > t->mtu)
+		return count(C_PASS_ISATAP, XDP_PASS);
+	// RFC 5214 7.1: the link-layer (IPv4) address is in the identifier: none, the router's own
+	// (a loop) or not unicast -- the engine drops it, counted.
+	__u32 dst4;
+	if (!isatap_v4(&ip6->daddr, &dst4) || dst4 == t->v4 || !unicast4(dst4))
+		return count(C_PASS_ISATAP, XDP_PASS);
+	// Sources the kernel would not forward (link-local, multicast, unspecified, loopback,
+	// IPv4-compatible or -mapped) stay with it.
+	if (never_tunneled(&ip6->saddr))
+		return count(C_PASS_ISATAP, XDP_PASS);
+	struct outer4 o = {.src4 = t->v4, .dst4 = dst4, .tun = t->tun_ifindex, .ident = &t->ident,
+			   .ttl = t->ttl, .pmtud = !!(t->flags & T_PMTUD)};
+	return push_outer(ctx, ip6, len, &o, C_ISATAP_ENCAP, C_PASS_ISATAP);
 }
 
 static __always_inline int ipv4(struct xdp_md *ctx, struct ethhdr *eth, void *end)
@@ -852,6 +1009,9 @@ static __always_inline int ipv4(struct xdp_md *ctx, struct ethhdr *eth, void *en
 		struct tun6to4_cfg *t = bpf_map_lookup_elem(&tun6to4, &zero);
 		if (t && t->v4 && ip->daddr == t->v4)
 			return decap6to4(ctx, ip, end, t);
+		struct isatap_cfg *i = bpf_map_lookup_elem(&isatap, &zero);
+		if (i && i->v4 && ip->daddr == i->v4)
+			return decap_isatap(ctx, ip, end, i);
 	}
 
 	struct flow_key key = {.src = ip->saddr, .dst = ip->daddr, .proto = ip->protocol};
@@ -1024,6 +1184,10 @@ static __always_inline int ipv6(struct xdp_md *ctx, struct ethhdr *eth, void *en
 	struct tun6to4_cfg *t = bpf_map_lookup_elem(&tun6to4, &zero);
 	if (t && t->v4 && (t->flags & T_ENCAP) && for_6to4(ip6, t))
 		return encap6to4(ctx, ip6, end, t);
+	// Tunnel::mech6's order: 2002::/16 first (6to4, above), then the ISATAP link.
+	struct isatap_cfg *i = bpf_map_lookup_elem(&isatap, &zero);
+	if (i && i->v4 && (i->flags & T_ENCAP) && for_isatap(ip6, i))
+		return encap_isatap(ctx, ip6, end, i);
 	// Extension headers (fragments among them), ICMPv6, ND: the engine's or the kernel's
 	// (ND is addressed to the gateway or to multicast: the kernel's, never routed to the TUN).
 	if (ip6->nexthdr != IPPROTO_TCP && ip6->nexthdr != IPPROTO_UDP)

@@ -47,6 +47,7 @@ use xlat_engine::offload::{
     OffloadKind, OffloadOp, Pair4, Pair6, Recipe, Recipe46, Recipe64, Recipes, SiitRecipe46,
     SiitRecipe64, Tuple4, Tuple6,
 };
+use xlat_engine::tunnel::isatap::XdpIsatap;
 use xlat_engine::tunnel::sixtofour::{self, XdpSixToFour};
 
 /// The largest `slow_path_pps` (keeps the policer's token arithmetic inside 64 bits).
@@ -109,6 +110,45 @@ impl SixToFourCfg {
             *cm = mask.to_be();
         }
         Ok(c)
+    }
+}
+
+/// `struct isatap_cfg` of the C program: an ISATAP router in XDP (`FastPath::set_isatap`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct IsatapCfg {
+    v4: u32,
+    tun_ifindex: u32,
+    prefix: [u8; 8],
+    mtu: u16,
+    ttl: u8,
+    flags: u8,
+    ident: u32,
+}
+
+// SAFETY: plain integers and bytes without implicit padding (24 bytes, checked below).
+unsafe impl Pod for IsatapCfg {}
+
+impl IsatapCfg {
+    /// The program's configuration for `x`, the TUN device being `tun_ifindex`.
+    fn of(x: &XdpIsatap, tun_ifindex: u32) -> IsatapCfg {
+        let [p0, p1, p2, p3, p4, p5, p6, p7, ..] = x.prefix.to_be_bytes();
+        let mut flags = 0;
+        if x.params.pmtud {
+            flags |= T_PMTUD;
+        }
+        if x.encap {
+            flags |= T_ENCAP;
+        }
+        IsatapCfg {
+            v4: x.ipv4.to_be(),
+            tun_ifindex,
+            prefix: [p0, p1, p2, p3, p4, p5, p6, p7],
+            mtu: x.params.mtu,
+            ttl: x.params.ttl,
+            flags,
+            ident: 0,
+        }
     }
 }
 
@@ -463,6 +503,9 @@ pub const COUNTERS: &[(&str, &str)] = &[
     ("xdp_6to4_encap", "Of xdp_redirected, IPv6 packets encapsulated into 6to4's protocol 41 in XDP (RFC 3056 5.3, RFC 4213 3.5) with the engine's checks (RFC 3964 5.3.1)."),
     ("xdp_6to4_decap", "Of xdp_redirected, 6to4 protocol-41 packets decapsulated in XDP (RFC 4213 3.6) after the engine's checks (RFC 3964 5.3.1: the outer source matches the embedded 6to4 address, or is the relay)."),
     ("xdp_pass_6to4", "6to4 packets XDP leaves to the engine: a check of RFC 3964 5.3.1 failed (a spoofed or refused address: the engine drops and counts it), larger than the tunnel MTU, an outer CE mark, trailing bytes, or not routed into the TUN device."),
+    ("xdp_isatap_encap", "Of xdp_redirected, IPv6 packets an ISATAP router encapsulated in XDP to the IPv4 address in the destination's interface identifier (RFC 5214 6.1, 7.1; RFC 4213 3.5)."),
+    ("xdp_isatap_decap", "Of xdp_redirected, ISATAP protocol-41 packets decapsulated in XDP (RFC 4213 3.6) after the engine's check (RFC 5214 7.3: the IPv6 source's interface identifier embeds the outer IPv4 source)."),
+    ("xdp_pass_isatap", "ISATAP packets XDP leaves to the engine: a check of RFC 5214 7.1 / 7.3 failed (a spoofed source, no IPv4 address in the identifier: the engine drops and counts it), Neighbor Discovery or link-local traffic (the engine's or the kernel's), larger than the tunnel MTU, an outer CE mark, trailing bytes, or not routed into the TUN device."),
 ];
 
 /// A named counter value, as `xlat show stats` lists them.
@@ -531,6 +574,10 @@ pub struct FastPath {
     _egress: DevMapHash<MapData>,
     slowcfg: Array<MapData, SlowCfg>,
     tun6to4: Array<MapData, SixToFourCfg>,
+    isatap: Array<MapData, IsatapCfg>,
+    /// ISATAP's configuration as written by [`FastPath::set_isatap`], for
+    /// [`FastPath::hold_tunnels`] to put back.
+    isatap_cfg: Option<IsatapCfg>,
     /// 6to4's configuration as written by [`FastPath::set_6to4`], for
     /// [`FastPath::hold_6to4`] to put back.
     six: Option<SixToFourCfg>,
@@ -661,6 +708,11 @@ impl FastPath {
             .context("the program has no `tun6to4` map")?
             .try_into()
             .context("the `tun6to4` map")?;
+        let isatap = bpf
+            .take_map("isatap")
+            .context("the program has no `isatap` map")?
+            .try_into()
+            .context("the `isatap` map")?;
         let xsks = bpf
             .take_map("xsks")
             .context("the program has no `xsks` map")?
@@ -676,6 +728,8 @@ impl FastPath {
             slowcfg,
             tun6to4,
             six: None,
+            isatap,
+            isatap_cfg: None,
             xsks,
             xsk_base,
             recipes,
@@ -758,17 +812,37 @@ impl FastPath {
         Ok(())
     }
 
-    /// `xlat trace`: with `held`, 6to4 leaves XDP (every tunnel packet reaches the engine,
-    /// which traces it) until called again without; stateless, so nothing else changes.
-    /// Nothing to do without [`FastPath::set_6to4`].
-    pub fn hold_6to4(&mut self, held: bool) -> Result<()> {
-        let Some(c) = self.six else {
-            return Ok(());
-        };
-        let c = if held { SixToFourCfg::default() } else { c };
-        self.tun6to4
+    /// Turns an ISATAP router on in the program (issue 25): protocol 41 to `x.ipv4` from ISATAP
+    /// hosts is decapsulated and, as `x` says, IPv6 to the advertised /64 encapsulated to the
+    /// IPv4 address in the destination's identifier, in XDP with the engine's checks, when the
+    /// kernel would route the packet into the TUN device `tun_ifindex` (see `isatap` in the C
+    /// source). One map write; stateless, so nothing follows per packet or flow.
+    pub fn set_isatap(&mut self, x: &XdpIsatap, tun_ifindex: u32) -> Result<()> {
+        let c = IsatapCfg::of(x, tun_ifindex);
+        self.isatap
             .set(0, c, 0)
-            .context("switching 6to4 in the XDP program")
+            .context("writing ISATAP's configuration into the XDP program")?;
+        self.isatap_cfg = Some(c);
+        Ok(())
+    }
+
+    /// `xlat trace`: with `held`, the tunnels (6to4, ISATAP) leave XDP (every tunnel packet
+    /// reaches the engine, which traces it) until called again without; stateless, so
+    /// nothing else changes. Nothing to do for a tunnel XDP does not carry.
+    pub fn hold_tunnels(&mut self, held: bool) -> Result<()> {
+        if let Some(c) = self.six {
+            let c = if held { SixToFourCfg::default() } else { c };
+            self.tun6to4
+                .set(0, c, 0)
+                .context("switching 6to4 in the XDP program")?;
+        }
+        if let Some(c) = self.isatap_cfg {
+            let c = if held { IsatapCfg::default() } else { c };
+            self.isatap
+                .set(0, c, 0)
+                .context("switching ISATAP in the XDP program")?;
+        }
+        Ok(())
     }
 
     /// Carries out an `Install` or `Remove` at once (one system call per map touched);
@@ -990,6 +1064,41 @@ mod tests {
         };
         let c = SixToFourCfg::of(&none, 7).unwrap();
         assert_eq!((c.relay, c.flags), (0, T_PMTUD));
+    }
+
+    /// The C program reads the address in network byte order, the prefix as its first eight
+    /// bytes on the wire and the flags as `T_*`; its struct is 24 bytes without padding.
+    #[test]
+    fn isatap_config_layout() {
+        assert_eq!(std::mem::size_of::<IsatapCfg>(), 24);
+        let x = XdpIsatap {
+            ipv4: 0xc612_0001,
+            prefix: 0x2001_0002_0000_0005 << 64,
+            params: TunnelParams {
+                mtu: 1480,
+                ttl: 64,
+                pmtud: true,
+            },
+            encap: true,
+        };
+        let c = IsatapCfg::of(&x, 9);
+        assert_eq!(c.v4.to_ne_bytes(), [198, 18, 0, 1]);
+        assert_eq!(c.prefix, [0x20, 0x01, 0, 2, 0, 0, 0, 5]);
+        assert_eq!((c.tun_ifindex, c.mtu, c.ttl, c.ident), (9, 1480, 64, 0));
+        assert_eq!(c.flags, T_PMTUD | T_ENCAP);
+        let c = IsatapCfg::of(
+            &XdpIsatap {
+                params: TunnelParams {
+                    mtu: 1400,
+                    ttl: 9,
+                    pmtud: false,
+                },
+                encap: false,
+                ..x
+            },
+            9,
+        );
+        assert_eq!((c.mtu, c.ttl, c.flags), (1400, 9, 0));
     }
 
     /// [`super::COUNTERS`] is read by index from the program's per-CPU array: its order must

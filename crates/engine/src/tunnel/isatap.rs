@@ -19,6 +19,12 @@
 //!
 //! Neighbor Discovery messages are validated as RFC 4861 6.1.1 (RS) and 6.1.2 (RA) say:
 //! hop limit 255, code 0, checksum, length, options of non-zero length.
+//!
+//! The XDP fast path (`[dataplane] fast_path = "xdp"`, issue 25) carries a router's common
+//! case itself -- encapsulation to the IPv4 address in an on-link destination's identifier
+//! (7.1) and decapsulation of packets whose IPv6 source embeds the outer IPv4 source (7.3) --
+//! from the configuration [`xdp_config`] derives, with these same checks; Neighbor Discovery,
+//! hosts (their router and prefix are learned state) and everything else still come here.
 
 use xlat_wire::checksum;
 use xlat_wire::field::{u16_at, u32_at, u8_at};
@@ -103,6 +109,45 @@ fn in_link_local64(a: u128) -> bool {
 /// The /64 of an address.
 fn prefix64(a: u128) -> u128 {
     a & !(u128::from(u64::MAX))
+}
+
+/// What the XDP fast path needs to encapsulate and decapsulate for an ISATAP router itself
+/// (issue 25): a router's interface is stateless -- its address, its /64 and the tunnel
+/// parameters are the whole rewrite -- so the XDP program applies `Isatap::next_hop`'s and
+/// `Isatap::decap`'s checks from this. Hosts are not carried: their default router and
+/// prefix are learned from Router Advertisements (RFC 5214 8.3.3), state the engine keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XdpIsatap {
+    /// The router's IPv4 address: the outer destination decapsulated, the outer source
+    /// encapsulated (RFC 5214 7.1, 7.3).
+    pub ipv4: u32,
+    /// The advertised /64 (RFC 5214 8.2): destinations in it are on the ISATAP link, their
+    /// IPv4 address in the interface identifier (6.1, 7.1).
+    pub prefix: u128,
+    /// Tunnel MTU, outer TTL, path MTU discovery (RFC 4213 3.2, 3.3).
+    pub params: TunnelParams,
+    /// IPv6 -> IPv4 in XDP. Off when `[nat64]` or `[siit]` is configured: the engine hands
+    /// IPv6 to them before the tunnel (`Engine::dispatch`), so that direction stays with the
+    /// engine then (as 6to4's `XdpSixToFour::encap`).
+    pub encap: bool,
+}
+
+/// [`XdpIsatap`] for `t`, if it has an ISATAP router; `ipv6_translators`: the engine also
+/// runs `[nat64]` or `[siit]`.
+pub fn xdp_config(t: &super::TunnelConfig, ipv6_translators: bool) -> Option<XdpIsatap> {
+    let i = t.isatap.as_ref()?;
+    let IsatapRole::Router { prefix, .. } = &i.role else {
+        return None;
+    };
+    // `Tunnel::mech6` gives 2002::/16 destinations to 6to4 first: a /64 inside it, with 6to4
+    // beside, stays with the engine in that direction.
+    let under_6to4 = t.sixtofour.is_some() && super::sixtofour::embedded(prefix.addr).is_some();
+    Some(XdpIsatap {
+        ipv4: u32::from(i.ipv4),
+        prefix: prefix64(prefix.addr),
+        params: i.params,
+        encap: !ipv6_translators && !under_6to4,
+    })
 }
 
 /// What happened to a decapsulated packet.
@@ -547,4 +592,113 @@ fn router_solicitation(ident: u16, p: &TunnelParams, v4: u32, ll: u128, router: 
     b.extend_from_slice(&h6);
     b.extend_from_slice(&rs);
     b
+}
+
+#[cfg(test)]
+mod xdp_tests {
+    use super::*;
+    use crate::tunnel::{SixToFourConfig, TunnelConfig};
+    use std::net::Ipv4Addr;
+
+    fn router() -> IsatapConfig {
+        IsatapConfig {
+            ipv4: Ipv4Addr::new(198, 18, 0, 1),
+            role: IsatapRole::Router {
+                prefix: Prefix6 {
+                    addr: 0x2001_0002_0000_0005 << 64,
+                    len: 64,
+                },
+                lifetime: 1800,
+            },
+            params: TunnelParams {
+                mtu: 1400,
+                ttl: 40,
+                pmtud: false,
+            },
+        }
+    }
+
+    #[test]
+    fn xdp_config_carries_a_router_only() {
+        let t = TunnelConfig {
+            sixtofour: None,
+            isatap: Some(router()),
+        };
+        let x = xdp_config(&t, false).unwrap();
+        assert_eq!(x.ipv4, 0xc612_0001);
+        assert_eq!(x.prefix, 0x2001_0002_0000_0005 << 64);
+        assert_eq!(
+            x.params,
+            TunnelParams {
+                mtu: 1400,
+                ttl: 40,
+                pmtud: false
+            }
+        );
+        assert!(x.encap);
+        // [nat64] or [siit] take IPv6 first: decapsulation only.
+        assert!(!xdp_config(&t, true).unwrap().encap);
+        // 6to4 beside changes nothing for ISATAP (the outer destination picks the mechanism).
+        let both = TunnelConfig {
+            sixtofour: Some(SixToFourConfig {
+                ipv4: Ipv4Addr::new(198, 18, 0, 2),
+                relay: None,
+                relay_router: false,
+                params: TunnelParams::default(),
+            }),
+            isatap: Some(router()),
+        };
+        assert_eq!(xdp_config(&both, false), Some(x));
+        // ... unless its /64 is inside 2002::/16, which 6to4 takes first (Tunnel::mech6).
+        let mut in2002 = both.clone();
+        if let Some(IsatapConfig {
+            role: IsatapRole::Router { prefix, .. },
+            ..
+        }) = in2002.isatap.as_mut()
+        {
+            prefix.addr = 0x2002_c612_0002_0001 << 64;
+        }
+        let y = xdp_config(&in2002, false).unwrap();
+        assert!(!y.encap && y.prefix == 0x2002_c612_0002_0001 << 64);
+        // A host's router and prefix are learned state: nothing for XDP.
+        let host = TunnelConfig {
+            sixtofour: None,
+            isatap: Some(IsatapConfig {
+                role: IsatapRole::Host {
+                    routers: vec![Ipv4Addr::new(198, 18, 0, 9)],
+                },
+                ..router()
+            }),
+        };
+        assert_eq!(xdp_config(&host, false), None);
+        assert_eq!(
+            xdp_config(
+                &TunnelConfig {
+                    sixtofour: both.sixtofour,
+                    isatap: None
+                },
+                false
+            ),
+            None
+        );
+    }
+
+    /// What the XDP program reproduces of `Isatap::next_hop` for a router: an on-link
+    /// destination's identifier gives the IPv4 next hop; its own address loops.
+    #[test]
+    fn router_next_hop_is_the_identifiers_ipv4() {
+        let i = Isatap::new(&router());
+        let p = 0x2001_0002_0000_0005u128 << 64;
+        assert_eq!(i.next_hop(p | 0x0000_5efe_c612_0102), Ok(0xc612_0102));
+        assert_eq!(i.next_hop(p | 0x0200_5efe_c612_0102), Ok(0xc612_0102));
+        assert_eq!(
+            i.next_hop(p | 0x0000_5efe_c612_0001),
+            Err(DropReason::TunnelLoop)
+        );
+        assert_eq!(i.next_hop(p | 0x1234), Err(DropReason::IsatapNoNextHop));
+        assert_eq!(
+            i.next_hop(p | 0x0000_5efe_e000_0001),
+            Err(DropReason::TunnelBadInnerAddress)
+        );
+    }
 }
