@@ -422,6 +422,9 @@ impl Lab {
         pids: Vec<i32>,
     ) -> TrialSpec {
         TrialSpec {
+            // Spread by flow over the DUT's queues; the tester's loop (CA -> CD) has one
+            // queue and keeps the qdisc bypass.
+            tx_spread: self.topo.queues() > 1 && path.tx_dev != self.topo.ca.dev,
             path,
             flows,
             sizes: size.clone(),
@@ -429,7 +432,7 @@ impl Lab {
             duration,
             max_packets: None,
             tester_cpu: self.topo.tester_cpu,
-            dut_cpu: self.topo.dut_cpu,
+            dut_cpus: self.topo.device_cpus(),
             dut_pids: pids,
             dut_kernel_pids: self.topo.dut_napi_pids(),
             tester_kernel_pids: self.topo.tester_kernel_pids(),
