@@ -9,7 +9,8 @@ use anyhow::{bail, Result};
 pub const MAX_CPUS: usize = 1024;
 
 /// Parses a CPU list as the kernel writes them (`cpuset(7)`'s list format): `1`, `1-3`,
-/// `0,2-3`. The result is sorted, without duplicates, each CPU below `online`.
+/// `0,2-3`. The result keeps the order given (the order in which scale-cores adds cores:
+/// `1,0` puts the device on CPU 1 first), without duplicates, each CPU below `online`.
 pub fn parse_list(text: &str, online: usize) -> Result<Vec<usize>> {
     let mut v = Vec::new();
     for part in text.split(',').map(str::trim) {
@@ -35,10 +36,12 @@ pub fn parse_list(text: &str, online: usize) -> Result<Vec<usize>> {
         if hi - lo >= MAX_CPUS || v.len() + (hi - lo) >= MAX_CPUS {
             bail!("CPU list {text:?}: more than {MAX_CPUS} CPUs");
         }
-        v.extend(lo..=hi);
+        for c in lo..=hi {
+            if !v.contains(&c) {
+                v.push(c);
+            }
+        }
     }
-    v.sort_unstable();
-    v.dedup();
     Ok(v)
 }
 
@@ -154,8 +157,9 @@ mod tests {
         assert_eq!(parse_list("1", 4).unwrap(), vec![1]);
         assert_eq!(parse_list("1-3", 4).unwrap(), vec![1, 2, 3]);
         assert_eq!(parse_list("0,2-3", 4).unwrap(), vec![0, 2, 3]);
-        // Sorted, duplicates removed.
-        assert_eq!(parse_list("3,1-2,2", 4).unwrap(), vec![1, 2, 3]);
+        // In the order given, duplicates removed.
+        assert_eq!(parse_list("3,1-2,2", 4).unwrap(), vec![3, 1, 2]);
+        assert_eq!(parse_list("1,0", 2).unwrap(), vec![1, 0]);
         assert_eq!(parse_list(" 0 , 1 ", 2).unwrap(), vec![0, 1]);
         for bad in ["", "1,", "a", "3-1", "1-", "-1", "0-4"] {
             let e = parse_list(bad, 4).unwrap_err().to_string();
@@ -167,7 +171,7 @@ mod tests {
 
     #[test]
     fn lists_format_back() {
-        for s in ["1", "1-3", "0,2-3", "0-2,5,7-8"] {
+        for s in ["1", "1-3", "0,2-3", "0-2,5,7-8", "1,0", "3,0-1"] {
             assert_eq!(format_list(&parse_list(s, 16).unwrap()), s);
         }
         assert_eq!(format_list(&[]), "");

@@ -150,7 +150,7 @@ pub struct RunOpts {
     /// ports' receive work round robin on all (default 0). `--tester-cpu N` is the same.
     #[arg(long, visible_alias = "tester-cpu")]
     pub tester_cpus: Option<String>,
-    /// CPUs for the device (a list: `1`, `1-3`): its processes, its ports' receive queues
+    /// CPUs for the device (a list: `1`, `1-3`, `1,0`; scale-cores adds them in this order): its processes, its ports' receive queues
     /// (one queue and one pinned receive thread per CPU), xlat's workers; scale-cores steps
     /// through 1, 2, 4 ... of them (default 1, or 0 on one CPU). `--dut-cpu N` is the same.
     #[arg(long, visible_alias = "dut-cpu")]

@@ -450,6 +450,10 @@ impl Topo {
         let at = cpus::queue_cpus(cpus, found.len());
         for ((pid, comm), cpu) in found.into_iter().zip(at) {
             if !sys::pin_pid(pid, cpu) {
+                // A thread of a queue just removed (ethtool -L) may be ending.
+                if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                    continue;
+                }
                 bail!("cannot pin {comm} (pid {pid}) to CPU {cpu}");
             }
             sys::set_fifo(pid, sys::RT_PRIO);
