@@ -15,7 +15,9 @@
 //! ports after the ring has copied it (packet taps run before the ingress hook). Segmentation
 //! offloads are off on every veth. veth runs the receiver's work on the sender's CPU and RPS
 //! did not change that here, so the receiving ports use threaded NAPI with the poll threads
-//! pinned: the DUT's to the DUT CPU, the tester's to the tester CPU, SCHED_FIFO. Namespaces
+//! pinned: the DUT's to the DUT CPU, the tester's to the tester CPU, SCHED_FIFO. With several
+//! DUT CPUs the DUT's pairs get a queue per CPU and a poll thread per queue, each on its own
+//! CPU ([`Topo::set_dut_cores`], [`crate::cpus`]). Namespaces
 //! are removed on drop, which also runs on Ctrl-C (the lab's loops stop and unwind).
 
 use std::path::PathBuf;
