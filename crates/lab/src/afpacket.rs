@@ -216,7 +216,9 @@ unsafe impl Send for TxRing {}
 
 impl TxRing {
     /// Opens a ring of `frame_nr` slots (rounded up to an even number) on `dev`.
-    pub fn open(dev: &str, frame_nr: usize) -> Result<TxRing> {
+    /// `bypass`: skip the qdisc layer (PACKET_QDISC_BYPASS), which also picks the transmit
+    /// queue by the sending CPU; without it the kernel hashes each frame's flow to a queue.
+    pub fn open(dev: &str, frame_nr: usize, bypass: bool) -> Result<TxRing> {
         let per_block = TX_BLOCK / TX_SLOT;
         let frame_nr = frame_nr.max(per_block).div_ceil(per_block) * per_block;
         // Protocol 0: this socket receives nothing.
@@ -236,7 +238,9 @@ impl TxRing {
         // A malformed frame is skipped (slot available again) instead of stopping the ring.
         setopt(fd, SOL_PACKET, PACKET_LOSS, &one).context("PACKET_LOSS")?;
         // Best effort: without it frames go through the (noqueue) qdisc path.
-        let _ = setopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one);
+        if bypass {
+            let _ = setopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one);
+        }
         // Without a virtio_net_hdr the kernel copies only the Ethernet header into the skb and
         // points the rest at the ring page, marked zero-copy: veth then copies that into a
         // fresh page per frame (skb_copy_ubufs) and the device gets a non-linear skb whose

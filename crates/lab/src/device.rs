@@ -659,9 +659,20 @@ fn dataplane_afxdp(topo: &Topo) -> String {
 /// sessions, and the slow path policed at [`XDP_SLOW_PATH_PPS`].
 fn dataplane_xdp(topo: &Topo) -> String {
     format!(
-        "\n[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"{}\", \"{}\"]\ntable_size = 8388608\nslow_path_pps = {XDP_SLOW_PATH_PPS}\n",
-        topo.ua.dev, topo.ud.dev
+        "\n[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"{}\", \"{}\"]\ntable_size = 8388608\nslow_path_pps = {XDP_SLOW_PATH_PPS}\n{}",
+        topo.ua.dev,
+        topo.ud.dev,
+        workers_line(topo)
     )
+}
+
+/// `workers = N` for `[dataplane]` when the device has several cores ([`Topo::set_dut_cores`],
+/// `--dut-cpus`): one packet worker per core; nothing on one core (the default, 1).
+fn workers_line(topo: &Topo) -> String {
+    match topo.cores.borrow().workers {
+        0 | 1 => String::new(),
+        w => format!("workers = {w}\n"),
+    }
 }
 
 /// The XDP devices' slow-path policer (packets a second). Their daemon runs one real-time
@@ -772,7 +783,7 @@ impl Daemon {
             .stdout(f)
             .stderr(f2)
             .env("RUST_LOG", "warn");
-        let cpu = topo.dut_cpu;
+        let cpus = topo.device_cpus();
         // A device's daemon (xlat, TAYGA) runs one real-time priority above the DUT's receive
         // threads ([`sys::RT_PRIO_SLOW_PATH`]): a real-time thread never yields to one of its
         // own or a lower priority, so below or beside them the daemon got no CPU whenever more
@@ -790,7 +801,9 @@ impl Daemon {
         unsafe {
             c.pre_exec(move || {
                 let mut set: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_SET(cpu, &mut set);
+                for &cpu in &cpus {
+                    libc::CPU_SET(cpu, &mut set);
+                }
                 libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
                 let p = libc::sched_param { sched_priority: rt };
                 libc::sched_setscheduler(0, libc::SCHED_FIFO, &p);
@@ -1105,6 +1118,11 @@ impl Device for Daemon {
                             xlat_config_with(&tun, &sock, "port_block_size = 512\n")
                         )
                     }
+                    DaemonKind::Xlat if !workers_line(topo).is_empty() => format!(
+                        "{}\n[dataplane]\n{}",
+                        xlat_config(&tun, &sock),
+                        workers_line(topo)
+                    ),
                     _ => xlat_config(&tun, &sock),
                 };
                 if self.kind.is_xdp() {

@@ -10,6 +10,7 @@
 pub mod addressing;
 pub mod afpacket;
 pub mod churn;
+pub mod cpus;
 pub mod device;
 pub mod experiments;
 pub mod failover;
@@ -145,12 +146,15 @@ pub struct RunOpts {
     /// 0 us, so idle CPUs spin and a device is woken as fast at low load as at high load).
     #[arg(long, value_parser = ["halt", "poll"])]
     pub idle: Option<String>,
-    /// CPU for the tester threads and the tester's receive work.
-    #[arg(long)]
-    pub tester_cpu: Option<usize>,
-    /// CPU for the device (its processes and its receive work).
-    #[arg(long)]
-    pub dut_cpu: Option<usize>,
+    /// CPUs for the tester (a list: `0`, `0,2`, `0-1`): its threads on the first, its
+    /// ports' receive work round robin on all (default 0). `--tester-cpu N` is the same.
+    #[arg(long, visible_alias = "tester-cpu")]
+    pub tester_cpus: Option<String>,
+    /// CPUs for the device (a list: `1`, `1-3`, `1,0`; scale-cores adds them in this order): its processes, its ports' receive queues
+    /// (one queue and one pinned receive thread per CPU), xlat's workers; scale-cores steps
+    /// through 1, 2, 4 ... of them (default 1, or 0 on one CPU). `--dut-cpu N` is the same.
+    #[arg(long, visible_alias = "dut-cpu")]
+    pub dut_cpus: Option<String>,
     /// scale-out: xlat nodes behind the inside router's ECMP group (2..12, default 3).
     #[arg(long)]
     pub nodes: Option<usize>,
@@ -516,11 +520,20 @@ pub fn execute(plan: Plan, o: &RunOpts) -> Result<PathBuf> {
     let opts = resolve(&plan, o)?;
     sys::install_stop_handler();
     let n = sys::ncpus();
-    let tester_cpu = o.tester_cpu.unwrap_or(0);
-    let dut_cpu = o.dut_cpu.unwrap_or(if n > 1 { 1 } else { 0 });
-    if tester_cpu >= n || dut_cpu >= n {
-        bail!("--tester-cpu/--dut-cpu: this machine has CPUs 0..{}", n - 1);
-    }
+    let tester_cpus = match &o.tester_cpus {
+        Some(t) => cpus::parse_list(t, n).context("--tester-cpus")?,
+        None => vec![0],
+    };
+    let dut_cpus = match &o.dut_cpus {
+        Some(t) => cpus::parse_list(t, n).context("--dut-cpus")?,
+        None => vec![if n > 1 { 1 } else { 0 }],
+    };
+    let tester_cpu = tester_cpus[0];
+    let shared: Vec<usize> = dut_cpus
+        .iter()
+        .copied()
+        .filter(|c| tester_cpus.contains(c))
+        .collect();
     // The lab's own bookkeeping (and the commands it starts) stays off the DUT CPU.
     sys::pin_thread(tester_cpu);
     let base = o.out.clone().unwrap_or_else(|| PathBuf::from("results"));
@@ -562,14 +575,20 @@ pub fn execute(plan: Plan, o: &RunOpts) -> Result<PathBuf> {
             "the machine was busy before the run (load average {load1:.2}): other processes share the tester and DUT CPUs, so numbers are noisier and lower"
         ));
     }
-    if tester_cpu == dut_cpu {
+    if !shared.is_empty() {
         res.notes.push(format!(
-            "tester and device share CPU {tester_cpu} (one CPU online): results mix their costs"
+            "SHARED CPUs: tester and device share CPU {} (tester CPUs {}, DUT CPUs {}): results mix their costs",
+            cpus::format_list(&shared),
+            cpus::format_list(&tester_cpus),
+            cpus::format_list(&dut_cpus)
         ));
     }
     eprintln!(
-        "xlat lab {}: building the testbed (tester CPU {tester_cpu}, DUT CPU {dut_cpu}); results in {}",
+        "xlat lab {}: building the testbed (tester CPUs {}, DUT CPUs {}{}); results in {}",
         plan.name,
+        cpus::format_list(&tester_cpus),
+        cpus::format_list(&dut_cpus),
+        if shared.is_empty() { "" } else { ", SHARED" },
         dir.display()
     );
     // Held for the whole run; the kernel drops the request when the file closes.
@@ -577,7 +596,7 @@ pub fn execute(plan: Plan, o: &RunOpts) -> Result<PathBuf> {
         Some("poll") => Some(sys::hold_idle_poll()?),
         _ => None,
     };
-    let outcome = match topo::Topo::new(tester_cpu, dut_cpu) {
+    let outcome = match topo::Topo::new(&tester_cpus, &dut_cpus) {
         Err(e) => Err(e),
         Ok(t) => {
             res.placement = t.placement();

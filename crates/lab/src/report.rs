@@ -28,6 +28,18 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("dut_busy_pct", "device CPU %"),
             ("dut_ns_per_pkt", "DUT ns/pkt"),
         ],
+        "scale-cores" => vec![
+            ("queues", "queues/port"),
+            ("workers", "xlat workers"),
+            ("throughput_pps", "throughput (pps)"),
+            ("speedup", "x 1 core"),
+            ("ceiling_pct", "% of tester ceiling"),
+            ("dut_busy_pct", "device CPU % (mean of its cores)"),
+            ("dut_ns_per_pkt", "DUT ns/pkt"),
+            ("busiest_queue_pct", "busiest queue %"),
+            ("latency_p50_us", "latency p50 (us)"),
+            ("dut_steal_pct", "steal %"),
+        ],
         "cost" => vec![
             ("offered_pps", "offered (pps)"),
             ("loss_pct", "loss %"),
@@ -227,6 +239,10 @@ pub fn plots(exp: &str) -> Vec<(&'static str, &'static str, bool)> {
             true,
         )],
         "throughput-established" => vec![("throughput_pps", "throughput (pps)", true)],
+        "scale-cores" => vec![
+            ("throughput_pps", "throughput (pps)", false),
+            ("dut_ns_per_pkt", "DUT CPU ns per packet", false),
+        ],
         "owd" => vec![("owd_us", "one-way delay (us)", false)],
         "churn" => vec![
             ("new_rx_per_s", "new flows delivered per second", false),

@@ -69,7 +69,12 @@ pub struct TrialSpec {
     /// Stop after this many packets (a warm-up sends each flow once).
     pub max_packets: Option<u64>,
     pub tester_cpu: usize,
-    pub dut_cpu: usize,
+    /// The device's CPUs: its busy share is their mean, its kernel time their sum.
+    pub dut_cpus: Vec<usize>,
+    /// Leave the transmit queue to the kernel's flow hash (no qdisc bypass): with several
+    /// queues on the tester's port, flows spread over the DUT's receive queues as RSS would
+    /// spread them (the bypass picks the queue by the sending CPU: one sender, one queue).
+    pub tx_spread: bool,
     /// Processes of the device, for their CPU time.
     pub dut_pids: Vec<i32>,
     /// Kernel threads doing the DUT ports' receive work (threaded NAPI).
@@ -459,7 +464,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
                 SizeMix::Fixed(_) => 1,
             };
             let slots = ring_slots(tx_spec.flows.len(), pattern, TX_SLOTS_MIN, TX_SLOTS_MAX);
-            let mut tx = TxRing::open(&tx_spec.path.tx_dev, slots)?;
+            let mut tx = TxRing::open(&tx_spec.path.tx_dev, slots, !tx_spec.tx_spread)?;
             send_loop(&tx_spec, &mut tx, tag, &tx_sent)
                 .map(|(s, f)| (s, f, sys::current_cpu(), sys::thread_cpu_ns() - c0))
         })
@@ -510,19 +515,40 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
         }
     };
     let (tester_busy, _, _, _) = share(&cpu0, &cpu1, spec.tester_cpu);
-    let (dut_busy, dut_softirq, _, _) = share(&cpu0, &cpu1, spec.dut_cpu);
-    let dut_steal = match (cpu0.get(spec.dut_cpu), cpu1.get(spec.dut_cpu)) {
-        (Some(a), Some(b)) => {
-            let d = b.delta(a);
-            d.steal as f64 / d.total().max(1) as f64
+    // Over the device's CPUs: shares are their mean, ticks their sum.
+    let shares = |a: &[sys::CpuTimes], b: &[sys::CpuTimes]| -> (f64, f64, f64, f64) {
+        let n = spec.dut_cpus.len().max(1) as f64;
+        let mut acc = (0.0, 0.0, 0.0, 0.0);
+        for &c in &spec.dut_cpus {
+            let (busy, soft, kt, t) = share(a, b, c);
+            acc = (acc.0 + busy / n, acc.1 + soft / n, acc.2 + kt, acc.3 + t);
         }
-        _ => 0.0,
+        acc
     };
-    let (busy2, _, kernel_ticks, total2) = share(&cpu0, &cpu2, spec.dut_cpu);
+    let (dut_busy, dut_softirq, _, _) = shares(&cpu0, &cpu1);
+    let dut_steal = {
+        let (mut steal, mut total) = (0u64, 0u64);
+        for &c in &spec.dut_cpus {
+            if let (Some(a), Some(b)) = (cpu0.get(c), cpu1.get(c)) {
+                let d = b.delta(a);
+                steal += d.steal;
+                total += d.total();
+            }
+        }
+        steal as f64 / total.max(1) as f64
+    };
+    // The window is one CPU's ticks: the mean busy share times it, times the CPUs, is the
+    // busy time of all of them.
+    let (busy2, _, kernel_ticks, total_all) = shares(&cpu0, &cpu2);
+    let total2 = total_all / spec.dut_cpus.len().max(1) as f64;
+    let busy2 = busy2 * spec.dut_cpus.len().max(1) as f64;
     let proc_ns = proc2.saturating_sub(proc0) as f64;
     let kernel_ns = kernel_ticks * tick_ns + napi2.saturating_sub(napi0) as f64;
     let window_ns = total2 * tick_ns;
-    let dut_other = (busy2 - (kernel_ns + proc_ns) / window_ns.max(1.0)).max(0.0);
+    // A share of one CPU, the mean over the device's CPUs.
+    let dut_other = ((busy2 - (kernel_ns + proc_ns) / window_ns.max(1.0))
+        / spec.dut_cpus.len().max(1) as f64)
+        .max(0.0);
     let rcv = st.received.max(1) as f64;
     let latency = Latency::of(&st.hist);
     let offered = spec.rate_pps.unwrap_or(0.0);

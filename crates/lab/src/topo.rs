@@ -15,7 +15,9 @@
 //! ports after the ring has copied it (packet taps run before the ingress hook). Segmentation
 //! offloads are off on every veth. veth runs the receiver's work on the sender's CPU and RPS
 //! did not change that here, so the receiving ports use threaded NAPI with the poll threads
-//! pinned: the DUT's to the DUT CPU, the tester's to the tester CPU, SCHED_FIFO. Namespaces
+//! pinned: the DUT's to the DUT CPU, the tester's to the tester CPU, SCHED_FIFO. With several
+//! DUT CPUs the DUT's pairs get a queue per CPU and a poll thread per queue, each on its own
+//! CPU ([`Topo::set_dut_cores`], [`crate::cpus`]). Namespaces
 //! are removed on drop, which also runs on Ctrl-C (the lab's loops stop and unwind).
 
 use std::path::PathBuf;
@@ -27,6 +29,7 @@ use crate::addressing::{
     A6_ADDR, A_ADDR, D6_ADDR, D_ADDR, INSIDE4, NET6_LEN, OUTSIDE4_LEN, PREF64, SIIT_CLIENT6,
     SIIT_EAM4, TAYGA_POOL, UA6_ADDR, UA_ADDR, UD6_ADDR, UD_ADDR,
 };
+use crate::cpus::{self, CorePlan};
 use crate::sys;
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -50,8 +53,17 @@ pub struct Topo {
     pub ud: Port,
     pub ca: Port,
     pub cd: Port,
+    /// The first of `tester_cpus`: the tester's sender and receiver threads.
     pub tester_cpu: usize,
+    /// The first of `dut_cpus`.
     pub dut_cpu: usize,
+    /// The tester's CPUs (`--tester-cpus`): its ports' receive threads, round robin.
+    pub tester_cpus: Vec<usize>,
+    /// The DUT's CPUs (`--dut-cpus`): the most the device may use.
+    pub dut_cpus: Vec<usize>,
+    /// The device's layout now (see [`Topo::set_dut_cores`]): all of `dut_cpus` unless an
+    /// experiment (scale-cores) steps through fewer.
+    pub cores: std::cell::RefCell<CorePlan>,
     /// Threaded-NAPI poll threads (device, pid), pinned to the CPU of their side.
     pub napi_threads: std::cell::RefCell<Vec<(String, i32)>>,
     /// Scratch directory (configs, logs) removed on drop.
@@ -63,20 +75,18 @@ pub struct Topo {
 }
 
 fn mask(cpu: usize) -> String {
-    // rps_cpus is a hex bitmap; comma-separated 32-bit groups beyond 32 CPUs.
-    let mut groups = vec![0u32; cpu / 32 + 1];
-    groups[cpu / 32] |= 1 << (cpu % 32);
-    groups
-        .iter()
-        .rev()
-        .map(|g| format!("{g:x}"))
-        .collect::<Vec<_>>()
-        .join(",")
+    cpus::mask(&[cpu])
 }
 
 impl Topo {
-    /// Builds the testbed; on any failure removes what it made and returns the error.
-    pub fn new(tester_cpu: usize, dut_cpu: usize) -> Result<Topo> {
+    /// Builds the testbed; on any failure removes what it made and returns the error. The
+    /// DUT's ports and the tester's ports facing them get one receive and transmit queue per
+    /// DUT CPU (at most; [`Topo::set_dut_cores`] uses fewer).
+    pub fn new(tester_cpus: &[usize], dut_cpus: &[usize]) -> Result<Topo> {
+        if tester_cpus.is_empty() || dut_cpus.is_empty() {
+            bail!("the testbed needs at least one tester CPU and one DUT CPU");
+        }
+        let (tester_cpu, dut_cpu) = (tester_cpus[0], dut_cpus[0]);
         for t in ["ip", "nft", "ethtool"] {
             if !sys::have(t) {
                 bail!("the lab needs `{t}` (apt-get install iproute2 nftables ethtool)");
@@ -110,6 +120,9 @@ impl Topo {
             ns_dut,
             tester_cpu,
             dut_cpu,
+            tester_cpus: tester_cpus.to_vec(),
+            dut_cpus: dut_cpus.to_vec(),
+            cores: std::cell::RefCell::new(cpus::plan(dut_cpus, dut_cpus.len())),
             napi_threads: std::cell::RefCell::new(Vec::new()),
             lazy_tables: std::cell::Cell::new(false),
             dir,
@@ -135,12 +148,14 @@ impl Topo {
             self.ip(&ns, &["link", "set", "lo", "up"])?;
         }
         let (t, u) = (self.ns_tester.clone(), self.ns_dut.clone());
+        // The DUT's pairs get a queue per DUT CPU; the tester's loop (its ceiling) one.
+        let nq = self.dut_cpus.len().to_string();
         let pairs = [
-            (self.a.clone(), self.ua.clone()),
-            (self.d.clone(), self.ud.clone()),
-            (self.ca.clone(), self.cd.clone()),
+            (self.a.clone(), self.ua.clone(), nq.as_str()),
+            (self.d.clone(), self.ud.clone(), nq.as_str()),
+            (self.ca.clone(), self.cd.clone(), "1"),
         ];
-        for (x, y) in &pairs {
+        for (x, y, q) in &pairs {
             self.ip(
                 &x.ns,
                 &[
@@ -149,18 +164,18 @@ impl Topo {
                     "name",
                     &x.dev,
                     "numtxqueues",
-                    "1",
+                    q,
                     "numrxqueues",
-                    "1",
+                    q,
                     "type",
                     "veth",
                     "peer",
                     "name",
                     &y.dev,
                     "numtxqueues",
-                    "1",
+                    q,
                     "numrxqueues",
-                    "1",
+                    q,
                     "netns",
                     &y.ns,
                 ],
@@ -271,18 +286,21 @@ impl Topo {
         // NAPI threads are pinned to the tester core already, and RPS to the same core only
         // adds a flow hash and a trip through the backlog queue per frame (measured: the
         // ceiling at 64 B went from 1.05 to 1.16 Mpps without it).
-        self.set_rps(&u, &self.ua.dev.clone(), self.dut_cpu)?;
-        self.set_rps(&u, &self.ud.dev.clone(), self.dut_cpu)?;
+        let qc = self.cores.borrow().queue_cpus.clone();
+        self.set_rps(&u, &self.ua.dev.clone(), &qc)?;
+        self.set_rps(&u, &self.ud.dev.clone(), &qc)?;
         // veth ignores RPS on this kernel (measured: all receive work stayed on the sender's
         // CPU), so receive work runs in threaded NAPI instead: GRO on makes veth use NAPI,
-        // `threaded` moves the poll into a kernel thread, which is pinned.
-        for (ns, p, cpu) in [
-            (&u, self.ua.dev.clone(), self.dut_cpu),
-            (&u, self.ud.dev.clone(), self.dut_cpu),
-            (&t, self.d.dev.clone(), self.tester_cpu),
-            (&t, self.cd.dev.clone(), self.tester_cpu),
+        // `threaded` moves the poll into a kernel thread (one per receive queue), which is
+        // pinned: queue i's to the i-th CPU of its side.
+        let tq = cpus::queue_cpus(&self.tester_cpus, self.dut_cpus.len());
+        for (ns, p, cpus) in [
+            (&u, self.ua.dev.clone(), qc.clone()),
+            (&u, self.ud.dev.clone(), qc.clone()),
+            (&t, self.d.dev.clone(), tq),
+            (&t, self.cd.dev.clone(), vec![self.tester_cpu]),
         ] {
-            self.threaded_napi(ns, &p, cpu)?;
+            self.threaded_napi(ns, &p, &cpus)?;
         }
         // The tester's stack never handles test traffic (no ICMP port unreachable back).
         let ruleset = self.tester_ruleset();
@@ -315,15 +333,86 @@ impl Topo {
     /// threads pinned to the DUT CPU), after [`Topo::dut_rx_softirq`].
     pub fn dut_rx_threaded(&self) -> Result<()> {
         let u = self.ns_dut.clone();
+        let qc = self.cores.borrow().queue_cpus.clone();
         for dev in [self.ua.dev.clone(), self.ud.dev.clone()] {
-            self.set_rps(&u, &dev, self.dut_cpu)?;
+            self.set_rps(&u, &dev, &qc)?;
             self.napi_threads.borrow_mut().retain(|(d, _)| *d != dev);
-            self.threaded_napi(&u, &dev, self.dut_cpu)?;
+            self.threaded_napi(&u, &dev, &qc)?;
         }
         Ok(())
     }
 
-    fn threaded_napi(&self, ns: &str, dev: &str, cpu: usize) -> Result<()> {
+    /// Gives the device the first `k` DUT CPUs ([`cpus::plan`]): `k` receive and transmit
+    /// queues on the DUT's ports and on the tester's ports facing them (`ethtool -L`), each
+    /// DUT queue's receive thread pinned to its own core, the tester's round robin on the
+    /// tester CPUs. Devices set up afterwards get those CPUs (and xlat one worker per core).
+    pub fn set_dut_cores(&self, k: usize) -> Result<CorePlan> {
+        let p = cpus::plan(&self.dut_cpus, k);
+        let q = p.queues.to_string();
+        let (t, u) = (self.ns_tester.clone(), self.ns_dut.clone());
+        // Receive queues first where they shrink... veth checks only each side's own counts.
+        for (ns, dev) in [
+            (&t, &self.a.dev),
+            (&u, &self.ua.dev),
+            (&t, &self.d.dev),
+            (&u, &self.ud.dev),
+        ] {
+            sys::ns_ok(ns, &["ethtool", "-L", dev, "rx", &q, "tx", &q])
+                .with_context(|| format!("{q} queues on {dev}"))?;
+        }
+        *self.cores.borrow_mut() = p.clone();
+        let tq = cpus::queue_cpus(&self.tester_cpus, p.queues);
+        for (ns, dev, cpus) in [
+            (&u, self.ua.dev.clone(), p.queue_cpus.clone()),
+            (&u, self.ud.dev.clone(), p.queue_cpus.clone()),
+            (&t, self.d.dev.clone(), tq),
+        ] {
+            if ns == &u {
+                self.set_rps(ns, &dev, &cpus)?;
+            }
+            self.napi_threads.borrow_mut().retain(|(d, _)| *d != dev);
+            self.threaded_napi(ns, &dev, &cpus)?;
+        }
+        Ok(p)
+    }
+
+    /// Receive and transmit queues of the DUT's ports now.
+    pub fn queues(&self) -> usize {
+        self.cores.borrow().queues
+    }
+
+    /// The CPUs the device may use now.
+    pub fn device_cpus(&self) -> Vec<usize> {
+        self.cores.borrow().cpus.clone()
+    }
+
+    /// Packets each receive queue of `dev` (in `ns`) has taken so far, from veth's
+    /// `rx_queue_N_xdp_packets` counters (every frame its NAPI poll handled, XDP or not).
+    pub fn rx_queue_packets(&self, ns: &str, dev: &str) -> Vec<u64> {
+        let text = sys::ns_ok(ns, &["ethtool", "-S", dev]).unwrap_or_default();
+        let mut v: Vec<(usize, u64)> = Vec::new();
+        for line in text.lines() {
+            let Some((k, val)) = line.trim().split_once(':') else {
+                continue;
+            };
+            let Some(rest) = k.strip_prefix("rx_queue_") else {
+                continue;
+            };
+            let Some(idx) = rest.strip_suffix("_xdp_packets") else {
+                continue;
+            };
+            if let (Ok(i), Ok(n)) = (idx.parse::<usize>(), val.trim().parse::<u64>()) {
+                v.push((i, n));
+            }
+        }
+        v.sort_unstable();
+        v.into_iter().map(|(_, n)| n).collect()
+    }
+
+    /// Turns threaded NAPI on for `dev` and pins its poll threads, one per receive queue,
+    /// queue i's to `cpus[i % len]` (the threads are taken in pid order, the order the
+    /// kernel made them: queue order).
+    fn threaded_napi(&self, ns: &str, dev: &str, cpus: &[usize]) -> Result<()> {
         sys::ns_ok(ns, &["ethtool", "-K", dev, "gro", "on"])
             .with_context(|| format!("turning GRO on for {dev}"))?;
         sys::ns_sh(ns, &format!("echo 1 > /sys/class/net/{dev}/threaded"))
@@ -331,9 +420,10 @@ impl Topo {
         // The poll threads are named napi/DEV-ID (cut to 15 characters).
         let want = format!("napi/{dev}");
         let want = &want[..want.len().min(15)];
-        let mut pinned = 0;
+        let mut found: Vec<(i32, String)> = Vec::new();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
         for _ in 0..100 {
+            found.clear();
             for e in std::fs::read_dir("/proc")
                 .context("reading /proc")?
                 .flatten()
@@ -346,32 +436,59 @@ impl Topo {
                 let comm = comm.trim();
                 let rest = comm.strip_prefix(want).unwrap_or("-");
                 if comm.starts_with(want) && (rest.is_empty() || rest.starts_with('-')) {
-                    if !sys::pin_pid(pid, cpu) {
-                        bail!("cannot pin {comm} (pid {pid}) to CPU {cpu}");
-                    }
-                    sys::set_fifo(pid, sys::RT_PRIO);
-                    self.napi_threads.borrow_mut().push((dev.to_string(), pid));
-                    pinned += 1;
+                    found.push((pid, comm.to_string()));
                 }
             }
-            if pinned > 0 || std::time::Instant::now() > deadline {
+            let want_n = self.rx_queues_of(ns, dev);
+            if found.len() >= want_n || std::time::Instant::now() > deadline {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(30));
         }
-        if pinned == 0 {
+        if found.is_empty() {
             bail!("no NAPI thread for {dev} after turning threaded NAPI on");
+        }
+        found.sort_unstable();
+        let at = cpus::queue_cpus(cpus, found.len());
+        for ((pid, comm), cpu) in found.into_iter().zip(at) {
+            if !sys::pin_pid(pid, cpu) {
+                // A thread of a queue just removed (ethtool -L) may be ending.
+                if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                    continue;
+                }
+                bail!("cannot pin {comm} (pid {pid}) to CPU {cpu}");
+            }
+            sys::set_fifo(pid, sys::RT_PRIO);
+            self.napi_threads.borrow_mut().push((dev.to_string(), pid));
         }
         Ok(())
     }
 
-    fn set_rps(&self, ns: &str, dev: &str, cpu: usize) -> Result<()> {
-        // Every receive queue (a veth gets one per CPU unless told otherwise, and an skb can
-        // land on any of them). `ip netns exec` remounts /sys, so the namespace's devices are there.
-        let m = mask(cpu);
-        let script = format!(
-            "for q in /sys/class/net/{dev}/queues/rx-*/rps_cpus; do echo {m} > $q || exit 1; done"
-        );
+    /// Receive queues `dev` uses now (1 when sysfs does not say).
+    fn rx_queues_of(&self, ns: &str, dev: &str) -> usize {
+        sys::ns_sh(
+            ns,
+            &format!("ls -d /sys/class/net/{dev}/queues/rx-* | wc -l"),
+        )
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1)
+    }
+
+    fn set_rps(&self, ns: &str, dev: &str, cpus: &[usize]) -> Result<()> {
+        // Every receive queue, queue i to the CPU of its receive thread (`cpus` by queue,
+        // round robin). `ip netns exec` remounts /sys, so the namespace's devices are there.
+        let n = self.rx_queues_of(ns, dev);
+        let script: String = cpus::queue_cpus(cpus, n)
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| {
+                format!(
+                    "echo {} > /sys/class/net/{dev}/queues/rx-{i}/rps_cpus || exit 1\n",
+                    mask(c)
+                )
+            })
+            .collect();
         sys::ns_sh(ns, &script).with_context(|| format!("setting RPS on {dev}"))?;
         Ok(())
     }
@@ -461,7 +578,9 @@ impl Topo {
             .filter(|(d, _)| *d == self.d.dev || *d == self.cd.dev)
             .map(|(_, p)| *p)
             .collect();
-        v.extend(sys::kthread_pid(&format!("ksoftirqd/{}", self.tester_cpu)));
+        for c in &self.tester_cpus {
+            v.extend(sys::kthread_pid(&format!("ksoftirqd/{c}")));
+        }
         v
     }
 
@@ -486,10 +605,13 @@ impl Topo {
 
     /// Where the work runs, in words, for reports.
     pub fn placement(&self) -> String {
+        let p = self.cores.borrow();
         format!(
-            "tester threads and the tester ports' receive work (threaded NAPI) on CPU {}; the DUT ports' receive work (threaded NAPI) and DUT processes on CPU {}; all of them SCHED_FIFO (receive work priority {}, the devices' daemons {}, the sender {})",
+            "tester threads on CPU {} and the tester ports' receive work (threaded NAPI) on CPU {}; the DUT ports' receive work (threaded NAPI, {} queue(s) a port, one thread each) and DUT processes on CPU {}; all of them SCHED_FIFO (receive work priority {}, the devices' daemons {}, the sender {})",
             self.tester_cpu,
-            self.dut_cpu,
+            cpus::format_list(&self.tester_cpus),
+            p.queues,
+            cpus::format_list(&p.cpus),
             sys::RT_PRIO,
             sys::RT_PRIO_SLOW_PATH,
             sys::RT_PRIO_SENDER

@@ -405,6 +405,81 @@ fn lab_smoke_churn() {
     run.finish();
 }
 
+/// `xlat lab run scale-cores`, short, with two DUT CPUs where the machine has two (the second
+/// one the tester's: `--dut-cpus 1,0 --tester-cpus 0`, marked shared) or one. Each step must
+/// have its queues and xlat's workers, and on two queues the flows must reach both (16 flows
+/// hashed onto one queue of two would be 1 in 32,768).
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn lab_smoke_scale_cores() {
+    require_root();
+    let two = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+    let cpus: &[&str] = if two {
+        &["--dut-cpus", "1,0", "--tester-cpus", "0"]
+    } else {
+        &["--dut-cpus", "0", "--tester-cpus", "0"]
+    };
+    let mut args = vec![
+        "run",
+        "scale-cores",
+        "--devices",
+        "forward4,xlat-nat44",
+        "--flows",
+        "16",
+        "--duration",
+        "0.3",
+        "--repeats",
+        "1",
+        "--max-steps",
+        "2",
+    ];
+    args.extend_from_slice(cpus);
+    let run = lab_run("scale-cores", &args);
+    let e = run.r["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "scale-cores")
+        .expect("no scale-cores experiment")
+        .clone();
+    let rows = e["rows"].as_array().unwrap();
+    let keys: Vec<(&str, f64)> = rows
+        .iter()
+        .map(|x| (x["device"].as_str().unwrap(), x["x"].as_f64().unwrap()))
+        .collect();
+    let mut want = vec![("forward4", 1.0), ("xlat-nat44", 1.0)];
+    if two {
+        want.extend([("forward4", 2.0), ("xlat-nat44", 2.0)]);
+    }
+    assert_eq!(keys, want);
+    let metric = |row: &serde_json::Value, k: &str| row["metrics"][k]["median"].as_f64();
+    for row in rows {
+        let (dev, k) = (row["device"].as_str().unwrap(), row["x"].as_f64().unwrap());
+        assert_eq!(metric(row, "queues"), Some(k), "{dev}: {row}");
+        if dev.starts_with("xlat-") {
+            assert_eq!(metric(row, "workers"), Some(k), "{dev}");
+        }
+        // A search result, whatever it is (a speed is not asserted), and frames crossed.
+        assert!(metric(row, "throughput_pps").is_some(), "{dev}");
+        let received: u64 = row["trials"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["received"].as_u64().unwrap())
+            .sum();
+        assert!(received > 0, "{dev}: nothing crossed");
+        let busiest = metric(row, "busiest_queue_pct").expect("no queue counts");
+        if k == 1.0 {
+            assert_eq!(busiest, 100.0, "{dev}: one queue");
+        } else {
+            assert!(busiest < 100.0, "{dev}: every frame on one queue of {k}");
+            let notes = row["notes"].to_string();
+            assert!(notes.contains("SHARED CPU"), "{dev}: {notes}");
+        }
+    }
+    run.finish();
+}
+
 /// `xlat lab run failover`, short: both devices, the active killed once. xlat must keep
 /// every established flow and the download; the kernel + conntrackd pair is only checked for
 /// having measured (what it loses is what the experiment is for).

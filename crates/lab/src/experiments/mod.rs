@@ -8,7 +8,7 @@
 //! says of it, its defaults, its planned units, the options of its own and how it runs; adding
 //! an experiment is one entry there and its code. One file per family: throughput (RFC 2544
 //! searches), quick (the headline table), load (fixed loads: loss/latency vs load and vs
-//! sessions), cpu, memory, setup_rate, churn and stack (the tester's own stack: tcp, http,
+//! sessions), scale_cores (the device on 1, 2, 4 ... cores), cpu, memory, setup_rate, churn and stack (the tester's own stack: tcp, http,
 //! owd), stateful (RFC 9693's tear-down rate and throughput with N connections); reload and the experiments with a testbed of their own (scale-out, failover) live in
 //! their modules. A result table's columns and plots are in [`crate::report`], by table name
 //! (one experiment may write several tables, e.g. quick's throughput and cost).
@@ -18,6 +18,7 @@ mod cpu;
 mod load;
 mod memory;
 mod quick;
+mod scale_cores;
 mod setup_rate;
 mod stack;
 mod stateful;
@@ -115,6 +116,23 @@ pub const EXPERIMENTS: &[ExperimentDef] = &[
         units: per_device_size,
         options: &[],
         run: Runner::Lab(Lab::throughput),
+    },
+    ExperimentDef {
+        name: "scale-cores",
+        about: "the device on 1, 2, 4 ... of the --dut-cpus (a queue, a pinned receive thread and an xlat worker per core, flows spread by hash): RFC 2544 throughput and DUT ns per packet at each step, for forward4, kernel-nat44, xlat-nat44, xlat-nat44-xdp",
+        // As quick's searches: 1 s trials, 6 steps; one device set-up per step and size.
+        defaults: || Defaults {
+            devices: vec!["xlat-nat44", "xlat-nat44-xdp", "kernel-nat44", "forward4"],
+            duration: 1.0,
+            repeats: 2,
+            max_steps: 6,
+            resolution: 3.0,
+            ..Defaults::default()
+        },
+        // One step's; scale-cores plans the others when it knows the DUT's CPUs.
+        units: per_device_size,
+        options: &[],
+        run: Runner::Lab(Lab::scale_cores),
     },
     ExperimentDef {
         name: "loss-vs-load",
@@ -422,6 +440,9 @@ impl Lab {
         pids: Vec<i32>,
     ) -> TrialSpec {
         TrialSpec {
+            // Spread by flow over the DUT's queues; the tester's loop (CA -> CD) has one
+            // queue and keeps the qdisc bypass.
+            tx_spread: self.topo.queues() > 1 && path.tx_dev != self.topo.ca.dev,
             path,
             flows,
             sizes: size.clone(),
@@ -429,7 +450,7 @@ impl Lab {
             duration,
             max_packets: None,
             tester_cpu: self.topo.tester_cpu,
-            dut_cpu: self.topo.dut_cpu,
+            dut_cpus: self.topo.device_cpus(),
             dut_pids: pids,
             dut_kernel_pids: self.topo.dut_napi_pids(),
             tester_kernel_pids: self.topo.tester_kernel_pids(),
