@@ -14,6 +14,7 @@ pub mod device;
 pub mod experiments;
 pub mod failover;
 pub mod packet;
+pub mod papers;
 pub mod progress;
 pub mod reload;
 pub mod report;

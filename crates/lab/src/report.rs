@@ -420,6 +420,13 @@ pub fn text(r: &RunResults) -> String {
         let rows: Vec<Vec<String>> = e.rows.iter().map(|x| row_cells(e, x)).collect();
         s.push_str(&text_table(&header(e), &rows));
     }
+    let beside = papers_beside(r);
+    if !beside.is_empty() {
+        let _ = writeln!(s, "\nBeside the published figures");
+        for c in &beside {
+            let _ = writeln!(s, "{}", c.line());
+        }
+    }
     if !r.conclusions.is_empty() {
         let _ = writeln!(s, "\nConclusions (median ratio over the rounds [min..max])");
         for c in &r.conclusions {
@@ -737,6 +744,7 @@ pub fn write(dir: &Path, r: &RunResults) -> Result<Vec<PathBuf>> {
             let _ = writeln!(html, "<div>{svg}</div>");
         }
     }
+    papers_section(dir, r, &mut md, &mut html, &mut files)?;
     if !r.conclusions.is_empty() {
         let _ = writeln!(md, "\n## Conclusions\n");
         let _ = writeln!(html, "<h2>Conclusions</h2><ul>");
@@ -772,6 +780,68 @@ pub fn write(dir: &Path, r: &RunResults) -> Result<Vec<PathBuf>> {
     files.push(pm);
     files.push(ph);
     Ok(files)
+}
+
+/// The run's study beside its published figures (empty for a run that is not a reproduce).
+fn papers_beside(r: &RunResults) -> Vec<crate::papers::Comparison> {
+    match crate::papers::load() {
+        Ok(p) => crate::papers::compare(&p, r),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The "Beside the published figures" section of report.md and report.html, with overlays.
+fn papers_section(
+    dir: &Path,
+    r: &RunResults,
+    md: &mut String,
+    html: &mut String,
+    files: &mut Vec<PathBuf>,
+) -> Result<()> {
+    let Some(study) = crate::papers::study_of(r) else {
+        return Ok(());
+    };
+    let p = crate::papers::load()?;
+    let cs = crate::papers::compare(&p, r);
+    if cs.is_empty() {
+        return Ok(());
+    }
+    md.push_str(&crate::papers::markdown(&cs, study));
+    let _ = writeln!(
+        html,
+        "<h2>Beside the published figures ({})</h2><p>{}</p>",
+        html_escape(&study.to_uppercase()),
+        html_escape(crate::papers::INTRO)
+    );
+    let head: Vec<String> = ["figure", "source", "paper", "here", "verdict"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let rows: Vec<Vec<String>> = cs
+        .iter()
+        .map(|c| {
+            vec![
+                c.what.clone(),
+                c.source.clone(),
+                c.paper.clone(),
+                c.ours
+                    .iter()
+                    .map(|(o, v)| format!("{o} -> {}", v.text()))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                c.verdict.text().to_string(),
+            ]
+        })
+        .collect();
+    let _ = writeln!(html, "{}", html_table(&head, &rows));
+    for (file, title, svg) in crate::papers::plots(&p, r)? {
+        let path = dir.join(&file);
+        std::fs::write(&path, &svg).with_context(|| format!("writing {}", path.display()))?;
+        files.push(path);
+        let _ = writeln!(md, "![{title}]({file})\n");
+        let _ = writeln!(html, "<div>{svg}</div>");
+    }
+    Ok(())
 }
 
 /// Reads results.json from `dir` (or the file itself) and writes the reports again.
