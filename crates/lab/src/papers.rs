@@ -104,6 +104,9 @@ pub enum Check {
         /// x is the row's size (payload), not its x value.
         #[serde(default)]
         by_size: bool,
+        /// For each device, the published series it is compared with (default the first).
+        #[serde(default)]
+        series_of: Vec<usize>,
     },
     Ratio {
         experiment: String,
@@ -294,11 +297,30 @@ fn direction(first: f64, last: f64, min_change: f64, floor: f64) -> i8 {
     }
 }
 
+/// "a -> b (+X%)", the percentage only when a is not zero.
 fn change_text(first: f64, last: f64) -> String {
     if first.abs() > 0.0 {
-        format!("{:+.0}%", (last - first) / first.abs() * 100.0)
+        format!(
+            "{} -> {} ({:+.0}%)",
+            num(first),
+            num(last),
+            (last - first) / first.abs() * 100.0
+        )
     } else {
         format!("{} -> {}", num(first), num(last))
+    }
+}
+
+/// A short unit for a metric's values in the text.
+fn f_unit(metric: &str) -> &'static str {
+    if metric.ends_with("_pct") {
+        " %"
+    } else if metric.ends_with("_us") {
+        " us"
+    } else if metric.ends_with("_mbps") {
+        " Mb/s"
+    } else {
+        ""
     }
 }
 
@@ -343,12 +365,17 @@ pub fn compare_figure(f: &Figure, r: &RunResults) -> Comparison {
             min_change,
             floor,
             by_size,
+            series_of,
         } => {
-            let pdir = f.series.first().and_then(|s| {
-                let (a, b) = (s.points.first()?, s.points.last()?);
-                Some(direction(a[1], b[1], *min_change, *floor))
-            });
-            for d in devices {
+            // The paper's direction for series i.
+            let pdir = |i: usize| {
+                f.series.get(i).and_then(|s| {
+                    let (a, b) = (s.points.first()?, s.points.last()?);
+                    Some(direction(a[1], b[1], *min_change, *floor))
+                })
+            };
+            for (i, d) in devices.iter().enumerate() {
+                let si = series_of.get(i).copied().unwrap_or(0);
                 let mut pts: Vec<(f64, f64)> = rows(r, experiment, d, size.as_deref(), metric)
                     .iter()
                     .filter_map(|row| {
@@ -362,18 +389,21 @@ pub fn compare_figure(f: &Figure, r: &RunResults) -> Comparison {
                     .filter(|p| min_x.is_none_or(|m| p.0 >= m))
                     .collect();
                 pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let against = match (series_of.is_empty(), f.series.get(si)) {
+                    (false, Some(s)) => format!(" [vs paper's {}]", s.label),
+                    _ => String::new(),
+                };
                 match (pts.first(), pts.last()) {
                     (Some(a), Some(b)) if b.0 > a.0 => {
                         let dir = direction(a.1, b.1, *min_change, *floor);
-                        let v = pdir.map_or(Verdict::ForScale, |p| verdict_of(p == dir));
+                        let v = pdir(si).map_or(Verdict::ForScale, |p| verdict_of(p == dir));
                         ours.push((
                             format!(
-                                "{d} {} ({} -> {}: {} -> {})",
+                                "{d} {}{} from {} to {}{against}",
                                 change_text(a.1, b.1),
+                                f_unit(metric),
                                 num(a.0),
                                 num(b.0),
-                                num(a.1),
-                                num(b.1)
                             ),
                             v,
                         ));
@@ -384,18 +414,21 @@ pub fn compare_figure(f: &Figure, r: &RunResults) -> Comparison {
                     )),
                 }
             }
-            if let Some(s) = f.series.first() {
-                if let (Some(a), Some(b)) = (s.points.first(), s.points.last()) {
-                    paper = format!(
-                        "{} ({}: {} -> {} {}, {})",
-                        f.shape,
+            let published: Vec<String> = f
+                .series
+                .iter()
+                .filter_map(|s| {
+                    let (a, b) = (s.points.first()?, s.points.last()?);
+                    Some(format!(
+                        "{}: {} {}",
                         s.label,
-                        num(a[1]),
-                        num(b[1]),
-                        f.unit,
-                        change_text(a[1], b[1])
-                    );
-                }
+                        change_text(a[1], b[1]),
+                        f.unit
+                    ))
+                })
+                .collect();
+            if !published.is_empty() {
+                paper = format!("{} ({})", f.shape, published.join("; "));
             }
         }
         Check::Ratio {
@@ -771,6 +804,13 @@ mod tests {
             for s in &f.series {
                 assert!(!s.points.is_empty(), "{}: empty series", f.id);
             }
+            if let Check::Trend {
+                devices, series_of, ..
+            } = &f.check
+            {
+                assert!(series_of.is_empty() || series_of.len() == devices.len());
+                assert!(series_of.iter().all(|i| *i < f.series.len()), "{}", f.id);
+            }
             if let Some(pl) = &f.plot {
                 assert!(
                     !f.series.is_empty(),
@@ -802,7 +842,11 @@ mod tests {
         ];
         let c = compare_figure(&f, &run("s5", "latency-vs-sessions", rows));
         assert_eq!(c.ours[0].1, Verdict::Same);
-        assert!(c.ours[0].0.contains("+50%"), "{}", c.ours[0].0);
+        assert!(
+            c.ours[0].0.contains("20 -> 30 (+50%) us from 1 to 20,000"),
+            "{}",
+            c.ours[0].0
+        );
         assert_eq!(c.ours[1].1, Verdict::Differs);
         assert_eq!(c.ours[2].1, Verdict::NotMeasured);
         assert!(c.ours[2].0.contains("not measured in this run"));
@@ -819,6 +863,38 @@ mod tests {
         let c = compare_figure(&f, &run("s5", "throughput", vec![]));
         assert_eq!(c.verdict, Verdict::NotMeasured);
         assert!(c.line().ends_with("not measured in this run"));
+    }
+
+    #[test]
+    fn trend_compares_each_device_with_its_series() {
+        // S4: default firewall vs 0 -> 54%, slimmed vs 0 -> 11.4%, no hooks vs a single 0.
+        let f = figure("s4-loss-vs-load");
+        let r = run(
+            "s4",
+            "loss-vs-load",
+            vec![
+                row("kernel-nat44-heavy", "64", Some(20.0), "loss_pct", 0.0),
+                row("kernel-nat44-heavy", "64", Some(100.0), "loss_pct", 30.0),
+                row("kernel-nat44", "64", Some(20.0), "loss_pct", 0.0),
+                row("kernel-nat44", "64", Some(100.0), "loss_pct", 0.0),
+                row("forward4", "64", Some(20.0), "loss_pct", 0.0),
+                row("forward4", "64", Some(100.0), "loss_pct", 0.05),
+            ],
+        );
+        let c = compare_figure(&f, &r);
+        let v: Vec<Verdict> = c.ours.iter().map(|o| o.1).collect();
+        assert_eq!(
+            v,
+            [Verdict::Same, Verdict::Differs, Verdict::Same],
+            "{:?}",
+            c.ours
+        );
+        assert!(c.ours[1].0.contains("[vs paper's slimmed netfilter]"));
+        assert!(
+            c.paper.contains("slimmed netfilter: 0 -> 11.4 % loss"),
+            "{}",
+            c.paper
+        );
     }
 
     #[test]
