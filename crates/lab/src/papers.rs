@@ -335,11 +335,11 @@ fn ratio_class(v: f64, tol: f64) -> i8 {
     }
 }
 
-fn ratio_words(c: i8) -> &'static str {
+fn ratio_words(c: i8, tol: f64) -> String {
     match c {
-        -1 => "below 1",
-        1 => "above 1",
-        _ => "about 1",
+        -1 => format!("below 1 by more than {:.0}%", tol * 100.0),
+        1 => format!("above 1 by more than {:.0}%", tol * 100.0),
+        _ => format!("within {:.0}% of 1", tol * 100.0),
     }
 }
 
@@ -488,16 +488,11 @@ pub fn compare_figure(f: &Figure, r: &RunResults) -> Comparison {
                     )),
                 }
             }
-            paper = match pv {
-                Some(v) => format!(
-                    "{} (ratio {:.2}, {} within {:.0}%)",
-                    f.shape,
-                    v,
-                    ratio_words(pclass),
-                    tolerance * 100.0
-                ),
-                None => format!("{} (ratio {})", f.shape, ratio_words(pclass)),
-            };
+            paper = format!(
+                "{} (a ratio {}; ours counts when it is too)",
+                f.shape,
+                ratio_words(pclass, *tolerance)
+            );
         }
         Check::Order {
             experiment,
@@ -570,7 +565,7 @@ pub fn compare_figure(f: &Figure, r: &RunResults) -> Comparison {
                 }
                 let mut ys: Vec<f64> = v.iter().map(|p| p.1).collect();
                 ys.sort_by(f64::total_cmp);
-                let med = ys[ys.len() / 2];
+                let med = crate::stats::Spread::of(&ys).median;
                 let flat = med > 0.0 && ys.iter().all(|y| (y - med).abs() <= tolerance * med);
                 let pts: Vec<String> = v
                     .iter()
