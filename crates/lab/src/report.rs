@@ -1004,6 +1004,51 @@ mod tests {
     }
 
     #[test]
+    fn reproduce_report_has_the_papers_section() {
+        let dir = std::env::temp_dir().join(format!("xlat-lab-papers-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut r = sample();
+        r.name = "reproduce-s4".into();
+        // The sample's loss-vs-load rows are kernel-nat44 at IMIX; give it S4's 64 B sweep.
+        for (d, lo, hi) in [
+            ("kernel-nat44-heavy", 0.0, 40.0),
+            ("kernel-nat44", 0.0, 0.0),
+        ] {
+            for (x, v) in [(20.0, lo), (100.0, hi)] {
+                let mut row = Row {
+                    device: d.into(),
+                    size: "64".into(),
+                    x: Some(x),
+                    ..Row::default()
+                };
+                row.metrics.insert("loss_pct".into(), Spread::of(&[v]));
+                r.experiments[1].rows.push(row);
+            }
+        }
+        r.experiments[1].rows.iter_mut().for_each(|row| {
+            row.metrics
+                .entry("loss_pct".into())
+                .or_insert(Spread::of(&[0.0]));
+        });
+        let files = write(&dir, &r).unwrap();
+        assert!(files
+            .iter()
+            .any(|f| f.ends_with("paper-s4-loss-vs-load.svg")));
+        let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        let at = md.find("## Beside the published figures (S4)").unwrap();
+        assert!(md[at..].contains("kernel-nat44-heavy 0 -> 40 % from 20 to 100"));
+        assert!(md[at..].contains("forward4 not measured in this run"));
+        let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+        assert!(html.contains("Beside the published figures (S4)"));
+        assert!(text(&r).contains("s4-loss-vs-load: paper:"));
+        // Not a reproduce run: no section.
+        r.name = "quick".into();
+        assert!(!text(&r).contains("Beside the published figures"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn empty_plot_is_empty() {
         assert!(
             svg_plot("t", "x", "y", false, SeriesLabelPosition::UpperRight, &[])
