@@ -107,6 +107,9 @@ pub enum Check {
         /// For each device, the published series it is compared with (default the first).
         #[serde(default)]
         series_of: Vec<usize>,
+        /// The paper gave no points, only that the metric rises with x.
+        #[serde(default)]
+        paper_rises: bool,
     },
     Ratio {
         experiment: String,
@@ -366,13 +369,17 @@ pub fn compare_figure(f: &Figure, r: &RunResults) -> Comparison {
             floor,
             by_size,
             series_of,
+            paper_rises,
         } => {
             // The paper's direction for series i.
             let pdir = |i: usize| {
-                f.series.get(i).and_then(|s| {
-                    let (a, b) = (s.points.first()?, s.points.last()?);
-                    Some(direction(a[1], b[1], *min_change, *floor))
-                })
+                f.series
+                    .get(i)
+                    .and_then(|s| {
+                        let (a, b) = (s.points.first()?, s.points.last()?);
+                        Some(direction(a[1], b[1], *min_change, *floor))
+                    })
+                    .or(paper_rises.then_some(1))
             };
             for (i, d) in devices.iter().enumerate() {
                 let si = series_of.get(i).copied().unwrap_or(0);
@@ -858,6 +865,26 @@ mod tests {
         let c = compare_figure(&f, &run("s5", "throughput", vec![]));
         assert_eq!(c.verdict, Verdict::NotMeasured);
         assert!(c.line().ends_with("not measured in this run"));
+    }
+
+    #[test]
+    fn trend_without_published_points() {
+        // S2 gives the order only: delay grows with payload.
+        let f = figure("s2-owd-vs-payload");
+        let r = run(
+            "s2",
+            "owd",
+            vec![
+                row("forward4", "50", None, "owd_us", 40.0),
+                row("forward4", "1500", None, "owd_us", 80.0),
+                row("forward6", "50", None, "owd_us", 80.0),
+                row("forward6", "1500", None, "owd_us", 40.0),
+            ],
+        );
+        let c = compare_figure(&f, &r);
+        assert_eq!(c.ours[0].1, Verdict::Same, "{:?}", c.ours);
+        assert_eq!(c.ours[1].1, Verdict::Differs, "{:?}", c.ours);
+        assert_eq!(c.ours[2].1, Verdict::NotMeasured);
     }
 
     #[test]
