@@ -737,11 +737,20 @@ pub fn markdown(cs: &[Comparison], study: &str) -> String {
         let _ = writeln!(s, "- Source: {}", c.source);
         let _ = writeln!(s, "- Paper: {}", c.paper);
         for (o, v) in &c.ours {
-            let _ = writeln!(s, "- Here: {o} -> {}", v.text());
+            let _ = writeln!(s, "- Here: {}", mine(o, *v));
         }
         let _ = writeln!(s, "- **Verdict: {}**\n", c.verdict.text());
     }
     s
+}
+
+/// One device's measurement and its verdict ("not measured" says it once).
+pub fn mine(o: &str, v: Verdict) -> String {
+    if v == Verdict::NotMeasured {
+        o.to_string()
+    } else {
+        format!("{o} -> {}", v.text())
+    }
 }
 
 /// What the section says before the figures.

@@ -826,7 +826,7 @@ fn papers_section(
                 c.paper.clone(),
                 c.ours
                     .iter()
-                    .map(|(o, v)| format!("{o} -> {}", v.text()))
+                    .map(|(o, v)| crate::papers::mine(o, *v))
                     .collect::<Vec<_>>()
                     .join("; "),
                 c.verdict.text().to_string(),
