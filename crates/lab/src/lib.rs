@@ -15,6 +15,7 @@ pub mod device;
 pub mod experiments;
 pub mod failover;
 pub mod packet;
+pub mod papers;
 pub mod progress;
 pub mod reload;
 pub mod report;
@@ -248,9 +249,9 @@ pub fn list_text() -> String {
 }
 
 pub const STUDIES: &[(&str, &str)] = &[
-    ("s1", "IPv6 routing vs NAT44: loss, rate and latency vs load (10..100% of 100 Mb/s) by payload size"),
+    ("s1", "IPv6 routing vs NAT44: loss, rate and latency vs load (10..100% of 100 Mb/s) for its 13 payload sizes"),
     ("s2", "transition mechanisms: throughput and one-way delay by payload size: native IPv4, native IPv6, 6to4, ISATAP, NAT64 (TAYGA, xlat)"),
-    ("s3", "NAT64 vs NAT44: throughput at full-size frames and router CPU at a fixed load"),
+    ("s3", "NAT64 vs NAT44: throughput at full-size frames, router CPU at a fixed load, HTTP with apachebench"),
     ("s4", "slimming kernel NAT: loss vs load at 64 B on 100 Mb/s, no hooks / NAT / default firewall"),
     ("s5", "NAT impact: latency vs entries, throughput at 1000 entries, memory per entry, CPU, entry creation rate"),
 ];
@@ -304,6 +305,11 @@ fn frames_for_payloads(p: &[usize]) -> Vec<String> {
         .collect()
 }
 
+/// S1's 13 UDP payload sizes (bytes), every one in reproduce mode.
+pub const S1_PAYLOADS: &[usize] = &[
+    32, 64, 128, 256, 384, 512, 640, 768, 896, 1024, 1152, 1280, 1408,
+];
+
 pub fn study_plan(study: &str) -> Result<Plan> {
     let d = Defaults::default();
     let (steps, defaults): (Vec<&str>, Defaults) = match study {
@@ -311,7 +317,7 @@ pub fn study_plan(study: &str) -> Result<Plan> {
             vec!["loss-vs-load"],
             Defaults {
                 devices: vec!["forward6", "kernel-nat44", "xlat-nat44"],
-                sizes: frames_for_payloads(&[32, 64, 128, 256, 512, 768, 1024, 1280, 1408]),
+                sizes: frames_for_payloads(S1_PAYLOADS),
                 duration: 1.0,
                 link: Some("100M"),
                 ..d
@@ -334,8 +340,9 @@ pub fn study_plan(study: &str) -> Result<Plan> {
                 ..d
             },
         ),
+        // S3's apachebench figures (req/s NAT64 vs NAT44 vs native IPv6) come from http.
         "s3" => (
-            vec!["throughput", "cpu"],
+            vec!["throughput", "cpu", "http"],
             Defaults {
                 devices: vec![
                     "forward6",
@@ -728,8 +735,17 @@ mod tests {
             assert!(s2.defaults.devices.contains(&d), "s2 lacks {d}");
             crate::sockets::endpoints(d).unwrap();
         }
-        // S1's 32-byte payload is a 78-byte frame.
+        // S1's 32-byte payload is a 78-byte frame; all 13 payloads are distinct frames.
         assert_eq!(frames_for_payloads(&[32])[0], "78");
+        let s1 = study_plan("s1").unwrap();
+        assert_eq!(s1.defaults.sizes.len(), 13);
+        assert_eq!(s1.defaults.sizes.last().unwrap(), "1454");
+        // S3 measures HTTP through every one of its devices.
+        let s3 = study_plan("s3").unwrap();
+        assert!(s3.steps.iter().any(|s| s == "http"));
+        for d in &s3.defaults.devices {
+            crate::sockets::endpoints(d).unwrap();
+        }
     }
 
     #[test]

@@ -436,6 +436,13 @@ pub fn text(r: &RunResults) -> String {
         let rows: Vec<Vec<String>> = e.rows.iter().map(|x| row_cells(e, x)).collect();
         s.push_str(&text_table(&header(e), &rows));
     }
+    let beside = papers_beside(r);
+    if !beside.is_empty() {
+        let _ = writeln!(s, "\nBeside the published figures");
+        for c in &beside {
+            let _ = writeln!(s, "{}", c.line());
+        }
+    }
     if !r.conclusions.is_empty() {
         let _ = writeln!(s, "\nConclusions (median ratio over the rounds [min..max])");
         for c in &r.conclusions {
@@ -753,6 +760,7 @@ pub fn write(dir: &Path, r: &RunResults) -> Result<Vec<PathBuf>> {
             let _ = writeln!(html, "<div>{svg}</div>");
         }
     }
+    papers_section(dir, r, &mut md, &mut html, &mut files)?;
     if !r.conclusions.is_empty() {
         let _ = writeln!(md, "\n## Conclusions\n");
         let _ = writeln!(html, "<h2>Conclusions</h2><ul>");
@@ -788,6 +796,68 @@ pub fn write(dir: &Path, r: &RunResults) -> Result<Vec<PathBuf>> {
     files.push(pm);
     files.push(ph);
     Ok(files)
+}
+
+/// The run's study beside its published figures (empty for a run that is not a reproduce).
+fn papers_beside(r: &RunResults) -> Vec<crate::papers::Comparison> {
+    match crate::papers::load() {
+        Ok(p) => crate::papers::compare(&p, r),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The "Beside the published figures" section of report.md and report.html, with overlays.
+fn papers_section(
+    dir: &Path,
+    r: &RunResults,
+    md: &mut String,
+    html: &mut String,
+    files: &mut Vec<PathBuf>,
+) -> Result<()> {
+    let Some(study) = crate::papers::study_of(r) else {
+        return Ok(());
+    };
+    let p = crate::papers::load()?;
+    let cs = crate::papers::compare(&p, r);
+    if cs.is_empty() {
+        return Ok(());
+    }
+    md.push_str(&crate::papers::markdown(&cs, study));
+    let _ = writeln!(
+        html,
+        "<h2>Beside the published figures ({})</h2><p>{}</p>",
+        html_escape(&study.to_uppercase()),
+        html_escape(crate::papers::INTRO)
+    );
+    let head: Vec<String> = ["figure", "source", "paper", "here", "verdict"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let rows: Vec<Vec<String>> = cs
+        .iter()
+        .map(|c| {
+            vec![
+                c.what.clone(),
+                c.source.clone(),
+                c.paper.clone(),
+                c.ours
+                    .iter()
+                    .map(|(o, v)| crate::papers::mine(o, *v))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                c.verdict.text().to_string(),
+            ]
+        })
+        .collect();
+    let _ = writeln!(html, "{}", html_table(&head, &rows));
+    for (file, title, svg) in crate::papers::plots(&p, r)? {
+        let path = dir.join(&file);
+        std::fs::write(&path, &svg).with_context(|| format!("writing {}", path.display()))?;
+        files.push(path);
+        let _ = writeln!(md, "![{title}]({file})\n");
+        let _ = writeln!(html, "<div>{svg}</div>");
+    }
+    Ok(())
 }
 
 /// Reads results.json from `dir` (or the file itself) and writes the reports again.
@@ -946,6 +1016,51 @@ mod tests {
         let svg = std::fs::read_to_string(dir.join("loss-vs-load-loss_pct.svg")).unwrap();
         assert!(svg.contains("kernel-nat44 IMIX"));
         assert!(regenerate(&dir.join("nope")).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn reproduce_report_has_the_papers_section() {
+        let dir = std::env::temp_dir().join(format!("xlat-lab-papers-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut r = sample();
+        r.name = "reproduce-s4".into();
+        // The sample's loss-vs-load rows are kernel-nat44 at IMIX; give it S4's 64 B sweep.
+        for (d, lo, hi) in [
+            ("kernel-nat44-heavy", 0.0, 40.0),
+            ("kernel-nat44", 0.0, 0.0),
+        ] {
+            for (x, v) in [(20.0, lo), (100.0, hi)] {
+                let mut row = Row {
+                    device: d.into(),
+                    size: "64".into(),
+                    x: Some(x),
+                    ..Row::default()
+                };
+                row.metrics.insert("loss_pct".into(), Spread::of(&[v]));
+                r.experiments[1].rows.push(row);
+            }
+        }
+        r.experiments[1].rows.iter_mut().for_each(|row| {
+            row.metrics
+                .entry("loss_pct".into())
+                .or_insert(Spread::of(&[0.0]));
+        });
+        let files = write(&dir, &r).unwrap();
+        assert!(files
+            .iter()
+            .any(|f| f.ends_with("paper-s4-loss-vs-load.svg")));
+        let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        let at = md.find("## Beside the published figures (S4)").unwrap();
+        assert!(md[at..].contains("kernel-nat44-heavy 0 -> 40 % from 20 to 100"));
+        assert!(md[at..].contains("forward4 not measured in this run"));
+        let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+        assert!(html.contains("Beside the published figures (S4)"));
+        assert!(text(&r).contains("s4-loss-vs-load: paper:"));
+        // Not a reproduce run: no section.
+        r.name = "quick".into();
+        assert!(!text(&r).contains("Beside the published figures"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
