@@ -441,6 +441,81 @@ fn echos_in(lab: &Lab, ns: &str) -> u64 {
 /// across GW. RFC 3964 5.3.1: protocol 41 whose inner 6to4 source does not embed its outer
 /// source is not forwarded (the engine drops it, counted), while the same packet with the
 /// right source is.
+/// A tunnel endpoint on the XDP fast path (`kind`: `6to4` or `isatap`, its counters'
+/// infix), between CLI and SRV (`ends`: each namespace with its IPv6 address): pings both
+/// ways (hop limit 63: one router), 2 MiB each way over HTTP intact, carried by XDP without
+/// recipes (the engine saw under a fifth); then SRV's 6in4 echoes with the inner source
+/// `sources[0]` (embedding SRV's outer source) reach CLI through XDP, and with `sources[1]`
+/// (spoofed) go up to the engine, which drops them (`tunnel_spoofed_source`).
+fn tunnel_crosses_xdp(lab: &mut Lab, ends: [(&str, &str); 2], kind: &str, sources: [&str; 2]) {
+    use common::topo64::GW4;
+    let [(cli, cli6), (srv, srv6)] = ends;
+    let [good, spoofed] = sources;
+    let counter = |what: &str| format!("xdp_{kind}_{what}");
+    let pass = format!("xdp_pass_{kind}");
+    let (_h6, blob_srv) = lab.serve_random_file(srv, "::", 8080, 2_097_152);
+    let (_h4, blob_cli) = lab.serve_random_file(cli, "::", 8081, 2_097_152);
+    // A ping each way first: the neighbours are known before the transfers. Replies leave
+    // their host with hop limit 64 and cross one router, GW's XDP: 63 at the other end.
+    let r = lab.ping_all(cli, 2, &["-6"], srv6);
+    assert!(r.stdout.contains("ttl=63"), "hop limit: {}", r.stdout);
+    let r = lab.ping_all(srv, 2, &["-6"], cli6);
+    assert!(r.stdout.contains("ttl=63"), "hop limit: {}", r.stdout);
+    let (_, got) = lab.curl(cli, &format!("http://[{srv6}]:8080/blob.bin"));
+    assert_same_file(&blob_srv, &got);
+    let (_, got) = lab.curl(srv, &format!("http://[{cli6}]:8081/blob.bin"));
+    assert_same_file(&blob_cli, &got);
+
+    let st = lab.stats();
+    let (enc, dec) = (xdp(&st, &counter("encap")), xdp(&st, &counter("decap")));
+    let engine_in = Topo::event(&st, "packets_in");
+    eprintln!("after 2 x 2 MiB: {}", brief(&st));
+    assert!(enc >= 1000 && dec >= 1000, "{}", brief(&st));
+    assert!(
+        engine_in * 5 < enc + dec,
+        "the engine still saw {engine_in} packets beside {} in XDP: {}",
+        enc + dec,
+        brief(&st)
+    );
+    assert_eq!(
+        xdp(&st, "recipes"),
+        0,
+        "{kind} needs no recipes: {}",
+        brief(&st)
+    );
+
+    let before = echos_in(lab, cli);
+    send_6in4_echo(lab, srv, GW4, good, cli6, 5);
+    assert!(
+        poll(Duration::from_secs(5), Duration::from_millis(100), || {
+            echos_in(lab, cli) >= before + 5
+        }),
+        "the well-formed 6in4 echoes did not reach CLI"
+    );
+    let st = lab.stats();
+    assert!(xdp(&st, &counter("decap")) >= dec + 5, "{}", brief(&st));
+    let before = echos_in(lab, cli);
+    let dec = xdp(&st, &counter("decap"));
+    let passed = xdp(&st, &pass);
+    let dropped = Topo::drops(&st, "tunnel_spoofed_source");
+    send_6in4_echo(lab, srv, GW4, spoofed, cli6, 5);
+    assert!(
+        poll(Duration::from_secs(5), Duration::from_millis(100), || {
+            Topo::drops(&lab.stats(), "tunnel_spoofed_source") >= dropped + 5
+        }),
+        "the engine did not drop the spoofed packets: {}",
+        brief(&lab.stats())
+    );
+    let st = lab.stats();
+    assert_eq!(echos_in(lab, cli), before, "a spoofed source got through");
+    assert_eq!(
+        xdp(&st, &counter("decap")),
+        dec,
+        "XDP decapsulated a spoofed source"
+    );
+    assert!(xdp(&st, &pass) >= passed + 5, "{}", brief(&st));
+}
+
 #[test]
 #[ignore = "needs root: scripts/test.sh"]
 fn sixtofour_both_ways_crosses_xdp_and_spoofed_sources_stop() {
@@ -486,69 +561,15 @@ fn sixtofour_both_ways_crosses_xdp_and_spoofed_sources_stop() {
     let k = lab.spawn_xlat(&srv, "xlat-srv", &["run"], &srv_path, &srv_cfg);
     lab.wait_xlat_ready(k, &srv, &srv_tun, &[&["-6", "route", "show"]], &srv_cfg);
 
-    let (_h6, blob_srv) = lab.serve_random_file(&srv, "::", 8080, 2_097_152);
-    let (_h4, blob_cli) = lab.serve_random_file(&cli, "::", 8081, 2_097_152);
-    // A ping each way first: the neighbours are known before the transfers. SRV's replies
-    // leave its host with hop limit 64 and cross one router, GW's XDP: 63 at CLI.
-    let r = lab.ping_all(&cli, 2, &["-6"], SRV6);
-    assert!(r.stdout.contains("ttl=63"), "hop limit: {}", r.stdout);
-    let r = lab.ping_all(&srv, 2, &["-6"], CLI6);
-    assert!(r.stdout.contains("ttl=63"), "hop limit: {}", r.stdout);
-    let (_, got) = lab.curl(&cli, &format!("http://[{SRV6}]:8080/blob.bin"));
-    assert_same_file(&blob_srv, &got);
-    let (_, got) = lab.curl(&srv, &format!("http://[{CLI6}]:8081/blob.bin"));
-    assert_same_file(&blob_cli, &got);
-
-    let st = lab.stats();
-    let (enc, dec) = (xdp(&st, "xdp_6to4_encap"), xdp(&st, "xdp_6to4_decap"));
-    let engine_in = Topo::event(&st, "packets_in");
-    eprintln!("after 2 x 2 MiB: {}", brief(&st));
-    assert!(enc >= 1000 && dec >= 1000, "{}", brief(&st));
-    assert!(
-        engine_in * 5 < enc + dec,
-        "the engine still saw {engine_in} packets beside {} in XDP: {}",
-        enc + dec,
-        brief(&st)
+    // RFC 3964 5.3.1 through XDP: SRV's own 6to4 address (embedding the outer source) is
+    // forwarded; 2002:c613:99::1 embeds 198.19.0.153, not SRV's 198.19.0.2.
+    let ends = [(cli.as_str(), CLI6), (srv.as_str(), SRV6)];
+    tunnel_crosses_xdp(
+        &mut lab,
+        ends,
+        "6to4",
+        ["2002:c613:2::99", "2002:c613:99::1"],
     );
-    assert_eq!(
-        xdp(&st, "recipes"),
-        0,
-        "6to4 needs no recipes: {}",
-        brief(&st)
-    );
-
-    // RFC 3964 5.3.1 through XDP: first the control (inner source = SRV's own 6to4 address,
-    // embedding the outer source): forwarded, by XDP.
-    let before = echos_in(&lab, &cli);
-    send_6in4_echo(&lab, &srv, GW4, "2002:c613:2::99", CLI6, 5);
-    assert!(
-        poll(Duration::from_secs(5), Duration::from_millis(100), || {
-            echos_in(&lab, &cli) >= before + 5
-        }),
-        "the well-formed 6in4 echoes did not reach CLI"
-    );
-    let st = lab.stats();
-    assert!(xdp(&st, "xdp_6to4_decap") >= dec + 5, "{}", brief(&st));
-    // Spoofed: 2002:c613:99::1 embeds 198.19.0.153, not SRV's 198.19.0.2.
-    let before = echos_in(&lab, &cli);
-    let dec = xdp(&st, "xdp_6to4_decap");
-    let spoofed = Topo::drops(&st, "tunnel_spoofed_source");
-    send_6in4_echo(&lab, &srv, GW4, "2002:c613:99::1", CLI6, 5);
-    assert!(
-        poll(Duration::from_secs(5), Duration::from_millis(100), || {
-            Topo::drops(&lab.stats(), "tunnel_spoofed_source") >= spoofed + 5
-        }),
-        "the engine did not drop the spoofed packets: {}",
-        brief(&lab.stats())
-    );
-    let st = lab.stats();
-    assert_eq!(echos_in(&lab, &cli), before, "a spoofed source got through");
-    assert_eq!(
-        xdp(&st, "xdp_6to4_decap"),
-        dec,
-        "XDP decapsulated a spoofed source"
-    );
-    assert!(xdp(&st, "xdp_pass_6to4") >= 5, "{}", brief(&st));
 
     // `xlat trace`: 6to4 leaves XDP for the trace, so the engine sees (and records) the
     // tunnel's packets, and comes back to XDP after it.
@@ -626,70 +647,11 @@ fn isatap_router_both_ways_crosses_xdp_and_spoofed_sources_stop() {
     );
     assert!(xdp(&st, "xdp_pass_isatap") >= 1, "{}", brief(&st));
 
-    let (_h6, blob_srv) = lab.serve_random_file(&srv, "::", 8080, 2_097_152);
-    let (_h4, blob_cli) = lab.serve_random_file(&cli, "::", 8081, 2_097_152);
-    // A ping each way first: the neighbours are known before the transfers. Replies leave
-    // their host with hop limit 64 and cross one router, GW's XDP: 63 at the other end.
-    let r = lab.ping_all(&cli, 2, &["-6"], SRV6);
-    assert!(r.stdout.contains("ttl=63"), "hop limit: {}", r.stdout);
-    let r = lab.ping_all(&srv, 2, &["-6"], CLI6);
-    assert!(r.stdout.contains("ttl=63"), "hop limit: {}", r.stdout);
-    let (_, got) = lab.curl(&cli, &format!("http://[{SRV6}]:8080/blob.bin"));
-    assert_same_file(&blob_srv, &got);
-    let (_, got) = lab.curl(&srv, &format!("http://[{CLI6}]:8081/blob.bin"));
-    assert_same_file(&blob_cli, &got);
-
-    let st = lab.stats();
-    let (enc, dec) = (xdp(&st, "xdp_isatap_encap"), xdp(&st, "xdp_isatap_decap"));
-    let engine_in = Topo::event(&st, "packets_in");
-    eprintln!("after 2 x 2 MiB: {}", brief(&st));
-    assert!(enc >= 1000 && dec >= 1000, "{}", brief(&st));
-    assert!(
-        engine_in * 5 < enc + dec,
-        "the engine still saw {engine_in} packets beside {} in XDP: {}",
-        enc + dec,
-        brief(&st)
-    );
-    assert_eq!(
-        xdp(&st, "recipes"),
-        0,
-        "ISATAP needs no recipes: {}",
-        brief(&st)
-    );
-
-    // RFC 5214 7.3 through XDP: first the control (inner source = an address whose
-    // identifier embeds SRV's own 198.19.0.2): forwarded, by XDP.
-    let before = echos_in(&lab, &cli);
-    send_6in4_echo(&lab, &srv, GW4, "2001:2:0:5:0:5efe:c613:2", CLI6, 5);
-    assert!(
-        poll(Duration::from_secs(5), Duration::from_millis(100), || {
-            echos_in(&lab, &cli) >= before + 5
-        }),
-        "the well-formed 6in4 echoes did not reach CLI"
-    );
-    let st = lab.stats();
-    assert!(xdp(&st, "xdp_isatap_decap") >= dec + 5, "{}", brief(&st));
-    // Spoofed: ...:5efe:c613:99 embeds 198.19.0.153, not SRV's 198.19.0.2.
-    let before = echos_in(&lab, &cli);
-    let dec = xdp(&st, "xdp_isatap_decap");
-    let passed = xdp(&st, "xdp_pass_isatap");
-    let spoofed = Topo::drops(&st, "tunnel_spoofed_source");
-    send_6in4_echo(&lab, &srv, GW4, "2001:2:0:5:0:5efe:c613:99", CLI6, 5);
-    assert!(
-        poll(Duration::from_secs(5), Duration::from_millis(100), || {
-            Topo::drops(&lab.stats(), "tunnel_spoofed_source") >= spoofed + 5
-        }),
-        "the engine did not drop the spoofed packets: {}",
-        brief(&lab.stats())
-    );
-    let st = lab.stats();
-    assert_eq!(echos_in(&lab, &cli), before, "a spoofed source got through");
-    assert_eq!(
-        xdp(&st, "xdp_isatap_decap"),
-        dec,
-        "XDP decapsulated a spoofed source"
-    );
-    assert!(xdp(&st, "xdp_pass_isatap") >= passed + 5, "{}", brief(&st));
+    // RFC 5214 7.3 through XDP: an address whose identifier embeds SRV's own 198.19.0.2 is
+    // forwarded; ...:5efe:c613:99 embeds 198.19.0.153.
+    let ends = [(cli.as_str(), CLI6), (srv.as_str(), SRV6)];
+    let sources = ["2001:2:0:5:0:5efe:c613:2", "2001:2:0:5:0:5efe:c613:99"];
+    tunnel_crosses_xdp(&mut lab, ends, "isatap", sources);
 
     // `xlat trace`: ISATAP leaves XDP for the trace, so the engine sees (and records) the
     // tunnel's packets, and comes back to XDP after it.
