@@ -5,16 +5,20 @@
 //! ([`HEADROOM`]) so the translator can move the start of the packet instead of copying the
 //! payload. Nothing here panics: moves that do not fit return `false` and change nothing.
 
+use crate::vnet::Offload;
+
 /// Headroom drivers leave before each packet (an IPv6 header plus a fragment header, rounded
 /// up, plus slack).
 pub const HEADROOM: usize = 64;
 
-/// A packet at `bytes[head..head + len]`.
+/// A packet at `bytes[head..head + len]`, with the offloads it carries ([`Offload`]: none
+/// unless a driver that takes them from the kernel set them).
 #[derive(Debug)]
 pub struct PacketBuf<'a> {
     bytes: &'a mut [u8],
     head: usize,
     len: usize,
+    offload: Offload,
 }
 
 impl<'a> PacketBuf<'a> {
@@ -23,7 +27,12 @@ impl<'a> PacketBuf<'a> {
         if head.checked_add(len)? > bytes.len() {
             return None;
         }
-        Some(PacketBuf { bytes, head, len })
+        Some(PacketBuf {
+            bytes,
+            head,
+            len,
+            offload: Offload::NONE,
+        })
     }
 
     /// A packet that fills all of `bytes` (no headroom).
@@ -33,7 +42,18 @@ impl<'a> PacketBuf<'a> {
             bytes,
             head: 0,
             len,
+            offload: Offload::NONE,
         }
+    }
+
+    /// The offloads the packet carries: a partial checksum, TCP segmentation.
+    pub fn offload(&self) -> Offload {
+        self.offload
+    }
+
+    /// Sets the offloads (a driver after reading the packet; a translator after rewriting).
+    pub fn set_offload(&mut self, o: Offload) {
+        self.offload = o;
     }
 
     /// The packet bytes.

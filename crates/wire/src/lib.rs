@@ -26,6 +26,7 @@ pub mod field;
 pub mod ipv4;
 pub mod ipv6;
 pub mod l4;
+pub mod vnet;
 
 pub use buf::{PacketBuf, HEADROOM};
 pub use checksum::Delta;
