@@ -121,6 +121,10 @@ reasons! {
         /// (`tunnel.*.mtu`; RFC 4213 3.2). Fragmentation Needed / Packet Too Big went back
         /// with the MTU the sender should use.
         TooBig = "too_big",
+        /// A packet whose kernel offloads do not fit it: a TCP super-packet that is not plain
+        /// TCP over IPv4 or IPv6, or would be cut into more than 2,048 segments. The kernel
+        /// makes neither; a driver bug or a hostile writer.
+        UnusableOffload = "unusable_offload",
         /// An IPv4 UDP datagram without checksum (zero) that cannot get one on its way to
         /// IPv6: a fragment, or `udp_zero_checksum = "drop"` (RFC 7915 4.5).
         UdpZeroChecksum = "udp_zero_checksum",
@@ -342,6 +346,17 @@ reasons! {
         FragmentsCreated = "fragments_created",
         /// Checksums computed for IPv4 UDP datagrams without one (RFC 7915 4.5).
         UdpChecksumsComputed = "udp_checksums_computed",
+        /// TCP super-packets (segments the kernel merged, GRO, or a local sender's TSO)
+        /// translated whole, their segmentation left to the kernel: one engine pass for up
+        /// to 64 KB (`[tun] offload`).
+        SuperPackets = "super_packets",
+        /// TCP super-packets cut into segments here because their translator cannot keep
+        /// the segmentation (a tunnel's outer header; IPv4 without DF on its way to IPv6,
+        /// which may be fragmented, RFC 7915 4.1); the segments count as packets.
+        SuperPacketsCut = "super_packets_cut",
+        /// Partial transport checksums (the kernel left them to the transmitter) completed
+        /// here because the packet's translator cannot keep them partial (the same cases).
+        ChecksumsCompleted = "checksums_completed",
         /// IPv6 packets encapsulated in IPv4 protocol 41 (6to4, ISATAP; RFC 4213 3.5).
         TunnelEncapsulated = "tunnel_encapsulated",
         /// IPv6 packets decapsulated from protocol 41 and passed on (RFC 4213 3.6).

@@ -35,7 +35,7 @@ const ACK: u8 = 0x10;
 /// An IPv4 packet with valid checksums; `opts` adds a 4-byte NOP option, `frag` is the
 /// flags/offset word, `pad` bytes follow the total length (link padding).
 #[allow(clippy::too_many_arguments)]
-fn ip4(
+pub(crate) fn ip4(
     src: [u8; 4],
     dst: [u8; 4],
     proto: u8,
@@ -128,7 +128,7 @@ const POOL: [[u8; 4]; 2] = [[198, 19, 0, 0], [198, 19, 0, 1]];
 const PORTS: [u16; 3] = [1024, 1025, 40000];
 const RPORTS: [u16; 2] = [53, 443];
 
-fn nat44_engine(filtering: Filtering, inbound_refresh: bool, verify: bool) -> Engine {
+pub(crate) fn nat44_engine(filtering: Filtering, inbound_refresh: bool, verify: bool) -> Engine {
     let mut cfg = Nat44Config {
         inside: vec!["198.18.0.0/16".parse().unwrap()],
         pool: vec!["198.19.0.0/31".parse().unwrap()],
@@ -469,7 +469,7 @@ const PREF64: u128 = 0x2001_0db8_0064_0000_0000_0000_0000_0000;
 const PREF64_WIDE: u128 = 0x2001_0db8_0064_0000_0000_0000_0000_0000;
 
 /// Where IPv4 address `v4` sits in the pref64 (`wide`: the /64).
-fn in_pref64(v4: [u8; 4], wide: bool) -> u128 {
+pub(crate) fn in_pref64(v4: [u8; 4], wide: bool) -> u128 {
     let v4 = u128::from(u32::from_be_bytes(v4));
     if wide {
         PREF64_WIDE | (v4 << 24)
@@ -478,7 +478,12 @@ fn in_pref64(v4: [u8; 4], wide: bool) -> u128 {
     }
 }
 
-fn nat64_engine(filtering: Filtering, inbound_refresh: bool, verify: bool, wide: bool) -> Engine {
+pub(crate) fn nat64_engine(
+    filtering: Filtering,
+    inbound_refresh: bool,
+    verify: bool,
+    wide: bool,
+) -> Engine {
     let mut cfg = Nat64Config {
         prefix: if wide {
             "2001:db8:64::/64".parse().unwrap()
@@ -504,7 +509,7 @@ fn nat64_engine(filtering: Filtering, inbound_refresh: bool, verify: bool, wide:
 /// An IPv6 packet with a valid transport checksum; `ext` puts an empty Hop-by-Hop header
 /// first, `frag` a Fragment header (offset 0, MF set).
 #[allow(clippy::too_many_arguments)]
-fn ip6(
+pub(crate) fn ip6(
     src: u128,
     dst: u128,
     nh: u8,
@@ -717,7 +722,7 @@ fn with_last(a: [u8; 4], last: u8) -> [u8; 4] {
     [a[0], a[1], a[2], last]
 }
 
-fn siit_engine(wide: bool, mtu: u32) -> Engine {
+pub(crate) fn siit_engine(wide: bool, mtu: u32) -> Engine {
     Engine::new(EngineConfig {
         siit: Some(SiitConfig {
             prefix: Some(if wide {

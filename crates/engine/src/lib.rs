@@ -44,6 +44,7 @@ mod frag;
 mod hosts;
 mod index;
 mod ipv4_id;
+mod kernel_offload;
 #[cfg(test)]
 mod lane_tests;
 mod martian;
@@ -106,7 +107,7 @@ impl Time {
     }
 }
 
-pub use xlat_wire::{PacketBuf, HEADROOM};
+pub use xlat_wire::{vnet, PacketBuf, HEADROOM};
 
 /// While a translator holds sessions, how long [`Engine::poll_timeout`] lets pass between
 /// expiry calls (100 ms): a call sweeps a bounded part of the table, so the sweep must come
@@ -322,9 +323,24 @@ pub struct Engine {
     counters: Counters,
     /// `sessions_created` at the last [`Engine::expire_step`].
     made_at_step: u64,
+    /// Translated segments of super-packets cut in software, for [`Engine::pop_ready`].
+    segmented: std::collections::VecDeque<Vec<u8>>,
     /// Packets the established-flow lane translated (tests check the lane ran).
     #[cfg(test)]
     lane_hits: u64,
+}
+
+/// The translator a packet goes to ([`Engine::route`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Route {
+    Nat64From6,
+    SiitFrom6,
+    TunnelFrom6,
+    TunnelFrom4,
+    Nat64From4,
+    SiitFrom4,
+    Nat44,
+    Drop(DropReason),
 }
 
 /// What batch stage 1 decided for a packet ([`Engine::process_batch`]).
@@ -366,6 +382,7 @@ impl Engine {
             cfg,
             counters: Counters::default(),
             made_at_step: 0,
+            segmented: std::collections::VecDeque::new(),
             #[cfg(test)]
             lane_hits: 0,
         })
@@ -393,9 +410,22 @@ impl Engine {
     /// Translates one packet in place. `pkt` holds exactly the bytes received, with headroom
     /// in front of them where the driver has it; on `Forward` or `Reply`, transmit
     /// `pkt.data()`.
+    ///
+    /// A packet may carry kernel offloads ([`PacketBuf::offload`]: a partial checksum, a TCP
+    /// super-packet); `kernel_offload.rs` says which translators keep them and what
+    /// becomes of the others. On `Forward` the buffer's offloads describe the packet to
+    /// transmit.
     pub fn process(&mut self, now: Time, pkt: &mut PacketBuf) -> Verdict {
+        if !pkt.offload().is_none() {
+            if let Some(v) = self.take_offloads(now, pkt) {
+                return v;
+            }
+        }
         self.counters.event(Event::PacketsIn);
-        let v = self.dispatch(now, pkt);
+        let mut v = self.dispatch(now, pkt);
+        if !pkt.offload().is_none() {
+            v = self.finish_offloads(pkt, v);
+        }
         self.count(v);
         v
     }
@@ -414,53 +444,78 @@ impl Engine {
         }
     }
 
-    /// Picks the translator by IP version and destination address.
-    fn dispatch(&mut self, now: Time, pkt: &mut PacketBuf) -> Verdict {
-        let c = &mut self.counters;
-        let data = pkt.data();
+    /// Picks the translator by IP version and destination address (the order the crate
+    /// docs give).
+    fn route(&self, data: &[u8]) -> Route {
         match data.first().map(|b| b >> 4) {
             Some(6) if self.nat64.is_some() || self.siit.is_some() || self.tunnel.is_some() => {
                 let Some(dst) = xlat_wire::ipv6::addr_at(data, xlat_wire::ipv6::off::DST) else {
-                    return Verdict::Drop(DropReason::TruncatedIpv6);
+                    return Route::Drop(DropReason::TruncatedIpv6);
                 };
-                if let Some(n) = self.nat64.as_mut().filter(|n| n.owns6(dst)) {
-                    return n.process6(now, pkt, c);
+                if self.nat64.as_ref().is_some_and(|n| n.owns6(dst)) {
+                    Route::Nat64From6
+                } else if self.siit.as_ref().is_some_and(|s| s.owns6(dst)) {
+                    Route::SiitFrom6
+                } else if self.tunnel.is_some() {
+                    Route::TunnelFrom6
+                } else {
+                    Route::Drop(DropReason::NotOurs)
                 }
-                if let Some(s) = self.siit.as_mut().filter(|s| s.owns6(dst)) {
-                    return s.process6(now, pkt, c);
-                }
-                if let Some(t) = self.tunnel.as_mut() {
-                    return t.process6(now, pkt, c);
-                }
-                Verdict::Drop(DropReason::NotOurs)
             }
             Some(4) => {
                 let dst = xlat_wire::field::u32_at(data, xlat_wire::ipv4::off::DST);
                 let proto = xlat_wire::field::u8_at(data, xlat_wire::ipv4::off::PROTO);
-                if let (Some(t), Some(d), Some(p)) = (self.tunnel.as_mut(), dst, proto) {
+                if let (Some(t), Some(d), Some(p)) = (self.tunnel.as_ref(), dst, proto) {
                     if t.owns4(d, p) {
-                        return t.process4(now, pkt, c);
+                        return Route::TunnelFrom4;
                     }
                 }
                 if let Some(dst) = dst {
-                    if let Some(n) = self.nat64.as_mut().filter(|n| n.owns4(dst)) {
-                        return n.process4(now, pkt, c);
+                    if self.nat64.as_ref().is_some_and(|n| n.owns4(dst)) {
+                        return Route::Nat64From4;
                     }
-                    if let Some(s) = self.siit.as_mut().filter(|s| s.owns4(dst)) {
-                        return s.process4(now, pkt, c);
+                    if self.siit.as_ref().is_some_and(|s| s.owns4(dst)) {
+                        return Route::SiitFrom4;
                     }
                 }
-                match self.nat44.as_mut() {
-                    Some(n) => n.process(now, pkt, c),
-                    None if dst.is_none() => Verdict::Drop(DropReason::Truncated),
-                    None => Verdict::Drop(DropReason::NotOurs),
+                match self.nat44 {
+                    Some(_) => Route::Nat44,
+                    None if dst.is_none() => Route::Drop(DropReason::Truncated),
+                    None => Route::Drop(DropReason::NotOurs),
                 }
             }
-            None => Verdict::Drop(DropReason::Truncated),
-            _ => match self.nat44.as_mut() {
-                Some(n) => n.process(now, pkt, c),
-                None => Verdict::Drop(DropReason::NotIpv4),
-            },
+            None => Route::Drop(DropReason::Truncated),
+            _ if self.nat44.is_some() => Route::Nat44,
+            _ => Route::Drop(DropReason::NotIpv4),
+        }
+    }
+
+    /// Gives the packet to the translator [`Engine::route`] picks.
+    fn dispatch(&mut self, now: Time, pkt: &mut PacketBuf) -> Verdict {
+        let route = self.route(pkt.data());
+        let c = &mut self.counters;
+        let gone = Verdict::Drop(DropReason::NotOurs);
+        match route {
+            Route::Nat64From6 => self
+                .nat64
+                .as_mut()
+                .map_or(gone, |n| n.process6(now, pkt, c)),
+            Route::SiitFrom6 => self.siit.as_mut().map_or(gone, |s| s.process6(now, pkt, c)),
+            Route::TunnelFrom6 => self
+                .tunnel
+                .as_mut()
+                .map_or(gone, |t| t.process6(now, pkt, c)),
+            Route::TunnelFrom4 => self
+                .tunnel
+                .as_mut()
+                .map_or(gone, |t| t.process4(now, pkt, c)),
+            Route::Nat64From4 => self
+                .nat64
+                .as_mut()
+                .map_or(gone, |n| n.process4(now, pkt, c)),
+            Route::SiitFrom4 => self.siit.as_mut().map_or(gone, |s| s.process4(now, pkt, c)),
+            Route::Nat44 => self.nat44.as_mut().map_or(gone, |n| n.process(now, pkt, c)),
+            Route::Drop(r) => Verdict::Drop(r),
         }
     }
 
@@ -484,7 +539,10 @@ impl Engine {
             let mut plans = [Plan::Full; CHUNK];
             if self.nat44.is_some() || self.nat64.is_some() || self.siit.is_some() {
                 for (pl, p) in plans.iter_mut().zip(pkts.get(start..end).unwrap_or(&[])) {
-                    self.plan(p.data(), pl);
+                    // Packets with kernel offloads take the full path (`process`).
+                    if p.offload().is_none() {
+                        self.plan(p.data(), pl);
+                    }
                 }
                 for pl in &mut plans {
                     match (pl, &self.nat64, &self.nat44) {
@@ -605,6 +663,10 @@ impl Engine {
     /// packet too big for IPv6, first fragments of ICMP messages whose length is now known.
     /// Drivers drain this after every batch.
     pub fn pop_ready(&mut self) -> Option<Vec<u8>> {
+        // Segments of a super-packet were counted when they were translated.
+        if let Some(p) = self.segmented.pop_front() {
+            return Some(p);
+        }
         let p = self
             .nat44
             .as_mut()

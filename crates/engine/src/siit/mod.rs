@@ -308,7 +308,7 @@ pub(crate) fn checks4(
         (DropReason::HopLimitExceeded, 11, 0, 0)
     } else if !is_error
         && h.dont_fragment
-        && (ipv6::HEADER + frag + h.payload_len()) as u64 > u64::from(p.mtu)
+        && (ipv6::HEADER + frag + on_wire4(buf, h)) as u64 > u64::from(p.mtu)
     {
         let fits = p
             .mtu
@@ -319,6 +319,14 @@ pub(crate) fn checks4(
         return Ok(None);
     };
     send4(buf, own, rate, now, c, err).map(Some)
+}
+
+/// The IPv4 payload of `h`'s packet as its largest segment carries it on the wire: all
+/// of it, unless `buf` is a TCP super-packet ([`xlat_wire::vnet`]); MTU decisions are
+/// made for the segments, as the kernel makes them (`skb_gso_validate_network_len`).
+pub(crate) fn on_wire4(buf: &PacketBuf, h: &xlat_wire::Ipv4Header) -> usize {
+    buf.offload()
+        .l4_on_wire(buf.data(), h.header_len, h.payload_len())
 }
 
 /// RFC 7915 5.1, the translator as a router on the IPv6 side: a martian source or
@@ -348,7 +356,11 @@ pub(crate) fn checks6(
         )
     } else if h.hop_limit <= 1 {
         (DropReason::HopLimitExceeded, 3, 0, 0)
-    } else if !is_error && !h.is_fragment() && (20 + h.l4_len()) as u64 > u64::from(p.mtu) {
+    } else if !is_error
+        && !h.is_fragment()
+        && (20 + buf.offload().l4_on_wire(buf.data(), h.l4_off, h.l4_len())) as u64
+            > u64::from(p.mtu)
+    {
         (DropReason::TooBig, 2, 0, p.mtu.saturating_add(20))
     } else {
         return Ok(None);

@@ -294,6 +294,9 @@ pub(crate) fn emit(
     }
     let l4 = h.l4_off;
     let l4_len = h.l4_len();
+    // A super-packet's DF and identification are its segments' (RFC 7915 5.1 decides by
+    // the length on the wire).
+    let on_wire = ipv4::MIN_HEADER + buf.offload().l4_on_wire(buf.data(), l4, l4_len);
     let Ok(total) = u16::try_from(ipv4::MIN_HEADER + l4_len) else {
         // A jumbo-sized IPv6 fragment (payload length up to 65,535 after a Fragment header)
         // whose IPv4 form no total length can say (RFC 791).
@@ -318,7 +321,7 @@ pub(crate) fn emit(
     let proto = proto4(h.proto);
     let (ident, dont_fragment) = match frag {
         Some(f) => ((f.ident & 0xffff) as u16, false),
-        None => ids.next(usize::from(total), m.src, m.dst, proto),
+        None => ids.next(on_wire, m.src, m.dst, proto),
     };
     let header = ipv4::write_header(
         buf.data_mut(),

@@ -357,7 +357,7 @@ pub(crate) fn emit(
     // RFC 7915 4.1: without DF, packets that would exceed lowest-ipv6-mtu are fragmented;
     // a Fragment header is only added to packets that are (or will be) fragments.
     let limit = p.lowest_ipv6_mtu.min(p.mtu) as usize;
-    let split = !h.dont_fragment && ipv6::HEADER + payload > limit;
+    let split = !h.dont_fragment && ipv6::HEADER + super::on_wire4(buf, h) > limit;
     let frag = h.is_fragment() || split;
     let hdr6 = ipv6::HEADER + if frag { ipv6::FRAGMENT_HEADER } else { 0 };
     let mut compute_udp = false;
