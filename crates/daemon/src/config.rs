@@ -133,6 +133,9 @@ pub struct TunConfig {
     pub auto_routes: bool,
     pub route_table: u32,
     pub rule_pref: u32,
+    /// Kernel offloads on the TUN device (`IFF_VNET_HDR`, `TUNSETOFFLOAD`): TCP
+    /// super-packets and partial checksums cross it whole (`[tun] offload`).
+    pub offload: bool,
 }
 
 impl Default for TunConfig {
@@ -143,6 +146,7 @@ impl Default for TunConfig {
             auto_routes: true,
             route_table: DEFAULT_ROUTE_TABLE,
             rule_pref: DEFAULT_RULE_PREF,
+            offload: true,
         }
     }
 }
@@ -397,6 +401,7 @@ struct RawTun {
     auto_routes: Option<bool>,
     route_table: Option<u32>,
     rule_pref: Option<u32>,
+    offload: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -535,6 +540,7 @@ impl Ctx<'_> {
             auto_routes: raw.auto_routes.unwrap_or(d.auto_routes),
             route_table: raw.route_table.unwrap_or(d.route_table),
             rule_pref: raw.rule_pref.unwrap_or(d.rule_pref),
+            offload: raw.offload.unwrap_or(d.offload),
         };
         if !xlat_io::tun::valid_ifname(&tun.name) {
             return Err(self.invalid(

@@ -230,6 +230,10 @@ pub struct IoCounters {
     pub tun_tx_packets: u64,
     /// Writes to the TUN device that failed (packet lost after translation).
     pub tun_write_errors: u64,
+    /// Packets read from the TUN device and dropped because their virtio-net header
+    /// asked for an offload xlat does not take (`[tun] offload`; the kernel sends none).
+    #[serde(default)]
+    pub tun_offload_refused: u64,
     pub uptime_secs: u64,
 }
 
@@ -455,6 +459,7 @@ fn add_stats(a: &mut DaemonStats, b: DaemonStats) {
     x.tun_rx_packets += y.tun_rx_packets;
     x.tun_tx_packets += y.tun_tx_packets;
     x.tun_write_errors += y.tun_write_errors;
+    x.tun_offload_refused += y.tun_offload_refused;
     x.uptime_secs = x.uptime_secs.max(y.uptime_secs);
     a.workers.extend(b.workers);
     a.workers.sort_by_key(|w| w.worker);

@@ -233,6 +233,12 @@ pub fn encode(s: &DaemonStats) -> String {
         "Writes to the TUN device that failed (packets lost after translation).",
         s.io.tun_write_errors,
     );
+    o.single(
+        "xlat_tun_offload_refused_total",
+        c,
+        "Packets read from the TUN device whose virtio-net header asked for an offload xlat does not take.",
+        s.io.tun_offload_refused,
+    );
 
     if let Some(d) = &s.dns64 {
         for (name, value) in d.fields() {

@@ -167,7 +167,12 @@ pub fn run(cfg: &Config) -> Result<()> {
         None => None,
     };
 
-    let tuns = Tun::open_queues(&cfg.tun.name, n).context("opening the TUN device")?;
+    let tuns = if cfg.tun.offload {
+        Tun::open_queues_offload(&cfg.tun.name, n)
+    } else {
+        Tun::open_queues(&cfg.tun.name, n)
+    }
+    .context("opening the TUN device")?;
     let tun = tuns.first().context("no TUN queue")?;
     if tun.created() && cfg.nat64.is_none() && cfg.siit.is_none() && cfg.tunnel.is_none() {
         // NAT44 alone translates IPv4 only: keep the kernel's own IPv6 (router solicitations,

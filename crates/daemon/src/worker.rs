@@ -45,6 +45,7 @@ use tracing::warn;
 use xlat_engine::counters::NamedCount;
 use xlat_engine::events::EndReason;
 use xlat_engine::shard::{FragId, Owner, Shards};
+use xlat_engine::vnet::Offload;
 use xlat_engine::{Engine, PacketBuf, Time, Verdict};
 use xlat_io::ring::{Consumer, Doorbell, Producer};
 use xlat_io::sys::wait_readable;
@@ -420,9 +421,10 @@ impl Handoff {
         rung: &mut u64,
         k: usize,
         pkt: &[u8],
+        off: Offload,
     ) -> Option<bool> {
         let ring = to.get_mut(k)?.as_mut()?;
-        let pushed = ring.push(pkt);
+        let pushed = ring.push_with(pkt, off);
         if pushed {
             *rung |= bit(k);
         }
@@ -475,7 +477,7 @@ impl Handoff {
             if k == me {
                 return true;
             }
-            match Self::hand_over(to, rung, k, p.data()) {
+            match Self::hand_over(to, rung, k, p.data(), p.offload()) {
                 Some(true) => bump(WorkerCounter::HandoffsOut),
                 Some(false) => bump(WorkerCounter::HandoffRingFull),
                 // Not a worker we know (cannot happen): translate here.
@@ -497,7 +499,7 @@ impl Handoff {
         self.waiting.retain_mut(|w| {
             match owners.lookup(&w.id, now) {
                 Some(k) if k == me => local.push(std::mem::take(&mut w.data)),
-                Some(k) => match Self::hand_over(to, rung, k, &w.data) {
+                Some(k) => match Self::hand_over(to, rung, k, &w.data, Offload::NONE) {
                     Some(true) => handed += 1,
                     Some(false) => full += 1,
                     None => local.push(std::mem::take(&mut w.data)),
@@ -585,12 +587,30 @@ impl Worker {
     /// Sends a translated packet: out of its egress interface's AF_XDP socket when the slow
     /// path has one for it, else through the TUN device.
     fn send(tun: &Tun, io: &mut IoCounters, afxdp: &mut Option<crate::afxdp::Port>, pkt: &[u8]) {
-        if let Some(port) = afxdp.as_mut() {
+        Self::send_with(tun, io, afxdp, pkt, Offload::NONE);
+    }
+
+    /// [`Worker::send`] for a packet with kernel offloads: a super-packet or a partial
+    /// checksum goes back through the TUN device, whose kernel side completes them (an
+    /// AF_XDP frame carries neither).
+    fn send_with(
+        tun: &Tun,
+        io: &mut IoCounters,
+        afxdp: &mut Option<crate::afxdp::Port>,
+        pkt: &[u8],
+        off: Offload,
+    ) {
+        if let Some(port) = afxdp.as_mut().filter(|_| off.is_none()) {
             if port.transmit(pkt) {
                 return;
             }
         }
-        match tun.send(pkt) {
+        let sent = if off.is_none() {
+            tun.send(pkt)
+        } else {
+            tun.send_offload(pkt, off)
+        };
+        match sent {
             Ok(()) => io.tun_tx_packets += 1,
             Err(_) => io.tun_write_errors += 1,
         }
@@ -621,7 +641,8 @@ impl Worker {
         );
         for (pkt, v) in pkts.iter().zip(verdicts.iter()) {
             if v.transmit() {
-                Self::send(&self.tun, &mut self.io, &mut self.afxdp, pkt.data());
+                let (io, afxdp) = (&mut self.io, &mut self.afxdp);
+                Self::send_with(&self.tun, io, afxdp, pkt.data(), pkt.offload());
             }
         }
     }
@@ -694,8 +715,9 @@ impl Worker {
                     .fill(&self.tun)
                     .with_context(|| format!("reading from {name}"))?;
                 now = sh.clock();
-                backlog |= n == batch.capacity();
+                backlog |= batch.full();
                 self.io.tun_rx_packets += n as u64;
+                self.io.tun_offload_refused = batch.bad_headers();
                 if sh.standby() {
                     standby_drop(sh, n);
                     batch.clear();
@@ -939,7 +961,8 @@ impl Worker {
             );
             for (pkt, v) in pkts.iter().zip(verdicts.iter()) {
                 if v.transmit() {
-                    Self::send(&self.tun, &mut self.io, &mut self.afxdp, pkt.data());
+                    let (io, afxdp) = (&mut self.io, &mut self.afxdp);
+                    Self::send_with(&self.tun, io, afxdp, pkt.data(), pkt.offload());
                 }
             }
             self.handoff

@@ -23,6 +23,7 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use xlat_wire::vnet::Offload;
 use xlat_wire::{PacketBuf, HEADROOM};
 
 use crate::sys::Waker;
@@ -39,6 +40,8 @@ struct Padded(AtomicUsize);
 struct Slot {
     buf: UnsafeCell<Vec<u8>>,
     len: UnsafeCell<usize>,
+    /// The packet's kernel offloads (a TCP super-packet travels whole).
+    off: UnsafeCell<Offload>,
 }
 
 struct Shared {
@@ -89,6 +92,7 @@ pub fn ring(capacity: usize, slot_bytes: usize) -> (Producer, Consumer) {
         .map(|_| Slot {
             buf: UnsafeCell::new(Vec::new()),
             len: UnsafeCell::new(0),
+            off: UnsafeCell::new(Offload::NONE),
         })
         .collect();
     let shared = Arc::new(Shared {
@@ -117,6 +121,11 @@ impl Producer {
     /// Copies `pkt` into the next free slot and hands it to the consumer; `false` (and
     /// nothing written) when the ring is full.
     pub fn push(&mut self, pkt: &[u8]) -> bool {
+        self.push_with(pkt, Offload::NONE)
+    }
+
+    /// [`Producer::push`] for a packet with kernel offloads `off`.
+    pub fn push_with(&mut self, pkt: &[u8], off: Offload) -> bool {
         let cap = self.capacity();
         if self.tail.wrapping_sub(self.head) >= cap {
             self.head = self.shared.head.0.load(Ordering::Acquire);
@@ -130,7 +139,14 @@ impl Producer {
         // SAFETY: slot `tail` is not in [head, tail) (the ring is not full, checked against
         // a `head` read with acquire, so the consumer released it), so only this thread
         // accesses it until the release store below publishes it.
-        let (buf, len) = unsafe { (&mut *slot.buf.get(), &mut *slot.len.get()) };
+        let (buf, len, o) = unsafe {
+            (
+                &mut *slot.buf.get(),
+                &mut *slot.len.get(),
+                &mut *slot.off.get(),
+            )
+        };
+        *o = off;
         let need = HEADROOM + pkt.len() + TAILROOM;
         if buf.len() < need {
             buf.resize(need.max(self.shared.slot_bytes), 0);
@@ -201,8 +217,11 @@ impl ReadBatch<'_> {
                 // (the release store in `drop`); `self` is borrowed mutably for the lifetime
                 // of the returned buffers, so no second batch can alias them, and each index
                 // names a distinct slot (n <= capacity).
-                let (buf, len) = unsafe { (&mut *slot.buf.get(), *slot.len.get()) };
-                PacketBuf::new(buf.as_mut_slice(), HEADROOM, len)
+                let (buf, len, off) =
+                    unsafe { (&mut *slot.buf.get(), *slot.len.get(), *slot.off.get()) };
+                let mut p = PacketBuf::new(buf.as_mut_slice(), HEADROOM, len)?;
+                p.set_offload(off);
+                Some(p)
             })
             .collect()
     }
