@@ -8,6 +8,7 @@
 //! | kernel-nat44 | nftables SNAT to 198.19.0.128/25 with conntrack (S1/S3's netfilter NAT) |
 //! | kernel-nat44-heavy | the same plus a distribution-style firewall: extra tables, hooks, sets (S4's contrast) |
 //! | xlat-nat44 | `xlat run` (NAPT over 198.19.0.128/25), the binary next to this one |
+//! | xlat-nat44-segments, xlat-nat64-segments | xlat-nat44, xlat-nat64 with `[tun] offload = false`: TCP crosses the TUN device segment by segment, as before super-packets |
 //! | xlat-nat44-log | the same with NAT event logging on: every session (and its mapping) an IPFIX record to a socat sink on the DUT's loopback (`[logging] events = "sessions"`) |
 //! | xlat-nat44-pba-log | xlat-nat44-log with port blocks of 512 (`port_block_size`) logged one record a block (`events = "port-blocks"`) |
 //! | xlat-nat64-xdp | xlat-nat64 with the same fast path (IPv6<->IPv4 header swap in XDP) |
@@ -75,6 +76,14 @@ pub const DEVICES: &[DeviceDef] = &[
         name: "xlat-nat44",
         about: "xlat run (NAPT, TUN driver)",
         make: || Ok(Box::new(Daemon::xlat())),
+    },
+    DeviceDef {
+        name: "xlat-nat44-segments",
+        about: "xlat-nat44 with [tun] offload = false: every TCP segment crosses the TUN device on its own (no super-packets)",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::XlatSegments,
+            ..Daemon::xlat()
+        })),
     },
     DeviceDef {
         name: "xlat-nat44-log",
@@ -180,6 +189,14 @@ pub const DEVICES: &[DeviceDef] = &[
         about: "xlat run (stateful NAT64, TUN driver)",
         make: || Ok(Box::new(Daemon {
             kind: DaemonKind::Xlat64,
+            ..Daemon::xlat()
+        })),
+    },
+    DeviceDef {
+        name: "xlat-nat64-segments",
+        about: "xlat-nat64 with [tun] offload = false: every TCP segment crosses the TUN device on its own (no super-packets)",
+        make: || Ok(Box::new(Daemon {
+            kind: DaemonKind::Xlat64Segments,
             ..Daemon::xlat()
         })),
     },
@@ -581,6 +598,10 @@ struct Daemon {
 #[derive(Clone, Copy, PartialEq)]
 enum DaemonKind {
     Xlat,
+    /// NAT44 with `[tun] offload = false`.
+    XlatSegments,
+    /// NAT64 with `[tun] offload = false`.
+    Xlat64Segments,
     /// NAT44 with every session logged as IPFIX ([`LOG_COLLECTOR`]).
     XlatLog,
     /// NAT44 with port blocks, each block logged as IPFIX.
@@ -620,6 +641,7 @@ impl DaemonKind {
         matches!(
             self,
             DaemonKind::Xlat
+                | DaemonKind::XlatSegments
                 | DaemonKind::XlatLog
                 | DaemonKind::XlatPbaLog
                 | DaemonKind::Xlat2w
@@ -896,6 +918,16 @@ fn tun_name(topo: &Topo, kind: DaemonKind) -> String {
     }
 }
 
+/// `cfg` ([`lab_config`]) with the TUN device's kernel offloads off (`[tun] offload =
+/// false`): the path every TCP segment took before super-packets.
+fn without_offloads(cfg: &str) -> String {
+    cfg.replacen(
+        "auto_routes = true\n",
+        "auto_routes = true\noffload = false\n",
+        1,
+    )
+}
+
 /// An `xlat run` configuration for the lab: the TUN device, `sections` (the translator), the
 /// control socket and a fixed seed (runs repeat).
 fn lab_config(tun: &str, socket: &str, sections: &str) -> String {
@@ -1003,6 +1035,8 @@ impl Device for Daemon {
     fn name(&self) -> &'static str {
         match self.kind {
             DaemonKind::Xlat => "xlat-nat44",
+            DaemonKind::XlatSegments => "xlat-nat44-segments",
+            DaemonKind::Xlat64Segments => "xlat-nat64-segments",
             DaemonKind::XlatLog => "xlat-nat44-log",
             DaemonKind::XlatPbaLog => "xlat-nat44-pba-log",
             DaemonKind::Xlat2w => "xlat-nat44-2w",
@@ -1028,6 +1062,7 @@ impl Device for Daemon {
     fn flows_at(&self, first: u32, n: u32, seed: u32) -> Vec<Flow> {
         match self.kind {
             DaemonKind::Xlat
+            | DaemonKind::XlatSegments
             | DaemonKind::XlatLog
             | DaemonKind::XlatPbaLog
             | DaemonKind::Xlat2w
@@ -1046,6 +1081,7 @@ impl Device for Daemon {
             }
             DaemonKind::Tayga
             | DaemonKind::Xlat64
+            | DaemonKind::Xlat64Segments
             | DaemonKind::Xlat64Xdp
             | DaemonKind::Xlat64Afxdp
             | DaemonKind::XlatSiitAfxdp
@@ -1068,6 +1104,8 @@ impl Device for Daemon {
                 let sock = self.socket.display().to_string();
                 let text = match self.kind {
                     DaemonKind::Xlat64 => xlat64_config(&tun, &sock),
+                    DaemonKind::XlatSegments => without_offloads(&xlat_config(&tun, &sock)),
+                    DaemonKind::Xlat64Segments => without_offloads(&xlat64_config(&tun, &sock)),
                     DaemonKind::XlatSiit => siit_config(&tun, &sock),
                     DaemonKind::Xlat6to4 => sixtofour_config(&tun, &sock),
                     DaemonKind::Xlat6to4Xdp => {
@@ -1343,11 +1381,12 @@ mod tests {
             assert_eq!(dev.name(), d.name);
             assert!(!d.about.is_empty());
         }
-        assert_eq!(seen.len(), 27);
+        assert_eq!(seen.len(), 29);
         assert!(make("forward5").is_err());
         // Every NAT44 device takes IPv4 on the inside.
         for n in [
             "xlat-nat44",
+            "xlat-nat44-segments",
             "xlat-nat44-log",
             "xlat-nat44-pba-log",
             "xlat-nat44-2w",
@@ -1357,6 +1396,7 @@ mod tests {
         }
         // The softirq devices wrap their inner device and keep its direction.
         assert!(make("forward6-softirq").unwrap().v6_in());
+        assert!(make("xlat-nat64-segments").unwrap().v6_in());
         assert!(make("forward4-softirq").unwrap().rx_on_sender());
     }
 

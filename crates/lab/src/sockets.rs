@@ -46,6 +46,7 @@ pub fn endpoints(device: &str) -> Result<Endpoints> {
         | "kernel-nat44"
         | "kernel-nat44-heavy"
         | "xlat-nat44"
+        | "xlat-nat44-segments"
         | "xlat-nat44-2w"
         | "xlat-nat44-xdp"
         | "xlat-nat44-afxdp"
@@ -59,7 +60,11 @@ pub fn endpoints(device: &str) -> Result<Endpoints> {
             server: d6,
             target: d6,
         },
-        "xlat-nat64" | "tayga-nat64" | "xlat-nat64-xdp" | "xlat-nat64-afxdp" => Endpoints {
+        "xlat-nat64"
+        | "xlat-nat64-segments"
+        | "tayga-nat64"
+        | "xlat-nat64-xdp"
+        | "xlat-nat64-afxdp" => Endpoints {
             client: a6,
             server: d4,
             target: IpAddr::V6(pref64(D_ADDR)),
