@@ -91,6 +91,33 @@ fn curl_fetches_4mb_file_intact() {
     );
 }
 
+/// With the hosts' offloads as Linux sets them (TSO, GSO, GRO, partial checksums), TCP
+/// super-packets cross the TUN device and the engine whole (`[tun] offload`, on by
+/// default) both ways: a 16 MB download arrives intact, iperf3 runs both ways, and the
+/// engine counted super-packets (on the TUN path; the fast paths see segments).
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn tcp_super_packets_cross_whole_with_host_offloads() {
+    let mut t = setup(Opts {
+        kernel_offloads: true,
+        ..Opts::default()
+    });
+    t.fetch_random_file(16 << 20);
+    let (inn, out) = (t.ns_in.clone(), t.ns_out.clone());
+    let (_, sj) = t.iperf3_tcp(&out, OUT_ADDR, &inn, OUT_ADDR);
+    let sent = sj["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
+    assert!(sent > 1 << 20, "iperf3 moved {sent} bytes: {sj}");
+    let st = t.stats();
+    if t.kernel_offloads {
+        assert!(
+            Topo::event(&st, "super_packets") > 0,
+            "no super-packet crossed whole: {st}"
+        );
+    }
+    assert_eq!(Topo::drops(&st, "unusable_offload"), 0, "{st}");
+    assert_eq!(st["io"]["tun_offload_refused"], 0, "{st}");
+}
+
 /// Parses "peer=A port=P" from the echo server's reply.
 fn peer_of(reply: &str) -> Option<(String, u16)> {
     let line = reply.lines().find(|l| l.starts_with("peer="))?;

@@ -670,12 +670,30 @@ fn nat64_icmpv4_error_reaches_client_as_icmpv6() {
 }
 
 /// iperf3 TCP for 3 s from the client to SRV's pref64 address; SRV sees pool4 as the client.
+/// On the TUN path the hosts keep Linux's offloads (TSO, GSO, GRO, partial checksums), so
+/// TCP super-packets cross the engine whole (`[tun] offload`), IPv6 to IPv4.
 #[test]
 #[ignore = "needs root: scripts/test.sh"]
 fn nat64_iperf3_tcp() {
     let mut lab = nat64_lab(false);
     let (cli, srv) = (lab.cli.clone(), lab.srv.clone());
+    let tun_path = !fast_path() && !afxdp_wanted();
+    if tun_path {
+        let (gw, c, s) = (lab.gw.clone(), lab.cli_dev.clone(), lab.srv_dev.clone());
+        let (gc, gs) = (lab.gw_cli_dev.clone(), lab.gw_srv_dev.clone());
+        for (ns, dev) in [(&gw, &gc), (&cli, &c), (&gw, &gs), (&srv, &s)] {
+            lab.offloads_on(ns, dev);
+        }
+    }
     let (j, sj) = lab.iperf3_tcp(&srv, SRV, &cli, SRV_V6);
+    if tun_path {
+        let st = lab.stats();
+        assert!(
+            counter(&st, "events", "super_packets") > 0,
+            "no super-packet crossed whole: {st}"
+        );
+        assert_eq!(counter(&st, "drops", "unusable_offload"), 0, "{st}");
+    }
     assert_eq!(
         j["start"]["connected"][0]["remote_host"].as_str(),
         Some(SRV_V6),

@@ -195,6 +195,15 @@ impl Lab {
         let _ = self.ns(ns, 10, &args);
     }
 
+    /// Turns `dev`'s offloads in `ns` back on as Linux sets them for a veth (TSO, GSO, GRO,
+    /// checksum offload), as real hosts have them.
+    pub fn offloads_on(&self, ns: &str, dev: &str) {
+        let args = [
+            "ethtool", "-K", dev, "tso", "on", "gso", "on", "gro", "on", "tx", "on",
+        ];
+        self.ns(ns, 10, &args).check();
+    }
+
     /// Starts a background process in `ns`; its output goes to files in `dir`.
     pub fn spawn(&mut self, ns: &str, name: &str, args: &[&str]) -> ProcId {
         self.spawn_env(ns, name, args, &[])

@@ -193,6 +193,10 @@ pub struct Opts {
     /// Run xlat with the AF_XDP slow path (`[dataplane] slow_path = "af_xdp"`); also on for
     /// every topology when `XLAT_E2E_AF_XDP` is set.
     pub af_xdp: bool,
+    /// Leave the veths' offloads as Linux sets them (TSO, GSO, GRO, partial checksums), as
+    /// real hosts have them, where the other tests turn them off; not with the fast or
+    /// AF_XDP slow paths, whose hosts need theirs off.
+    pub kernel_offloads: bool,
 }
 
 /// Packet workers asked for by `XLAT_E2E_WORKERS` (scripts/test.sh runs the NAT44 and NAT64
@@ -246,6 +250,8 @@ pub struct Topo {
     pub fast_path: bool,
     /// xlat runs with the AF_XDP slow path on them (`XLAT_E2E_AF_XDP`).
     pub af_xdp: bool,
+    /// The veths keep Linux's offloads (`Opts::kernel_offloads`).
+    pub kernel_offloads: bool,
     /// The inside segment is a bridge (two inside hosts); otherwise IN links to GW directly.
     pub bridged: bool,
 }
@@ -325,6 +331,8 @@ impl Topo {
             config: lab.dir.join("xlat.toml"),
             fast_path: fast_path_wanted(&opts),
             af_xdp: opts.af_xdp || afxdp_wanted(),
+            kernel_offloads: opts.kernel_offloads
+                && !(fast_path_wanted(&opts) || opts.af_xdp || afxdp_wanted()),
             // A bridge for two inside hosts, and without the fast path (the historical
             // topology); XDP redirects need the host's veth peer to be GW's own port.
             bridged: opts.second_inside_host
@@ -380,12 +388,14 @@ impl Topo {
             &out,
             &["addr", "add", &format!("{OUT_ADDR2}/24"), "dev", od],
         );
-        self.offloads_off(&gw, go, false);
-        self.offloads_off(&out, od, self.fast_path || self.af_xdp);
+        if !self.kernel_offloads {
+            self.offloads_off(&gw, go, false);
+            self.offloads_off(&out, od, self.fast_path || self.af_xdp);
+        }
         self.ip(&gw, &["link", "set", go, "up"]);
         self.ip(&out, &["link", "set", od, "up"]);
         // OUT deliberately has no route to 198.18.0.0/24 and no default route.
-        if self.bridged {
+        if self.bridged && !self.kernel_offloads {
             self.offloads_off(&gw, &self.gw_br, false);
         }
     }
@@ -404,8 +414,10 @@ impl Topo {
             );
         }
         self.ip(ns, &["addr", "add", &format!("{addr}/24"), "dev", dev]);
-        self.offloads_off(gw, gw_dev, false);
-        self.offloads_off(ns, dev, self.fast_path || self.af_xdp);
+        if !self.kernel_offloads {
+            self.offloads_off(gw, gw_dev, false);
+            self.offloads_off(ns, dev, self.fast_path || self.af_xdp);
+        }
         self.ip(gw, &["link", "set", gw_dev, "up"]);
         self.ip(ns, &["link", "set", dev, "up"]);
         self.ip(ns, &["route", "add", "default", "via", GW_IN_ADDR]);
