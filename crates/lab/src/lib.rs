@@ -21,6 +21,7 @@ pub mod reload;
 pub mod report;
 pub mod results;
 pub mod scaleout;
+pub mod significance;
 pub mod sockets;
 pub mod stats;
 pub mod sys;

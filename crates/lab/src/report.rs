@@ -436,6 +436,7 @@ pub fn text(r: &RunResults) -> String {
         let rows: Vec<Vec<String>> = e.rows.iter().map(|x| row_cells(e, x)).collect();
         s.push_str(&text_table(&header(e), &rows));
     }
+    s.push_str(&crate::significance::text(r));
     let beside = papers_beside(r);
     if !beside.is_empty() {
         let _ = writeln!(s, "\nBeside the published figures");
@@ -759,6 +760,19 @@ pub fn write(dir: &Path, r: &RunResults) -> Result<Vec<PathBuf>> {
             let _ = writeln!(md, "![{title}]({file})\n");
             let _ = writeln!(html, "<div>{svg}</div>");
         }
+    }
+    let tests = crate::significance::tests(r);
+    if !tests.is_empty() {
+        let (h, rows) = crate::significance::table(&tests);
+        let (title, intro) = (crate::significance::TITLE, crate::significance::INTRO);
+        let _ = writeln!(md, "\n## {title}\n\n{intro}\n\n{}", md_table(&h, &rows));
+        let _ = writeln!(
+            html,
+            "<h2>{}</h2><p>{}</p>{}",
+            html_escape(title),
+            html_escape(intro),
+            html_table(&h, &rows)
+        );
     }
     papers_section(dir, r, &mut md, &mut html, &mut files)?;
     if !r.conclusions.is_empty() {

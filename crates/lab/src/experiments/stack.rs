@@ -220,6 +220,8 @@ impl Lab {
                 }
                 for (k, v) in m {
                     row.metrics.insert(k.into(), Spread::of(&v));
+                    // Each repetition's value: the report's Welch's t-test between devices.
+                    row.samples.insert(k.into(), v);
                 }
                 if bad_len.is_empty() {
                     row.notes.push(format!(
