@@ -522,6 +522,20 @@ pub fn parse_ab(text: &str) -> Result<AbResult> {
 /// S3's file size for the HTTP test.
 pub const HTTP_FILE_BYTES: usize = 173_225;
 
+/// The http server's listen backlog: `python3 -m http.server` listens with 5, and at S3's
+/// concurrency of 100..300 a full accept queue drops SYNs that ab then resends a second later.
+pub const HTTP_BACKLOG: usize = 1024;
+
+/// python3's threading http.server with [`HTTP_BACKLOG`]: argv host, port, directory.
+const HTTP_SERVER_PY: &str = r#"import functools, http.server, socket, sys
+class S(http.server.ThreadingHTTPServer):
+    request_queue_size = int(sys.argv[4])
+    daemon_threads = True
+    address_family = socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET
+h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[3])
+S((sys.argv[1], int(sys.argv[2])), h).serve_forever()
+"#;
+
 /// A python3 http.server on the D side serving `dir`, stopped on drop.
 pub struct HttpServer {
     child: std::process::Child,
@@ -542,15 +556,16 @@ impl HttpServer {
         };
         let child = std::process::Command::new("ip")
             .args(["netns", "exec", &topo.ns_tester, "taskset", "-c", &cpus, py])
-            .args(["-m", "http.server", &port.to_string(), "--bind"])
+            .args(["-c", HTTP_SERVER_PY])
             .arg(ep.server.to_string())
-            .arg("--directory")
+            .arg(port.to_string())
             .arg(dir)
+            .arg(HTTP_BACKLOG.to_string())
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .context("starting python3 -m http.server")?;
+            .context("starting python3 http.server")?;
         let s = HttpServer { child };
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {

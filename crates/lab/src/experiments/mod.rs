@@ -247,7 +247,7 @@ pub const EXPERIMENTS: &[ExperimentDef] = &[
     },
     ExperimentDef {
         name: "http",
-        about: "S3's HTTP test: ab fetches a 173,225-byte file from python3 http.server through the device: requests/s, KB/s",
+        about: "S3's HTTP test: ab fetches a 173,225-byte file from python3 http.server through the device, over a grid of --requests x --concurrency: requests/s, KB/s",
         defaults: || Defaults {
             repeats: 3,
             ..Defaults::default()
@@ -341,9 +341,9 @@ pub struct Opts {
     pub payloads: Vec<usize>,
     /// Round trips per owd measurement.
     pub bounces: usize,
-    /// HTTP requests per http run, and how many at once.
-    pub requests: usize,
-    pub concurrency: usize,
+    /// http's grid: requests per ab run, and how many at once (every pair is a cell).
+    pub requests: Vec<usize>,
+    pub concurrency: Vec<usize>,
     /// reload: reloads per variant.
     pub count: usize,
 }
