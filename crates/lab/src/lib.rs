@@ -254,7 +254,7 @@ pub fn list_text() -> String {
 pub const STUDIES: &[(&str, &str)] = &[
     ("s1", "IPv6 routing vs NAT44: loss, rate and latency vs load (10..100% of 100 Mb/s) for its 13 payload sizes"),
     ("s2", "transition mechanisms: throughput and one-way delay by payload size: native IPv4, native IPv6, 6to4, ISATAP, NAT64 (TAYGA, xlat)"),
-    ("s3", "NAT64 vs NAT44: throughput at full-size frames, router CPU at a fixed load, HTTP with apachebench"),
+    ("s3", "NAT64 vs NAT44: throughput at full-size frames, router CPU at a fixed load, RTT with ping, HTTP with apachebench over S3's grid, Welch's t-tests"),
     ("s4", "slimming kernel NAT: loss vs load at 64 B on 100 Mb/s, no hooks / NAT / default firewall"),
     ("s5", "NAT impact: latency vs entries, throughput at 1000 entries, memory per entry, CPU, entry creation rate"),
 ];
@@ -355,7 +355,7 @@ pub fn study_plan(study: &str) -> Result<Plan> {
         // S3's apachebench figures (req/s NAT64 vs NAT44 vs native IPv6) come from http, over
         // S3's grid, three repetitions a cell so the report can test NAT64 against NAT44.
         "s3" => (
-            vec!["throughput", "cpu", "http"],
+            vec!["throughput", "cpu", "rtt", "http"],
             Defaults {
                 requests: S3_REQUESTS.to_vec(),
                 concurrency: S3_CONCURRENCY.to_vec(),

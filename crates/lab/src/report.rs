@@ -204,6 +204,11 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("baseline_loss_pct", "baseline loss %"),
             ("sessions_ended", "sessions ended"),
         ],
+        "rtt" => vec![
+            ("rtt_ms", "RTT (ms)"),
+            ("rtt_mean_ms", "mean RTT (ms)"),
+            ("loss_pct", "loss %"),
+        ],
         "http" => vec![
             ("requests_per_s", "requests/s"),
             ("transfer_kbytes_s", "transfer KB/s"),
@@ -296,7 +301,11 @@ pub fn cell(s: Option<Spread>) -> String {
 }
 
 fn header(e: &Experiment) -> Vec<String> {
-    let what = if e.name == "http" { "ab run" } else { "frame" };
+    let what = match e.name.as_str() {
+        "http" => "ab run",
+        "rtt" => "probe",
+        _ => "frame",
+    };
     let mut h = vec!["device".to_string(), what.to_string()];
     if let Some(x) = &e.x_label {
         h.push(x.clone());

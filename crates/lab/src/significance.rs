@@ -1,7 +1,7 @@
 //! Whether a difference between two devices is more than noise: Welch's t-test (two-sided,
 //! unequal variances, Welch-Satterthwaite degrees of freedom; [`crate::stats::welch`]) of each
-//! repetition's value, NAT64 against NAT44 in the same cell of an experiment, as S3 tested its
-//! apachebench results.
+//! repetition's value (for rtt: each echo reply's), NAT64 against NAT44 in the same cell of
+//! an experiment, as S3 tested its apachebench results.
 //!
 //! The rows keep every repetition's value in [`crate::results::Row::samples`]; the tests are
 //! computed from them when the report is written (so `xlat lab report DIR` recomputes them),
@@ -18,6 +18,7 @@ use crate::stats::{welch, Welch};
 pub const METRICS: &[(&str, &str, &str)] = &[
     ("http", "requests_per_s", "requests/s"),
     ("http", "transfer_kbytes_s", "transfer KB/s"),
+    ("rtt", "rtt_ms", "RTT (ms)"),
 ];
 
 /// The device pairs tested: (NAT64, NAT44) of the same implementation family.
@@ -286,6 +287,36 @@ mod tests {
         assert_eq!(rows[2][10], "-");
         let s = text(&r);
         assert!(s.contains(TITLE) && s.contains("0.7266"), "{s}");
+    }
+
+    #[test]
+    fn rtt_replies_are_the_samples() {
+        let mk = |dev: &str, v: &[f64]| {
+            let mut r = Row {
+                device: dev.into(),
+                size: "ping".into(),
+                ..Row::default()
+            };
+            r.samples.insert("rtt_ms".into(), v.to_vec());
+            r
+        };
+        let mut r = run(vec![]);
+        r.experiments[0].name = "rtt".into();
+        r.experiments[0].rows = vec![
+            mk("xlat-nat44", &[0.24, 0.23, 0.25, 0.24]),
+            mk("xlat-nat64", &[0.27, 0.26, 0.28, 0.27]),
+        ];
+        let ts = tests(&r);
+        assert_eq!(ts.len(), 1);
+        assert_eq!(
+            (ts[0].what.as_str(), ts[0].cell.as_str()),
+            ("RTT (ms)", "ping")
+        );
+        assert_eq!((ts[0].n_a, ts[0].n_b), (4, 4));
+        assert_eq!(
+            verdict(&ts[0]),
+            "significant at 5%: xlat-nat64 higher than xlat-nat44"
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Experiments over the tester's own IP stack (see [`crate::sockets`]): tcp (iperf3), http
-//! (S3's apachebench test) and owd (S2's UDP bounce).
+//! (S3's apachebench test), rtt (S3's ping) and owd (S2's UDP bounce).
 
 use super::*;
 
@@ -145,6 +145,75 @@ impl Lab {
                 Ok(rows)
             })?;
             self.add(&e, rows);
+        }
+        self.push(e);
+        Ok(())
+    }
+
+    pub(super) fn rtt(&mut self) -> Result<()> {
+        use crate::sockets::{PING_COUNT, PING_INTERVAL};
+        let e = Self::exp(
+            "rtt",
+            "Round-trip time (S3: ping)",
+            None,
+            format!(
+                "S3's method: ping (iputils) from the tester's A-side address to its D-side address through the device                  (for NAT64 and SIIT the D side's address under the prefix), {PING_COUNT} echo requests {PING_INTERVAL} s                  apart (S3 sent 21), after 3 unmeasured ones (neighbour discovery), off the DUT CPU, the tester's own stack (as tcp). RTT: median [min..max] over every                  reply of {} run(s); mean RTT and loss per run. Every reply is kept for the t-test below.",
+                self.opts.repeats
+            ),
+        );
+        if !sys::have("ping") {
+            bail!("the rtt experiment needs ping: apt-get install iputils-ping");
+        }
+        for d in self.opts.devices.clone() {
+            let ep = crate::sockets::endpoints(&d)?;
+            let row = self.with_device(&d, |lab, dev| {
+                let _peer = crate::sockets::TunnelPeer::start(&lab.topo, dev.name())?;
+                // Unmeasured: neighbour discovery and duplicate address detection on the just
+                // configured addresses held forward6's first echoes for up to a second.
+                let warm = crate::sockets::ping_run(&lab.topo, &ep, 3)?;
+                if warm.received == 0.0 {
+                    lab.progress(&format!("rtt {}: no reply to the warm-up echoes", dev.name()));
+                }
+                let mut rtts = Vec::new();
+                let (mut means, mut losses) = (Vec::new(), Vec::new());
+                for _ in 0..lab.opts.repeats {
+                    sys::check_stop()?;
+                    let r = crate::sockets::ping_run(&lab.topo, &ep, PING_COUNT)?;
+                    let s = Spread::of(&r.rtts_ms);
+                    lab.progress(&format!(
+                        "rtt {:<18} {:>3} of {:>3} replies, median {:.3} ms [{:.3}..{:.3}], mean {:.3} ms",
+                        dev.name(),
+                        r.received,
+                        r.transmitted,
+                        s.median,
+                        s.min,
+                        s.max,
+                        s.mean
+                    ));
+                    if s.n > 0 {
+                        means.push(s.mean);
+                    }
+                    losses.push(r.loss_pct());
+                    rtts.extend(r.rtts_ms);
+                }
+                let mut row = Row {
+                    device: dev.name().into(),
+                    size: "ping".into(),
+                    ..Row::default()
+                };
+                if !rtts.is_empty() {
+                    row.metrics.insert("rtt_ms".into(), Spread::of(&rtts));
+                    row.metrics.insert("rtt_mean_ms".into(), Spread::of(&means));
+                    row.samples.insert("rtt_ms".into(), rtts);
+                } else {
+                    row.notes.push("no echo reply came back".into());
+                }
+                row.metrics.insert("loss_pct".into(), Spread::of(&losses));
+                row.notes
+                    .push(format!("ping {} -> {}", ep.client, ep.target));
+                Ok(row)
+            })?;
+            self.add(&e, vec![row]);
         }
         self.push(e);
         Ok(())
