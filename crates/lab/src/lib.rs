@@ -255,7 +255,7 @@ pub const STUDIES: &[(&str, &str)] = &[
     ("s1", "IPv6 routing vs NAT44: loss, rate and latency vs load (10..100% of 100 Mb/s) for its 13 payload sizes"),
     ("s2", "transition mechanisms: throughput and one-way delay by payload size: native IPv4, native IPv6, 6to4, ISATAP, NAT64 (TAYGA, xlat)"),
     ("s3", "NAT64 vs NAT44: throughput at full-size frames, router CPU at a fixed load, RTT with ping, HTTP with apachebench over S3's grid, Welch's t-tests"),
-    ("s4", "slimming kernel NAT: loss vs load at 64 B on 100 Mb/s, no hooks / NAT / default firewall"),
+    ("s4", "slimming kernel NAT: loss vs load at 64 B on 100 Mb/s, no hooks / NAT / default firewall / custom hook (xlat-nat44-xdp)"),
     ("s5", "NAT impact: latency vs entries, throughput at 1000 entries, memory per entry, CPU, entry creation rate"),
 ];
 
@@ -372,10 +372,17 @@ pub fn study_plan(study: &str) -> Result<Plan> {
                 ..d
             },
         ),
+        // No hooks, slimmed NAT, the default firewall, and the hand-written static NAT hook,
+        // played by xlat's XDP fast path.
         "s4" => (
             vec!["loss-vs-load"],
             Defaults {
-                devices: vec!["forward4", "kernel-nat44", "kernel-nat44-heavy"],
+                devices: vec![
+                    "forward4",
+                    "kernel-nat44",
+                    "kernel-nat44-heavy",
+                    "xlat-nat44-xdp",
+                ],
                 sizes: vec!["64".into()],
                 link: Some("100M"),
                 ..d
@@ -774,6 +781,9 @@ mod tests {
         let s1 = study_plan("s1").unwrap();
         assert_eq!(s1.defaults.sizes.len(), 13);
         assert_eq!(s1.defaults.sizes.last().unwrap(), "1454");
+        // S4's custom hook is xlat's XDP fast path.
+        let s4 = study_plan("s4").unwrap();
+        assert!(s4.defaults.devices.contains(&"xlat-nat44-xdp"));
         // S3 measures HTTP through every one of its devices.
         let s3 = study_plan("s3").unwrap();
         assert!(s3.steps.iter().any(|s| s == "http"));

@@ -966,6 +966,37 @@ mod tests {
     }
 
     #[test]
+    fn s4_custom_hook_is_xlat_xdp_beside_slimmed_nat() {
+        let f = figure("s4-custom-hook");
+        let mk = |hook: f64| {
+            run(
+                "s4",
+                "loss-vs-load",
+                vec![
+                    row("kernel-nat44", "64", Some(50.0), "rx_mbps", 10.0),
+                    row("kernel-nat44", "64", Some(100.0), "rx_mbps", 88.0),
+                    row("xlat-nat44-xdp", "64", Some(100.0), "rx_mbps", hook),
+                ],
+            )
+        };
+        // No faster than slimmed NAT: the paper's shape.
+        let c = compare_figure(&f, &mk(87.0));
+        assert_eq!(c.verdict, Verdict::Same, "{:?}", c.ours);
+        assert!(c.ours[0]
+            .0
+            .starts_with("xlat-nat44-xdp / kernel-nat44 = 0.99"));
+        // Faster by a quarter: not the paper's shape.
+        assert_eq!(compare_figure(&f, &mk(110.0)).verdict, Verdict::Differs);
+        // s4 without the hook's row: not measured.
+        let r = run(
+            "s4",
+            "loss-vs-load",
+            vec![row("kernel-nat44", "64", Some(100.0), "rx_mbps", 88.0)],
+        );
+        assert_eq!(compare_figure(&f, &r).verdict, Verdict::NotMeasured);
+    }
+
+    #[test]
     fn order_same_and_not() {
         let f = figure("s4-loss-at-100mbps");
         let mk = |a: f64, b: f64, c: f64| {
