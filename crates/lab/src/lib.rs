@@ -21,6 +21,7 @@ pub mod reload;
 pub mod report;
 pub mod results;
 pub mod scaleout;
+pub mod significance;
 pub mod sockets;
 pub mod stats;
 pub mod sys;
@@ -136,12 +137,14 @@ pub struct RunOpts {
     /// Round trips per owd measurement (default 100).
     #[arg(long)]
     pub bounces: Option<usize>,
-    /// HTTP requests per http run (default 1000).
-    #[arg(long)]
-    pub requests: Option<usize>,
-    /// Concurrent HTTP requests (default 10).
-    #[arg(long)]
-    pub concurrency: Option<usize>,
+    /// HTTP requests per ab run, comma-separated: one grid row each (default 1000; reproduce
+    /// s3: S3's 1000,2000,3000).
+    #[arg(long, value_delimiter = ',')]
+    pub requests: Option<Vec<usize>>,
+    /// Concurrent HTTP requests, comma-separated: one grid column each (default 10; reproduce
+    /// s3: S3's 10,100,200,300).
+    #[arg(long, value_delimiter = ',')]
+    pub concurrency: Option<Vec<usize>>,
     /// What idle CPUs do during the run: `halt` (default: the machine's idle states; in a VM
     /// a halted vCPU takes tens of microseconds to wake) or `poll` (hold a PM QoS latency of
     /// 0 us, so idle CPUs spin and a device is woken as fast at low load as at high load).
@@ -251,8 +254,8 @@ pub fn list_text() -> String {
 pub const STUDIES: &[(&str, &str)] = &[
     ("s1", "IPv6 routing vs NAT44: loss, rate and latency vs load (10..100% of 100 Mb/s) for its 13 payload sizes"),
     ("s2", "transition mechanisms: throughput and one-way delay by payload size: native IPv4, native IPv6, 6to4, ISATAP, NAT64 (TAYGA, xlat)"),
-    ("s3", "NAT64 vs NAT44: throughput at full-size frames, router CPU at a fixed load, HTTP with apachebench"),
-    ("s4", "slimming kernel NAT: loss vs load at 64 B on 100 Mb/s, no hooks / NAT / default firewall"),
+    ("s3", "NAT64 vs NAT44: throughput at full-size frames, router CPU at a fixed load, RTT with ping, HTTP with apachebench over S3's grid, Welch's t-tests"),
+    ("s4", "slimming kernel NAT: loss vs load at 64 B on 100 Mb/s, no hooks / NAT / default firewall / custom hook (xlat-nat44-xdp)"),
     ("s5", "NAT impact: latency vs entries, throughput at 1000 entries, memory per entry, CPU, entry creation rate"),
 ];
 
@@ -268,7 +271,14 @@ pub struct Defaults {
     pub sessions: Vec<u32>,
     pub resolution: f64,
     pub max_steps: usize,
+    /// http's grid: requests per ab run x concurrency.
+    pub requests: Vec<usize>,
+    pub concurrency: Vec<usize>,
 }
+
+/// S3's apachebench grid: requests per run and concurrency.
+pub const S3_REQUESTS: &[usize] = &[1000, 2000, 3000];
+pub const S3_CONCURRENCY: &[usize] = &[10, 100, 200, 300];
 
 impl Default for Defaults {
     fn default() -> Defaults {
@@ -282,6 +292,8 @@ impl Default for Defaults {
             sessions: vec![1, 200, 2000, 20000],
             resolution: 2.0,
             max_steps: 8,
+            requests: vec![1000],
+            concurrency: vec![10],
         }
     }
 }
@@ -340,10 +352,14 @@ pub fn study_plan(study: &str) -> Result<Plan> {
                 ..d
             },
         ),
-        // S3's apachebench figures (req/s NAT64 vs NAT44 vs native IPv6) come from http.
+        // S3's apachebench figures (req/s NAT64 vs NAT44 vs native IPv6) come from http, over
+        // S3's grid, three repetitions a cell so the report can test NAT64 against NAT44.
         "s3" => (
-            vec!["throughput", "cpu", "http"],
+            vec!["throughput", "cpu", "rtt", "http"],
             Defaults {
+                requests: S3_REQUESTS.to_vec(),
+                concurrency: S3_CONCURRENCY.to_vec(),
+                repeats: 3,
                 devices: vec![
                     "forward6",
                     "kernel-nat44",
@@ -356,10 +372,17 @@ pub fn study_plan(study: &str) -> Result<Plan> {
                 ..d
             },
         ),
+        // No hooks, slimmed NAT, the default firewall, and the hand-written static NAT hook,
+        // played by xlat's XDP fast path.
         "s4" => (
             vec!["loss-vs-load"],
             Defaults {
-                devices: vec!["forward4", "kernel-nat44", "kernel-nat44-heavy"],
+                devices: vec![
+                    "forward4",
+                    "kernel-nat44",
+                    "kernel-nat44-heavy",
+                    "xlat-nat44-xdp",
+                ],
                 sizes: vec!["64".into()],
                 link: Some("100M"),
                 ..d
@@ -482,6 +505,24 @@ pub fn resolve(plan: &Plan, o: &RunOpts) -> Result<Opts> {
     if !(0.0..=10_000.0).contains(&coalesce_us) {
         bail!("--coalesce-us: {coalesce_us} is outside 0..10000");
     }
+    let requests = o.requests.clone().unwrap_or_else(|| d.requests.clone());
+    let concurrency = o
+        .concurrency
+        .clone()
+        .unwrap_or_else(|| d.concurrency.clone());
+    if requests.is_empty() || requests.iter().any(|n| !(1..=10_000_000).contains(n)) {
+        bail!("--requests: each is a number of requests in 1..10000000");
+    }
+    if concurrency.is_empty() || concurrency.iter().any(|c| !(1..=20_000).contains(c)) {
+        bail!("--concurrency: each is a number of requests at once in 1..20000");
+    }
+    let (least, most) = (
+        requests.iter().min().copied().unwrap_or(1),
+        concurrency.iter().max().copied().unwrap_or(1),
+    );
+    if most > least {
+        bail!("--concurrency {most} is above --requests {least}: ab cannot have more requests at once than it sends");
+    }
     let rx_xdp = match o.rx.as_deref() {
         Some("ring") => false,
         Some(_) => true,
@@ -511,8 +552,8 @@ pub fn resolve(plan: &Plan, o: &RunOpts) -> Result<Opts> {
             .clone()
             .unwrap_or_else(|| experiments::OWD_PAYLOADS.to_vec()),
         bounces: o.bounces.unwrap_or(100).clamp(1, 1_000_000),
-        requests: o.requests.unwrap_or(1000).clamp(1, 10_000_000),
-        concurrency: o.concurrency.unwrap_or(10).clamp(1, 20_000),
+        requests,
+        concurrency,
         count: match o.count {
             None => reload::COUNT,
             Some(n @ 1..=100_000) => n,
@@ -740,12 +781,53 @@ mod tests {
         let s1 = study_plan("s1").unwrap();
         assert_eq!(s1.defaults.sizes.len(), 13);
         assert_eq!(s1.defaults.sizes.last().unwrap(), "1454");
+        // S4's custom hook is xlat's XDP fast path.
+        let s4 = study_plan("s4").unwrap();
+        assert!(s4.defaults.devices.contains(&"xlat-nat44-xdp"));
         // S3 measures HTTP through every one of its devices.
         let s3 = study_plan("s3").unwrap();
         assert!(s3.steps.iter().any(|s| s == "http"));
         for d in &s3.defaults.devices {
             crate::sockets::endpoints(d).unwrap();
         }
+    }
+
+    #[test]
+    fn http_grid_defaults_and_limits() {
+        // `run http`: one cell; `reproduce s3`: S3's 3 x 4 grid, 3 repetitions a cell (the
+        // t-test needs two or more a side).
+        let run = Plan {
+            name: "http".into(),
+            steps: vec!["http".into()],
+            defaults: defaults_for("http"),
+        };
+        let o = resolve(&run, &RunOpts::default()).unwrap();
+        assert_eq!((o.requests, o.concurrency), (vec![1000], vec![10]));
+        let s3 = study_plan("s3").unwrap();
+        let o = resolve(&s3, &RunOpts::default()).unwrap();
+        assert_eq!(o.requests, [1000, 2000, 3000]);
+        assert_eq!(o.concurrency, [10, 100, 200, 300]);
+        assert!(o.repeats >= 2);
+        let small = RunOpts {
+            requests: Some(vec![50, 100]),
+            concurrency: Some(vec![5, 50]),
+            ..RunOpts::default()
+        };
+        let o = resolve(&s3, &small).unwrap();
+        assert_eq!((o.requests, o.concurrency), (vec![50, 100], vec![5, 50]));
+        // ab cannot keep more requests in flight than it sends.
+        let bad = RunOpts {
+            requests: Some(vec![20, 100]),
+            concurrency: Some(vec![50]),
+            ..RunOpts::default()
+        };
+        let e = resolve(&s3, &bad).unwrap_err().to_string();
+        assert!(e.contains("--concurrency 50 is above --requests 20"), "{e}");
+        let bad = RunOpts {
+            requests: Some(vec![0]),
+            ..RunOpts::default()
+        };
+        assert!(resolve(&run, &bad).is_err());
     }
 
     #[test]

@@ -20,6 +20,9 @@
 //! - `constant`: the metric stays within `tolerance` of its median over x >= `min_x` (S5's
 //!   linear memory: constant bytes per entry); the value is shown beside the paper's.
 //! - `value`: ours beside the paper's, for scale only (hardware 10-20 years apart).
+//! - `jump`: one device's relative rise from one size to the next against the same rise of
+//!   reference devices; the same shape when it exceeds every reference's by `min_excess` (S2:
+//!   TAYGA's delay above 1,750 B).
 
 use std::fmt::Write as _;
 
@@ -156,6 +159,19 @@ pub enum Check {
         devices: Vec<String>,
         paper: f64,
     },
+    /// One device's step from size `from` to size `to` against the same step of reference
+    /// devices (S2: TAYGA's delay jumped above 1,750 B where the others' did not).
+    Jump {
+        experiment: String,
+        metric: String,
+        from: String,
+        to: String,
+        device: String,
+        references: Vec<String>,
+        /// The device's relative rise must exceed every reference's by this much (0.1 = 10
+        /// percentage points).
+        min_excess: f64,
+    },
 }
 
 impl Check {
@@ -175,6 +191,9 @@ impl Check {
                 experiment, metric, ..
             }
             | Check::Value {
+                experiment, metric, ..
+            }
+            | Check::Jump {
                 experiment, metric, ..
             } => (experiment, metric),
         }
@@ -617,6 +636,56 @@ pub fn compare_figure(f: &Figure, r: &RunResults) -> Comparison {
                 }
             }
         }
+        Check::Jump {
+            experiment,
+            metric,
+            from,
+            to,
+            device,
+            references,
+            min_excess,
+        } => {
+            // Relative rise from `from` to `to` of device d.
+            let rise = |d: &str| {
+                let a = value(r, experiment, d, Some(from), None, metric)?;
+                let b = value(r, experiment, d, Some(to), None, metric)?;
+                (a > 0.0).then(|| (a, b, (b - a) / a))
+            };
+            let refs: Vec<(&String, (f64, f64, f64))> = references
+                .iter()
+                .filter_map(|d| Some((d, rise(d)?)))
+                .collect();
+            match rise(device) {
+                Some((a, b, j)) if !refs.is_empty() => {
+                    let worst = refs.iter().map(|x| x.1 .2).fold(f64::MIN, f64::max);
+                    let others: Vec<String> = refs
+                        .iter()
+                        .map(|(d, (a, b, _))| format!("{d} {}", change_text(*a, *b)))
+                        .collect();
+                    ours.push((
+                        format!(
+                            "{device} {}{} from {from} to {to} B; {}",
+                            change_text(a, b),
+                            f_unit(metric),
+                            others.join(", ")
+                        ),
+                        verdict_of(j > worst + min_excess),
+                    ));
+                }
+                _ => ours.push((
+                    format!(
+                        "{device} (and one of {}) at {from} and {to} B not measured in this run",
+                        references.join(", ")
+                    ),
+                    Verdict::NotMeasured,
+                )),
+            }
+            paper = format!(
+                "{} (ours counts when {device}'s rise exceeds every other's by more than {:.0} points)",
+                f.shape,
+                min_excess * 100.0
+            );
+        }
     }
     let measured: Vec<Verdict> = ours
         .iter()
@@ -963,6 +1032,79 @@ mod tests {
         let c = compare_figure(&f, &r);
         assert_eq!(c.ours[0].1, Verdict::Differs, "{:?}", c.ours);
         assert_eq!(c.ours[1].1, Verdict::Same, "{:?}", c.ours);
+    }
+
+    #[test]
+    fn s4_custom_hook_is_xlat_xdp_beside_slimmed_nat() {
+        let f = figure("s4-custom-hook");
+        let mk = |hook: f64| {
+            run(
+                "s4",
+                "loss-vs-load",
+                vec![
+                    row("kernel-nat44", "64", Some(50.0), "rx_mbps", 10.0),
+                    row("kernel-nat44", "64", Some(100.0), "rx_mbps", 88.0),
+                    row("xlat-nat44-xdp", "64", Some(100.0), "rx_mbps", hook),
+                ],
+            )
+        };
+        // No faster than slimmed NAT: the paper's shape.
+        let c = compare_figure(&f, &mk(87.0));
+        assert_eq!(c.verdict, Verdict::Same, "{:?}", c.ours);
+        assert!(c.ours[0]
+            .0
+            .starts_with("xlat-nat44-xdp / kernel-nat44 = 0.99"));
+        // Faster by a quarter: not the paper's shape.
+        assert_eq!(compare_figure(&f, &mk(110.0)).verdict, Verdict::Differs);
+        // s4 without the hook's row: not measured.
+        let r = run(
+            "s4",
+            "loss-vs-load",
+            vec![row("kernel-nat44", "64", Some(100.0), "rx_mbps", 88.0)],
+        );
+        assert_eq!(compare_figure(&f, &r).verdict, Verdict::NotMeasured);
+    }
+
+    #[test]
+    fn jump_of_one_device_against_the_others() {
+        let f = figure("s2-tayga-anomaly-above-1750");
+        let mk = |tayga_2000: f64| {
+            run(
+                "s2",
+                "owd",
+                vec![
+                    row("tayga-nat64", "1750", None, "owd_us", 100.0),
+                    row("tayga-nat64", "2000", None, "owd_us", tayga_2000),
+                    row("xlat-nat64", "1750", None, "owd_us", 90.0),
+                    row("xlat-nat64", "2000", None, "owd_us", 99.0),
+                    row("forward6", "1750", None, "owd_us", 50.0),
+                    row("forward6", "2000", None, "owd_us", 52.0),
+                ],
+            )
+        };
+        // TAYGA +50% where the others rise 10% and 4%: the anomaly.
+        let c = compare_figure(&f, &mk(150.0));
+        assert_eq!(c.verdict, Verdict::Same, "{:?}", c.ours);
+        assert!(
+            c.ours[0]
+                .0
+                .contains("tayga-nat64 100 -> 150 (+50%) us from 1750 to 2000 B"),
+            "{}",
+            c.ours[0].0
+        );
+        assert!(c.ours[0].0.contains("xlat-nat64 90 -> 99 (+10%)"));
+        // +15%: within 10 points of xlat-nat64's +10%, no anomaly.
+        assert_eq!(compare_figure(&f, &mk(115.0)).verdict, Verdict::Differs);
+        // No reference device measured: not measured.
+        let r = run(
+            "s2",
+            "owd",
+            vec![
+                row("tayga-nat64", "1750", None, "owd_us", 100.0),
+                row("tayga-nat64", "2000", None, "owd_us", 150.0),
+            ],
+        );
+        assert_eq!(compare_figure(&f, &r).verdict, Verdict::NotMeasured);
     }
 
     #[test]

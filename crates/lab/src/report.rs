@@ -204,6 +204,11 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("baseline_loss_pct", "baseline loss %"),
             ("sessions_ended", "sessions ended"),
         ],
+        "rtt" => vec![
+            ("rtt_ms", "RTT (ms)"),
+            ("rtt_mean_ms", "mean RTT (ms)"),
+            ("loss_pct", "loss %"),
+        ],
         "http" => vec![
             ("requests_per_s", "requests/s"),
             ("transfer_kbytes_s", "transfer KB/s"),
@@ -296,7 +301,12 @@ pub fn cell(s: Option<Spread>) -> String {
 }
 
 fn header(e: &Experiment) -> Vec<String> {
-    let mut h = vec!["device".to_string(), "frame".to_string()];
+    let what = match e.name.as_str() {
+        "http" => "ab run",
+        "rtt" => "probe",
+        _ => "frame",
+    };
+    let mut h = vec!["device".to_string(), what.to_string()];
     if let Some(x) = &e.x_label {
         h.push(x.clone());
     }
@@ -307,13 +317,22 @@ fn header(e: &Experiment) -> Vec<String> {
 fn row_cells(e: &Experiment, r: &Row) -> Vec<String> {
     let mut v = vec![
         format!("{}{}", r.device, if r.tester_limited { " *" } else { "" }),
-        size_text(&r.size),
+        size_cell(&e.name, &r.size),
     ];
     if e.x_label.is_some() {
         v.push(r.x.map(num).unwrap_or_else(|| "-".into()));
     }
     v.extend(columns(&e.name).iter().map(|c| cell(r.metric(c.0))));
     v
+}
+
+/// A row's size in its experiment's words: http's is its requests per run, not bytes.
+fn size_cell(exp: &str, s: &str) -> String {
+    if exp == "http" && s.parse::<f64>().is_ok() {
+        format!("{s} requests")
+    } else {
+        size_text(s)
+    }
 }
 
 fn size_text(s: &str) -> String {
@@ -436,6 +455,7 @@ pub fn text(r: &RunResults) -> String {
         let rows: Vec<Vec<String>> = e.rows.iter().map(|x| row_cells(e, x)).collect();
         s.push_str(&text_table(&header(e), &rows));
     }
+    s.push_str(&crate::significance::text(r));
     let beside = papers_beside(r);
     if !beside.is_empty() {
         let _ = writeln!(s, "\nBeside the published figures");
@@ -471,7 +491,12 @@ fn all_notes(r: &RunResults) -> Vec<String> {
                 limited = true;
             }
             for n in &row.notes {
-                let s = format!("{} {} ({}): {n}", e.name, row.device, size_text(&row.size));
+                let s = format!(
+                    "{} {} ({}): {n}",
+                    e.name,
+                    row.device,
+                    size_cell(&e.name, &row.size)
+                );
                 if !v.contains(&s)
                     && !n.starts_with("nf_conntrack_count")
                     && !n.starts_with("VmRSS")
@@ -759,6 +784,19 @@ pub fn write(dir: &Path, r: &RunResults) -> Result<Vec<PathBuf>> {
             let _ = writeln!(md, "![{title}]({file})\n");
             let _ = writeln!(html, "<div>{svg}</div>");
         }
+    }
+    let tests = crate::significance::tests(r);
+    if !tests.is_empty() {
+        let (h, rows) = crate::significance::table(&tests);
+        let (title, intro) = (crate::significance::TITLE, crate::significance::INTRO);
+        let _ = writeln!(md, "\n## {title}\n\n{intro}\n\n{}", md_table(&h, &rows));
+        let _ = writeln!(
+            html,
+            "<h2>{}</h2><p>{}</p>{}",
+            html_escape(title),
+            html_escape(intro),
+            html_table(&h, &rows)
+        );
     }
     papers_section(dir, r, &mut md, &mut html, &mut files)?;
     if !r.conclusions.is_empty() {
@@ -1061,6 +1099,54 @@ mod tests {
         // Not a reproduce run: no section.
         r.name = "quick".into();
         assert!(!text(&r).contains("Beside the published figures"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn http_grid_rows_and_the_t_test_in_every_report() {
+        let dir = std::env::temp_dir().join(format!("xlat-lab-http-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut r = sample();
+        r.name = "reproduce-s3".into();
+        let mut e = Experiment {
+            name: "http".into(),
+            title: "HTTP".into(),
+            x_label: Some("concurrency".into()),
+            ..Experiment::default()
+        };
+        for (d, v) in [
+            ("kernel-nat44", [100.0, 104.0, 102.0]),
+            ("tayga-nat64", [80.0, 81.0, 79.5]),
+        ] {
+            let mut row = Row {
+                device: d.into(),
+                size: "2000".into(),
+                x: Some(300.0),
+                ..Row::default()
+            };
+            row.metrics.insert("requests_per_s".into(), Spread::of(&v));
+            row.samples.insert("requests_per_s".into(), v.to_vec());
+            e.rows.push(row);
+        }
+        r.experiments.push(e);
+        let t = text(&r);
+        // The requests column is a count, not bytes.
+        assert!(t.contains("2000 requests") && !t.contains("2000 B"), "{t}");
+        assert!(t.contains(crate::significance::TITLE), "{t}");
+        assert!(t.contains("2000 requests, 300 at once"), "{t}");
+        assert!(t.contains("significant at 5%: tayga-nat64 lower than kernel-nat44"));
+        write(&dir, &r).unwrap();
+        let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        assert!(md.contains(&format!("## {}", crate::significance::TITLE)));
+        let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+        assert!(html.contains("2000 requests, 300 at once"));
+        // Regenerated from results.json: the samples survive the round trip.
+        let back: RunResults = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(
+            crate::significance::tests(&back),
+            crate::significance::tests(&r)
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

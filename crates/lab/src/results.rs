@@ -89,6 +89,10 @@ pub struct Row {
     /// The x value (offered load %, sessions, ...) when the experiment sweeps one.
     pub x: Option<f64>,
     pub metrics: BTreeMap<String, Spread>,
+    /// Every repetition's value of a metric, where a test needs more than the spread (the
+    /// significance of a difference between devices: [`crate::significance`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub samples: BTreeMap<String, Vec<f64>>,
     /// The tester, not the device, set this number (the device passed the tester's ceiling,
     /// or the tester could not offer the asked load).
     pub tester_limited: bool,

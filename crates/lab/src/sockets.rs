@@ -1,4 +1,4 @@
-//! Experiments through the tester's own IP stack (tcp, http, owd): real sockets in the tester
+//! Experiments through the tester's own IP stack (tcp, http, rtt, owd): real sockets in the tester
 //! namespace, the client bound to an A-side address and the server to a D-side one.
 //!
 //! A and D live in one namespace, so while these run the tester's stack is switched on
@@ -527,6 +527,20 @@ pub fn parse_ab(text: &str) -> Result<AbResult> {
 /// S3's file size for the HTTP test.
 pub const HTTP_FILE_BYTES: usize = 173_225;
 
+/// The http server's listen backlog: `python3 -m http.server` listens with 5, and at S3's
+/// concurrency of 100..300 a full accept queue drops SYNs that ab then resends a second later.
+pub const HTTP_BACKLOG: usize = 1024;
+
+/// python3's threading http.server with [`HTTP_BACKLOG`]: argv host, port, directory.
+const HTTP_SERVER_PY: &str = r#"import functools, http.server, socket, sys
+class S(http.server.ThreadingHTTPServer):
+    request_queue_size = int(sys.argv[4])
+    daemon_threads = True
+    address_family = socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET
+h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[3])
+S((sys.argv[1], int(sys.argv[2])), h).serve_forever()
+"#;
+
 /// A python3 http.server on the D side serving `dir`, stopped on drop.
 pub struct HttpServer {
     child: std::process::Child,
@@ -547,15 +561,16 @@ impl HttpServer {
         };
         let child = std::process::Command::new("ip")
             .args(["netns", "exec", &topo.ns_tester, "taskset", "-c", &cpus, py])
-            .args(["-m", "http.server", &port.to_string(), "--bind"])
+            .args(["-c", HTTP_SERVER_PY])
             .arg(ep.server.to_string())
-            .arg("--directory")
+            .arg(port.to_string())
             .arg(dir)
+            .arg(HTTP_BACKLOG.to_string())
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .context("starting python3 -m http.server")?;
+            .context("starting python3 http.server")?;
         let s = HttpServer { child };
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -619,6 +634,130 @@ pub fn ab_run(
         ],
     )?;
     parse_ab(&o.stdout).with_context(|| format!("ab {url}: {}", o.stderr.trim()))
+}
+
+/// S3's ping: echo requests per run.
+pub const PING_COUNT: usize = 21;
+/// Seconds between echo requests (ping's default is 1 s; 0.2 s keeps a device to ~4 s).
+pub const PING_INTERVAL: &str = "0.2";
+
+/// What `ping` (iputils) printed about a run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PingResult {
+    pub transmitted: f64,
+    pub received: f64,
+    /// Each reply's round-trip time (ms), in the order they came.
+    pub rtts_ms: Vec<f64>,
+}
+
+impl PingResult {
+    /// Lost requests, percent of those sent.
+    pub fn loss_pct(&self) -> f64 {
+        if self.transmitted > 0.0 {
+            (self.transmitted - self.received) / self.transmitted * 100.0
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Parses iputils `ping -n` output: every "time=X ms" reply and the "N packets transmitted,
+/// M received" summary.
+pub fn parse_ping(text: &str) -> Result<PingResult> {
+    let mut r = PingResult::default();
+    for l in text.lines() {
+        if let Some((_, t)) = l.split_once(" time=") {
+            // Duplicates (DUP!) are not replies of their own.
+            if l.contains("DUP!") {
+                continue;
+            }
+            let v = t.split_whitespace().next().unwrap_or("");
+            r.rtts_ms.push(
+                v.parse()
+                    .with_context(|| format!("ping reply time {v:?}"))?,
+            );
+        }
+        if l.contains(" packets transmitted, ") {
+            let mut it = l.split(", ");
+            let first =
+                |s: Option<&str>| -> Option<f64> { s?.split_whitespace().next()?.parse().ok() };
+            r.transmitted = first(it.next()).context("ping summary: transmitted")?;
+            r.received = first(it.next()).context("ping summary: received")?;
+        }
+    }
+    if r.transmitted == 0.0 {
+        bail!("ping printed no summary");
+    }
+    Ok(r)
+}
+
+/// One `ping` run from the A side to the device's target: `count` echo requests
+/// [`PING_INTERVAL`] apart, off the DUT CPU.
+pub fn ping_run(topo: &Topo, ep: &Endpoints, count: usize) -> Result<PingResult> {
+    let cpus = non_dut_cpus(topo.dut_cpu);
+    let (client, target, n) = (
+        ep.client.to_string(),
+        ep.target.to_string(),
+        count.to_string(),
+    );
+    // Bounded: every request sent by then, and one second for the last reply.
+    let deadline = (count as f64 * 0.2 + 2.0).ceil().to_string();
+    let o = sys::cmd(
+        120,
+        &[
+            "ip",
+            "netns",
+            "exec",
+            &topo.ns_tester,
+            "taskset",
+            "-c",
+            &cpus,
+            "ping",
+            "-n",
+            "-c",
+            &n,
+            "-i",
+            PING_INTERVAL,
+            "-w",
+            &deadline,
+            "-I",
+            &client,
+            &target,
+        ],
+    )?;
+    parse_ping(&o.stdout).with_context(|| format!("ping {client} -> {target}: {}", o.stderr.trim()))
+}
+
+#[cfg(test)]
+mod ping_tests {
+    use super::*;
+
+    #[test]
+    fn ping_output() {
+        let t =
+            "PING 2001:2:0:64::c613:2(2001:2:0:64::c613:2) from 2001:2:0:1::2 : 56 data bytes\n\
+            64 bytes from 2001:2:0:64::c613:2: icmp_seq=1 ttl=63 time=0.412 ms\n\
+            64 bytes from 2001:2:0:64::c613:2: icmp_seq=2 ttl=63 time=0.2 ms\n\
+            64 bytes from 2001:2:0:64::c613:2: icmp_seq=2 ttl=63 time=0.3 ms (DUP!)\n\
+            64 bytes from 2001:2:0:64::c613:2: icmp_seq=4 ttl=63 time=1.05 ms\n\n\
+            --- 2001:2:0:64::c613:2 ping statistics ---\n\
+            4 packets transmitted, 3 received, +1 duplicates, 25% packet loss, time 603ms\n\
+            rtt min/avg/max/mdev = 0.200/0.554/1.050/0.362 ms\n";
+        let r = parse_ping(t).unwrap();
+        assert_eq!(r.rtts_ms, [0.412, 0.2, 1.05]);
+        assert_eq!((r.transmitted, r.received), (4.0, 3.0));
+        assert_eq!(r.loss_pct(), 25.0);
+        // Everything lost: no replies, the summary still counts.
+        let r = parse_ping(
+            "PING 198.19.0.2 (198.19.0.2) from 198.18.0.2 : 56(84) bytes of data.\n\n\
+             --- 198.19.0.2 ping statistics ---\n\
+             21 packets transmitted, 0 received, 100% packet loss, time 4033ms\n",
+        )
+        .unwrap();
+        assert!(r.rtts_ms.is_empty());
+        assert_eq!(r.loss_pct(), 100.0);
+        assert!(parse_ping("ping: connect: Network is unreachable").is_err());
+    }
 }
 
 #[cfg(test)]

@@ -242,6 +242,104 @@ fn lab_smoke_throughput_over_four_devices() {
     run.finish();
 }
 
+/// `xlat lab reproduce s3`, tiny: a small http grid and two repetitions, so the report runs
+/// Welch's t-test of xlat-nat64 against xlat-nat44 in every cell and on ping's replies.
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn lab_smoke_s3_grid_ping_and_t_test() {
+    require_root();
+    let run = lab_run(
+        "s3",
+        &[
+            "reproduce",
+            "s3",
+            "--devices",
+            "xlat-nat44,xlat-nat64",
+            "--duration",
+            "0.2",
+            "--repeats",
+            "2",
+            "--max-steps",
+            "2",
+            "--flows",
+            "10",
+            "--sessions",
+            "10",
+            "--rate",
+            "2000",
+            "--requests",
+            "20",
+            "--concurrency",
+            "2,5",
+        ],
+    );
+    let r = &run.r;
+    let exp = |name: &str| {
+        r["experiments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} experiment"))
+            .clone()
+    };
+    // One http row per device and cell, each with both repetitions' samples, every body whole.
+    let http = exp("http");
+    let rows = http["rows"].as_array().unwrap();
+    let cells: Vec<(String, String, f64)> = rows
+        .iter()
+        .map(|x| {
+            (
+                x["device"].as_str().unwrap().to_string(),
+                x["size"].as_str().unwrap().to_string(),
+                x["x"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            ("xlat-nat44".to_string(), "20".to_string(), 2.0),
+            ("xlat-nat44".to_string(), "20".to_string(), 5.0),
+            ("xlat-nat64".to_string(), "20".to_string(), 2.0),
+            ("xlat-nat64".to_string(), "20".to_string(), 5.0),
+        ]
+    );
+    for row in rows {
+        let s = row["samples"]["requests_per_s"].as_array().unwrap();
+        assert_eq!(s.len(), 2, "{row}");
+        assert!(s.iter().all(|v| v.as_f64().unwrap() > 0.0), "{row}");
+        assert_eq!(row["metrics"]["failed_requests"]["max"].as_f64(), Some(0.0));
+        let notes = row["notes"].to_string();
+        assert!(
+            notes.contains("every response body was 173225 bytes"),
+            "{notes}"
+        );
+    }
+    // ping: two runs of 21 echoes through each device, each reply kept.
+    let rtt = exp("rtt");
+    for row in rtt["rows"].as_array().unwrap() {
+        let s = row["samples"]["rtt_ms"].as_array().unwrap();
+        let lost = row["metrics"]["loss_pct"]["max"].as_f64().unwrap();
+        assert!(!s.is_empty() && s.len() <= 42, "{row}");
+        assert!(lost < 100.0, "{row}");
+        assert!(s.iter().all(|v| v.as_f64().unwrap() > 0.0), "{row}");
+    }
+    // The t-test table: both cells and the RTT.
+    for want in [
+        "NAT64 vs NAT44: significance (Welch's t-test)",
+        "20 requests, 2 at once",
+        "20 requests, 5 at once",
+        "RTT (ms)",
+    ] {
+        assert!(run.stdout.contains(want), "no {want:?} in:\n{}", run.stdout);
+    }
+    let md = std::fs::read_to_string(run.dir.join("report.md")).unwrap();
+    assert!(md.contains("## NAT64 vs NAT44: significance (Welch's t-test)"));
+    assert!(md.contains("## Beside the published figures (S3)"));
+    run.finish();
+}
+
 /// `xlat lab reproduce s2` over the tunnel devices, tiny: the tester sends IPv6 in IPv4
 /// protocol 41 as 6to4 sites / ISATAP hosts, xlat on the DUT decapsulates, and the frames
 /// counted on the outside port carry the tunnel hosts' inner sources; the bounce (owd) runs

@@ -9,7 +9,7 @@
 //! an experiment is one entry there and its code. One file per family: throughput (RFC 2544
 //! searches), quick (the headline table), load (fixed loads: loss/latency vs load and vs
 //! sessions), scale_cores (the device on 1, 2, 4 ... cores), cpu, memory, setup_rate, churn and stack (the tester's own stack: tcp, http,
-//! owd), stateful (RFC 9693's tear-down rate and throughput with N connections); reload and the experiments with a testbed of their own (scale-out, failover) live in
+//! rtt, owd), stateful (RFC 9693's tear-down rate and throughput with N connections); reload and the experiments with a testbed of their own (scale-out, failover) live in
 //! their modules. A result table's columns and plots are in [`crate::report`], by table name
 //! (one experiment may write several tables, e.g. quick's throughput and cost).
 
@@ -247,7 +247,7 @@ pub const EXPERIMENTS: &[ExperimentDef] = &[
     },
     ExperimentDef {
         name: "http",
-        about: "S3's HTTP test: ab fetches a 173,225-byte file from python3 http.server through the device: requests/s, KB/s",
+        about: "S3's HTTP test: ab fetches a 173,225-byte file from python3 http.server through the device, over a grid of --requests x --concurrency: requests/s, KB/s",
         defaults: || Defaults {
             repeats: 3,
             ..Defaults::default()
@@ -255,6 +255,14 @@ pub const EXPERIMENTS: &[ExperimentDef] = &[
         units: per_device,
         options: &[],
         run: Runner::Lab(|lab| lab.on_stack(Lab::http)),
+    },
+    ExperimentDef {
+        name: "rtt",
+        about: "S3's ping: round-trip time of 21 ICMP echoes (0.2 s apart) from the tester's A side to its D side through the device: median [min..max], mean, loss",
+        defaults: Defaults::default,
+        units: per_device,
+        options: &[],
+        run: Runner::Lab(|lab| lab.on_stack(Lab::rtt)),
     },
     ExperimentDef {
         name: "owd",
@@ -341,9 +349,9 @@ pub struct Opts {
     pub payloads: Vec<usize>,
     /// Round trips per owd measurement.
     pub bounces: usize,
-    /// HTTP requests per http run, and how many at once.
-    pub requests: usize,
-    pub concurrency: usize,
+    /// http's grid: requests per ab run, and how many at once (every pair is a cell).
+    pub requests: Vec<usize>,
+    pub concurrency: Vec<usize>,
     /// reload: reloads per variant.
     pub count: usize,
 }
@@ -676,7 +684,7 @@ impl Lab {
         }
     }
 
-    /// Runs `f` with the tester's own IP stack on (tcp, http, owd), turning it off after.
+    /// Runs `f` with the tester's own IP stack on (tcp, http, rtt, owd), turning it off after.
     fn on_stack(&mut self, f: fn(&mut Lab) -> Result<()>) -> Result<()> {
         self.topo.stack_on()?;
         let r = f(self);

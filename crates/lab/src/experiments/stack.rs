@@ -1,5 +1,5 @@
 //! Experiments over the tester's own IP stack (see [`crate::sockets`]): tcp (iperf3), http
-//! (S3's apachebench test) and owd (S2's UDP bounce).
+//! (S3's apachebench test), rtt (S3's ping) and owd (S2's UDP bounce).
 
 use super::*;
 
@@ -150,20 +150,99 @@ impl Lab {
         Ok(())
     }
 
+    pub(super) fn rtt(&mut self) -> Result<()> {
+        use crate::sockets::{PING_COUNT, PING_INTERVAL};
+        let e = Self::exp(
+            "rtt",
+            "Round-trip time (S3: ping)",
+            None,
+            format!(
+                "S3's method: ping (iputils) from the tester's A-side address to its D-side address through the device                  (for NAT64 and SIIT the D side's address under the prefix), {PING_COUNT} echo requests {PING_INTERVAL} s                  apart (S3 sent 21), after 3 unmeasured ones (neighbour discovery), off the DUT CPU, the tester's own stack (as tcp). RTT: median [min..max] over every                  reply of {} run(s); mean RTT and loss per run. Every reply is kept for the t-test below.",
+                self.opts.repeats
+            ),
+        );
+        if !sys::have("ping") {
+            bail!("the rtt experiment needs ping: apt-get install iputils-ping");
+        }
+        for d in self.opts.devices.clone() {
+            let ep = crate::sockets::endpoints(&d)?;
+            let row = self.with_device(&d, |lab, dev| {
+                let _peer = crate::sockets::TunnelPeer::start(&lab.topo, dev.name())?;
+                // Unmeasured: neighbour discovery and duplicate address detection on the just
+                // configured addresses held forward6's first echoes for up to a second.
+                let warm = crate::sockets::ping_run(&lab.topo, &ep, 3)?;
+                if warm.received == 0.0 {
+                    lab.progress(&format!("rtt {}: no reply to the warm-up echoes", dev.name()));
+                }
+                let mut rtts = Vec::new();
+                let (mut means, mut losses) = (Vec::new(), Vec::new());
+                for _ in 0..lab.opts.repeats {
+                    sys::check_stop()?;
+                    let r = crate::sockets::ping_run(&lab.topo, &ep, PING_COUNT)?;
+                    let s = Spread::of(&r.rtts_ms);
+                    lab.progress(&format!(
+                        "rtt {:<18} {:>3} of {:>3} replies, median {:.3} ms [{:.3}..{:.3}], mean {:.3} ms",
+                        dev.name(),
+                        r.received,
+                        r.transmitted,
+                        s.median,
+                        s.min,
+                        s.max,
+                        s.mean
+                    ));
+                    if s.n > 0 {
+                        means.push(s.mean);
+                    }
+                    losses.push(r.loss_pct());
+                    rtts.extend(r.rtts_ms);
+                }
+                let mut row = Row {
+                    device: dev.name().into(),
+                    size: "ping".into(),
+                    ..Row::default()
+                };
+                if !rtts.is_empty() {
+                    row.metrics.insert("rtt_ms".into(), Spread::of(&rtts));
+                    row.metrics.insert("rtt_mean_ms".into(), Spread::of(&means));
+                    row.samples.insert("rtt_ms".into(), rtts);
+                } else {
+                    row.notes.push("no echo reply came back".into());
+                }
+                row.metrics.insert("loss_pct".into(), Spread::of(&losses));
+                row.notes
+                    .push(format!("ping {} -> {}", ep.client, ep.target));
+                Ok(row)
+            })?;
+            self.add(&e, vec![row]);
+        }
+        self.push(e);
+        Ok(())
+    }
+
     pub(super) fn http(&mut self) -> Result<()> {
         use crate::sockets::HTTP_FILE_BYTES;
-        let (n, c) = (self.opts.requests, self.opts.concurrency);
+        let (reqs, concs) = (self.opts.requests.clone(), self.opts.concurrency.clone());
+        let list = |v: &[usize]| {
+            v.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let e = Self::exp(
             "http",
             "HTTP (S3: ab against python3 http.server)",
-            None,
+            Some("concurrency"),
             format!(
-                "S3's method: python3 -m http.server on the tester's D-side address serves a {HTTP_FILE_BYTES}-byte file; \
-                 apachebench (ab) on the A side fetches it {n} times, {c} at once, through the device (the tester's own \
-                 stack, as tcp). Requests/s, transfer KB/s (ab's Kbytes/sec received), mean time per request (ms), failed \
-                 requests, DUT CPU %; the body length is checked (ab's document length and HTML bytes). Repeated {} \
-                 time(s): median [min..max]. Both programs run off the DUT CPU.",
-                self.opts.repeats
+                "S3's method: a python3 http.server (threading, listen backlog {backlog}) on the tester's D-side address \
+                 serves a {HTTP_FILE_BYTES}-byte file; apachebench (ab) on the A side fetches it through the device (the \
+                 tester's own stack, as tcp), over a grid: {} requests per run x {} at once (one row per cell). \
+                 Requests/s, transfer KB/s (ab's Kbytes/sec received), mean time per request (ms), failed requests, \
+                 DUT CPU %; the body length is checked (ab's document length and HTML bytes). Repeated {} time(s) a \
+                 cell: median [min..max], every repetition kept for the t-test below. Both programs run off the DUT CPU.",
+                list(&reqs),
+                list(&concs),
+                self.opts.repeats,
+                backlog = crate::sockets::HTTP_BACKLOG,
             ),
         );
         if !sys::have("ab") {
@@ -175,66 +254,89 @@ impl Lab {
         std::fs::write(dir.join("s3.bin"), &body)?;
         for d in self.opts.devices.clone() {
             let ep = crate::sockets::endpoints(&d)?;
-            let row = self.with_device(&d, |lab, dev| {
+            let rows = self.with_device(&d, |lab, dev| {
                 let _peer = crate::sockets::TunnelPeer::start(&lab.topo, dev.name())?;
                 let _srv = crate::sockets::HttpServer::start(&lab.topo, &ep, 8080, &dir)?;
-                let mut row = Row {
-                    device: dev.name().into(),
-                    size: "http".into(),
-                    ..Row::default()
-                };
-                let mut m: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-                let mut bad_len = Vec::new();
-                for _ in 0..lab.opts.repeats {
-                    sys::check_stop()?;
-                    let before = sys::cpu_times();
-                    let r = crate::sockets::ab_run(&lab.topo, &ep, 8080, "s3.bin", n, c)?;
-                    let after = sys::cpu_times();
-                    let (busy, _) = crate::sockets::cpu_busy(&before, &after, lab.topo.dut_cpu);
-                    lab.progress(&format!(
-                        "http {:<18} {:>8.1} req/s, {:>9.0} KB/s, {:>7.2} ms/req, {} failed, DUT cpu {:>3.0}%",
-                        dev.name(),
-                        r.requests_per_s,
-                        r.transfer_kbytes_s,
-                        r.time_per_request_ms,
-                        r.failed,
-                        pct(busy)
-                    ));
-                    let good = r.document_length == HTTP_FILE_BYTES as f64
-                        && r.html_transferred == r.complete * HTTP_FILE_BYTES as f64;
-                    if !good {
-                        bad_len.push(format!(
-                            "document length {} B, {} B of bodies for {} requests",
-                            r.document_length, r.html_transferred, r.complete
-                        ));
+                let mut rows = Vec::new();
+                for &n in &reqs {
+                    for &c in &concs {
+                        rows.push(lab.http_cell(dev, &ep, n, c)?);
                     }
-                    m.entry("requests_per_s").or_default().push(r.requests_per_s);
-                    m.entry("transfer_kbytes_s")
-                        .or_default()
-                        .push(r.transfer_kbytes_s);
-                    m.entry("time_per_request_ms")
-                        .or_default()
-                        .push(r.time_per_request_ms);
-                    m.entry("failed_requests").or_default().push(r.failed);
-                    m.entry("dut_busy_pct").or_default().push(pct(busy));
                 }
-                for (k, v) in m {
-                    row.metrics.insert(k.into(), Spread::of(&v));
-                }
-                if bad_len.is_empty() {
-                    row.notes.push(format!(
-                        "client {} -> {}; every response body was {HTTP_FILE_BYTES} bytes",
-                        ep.client, ep.target
-                    ));
-                } else {
-                    row.notes
-                        .push(format!("body length mismatch: {}", bad_len.join("; ")));
-                }
-                Ok(row)
+                Ok(rows)
             })?;
-            self.add(&e, vec![row]);
+            self.add(&e, rows);
         }
         self.push(e);
         Ok(())
+    }
+
+    /// One cell of the http grid: `n` requests, `c` at once, `--repeats` times.
+    fn http_cell(
+        &mut self,
+        dev: &dyn Device,
+        ep: &crate::sockets::Endpoints,
+        n: usize,
+        c: usize,
+    ) -> Result<Row> {
+        use crate::sockets::HTTP_FILE_BYTES;
+        let mut row = Row {
+            device: dev.name().into(),
+            size: n.to_string(),
+            x: Some(c as f64),
+            ..Row::default()
+        };
+        let mut m: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+        let mut bad_len = Vec::new();
+        for _ in 0..self.opts.repeats {
+            sys::check_stop()?;
+            let before = sys::cpu_times();
+            let r = crate::sockets::ab_run(&self.topo, ep, 8080, "s3.bin", n, c)?;
+            let after = sys::cpu_times();
+            let (busy, _) = crate::sockets::cpu_busy(&before, &after, self.topo.dut_cpu);
+            self.progress(&format!(
+                "http {:<18} {n:>5} x {c:<4} {:>8.1} req/s, {:>9.0} KB/s, {:>7.2} ms/req, {} failed, DUT cpu {:>3.0}%",
+                dev.name(),
+                r.requests_per_s,
+                r.transfer_kbytes_s,
+                r.time_per_request_ms,
+                r.failed,
+                pct(busy)
+            ));
+            let good = r.document_length == HTTP_FILE_BYTES as f64
+                && r.html_transferred == r.complete * HTTP_FILE_BYTES as f64;
+            if !good {
+                bad_len.push(format!(
+                    "document length {} B, {} B of bodies for {} requests",
+                    r.document_length, r.html_transferred, r.complete
+                ));
+            }
+            m.entry("requests_per_s")
+                .or_default()
+                .push(r.requests_per_s);
+            m.entry("transfer_kbytes_s")
+                .or_default()
+                .push(r.transfer_kbytes_s);
+            m.entry("time_per_request_ms")
+                .or_default()
+                .push(r.time_per_request_ms);
+            m.entry("failed_requests").or_default().push(r.failed);
+            m.entry("dut_busy_pct").or_default().push(pct(busy));
+        }
+        for (k, v) in m {
+            row.metrics.insert(k.into(), Spread::of(&v));
+            // Each repetition's value: the report's Welch's t-test between devices.
+            row.samples.insert(k.into(), v);
+        }
+        if bad_len.is_empty() {
+            row.notes.push(format!(
+                "client {} -> {}; every response body was {HTTP_FILE_BYTES} bytes",
+                ep.client, ep.target
+            ));
+        } else {
+            row.notes
+                .push(format!("body length mismatch: {}", bad_len.join("; ")));
+        }
+        Ok(row)
     }
 }
