@@ -58,7 +58,7 @@ pub(super) const ON_FAST_PATH: u8 = u8::MAX;
 pub(super) const OPENED_IN: u8 = 0x80;
 /// [`Session::offload`]: packets seen while waiting (saturating below [`ON_FAST_PATH`]).
 pub(super) const SEEN: u8 = 0x7f;
-/// The most packets [`Napt::set_offload_after`] may ask a UDP session to wait for.
+/// The most packets [`crate::Engine::set_offload_after`] may ask a UDP session to wait for.
 pub const MAX_OFFLOAD_AFTER: u8 = SEEN - 1;
 
 impl Session {
