@@ -186,6 +186,9 @@ pub struct DataplaneConfig {
     /// Packets a second per CPU the XDP program lets through to the slow path (new flows,
     /// TCP SYN/FIN/RST); 0 = no limit.
     pub slow_path_pps: u32,
+    /// Packets a NAT44/NAT64 UDP session carries through the engine before its recipes go
+    /// to the fast path (a reply promotes it at once): [`xlat_engine::Engine::set_offload_after`].
+    pub offload_udp_after: u8,
     /// Packet workers: threads that each own one engine shard and one TUN queue.
     pub workers: usize,
 }
@@ -193,6 +196,11 @@ pub struct DataplaneConfig {
 /// Default `[dataplane].table_size`: recipes for 512k sessions (32 bytes each + hash
 /// overhead in kernel memory).
 pub const DEFAULT_FAST_PATH_TABLE: u32 = 1 << 20;
+
+/// Default `[dataplane].offload_udp_after`: a UDP session goes to the fast path at its second
+/// packet (or its first reply), so a one-packet flow never costs a recipe install and
+/// withdrawal (docs/CONFIG.md has the measurement).
+pub const DEFAULT_OFFLOAD_UDP_AFTER: u8 = 2;
 
 impl Default for DataplaneConfig {
     fn default() -> Self {
@@ -202,6 +210,7 @@ impl Default for DataplaneConfig {
             interfaces: Vec::new(),
             table_size: DEFAULT_FAST_PATH_TABLE,
             slow_path_pps: 0,
+            offload_udp_after: DEFAULT_OFFLOAD_UDP_AFTER,
             workers: 1,
         }
     }
@@ -390,6 +399,7 @@ struct RawDataplane {
     interfaces: Option<Vec<String>>,
     table_size: Option<u32>,
     slow_path_pps: Option<u32>,
+    offload_udp_after: Option<i64>,
     workers: Option<i64>,
 }
 
@@ -763,6 +773,17 @@ impl Ctx<'_> {
                 ),
             ));
         }
+        let max_after = xlat_engine::MAX_OFFLOAD_AFTER;
+        let offload_udp_after = match raw.offload_udp_after {
+            None => dd.offload_udp_after,
+            Some(n) if (1..=i64::from(max_after)).contains(&n) => n as u8,
+            Some(n) => {
+                return Err(self.invalid(
+                    "dataplane.offload_udp_after",
+                    format!("{n} is out of range; expected 1 to {max_after} (packets a UDP session carries through the engine before the fast path takes it; 1 = at its first packet, {} is the default)", dd.offload_udp_after),
+                ))
+            }
+        };
         let workers = match raw.workers {
             None => dd.workers,
             Some(w) if (1..=MAX_WORKERS as i64).contains(&w) => w as usize,
@@ -779,6 +800,7 @@ impl Ctx<'_> {
             interfaces,
             table_size,
             slow_path_pps,
+            offload_udp_after,
             workers,
         };
 
@@ -2319,6 +2341,20 @@ rfc6791v6 = "2001:db8:6791::/96"
         assert_eq!(c.dataplane.interfaces, ["in0", "out0"]);
         assert_eq!(c.dataplane.table_size, 4096);
         assert_eq!(c.dataplane.slow_path_pps, 50_000);
+        assert_eq!(c.dataplane.offload_udp_after, DEFAULT_OFFLOAD_UDP_AFTER);
+        let c = ok(&format!(
+            "{NAT}[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"a\"]\noffload_udp_after = 1\n"
+        ));
+        assert_eq!(c.dataplane.offload_udp_after, 1);
+        for bad in ["0", "127", "-1"] {
+            let e = err(&format!(
+                "{NAT}[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"a\"]\noffload_udp_after = {bad}\n"
+            ));
+            assert!(
+                e.starts_with("xlat.toml: dataplane.offload_udp_after: "),
+                "{e}"
+            );
+        }
         let e = err(&format!(
             "{NAT}[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"a\"]\nslow_path_pps = 200000000\n"
         ));

@@ -245,6 +245,7 @@ pub fn run(cfg: &Config) -> Result<()> {
                 if cfg.dataplane.fast_path == FastPath::Xdp {
                     for e in engines.iter_mut() {
                         e.set_offload(true);
+                        e.set_offload_after(cfg.dataplane.offload_udp_after);
                     }
                     // 6to4 is stateless: its configuration is all XDP needs (issue 25).
                     let six = cfg.tunnel.as_ref().and_then(|t| {

@@ -125,6 +125,8 @@ pub const EXPIRE_STEP_BASE: usize = 128;
 /// [`Engine::expire_step`]'s budget when no packet waits, with no new sessions: 1,024 units
 /// (~2-3 us), so a gateway that never idles for a whole tick still sweeps its table briskly.
 pub const EXPIRE_STEP_IDLE: usize = 1024;
+/// The most packets [`Engine::set_offload_after`] may ask a UDP session to wait for.
+pub use napt::MAX_OFFLOAD_AFTER;
 /// [`Engine::expire_step`]'s largest budget: 64 removals more, a batch of new sessions' worth.
 pub const EXPIRE_STEP_MAX: usize = EXPIRE_STEP_IDLE + 64 * napt::REMOVE_UNITS;
 
@@ -769,6 +771,23 @@ impl Engine {
         }
         if let Some(s) = self.siit.as_mut() {
             s.set_offload(on);
+        }
+    }
+
+    /// How many packets a NAT44 or NAT64 UDP session carries through the engine before its
+    /// recipes go to the fast path (1, the default: at its first packet; clamped to
+    /// 1..=[`MAX_OFFLOAD_AFTER`]); a reply -- a packet against the direction that opened
+    /// the session -- promotes it at once. So one-packet flows (DNS queries, scans, a flood
+    /// of new flows) cost no recipe install and withdrawal, as a flow-offload table takes
+    /// only flows conntrack has seen both ways. TCP waits for the established state
+    /// regardless. The daemon sets `[dataplane] offload_udp_after` (docs/CONFIG.md says why
+    /// its default is what it is).
+    pub fn set_offload_after(&mut self, packets: u8) {
+        if let Some(n) = self.nat44.as_mut() {
+            n.set_offload_after(packets);
+        }
+        if let Some(n) = self.nat64.as_mut() {
+            n.set_offload_after(packets);
         }
     }
 

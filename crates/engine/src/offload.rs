@@ -7,7 +7,11 @@
 //! tuple (NAT64: the other family's header) to write, and the RFC 1624 checksum adjustment of
 //! the transport header, which is constant per session because the rewrite is (RFC 7915 4.5,
 //! 5.5: the pseudo-header change is the addresses' alone; its length and protocol words are
-//! the same in both families). The daemon drains [`OffloadOp`]s after each batch and installs or withdraws the
+//! the same in both families). A UDP session is promoted once it has proven itself: at its
+//! Nth packet, or its first reply ([`crate::Engine::set_offload_after`]; 1, the engine's
+//! default, is at once; the daemon's default is 2), as a flow-offload table takes only flows
+//! conntrack has seen both ways -- a one-packet flow costs no install and no withdrawal.
+//! The daemon drains [`OffloadOp`]s after each batch and installs or withdraws the
 //! recipes; a fast path applies them to established packets only and hands everything else
 //! (TCP SYN/FIN/RST, fragments, options, ICMP, misses) to the engine as before.
 //!

@@ -1012,3 +1012,157 @@ fn poll_timeout_names_the_next_thing_the_engine_must_do() {
     assert_eq!(e.stats().sessions, 0);
     assert_eq!(e.poll_timeout(late), None, "nothing left to expire");
 }
+
+// ---- When a UDP session goes to the fast path (`Engine::set_offload_after`) ----
+
+fn installs(v: &[OffloadOp]) -> usize {
+    v.iter().filter(|o| o.kind == OffloadKind::Install).count()
+}
+
+/// The engine's default: a UDP session's recipes go out with its first packet.
+#[test]
+fn offload_udp_at_the_first_packet_by_default_and_with_1() {
+    for after in [None, Some(1), Some(0)] {
+        let mut e = napt();
+        e.set_offload(true);
+        if let Some(n) = after {
+            e.set_offload_after(n); // 0 is clamped to 1
+        }
+        fwd(&mut e, 0, udp_pkt(IN_A, 40000, R1, 53));
+        assert_eq!(installs(&ops(&mut e)), 1, "{after:?}");
+    }
+}
+
+/// Waiting for the Nth packet: the engine translates the first N-1 itself, installs the
+/// recipes with the Nth (outbound packets count, whatever their spacing), and only once.
+#[test]
+fn offload_udp_after_its_nth_packet() {
+    let mut e = napt();
+    e.set_offload(true);
+    e.set_offload_after(3);
+    fwd(&mut e, 0, udp_pkt(IN_A, 40000, R1, 53));
+    assert!(ops(&mut e).is_empty(), "first packet: not yet");
+    fwd(&mut e, 1, udp_pkt(IN_A, 40000, R1, 53));
+    assert!(ops(&mut e).is_empty(), "second packet: not yet");
+    fwd(&mut e, 2, udp_pkt(IN_A, 40000, R1, 53));
+    let v = ops(&mut e);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].kind, OffloadKind::Install);
+    // The recipe is the session's: it agrees with the engine byte for byte.
+    let mut by_recipe = udp_pkt(IN_A, 40000, R1, 53);
+    assert!(offload::apply(v[0].nat44().unwrap().0, &mut by_recipe));
+    assert_eq!(
+        by_recipe,
+        engine_as_router(&mut e, 3, udp_pkt(IN_A, 40000, R1, 53))
+    );
+    assert!(ops(&mut e).is_empty(), "installed once");
+    assert_eq!(e.counters().count(Event::OffloadInstalled), 1);
+    assert!(e.sessions(Time::from_secs(3)).iter().any(|s| s.fast_path));
+}
+
+/// A reply proves the session at once, however many packets it would otherwise wait for.
+#[test]
+fn offload_udp_reply_promotes_at_once() {
+    let mut e = napt();
+    e.set_offload(true);
+    e.set_offload_after(100);
+    fwd(&mut e, 0, udp_pkt(IN_A, 40000, R1, 53));
+    assert!(ops(&mut e).is_empty());
+    assert!(e.sessions(Time::from_secs(0)).iter().all(|s| !s.fast_path));
+    fwd(&mut e, 1, udp_pkt(R1, 53, POOL, 40000));
+    assert_eq!(installs(&ops(&mut e)), 1);
+    assert!(e.sessions(Time::from_secs(1)).iter().any(|s| s.fast_path));
+}
+
+/// A session an inbound packet opened (endpoint-independent filtering, RFC 4787 REQ-8):
+/// its reply is the outbound packet; more inbound packets only count.
+#[test]
+fn offload_udp_reply_to_an_inbound_opened_session_goes_out() {
+    let mut e = engine(cfg(Nat44Mode::Napt, Filtering::EndpointIndependent));
+    e.set_offload(true);
+    e.set_offload_after(3);
+    fwd(&mut e, 0, udp_pkt(IN_A, 40000, R1, 53));
+    assert!(ops(&mut e).is_empty());
+    // R2 -> the mapping: a new session, opened inbound.
+    assert_eq!(fwd(&mut e, 1, udp_pkt(R2, 1, POOL, 40000)).dst(), IN_A);
+    assert!(ops(&mut e).is_empty());
+    // The answer goes out: a reply for the R2 session (installed), not for R1's.
+    fwd(&mut e, 2, udp_pkt(IN_A, 40000, R2, 1));
+    let v = ops(&mut e);
+    assert_eq!(installs(&v), 1);
+    assert_eq!(v[0].nat44().unwrap().0.key.dst, u32::from_be_bytes(R2));
+    // R1's session reaches its third packet (second outbound is not a reply): installed.
+    fwd(&mut e, 3, udp_pkt(IN_A, 40000, R1, 53));
+    assert!(ops(&mut e).is_empty());
+    fwd(&mut e, 4, udp_pkt(IN_A, 40000, R1, 53));
+    let v = ops(&mut e);
+    assert_eq!(installs(&v), 1);
+    assert_eq!(v[0].nat44().unwrap().0.key.dst, u32::from_be_bytes(R1));
+}
+
+/// One-packet flows (a setup-rate trial, DNS queries, a scan) never reach the fast path:
+/// no install when they start, no withdrawal or query when they expire.
+#[test]
+fn offload_one_packet_flows_never_touch_the_fast_path() {
+    let mut e = napt();
+    e.set_offload(true);
+    e.set_offload_after(2);
+    for port in 0..200u16 {
+        fwd(&mut e, 0, udp_pkt(IN_A, 20000 + port, R1, 53));
+    }
+    assert!(ops(&mut e).is_empty());
+    for _ in 0..100 {
+        e.expire_step(Time::from_secs(10_000), false);
+    }
+    assert!(ops(&mut e).is_empty(), "no withdrawal, no query");
+    assert_eq!(e.counters().count(Event::SessionsExpired), 200);
+    assert_eq!(e.counters().count(Event::OffloadInstalled), 0);
+}
+
+/// TCP is unchanged by the UDP setting: its recipes go out when it is established.
+#[test]
+fn offload_after_leaves_tcp_to_the_established_state() {
+    let mut e = napt();
+    e.set_offload(true);
+    e.set_offload_after(5);
+    fwd(&mut e, 0, tcp_pkt(IN_A, 40001, R1, 80, 0x02));
+    assert!(ops(&mut e).is_empty());
+    fwd(&mut e, 0, tcp_pkt(R1, 80, POOL, 40001, 0x12));
+    assert_eq!(installs(&ops(&mut e)), 1);
+}
+
+/// `xlat trace` holds a host back: its proven UDP sessions stay in the engine, and go to
+/// the fast path when the hold ends.
+#[test]
+fn offload_after_respects_a_hold() {
+    let mut e = napt();
+    e.set_offload(true);
+    e.set_offload_after(2);
+    let a = SessionFilter {
+        inside: Some(std::net::IpAddr::V4(IN_A.into())),
+        ..SessionFilter::default()
+    };
+    assert_eq!(e.hold_offload(Time::from_secs(0), Some(a)), 0);
+    for t in 0..4 {
+        fwd(&mut e, t, udp_pkt(IN_A, 40000, R1, 53));
+    }
+    fwd(&mut e, 4, udp_pkt(R1, 53, POOL, 40000));
+    assert!(
+        ops(&mut e).is_empty(),
+        "held: nothing goes to the fast path"
+    );
+    assert_eq!(e.hold_offload(Time::from_secs(5), None), 1);
+    assert_eq!(installs(&ops(&mut e)), 1);
+}
+
+/// Offload off: counting nothing, installing nothing, whatever the setting.
+#[test]
+fn offload_after_without_offload_does_nothing() {
+    let mut e = napt();
+    e.set_offload_after(2);
+    for t in 0..3 {
+        fwd(&mut e, t, udp_pkt(IN_A, 40000, R1, 53));
+    }
+    fwd(&mut e, 3, udp_pkt(R1, 53, POOL, 40000));
+    assert!(ops(&mut e).is_empty());
+}

@@ -677,3 +677,28 @@ fn rfc7915_5_4_nat64_ipv6_discards_answered() {
     );
     assert_eq!(v, Verdict::Drop(DropReason::NoMapping));
 }
+
+/// NAT64 UDP waits like NAT44's (`Engine::set_offload_after`): the IPv4 reply proves the
+/// session and its recipes go out then; a second IPv6 packet would have too.
+#[test]
+fn offload_nat64_udp_after_a_reply_or_its_second_packet() {
+    let mut e = engine();
+    e.set_offload(true);
+    e.set_offload_after(2);
+    at(&mut e, 0, ip6(a6(C1), a6(S6), 17, udp(40010, 80, b"q"), 64));
+    assert!(ops(&mut e).is_empty(), "the first packet alone: not yet");
+    let (v, _) = at(
+        &mut e,
+        1,
+        ip4(a4(S4), a4(POOL), 17, udp(80, 40010, b"r"), 64, 0, 9),
+    );
+    assert_eq!(v, Verdict::Forward);
+    let v = ops(&mut e);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].kind, OffloadKind::Install);
+    assert_ne!(v[0].token & offload::TOKEN_NAT64, 0);
+    at(&mut e, 2, ip6(a6(C1), a6(S6), 17, udp(40011, 80, b"q"), 64));
+    assert!(ops(&mut e).is_empty());
+    at(&mut e, 3, ip6(a6(C1), a6(S6), 17, udp(40011, 80, b"q"), 64));
+    assert_eq!(ops(&mut e).len(), 1, "the second packet");
+}

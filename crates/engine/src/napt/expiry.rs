@@ -67,7 +67,7 @@ impl<A: InsideAddr> Napt<A> {
             let sid = self.sweep_cursor as u32;
             self.sweep_cursor += 1;
             match self.sessions.get(sid) {
-                Some(s) if s.expires <= now && s.offloaded => {
+                Some(s) if s.expires <= now && s.offloaded() => {
                     self.offload_event(now, crate::offload::OffloadKind::Query, sid);
                 }
                 Some(s) if s.expires <= now => {

@@ -216,7 +216,7 @@ impl<A: InsideAddr> Napt<A> {
             self.propagate(mid, raddr, e);
             if established && self.offloadable(proto, remote, int_port) {
                 if let Some(s) = self.sessions.get_mut(sid) {
-                    s.offloaded = true;
+                    s.set_offloaded(true);
                 }
                 self.offload_event(now, crate::offload::OffloadKind::Install, sid);
             }

@@ -179,7 +179,7 @@ impl<A: InsideAddr> Napt<A> {
         if self
             .sessions
             .get(sid)
-            .is_some_and(|s| s.expires > now || s.offloaded)
+            .is_some_and(|s| s.expires > now || s.offloaded())
         {
             return Some(sid);
         }

@@ -114,6 +114,7 @@ mod tests;
 
 pub use expiry::REMOVE_UNITS;
 pub use install::InstallRefused;
+pub use session::MAX_OFFLOAD_AFTER;
 
 use hashbrown::HashMap;
 
@@ -195,6 +196,9 @@ pub struct Napt<A> {
     sweep_cursor: usize,
     /// Sessions may be handed to a fast path ([`Napt::set_offload`]).
     offload: bool,
+    /// Packets a UDP session waits for before going to the fast path
+    /// ([`Napt::set_offload_after`]).
+    offload_after: u8,
     /// Sessions kept off the fast path while `xlat trace` looks at them
     /// ([`Napt::hold_offload`]).
     hold: Option<Box<crate::snapshot::SessionFilter>>,
@@ -262,6 +266,7 @@ impl<A: InsideAddr> Napt<A> {
             rng: Rng::new(seed),
             sweep_cursor: 0,
             offload: false,
+            offload_after: 1,
             hold: None,
             events: crate::events::EventQueue::default(),
             events_dropped_seen: 0,

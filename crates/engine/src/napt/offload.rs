@@ -10,13 +10,43 @@ use crate::snapshot::SessionFilter;
 use crate::tcp::TcpState;
 use crate::Time;
 
-use super::session::{SessState, Session};
+use super::session::{SessState, Session, MAX_OFFLOAD_AFTER};
 use super::Napt;
 
 impl<A: InsideAddr> Napt<A> {
     /// Lets sessions be handed to a fast path from now on ([`crate::offload`]).
     pub fn set_offload(&mut self, on: bool) {
         self.offload = on;
+    }
+
+    /// How many packets a UDP session carries through the engine before its recipes go to
+    /// the fast path (1: at its first packet; clamped to 1..=[`MAX_OFFLOAD_AFTER`]); a reply
+    /// -- a packet against the direction that opened it -- promotes it at once. Like a
+    /// flow-offload table that takes only flows conntrack has seen both ways, this keeps
+    /// one-packet flows (DNS queries, scans, a flood of new flows) from costing a recipe
+    /// install and withdrawal each. TCP waits for the established state regardless.
+    pub fn set_offload_after(&mut self, packets: u8) {
+        self.offload_after = packets.clamp(1, MAX_OFFLOAD_AFTER);
+    }
+
+    /// A UDP session proved itself ([`Napt::set_offload_after`]): its recipes go to the
+    /// fast path, unless it cannot go there or `xlat trace` holds it back.
+    #[inline(never)]
+    pub(super) fn udp_offload(&mut self, now: Time, sid: u32) {
+        let Some((proto, remote, int_port)) = self
+            .sessions
+            .get(sid)
+            .map(|s| (s.proto(), s.remote(), s.int_port))
+        else {
+            return;
+        };
+        if !self.offloadable(proto, remote, int_port) || self.held(sid, now) {
+            return;
+        }
+        if let Some(s) = self.sessions.get_mut(sid) {
+            s.set_offloaded(true);
+        }
+        self.offload_event(now, OffloadKind::Install, sid);
     }
 
     /// Can a session's packets be rewritten by a fast path? UDP and TCP (established only;
@@ -70,7 +100,7 @@ impl<A: InsideAddr> Napt<A> {
         let Some(s) = self.sessions.get_mut(sid) else {
             return false;
         };
-        if !s.offloaded {
+        if !s.offloaded() {
             return false;
         }
         let (life, both) = match s.state {
@@ -114,7 +144,7 @@ impl<A: InsideAddr> Napt<A> {
         let sids: Vec<u32> = self
             .sessions
             .iter()
-            .filter(|(_, s)| s.offloaded == hold && self.takes(s, &f, now))
+            .filter(|(_, s)| s.offloaded() == hold && self.takes(s, &f, now))
             .filter(|(_, s)| hold || self.may_offload(s))
             .map(|(sid, _)| sid)
             .collect();
@@ -123,7 +153,7 @@ impl<A: InsideAddr> Napt<A> {
             let Some(s) = self.sessions.get_mut(sid) else {
                 continue;
             };
-            s.offloaded = !hold;
+            s.set_offloaded(!hold);
             if hold {
                 let life = match s.state {
                     SessState::Udp => t.udp,
@@ -175,7 +205,7 @@ impl<A: InsideAddr> Napt<A> {
         let Some((offloaded, proto, remote, int_port)) = self
             .sessions
             .get(sid)
-            .map(|s| (s.offloaded, s.proto(), s.remote(), s.int_port))
+            .map(|s| (s.offloaded(), s.proto(), s.remote(), s.int_port))
         else {
             return;
         };
@@ -191,7 +221,7 @@ impl<A: InsideAddr> Napt<A> {
             return;
         };
         if let Some(s) = self.sessions.get_mut(sid) {
-            s.offloaded = kind == OffloadKind::Install;
+            s.set_offloaded(kind == OffloadKind::Install);
         }
         self.offload_event(now, kind, sid);
     }

@@ -90,7 +90,7 @@ impl<A: InsideAddr> Napt<A> {
         if !self
             .sessions
             .get(sid)
-            .is_some_and(|s| s.expires > now || s.offloaded)
+            .is_some_and(|s| s.expires > now || s.offloaded())
         {
             return None;
         }
@@ -119,7 +119,7 @@ impl<A: InsideAddr> Napt<A> {
             if self
                 .sessions
                 .get(sid)
-                .is_some_and(|s| s.expires > now || s.offloaded)
+                .is_some_and(|s| s.expires > now || s.offloaded())
             {
                 return self
                     .touch(sid, now, key, tcp_flags)

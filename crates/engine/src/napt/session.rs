@@ -44,12 +44,38 @@ pub(super) struct Session {
     pub(super) remote_port: u16,
     /// The protocol is implied: UDP, ICMP or TCP with its state.
     pub(super) state: SessState,
-    /// Its recipes are installed in the fast path ([`crate::offload`]): expiry asks the fast
-    /// path when it last saw the session before removing it.
-    pub(super) offloaded: bool,
+    /// On the fast path ([`ON_FAST_PATH`]: its recipes are installed, [`crate::offload`];
+    /// expiry asks the fast path when it last saw the session before removing it), or, for
+    /// a UDP session waiting to be promoted ([`Napt::set_offload_after`]), the packets the
+    /// engine translated for it ([`SEEN`] bits) and whether an inbound packet opened it
+    /// ([`OPENED_IN`]).
+    pub(super) offload: u8,
 }
 
+/// [`Session::offload`]: the session's recipes are on the fast path.
+pub(super) const ON_FAST_PATH: u8 = u8::MAX;
+/// [`Session::offload`]: an inbound packet opened the session (so a reply goes out).
+pub(super) const OPENED_IN: u8 = 0x80;
+/// [`Session::offload`]: packets seen while waiting (saturating below [`ON_FAST_PATH`]).
+pub(super) const SEEN: u8 = 0x7f;
+/// The most packets [`crate::Engine::set_offload_after`] may ask a UDP session to wait for.
+pub const MAX_OFFLOAD_AFTER: u8 = SEEN - 1;
+
 impl Session {
+    /// Are its recipes on the fast path?
+    #[inline]
+    pub(super) fn offloaded(&self) -> bool {
+        self.offload == ON_FAST_PATH
+    }
+    /// Puts it on the fast path or takes it off (then counting its packets afresh).
+    #[inline]
+    pub(super) fn set_offloaded(&mut self, on: bool) {
+        self.offload = if on {
+            ON_FAST_PATH
+        } else {
+            self.offload & OPENED_IN
+        };
+    }
     #[inline]
     pub(super) fn proto(&self) -> Proto {
         match self.state {
@@ -160,8 +186,18 @@ impl<A: InsideAddr> Napt<A> {
             Proto::Tcp => (SessState::Tcp(tcpsm::initial(dir)), t.tcp_transitory),
         };
         let expires = now.plus_secs(life);
-        // UDP goes to the fast path at once; TCP when it is established (see `touch`).
-        let offloaded = proto == Proto::Udp && self.offloadable(proto, remote, int.port);
+        // UDP goes to the fast path at once, or once it has proven itself
+        // ([`Napt::set_offload_after`]); TCP when it is established (see `touch`).
+        let offloaded = proto == Proto::Udp
+            && self.offload_after <= 1
+            && self.offloadable(proto, remote, int.port);
+        let offload = if offloaded {
+            ON_FAST_PATH
+        } else if dir == Dir::In {
+            OPENED_IN | 1
+        } else {
+            1
+        };
         let sid = self.sessions.insert(Session {
             int_addr: held,
             ext_addr: ext.addr,
@@ -172,12 +208,12 @@ impl<A: InsideAddr> Napt<A> {
             ext_port: ext.port,
             remote_port: remote.port,
             state,
-            offloaded,
+            offload,
         });
         // Not while `xlat trace` holds its flows back (cold: only then is there a hold).
         if offloaded && self.hold.is_some() && self.held(sid, now) {
             if let Some(s) = self.sessions.get_mut(sid) {
-                s.offloaded = false;
+                s.set_offloaded(false);
             }
         } else if offloaded {
             self.offload_event(now, crate::offload::OffloadKind::Install, sid);
@@ -222,6 +258,7 @@ impl<A: InsideAddr> Napt<A> {
             FlowKey::In(..) => (Dir::In, s.int(&self.hosts)?),
         };
         let mut established = None;
+        let mut promote = false;
         let new_expiry = match s.state {
             SessState::Udp if dir == Dir::Out || inbound_refresh => Some(now.plus_secs(t.udp)),
             SessState::Icmp if dir == Dir::Out || inbound_refresh => Some(now.plus_secs(t.icmp)),
@@ -240,6 +277,14 @@ impl<A: InsideAddr> Napt<A> {
                 }
             }
         };
+        if self.offload && matches!(s.state, SessState::Udp) && s.offload != ON_FAST_PATH {
+            // A UDP session proves itself by a reply (a packet against the direction that
+            // opened it) or its `offload_after`-th packet ([`Napt::set_offload_after`]).
+            let seen = (s.offload & SEEN).saturating_add(1).min(MAX_OFFLOAD_AFTER);
+            s.offload = (s.offload & OPENED_IN) | seen;
+            let reply = (s.offload & OPENED_IN != 0) == (dir == Dir::Out);
+            promote = reply || seen >= self.offload_after;
+        }
         let tr = Translation { int, ext: s.ext() };
         if let Some(e) = new_expiry {
             let old = s.expires;
@@ -251,6 +296,9 @@ impl<A: InsideAddr> Napt<A> {
         }
         if let Some(is) = established {
             self.tcp_offload(now, sid, is);
+        }
+        if promote {
+            self.udp_offload(now, sid);
         }
         Some(tr)
     }
@@ -293,7 +341,7 @@ impl<A: InsideAddr> Napt<A> {
             // Named before the host number can be released and reused.
             self.session_event(now, EventKind::SessionDeleted(why), sid, s.map == NO_MAP);
         }
-        if s.offloaded {
+        if s.offloaded() {
             self.push_offload(now, crate::offload::OffloadKind::Remove, sid, &s);
         }
         for inbound in [false, true] {

@@ -11,7 +11,7 @@ use super::Napt;
 impl<A: InsideAddr> Napt<A> {
     /// Does live session `s` match `f` (values compared, nothing formatted)?
     pub(super) fn takes(&self, s: &Session, f: &SessionFilter, now: Time) -> bool {
-        if !(s.expires > now || s.offloaded) {
+        if !(s.expires > now || s.offloaded()) {
             return false;
         }
         if f.proto.is_some_and(|p| p != s.proto()) {
@@ -156,7 +156,7 @@ impl<A: InsideAddr> Napt<A> {
                 SessState::Tcp(t) => SessionState::of_tcp(t),
             },
             expires_in: Some(now.secs_until(s.expires)),
-            fast_path: s.offloaded,
+            fast_path: s.offloaded(),
         })
     }
 

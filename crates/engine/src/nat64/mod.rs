@@ -187,6 +187,11 @@ impl Nat64 {
         self.napt.set_offload(on);
     }
 
+    /// See [`crate::Engine::set_offload_after`].
+    pub fn set_offload_after(&mut self, packets: u8) {
+        self.napt.set_offload_after(packets);
+    }
+
     /// See [`crate::Engine::hold_offload`].
     pub fn hold_offload(&mut self, now: Time, f: Option<SessionFilter>) -> u64 {
         self.napt.hold_offload(now, f)

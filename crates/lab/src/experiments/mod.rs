@@ -582,7 +582,8 @@ impl Lab {
         }
     }
 
-    /// Sends each flow once at a modest rate so the device holds a session for each.
+    /// Sends each flow twice at a modest rate so the device holds a session for each, on
+    /// its fast path where it has one.
     pub(crate) fn warm(
         &mut self,
         dev: &dyn Device,
@@ -593,7 +594,10 @@ impl Lab {
             return Ok(());
         }
         let rate = 20_000.0f64;
-        let n = flows.len() as u64;
+        // Every flow twice: an XDP device hands a UDP session to its fast path at its second
+        // packet (`[dataplane] offload_udp_after`), and a warm flow is an established one.
+        let nflows = flows.len();
+        let n = 2 * nflows as u64;
         let secs = (n as f64 / rate + 1.0).min(240.0);
         let mut spec = self.spec(
             self.dut_path(dev.v6_in()),
@@ -604,10 +608,10 @@ impl Lab {
             dev.pids(),
         );
         spec.max_packets = Some(n);
-        let t = self.trial(&spec, &format!("{} warm-up ({n} flows)", dev.name()))?;
+        let t = self.trial(&spec, &format!("{} warm-up ({nflows} flows)", dev.name()))?;
         if t.received < t.sent {
             self.progress(&format!(
-                "warning: warm-up lost {} of {} packets; sending every flow once more",
+                "warning: warm-up lost {} of {} packets; sending every flow twice more",
                 t.lost, t.sent
             ));
             let mut again = spec.clone();
