@@ -167,7 +167,11 @@ pub fn run(cfg: &Config) -> Result<()> {
         None => None,
     };
 
-    let tuns = if cfg.tun.offload {
+    // Only NAT44, NAT64 and SIIT keep a super-packet whole; 6to4 and ISATAP alone would cut
+    // every one in software, which the kernel does as well before a device without them.
+    let offload =
+        cfg.tun.offload && (cfg.nat44.is_some() || cfg.nat64.is_some() || cfg.siit.is_some());
+    let tuns = if offload {
         Tun::open_queues_offload(&cfg.tun.name, n)
     } else {
         Tun::open_queues(&cfg.tun.name, n)
