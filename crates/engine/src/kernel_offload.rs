@@ -15,7 +15,8 @@
 //!
 //! **Not kept** -- tunnels (an outer header the kernel cannot segment through a TUN
 //! device), IPv4 without DF on its way to IPv6 (RFC 7915 4.1 may fragment it; fragments
-//! carry neither offload), anything else: [`Engine::take_offloads`] completes a partial
+//! carry neither offload), FTP control connections with the ALG on (it verifies their
+//! checksum before it rewrites the payload), anything else: [`Engine::take_offloads`] completes a partial
 //! checksum in software first (`checksums_completed`), or cuts a super-packet into complete
 //! segments (`super_packets_cut`) and translates each; they leave through
 //! [`Engine::pop_ready`]. This is the work the kernel did before it handed packets over
@@ -73,9 +74,15 @@ impl Engine {
             }
         }
         let df = v4 && data.get(6).is_some_and(|f| f & 0x40 != 0);
+        // The FTP ALG verifies a control segment's checksum before it rewrites the payload
+        // (a bad checksum stays bad), so control connections go complete.
+        let ftp = ftp_control(data);
         match self.route(data) {
-            Route::Nat44 | Route::Nat64From6 | Route::SiitFrom6 => true,
-            Route::Nat64From4 | Route::SiitFrom4 => df,
+            Route::Nat44 => !(ftp && self.nat44.as_ref().is_some_and(|n| n.ftp_alg())),
+            Route::Nat64From6 => !(ftp && self.nat64.as_ref().is_some_and(|n| n.ftp_alg())),
+            Route::SiitFrom6 => true,
+            Route::Nat64From4 => df && !(ftp && self.nat64.as_ref().is_some_and(|n| n.ftp_alg())),
+            Route::SiitFrom4 => df,
             _ => false,
         }
     }
@@ -128,12 +135,21 @@ impl Engine {
     }
 }
 
+/// A plain TCP segment to or from the FTP control port.
+fn ftp_control(data: &[u8]) -> bool {
+    use xlat_wire::field::u16_at;
+    vnet::plain_l4(data).is_some_and(|(l4, proto, _)| {
+        proto == TCP
+            && [u16_at(data, l4), u16_at(data, l4 + 2)].contains(&Some(crate::alg::FTP_PORT))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::lane_tests::{in_pref64, ip4, ip6, nat44_engine, nat64_engine, siit_engine};
     use crate::tunnel::{SixToFourConfig, TunnelConfig};
-    use crate::{EngineConfig, Filtering};
+    use crate::{EngineConfig, Filtering, Nat44Config};
     use xlat_wire::vnet::Partial;
     use xlat_wire::HEADROOM;
 
@@ -496,6 +512,62 @@ mod tests {
             &small[8..],
             "checksum completed, as the kernel would"
         );
+        assert_eq!(e.counters().count(Event::ChecksumsCompleted), 1);
+    }
+
+    /// With the FTP ALG on, control segments (port 21) go complete: the ALG verifies their
+    /// checksum before it rewrites the payload; other TCP keeps its offloads.
+    #[test]
+    fn ftp_control_connections_go_complete() {
+        let mut cfg = Nat44Config {
+            inside: vec!["198.18.0.0/16".parse().unwrap()],
+            pool: vec!["198.19.0.0/31".parse().unwrap()],
+            alg_ftp: true,
+            ..Nat44Config::default()
+        };
+        cfg.limits.max_sessions = 40;
+        let mut e = Engine::new(EngineConfig {
+            nat44: Some(cfg),
+            seed: 7,
+            ..EngineConfig::default()
+        })
+        .unwrap();
+        for (dport, kept) in [(21u16, false), (443, true)] {
+            let syn = ip4(
+                [198, 18, 0, 1],
+                [203, 0, 113, 1],
+                TCP,
+                &tcp_l4(40000 + dport, dport, 0x02, 0),
+                0x4000,
+                false,
+                64,
+                0,
+            );
+            assert!(run(&mut e, &syn, Offload::NONE).0.transmit());
+            let full = ip4(
+                [198, 18, 0, 1],
+                [203, 0, 113, 1],
+                TCP,
+                &tcp_l4(40000 + dport, dport, ACK_PSH, 30),
+                0x4000,
+                false,
+                64,
+                0,
+            );
+            let (p, off) = offloaded(&full, 0);
+            let (v, out, o, _) = run(&mut e, &p, off);
+            assert_eq!(v, Verdict::Forward, "port {dport}");
+            assert_eq!(o.csum.is_some(), kept, "port {dport}");
+            if !kept {
+                // Complete and valid as it leaves.
+                let (l4, _, len) = vnet::plain_l4(&out).unwrap();
+                let mut check = out.clone();
+                check[l4 + 16..l4 + 18].fill(0);
+                let p = vnet::pseudo_finish(&mut check).unwrap();
+                assert!(vnet::complete_checksum(&mut check, p));
+                assert_eq!(&check[l4..l4 + len], &out[l4..l4 + len], "port {dport}");
+            }
+        }
         assert_eq!(e.counters().count(Event::ChecksumsCompleted), 1);
     }
 

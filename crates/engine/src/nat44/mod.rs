@@ -155,6 +155,12 @@ impl Nat44 {
         self.ready.pop_front()
     }
 
+    /// True with the FTP ALG on (`alg = ["ftp"]`): it reads and rewrites control
+    /// connections' payload, which needs their checksums complete.
+    pub(crate) fn ftp_alg(&self) -> bool {
+        self.ftp.is_some()
+    }
+
     /// Translates one packet in place.
     pub fn process(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Verdict {
         if self.ftp.is_some() && alg::is_control4(buf.data()) {

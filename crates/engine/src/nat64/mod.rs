@@ -489,6 +489,12 @@ impl Nat64 {
         found
     }
 
+    /// True with the FTP ALG on (RFC 6384): it reads and rewrites control connections'
+    /// payload, which needs their checksums complete.
+    pub(crate) fn ftp_alg(&self) -> bool {
+        self.ftp.is_some()
+    }
+
     /// IPv6 -> IPv4 (RFC 6146 3.4 - 3.8).
     pub fn process6(&mut self, now: Time, buf: &mut PacketBuf, c: &mut Counters) -> Verdict {
         if self.ftp.is_some() {
