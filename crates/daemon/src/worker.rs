@@ -639,10 +639,20 @@ impl Worker {
             verdicts,
             ingress,
         );
+        Self::send_transmitted(&self.tun, &mut self.io, &mut self.afxdp, &pkts, verdicts);
+    }
+
+    /// Sends each packet of a translated batch whose verdict transmits it.
+    fn send_transmitted(
+        tun: &Tun,
+        io: &mut IoCounters,
+        afxdp: &mut Option<crate::afxdp::Port>,
+        pkts: &[PacketBuf<'_>],
+        verdicts: &[Verdict],
+    ) {
         for (pkt, v) in pkts.iter().zip(verdicts.iter()) {
             if v.transmit() {
-                let (io, afxdp) = (&mut self.io, &mut self.afxdp);
-                Self::send_with(&self.tun, io, afxdp, pkt.data(), pkt.offload());
+                Self::send_with(tun, io, afxdp, pkt.data(), pkt.offload());
             }
         }
     }
@@ -959,12 +969,7 @@ impl Worker {
                 verdicts,
                 Ingress::Handoff,
             );
-            for (pkt, v) in pkts.iter().zip(verdicts.iter()) {
-                if v.transmit() {
-                    let (io, afxdp) = (&mut self.io, &mut self.afxdp);
-                    Self::send_with(&self.tun, io, afxdp, pkt.data(), pkt.offload());
-                }
-            }
+            Self::send_transmitted(&self.tun, &mut self.io, &mut self.afxdp, &pkts, verdicts);
             self.handoff
                 .count(WorkerCounter::HandoffsIn, pkts.len() as u64);
             total += pkts.len();
