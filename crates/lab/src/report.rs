@@ -214,7 +214,11 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("transfer_kbytes_s", "transfer KB/s"),
             ("time_per_request_ms", "time/request (ms)"),
             ("failed_requests", "failed"),
+            ("p99_ms", "p99 (ms)"),
+            ("longest_ms", "longest (ms)"),
+            ("connect_max_ms", "slowest connect (ms)"),
             ("dut_busy_pct", "device CPU %"),
+            ("tester_busy_pct", "tester CPU %"),
         ],
         _ => vec![],
     }

@@ -501,6 +501,15 @@ pub struct AbResult {
     /// Mean time per request (ms), as seen by one of the concurrent clients.
     pub time_per_request_ms: f64,
     pub transfer_kbytes_s: f64,
+    /// The slowest TCP connect (ms; ab's "Connect:" max): 1,000 and more is a lost SYN that
+    /// the client resent after its retransmission timeout.
+    pub connect_max_ms: Option<f64>,
+    /// Half the requests were served within this time (ms; ab's percentile table).
+    pub p50_ms: Option<f64>,
+    /// 99 % of the requests were served within this time (ms).
+    pub p99_ms: Option<f64>,
+    /// The longest request (ms; ab's "100%" line).
+    pub longest_ms: Option<f64>,
 }
 
 /// Parses `ab` output.
@@ -513,6 +522,13 @@ pub fn parse_ab(text: &str) -> Result<AbResult> {
             .and_then(|v| v.parse().ok())
     };
     let need = |key: &str| field(key).with_context(|| format!("ab output has no {key:?}"));
+    // "  99%    412" and " 100%   1040 (longest request)".
+    let percentile = |key: &str| -> Option<f64> {
+        text.lines().find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some(key)).then(|| w.next()?.parse().ok())?
+        })
+    };
     Ok(AbResult {
         document_length: need("Document Length")?,
         complete: need("Complete requests")?,
@@ -521,6 +537,15 @@ pub fn parse_ab(text: &str) -> Result<AbResult> {
         requests_per_s: need("Requests per second")?,
         time_per_request_ms: need("Time per request")?,
         transfer_kbytes_s: need("Transfer rate")?,
+        // "Connect:  min mean [+/-sd] median max": the fifth number.
+        connect_max_ms: text
+            .lines()
+            .find(|l| l.trim_start().starts_with("Connect:"))
+            .and_then(|l| l.split_whitespace().nth(5))
+            .and_then(|v| v.parse().ok()),
+        p50_ms: percentile("50%"),
+        p99_ms: percentile("99%"),
+        longest_ms: percentile("100%"),
     })
 }
 
@@ -772,8 +797,18 @@ mod ab_tests {
             Failed requests:        0\nTotal transferred:      8671450 bytes\nHTML transferred:       8661250 bytes\n\
             Requests per second:    1222.37 [#/sec] (mean)\nTime per request:       4.090 [ms] (mean)\n\
             Time per request:       0.818 [ms] (mean, across all concurrent requests)\n\
-            Transfer rate:          207026.52 [Kbytes/sec] received\n";
+            Transfer rate:          207026.52 [Kbytes/sec] received\n\n\
+            Connection Times (ms)\n              min  mean[+/-sd] median   max\n\
+            Connect:        0  105 302.0      1    1032\n\
+            Processing:     2    3   0.5      3       4\n\n\
+            Percentage of the requests served within a certain time (ms)\n\
+              50%      4\n  66%      4\n  99%   1036\n 100%   1036 (longest request)\n";
         let r = parse_ab(t).unwrap();
+        assert_eq!(r.connect_max_ms, Some(1032.0));
+        assert_eq!(
+            (r.p50_ms, r.p99_ms, r.longest_ms),
+            (Some(4.0), Some(1036.0), Some(1036.0))
+        );
         assert_eq!(r.document_length, 173225.0);
         assert_eq!(r.complete, 50.0);
         assert_eq!(r.failed, 0.0);

@@ -294,14 +294,24 @@ impl Lab {
             let r = crate::sockets::ab_run(&self.topo, ep, 8080, "s3.bin", n, c)?;
             let after = sys::cpu_times();
             let (busy, _) = crate::sockets::cpu_busy(&before, &after, self.topo.dut_cpu);
+            // ab, the server and both hosts' TCP stacks share the other CPUs: when they are
+            // full, the tester limits the rate, not the device.
+            let others: Vec<f64> = (0..before.len())
+                .filter(|&c| c != self.topo.dut_cpu)
+                .map(|c| crate::sockets::cpu_busy(&before, &after, c).0)
+                .collect();
+            let tester = others.iter().sum::<f64>() / others.len().max(1) as f64;
             self.progress(&format!(
-                "http {:<18} {n:>5} x {c:<4} {:>8.1} req/s, {:>9.0} KB/s, {:>7.2} ms/req, {} failed, DUT cpu {:>3.0}%",
+                "http {:<18} {n:>5} x {c:<4} {:>8.1} req/s, {:>9.0} KB/s, {:>7.2} ms/req, {} failed, longest {:.0} ms, slowest connect {:.0} ms, DUT cpu {:>3.0}%, tester {:>3.0}%",
                 dev.name(),
                 r.requests_per_s,
                 r.transfer_kbytes_s,
                 r.time_per_request_ms,
                 r.failed,
-                pct(busy)
+                r.longest_ms.unwrap_or(f64::NAN),
+                r.connect_max_ms.unwrap_or(f64::NAN),
+                pct(busy),
+                pct(tester)
             ));
             let good = r.document_length == HTTP_FILE_BYTES as f64
                 && r.html_transferred == r.complete * HTTP_FILE_BYTES as f64;
@@ -322,6 +332,17 @@ impl Lab {
                 .push(r.time_per_request_ms);
             m.entry("failed_requests").or_default().push(r.failed);
             m.entry("dut_busy_pct").or_default().push(pct(busy));
+            m.entry("tester_busy_pct").or_default().push(pct(tester));
+            for (k, v) in [
+                ("p50_ms", r.p50_ms),
+                ("p99_ms", r.p99_ms),
+                ("longest_ms", r.longest_ms),
+                ("connect_max_ms", r.connect_max_ms),
+            ] {
+                if let Some(v) = v {
+                    m.entry(k).or_default().push(v);
+                }
+            }
         }
         for (k, v) in m {
             row.metrics.insert(k.into(), Spread::of(&v));
