@@ -399,6 +399,30 @@ impl Drop for ResolvConf {
     }
 }
 
+/// The tester's CPU at or above this busy share (median of a dnsperf row) makes it a limit
+/// of the row: dnsperf and the authoritative server share it.
+pub const TESTER_BUSY_LIMIT_PCT: f64 = 95.0;
+
+/// Marks a dnsperf row whose tester CPU was saturated: its queries/s is a lower bound of the
+/// resolver's (and says whether the DUT CPU was saturated too).
+pub fn mark_tester_limited(row: &mut Row) {
+    let (Some(t), Some(d)) = (row.metric("tester_busy_pct"), row.metric("dut_busy_pct")) else {
+        return;
+    };
+    if t.median >= TESTER_BUSY_LIMIT_PCT {
+        row.tester_limited = true;
+        row.notes.push(format!(
+            "the tester's CPU (dnsperf and the authoritative server) was {:.0}% busy: queries/s is a lower bound of the resolver's{}",
+            t.median,
+            if d.median >= TESTER_BUSY_LIMIT_PCT {
+                format!(" (the DUT CPU was {:.0}% busy too: both at their limit)", d.median)
+            } else {
+                format!(" (the DUT CPU had room: {:.0}% busy)", d.median)
+            }
+        ));
+    }
+}
+
 /// A tool's version line ("Version X" in its help or -V output).
 fn tool_version(args: &[&str]) -> String {
     sys::cmd(5, args)
@@ -447,7 +471,10 @@ impl Lab {
                  {secs:.1} s (every query makes the DNS64 ask upstream: AAAA, then A); AAAA cached = right after, the \
                  first {CACHED_NAMES} of those names over and over for {secs:.1} s (unbound answers from its cache; \
                  xlat's proxy has none and asks upstream again). queries/s and latency are dnsperf's (mean, and max; \
-                 dnsperf prints no percentiles); lost = no answer within 1 s. answers = dig from the client: A and \
+                 dnsperf prints no percentiles); lost = no answer within 1 s; the uncached pass ends early when its names \
+                 run out (pass (s)). dnsperf and the authoritative server share the tester's CPU: a dnsperf row with \
+                 the tester CPU {TESTER_BUSY_LIMIT_PCT:.0}% busy or more is marked * and its queries/s is a lower \
+                 bound of the resolver's. answers = dig from the client: A and \
                  AAAA of www (one A), two (two A), dual (A and a real AAAA) and of a name of each pass; every \
                  synthesized AAAA must be {PREF64} + the A record (RFC 6147 5.1.6-5.1.7, 5.2; RFC 6052 2.2) and a real \
                  AAAA must come back unsynthesized (RFC 6147 5.1.1). HTTP by address = ab fetching S3's \
@@ -640,6 +667,9 @@ impl Lab {
                 row.metrics.insert(k.into(), Spread::of(&v));
                 row.samples.insert(k.into(), v);
             }
+        }
+        for row in [&mut unc, &mut cac] {
+            mark_tester_limited(row);
         }
         by_addr.notes.push(format!(
             "client {} -> [{}]:{WEB_PORT}",
@@ -901,6 +931,24 @@ mod tests {
         assert_eq!(r.latency, None);
         assert_eq!(r.noerror, 0.0);
         assert!(parse_dnsperf("Error: invalid argument").is_err());
+    }
+
+    #[test]
+    fn a_saturated_tester_marks_the_row() {
+        let mut r = Row::default();
+        r.metrics
+            .insert("tester_busy_pct".into(), Spread::of(&[99.0, 98.0, 97.0]));
+        r.metrics
+            .insert("dut_busy_pct".into(), Spread::of(&[90.0, 92.0, 93.0]));
+        mark_tester_limited(&mut r);
+        assert!(r.tester_limited);
+        assert!(r.notes[0].contains("lower bound") && r.notes[0].contains("had room: 92%"));
+        let mut r = Row::default();
+        r.metrics
+            .insert("tester_busy_pct".into(), Spread::of(&[60.0]));
+        r.metrics.insert("dut_busy_pct".into(), Spread::of(&[99.0]));
+        mark_tester_limited(&mut r);
+        assert!(!r.tester_limited && r.notes.is_empty());
     }
 
     #[test]
