@@ -4,9 +4,10 @@
 # metrics`; chromium and chromium-driver load the live page in e2e_metrics (about 70 s to
 # install on a fresh machine); systemd brings `systemd-analyze verify` for the packaged unit;
 # tshark and nfdump (nfcapd) decode and collect the IPFIX export in e2e_ipfix; conntrackd syncs
-# the kernel NAT pair of `xlat lab run failover`.
+# the kernel NAT pair of `xlat lab run failover`; dnsperf measures the DNS64 resolvers of
+# `xlat lab run dns64`.
 XLAT_PKGS=(iproute2 iputils-ping nftables ethtool iperf3 apache2-utils tcpdump socat curl python3 procps coreutils
-           unbound bind9-dnsutils tayga clang-14 libbpf-dev conntrack prometheus chromium chromium-driver systemd
+           unbound bind9-dnsutils dnsperf tayga clang-14 libbpf-dev conntrack prometheus chromium chromium-driver systemd
            tshark nfdump keepalived conntrackd vsftpd bird2)
 
 die() { echo "error: $*" >&2; exit 1; }

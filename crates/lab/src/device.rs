@@ -1186,6 +1186,7 @@ impl Device for Daemon {
                 } else {
                     text
                 };
+                let text = format!("{text}{}", topo.xlat_extra.borrow());
                 fs::write(&cfg, text).with_context(|| format!("writing {}", cfg.display()))?;
                 self.config = cfg.clone();
                 let args = vec![

@@ -254,7 +254,7 @@ pub fn list_text() -> String {
 pub const STUDIES: &[(&str, &str)] = &[
     ("s1", "IPv6 routing vs NAT44: loss, rate and latency vs load (10..100% of 100 Mb/s) for its 13 payload sizes"),
     ("s2", "transition mechanisms: throughput and one-way delay by payload size: native IPv4, native IPv6, 6to4, ISATAP, NAT64 (TAYGA, xlat)"),
-    ("s3", "NAT64 vs NAT44: throughput at full-size frames, router CPU at a fixed load, RTT with ping, HTTP with apachebench over S3's grid, Welch's t-tests"),
+    ("s3", "NAT64 vs NAT44: throughput at full-size frames, router CPU at a fixed load, RTT with ping, HTTP with apachebench over S3's grid, Welch's t-tests, the DNS64 path (xlat's DNS64 and unbound's)"),
     ("s4", "slimming kernel NAT: loss vs load at 64 B on 100 Mb/s, no hooks / NAT / default firewall / custom hook (xlat-nat44-xdp)"),
     ("s5", "NAT impact: latency vs entries, throughput at 1000 entries, memory per entry, CPU, entry creation rate"),
 ];
@@ -353,9 +353,10 @@ pub fn study_plan(study: &str) -> Result<Plan> {
             },
         ),
         // S3's apachebench figures (req/s NAT64 vs NAT44 vs native IPv6) come from http, over
-        // S3's grid, three repetitions a cell so the report can test NAT64 against NAT44.
+        // S3's grid, three repetitions a cell so the report can test NAT64 against NAT44;
+        // dns64 runs S3's DNS64 path over the NAT64 devices (TAYGA, xlat).
         "s3" => (
-            vec!["throughput", "cpu", "rtt", "http"],
+            vec!["throughput", "cpu", "rtt", "http", "dns64"],
             Defaults {
                 requests: S3_REQUESTS.to_vec(),
                 concurrency: S3_CONCURRENCY.to_vec(),
@@ -790,6 +791,15 @@ mod tests {
         for d in &s3.defaults.devices {
             crate::sockets::endpoints(d).unwrap();
         }
+        // S3's DNS64 path runs over its NAT64 devices (TAYGA, as S3's, and xlat's).
+        assert!(s3.steps.iter().any(|s| s == "dns64"));
+        let nat64: Vec<&&str> = s3
+            .defaults
+            .devices
+            .iter()
+            .filter(|d| crate::experiments::is_nat64(d))
+            .collect();
+        assert_eq!(nat64, [&"tayga-nat64", &"xlat-nat64"]);
     }
 
     #[test]

@@ -23,6 +23,9 @@
 //! - `jump`: one device's relative rise from one size to the next against the same rise of
 //!   reference devices; the same shape when it exceeds every reference's by `min_excess` (S2:
 //!   TAYGA's delay above 1,750 B).
+//! - `zero`: what a study reported working, with no number to compare (S3's clients reached
+//!   IPv4 web servers by name through DNS64 and NAT64; S3 published no DNS timing): the same
+//!   shape when the metric (failures) is 0 in every repetition for each device.
 
 use std::fmt::Write as _;
 
@@ -172,6 +175,14 @@ pub enum Check {
         /// percentage points).
         min_excess: f64,
     },
+    /// What the study reported working: the metric (a count of failures) is 0 for each device
+    /// in every repetition (S3: pages fetched by name through DNS64 and NAT64).
+    Zero {
+        experiment: String,
+        metric: String,
+        size: Option<String>,
+        devices: Vec<String>,
+    },
 }
 
 impl Check {
@@ -194,6 +205,9 @@ impl Check {
                 experiment, metric, ..
             }
             | Check::Jump {
+                experiment, metric, ..
+            }
+            | Check::Zero {
                 experiment, metric, ..
             } => (experiment, metric),
         }
@@ -686,6 +700,31 @@ pub fn compare_figure(f: &Figure, r: &RunResults) -> Comparison {
                 min_excess * 100.0
             );
         }
+        Check::Zero {
+            experiment,
+            metric,
+            size,
+            devices,
+        } => {
+            for d in devices {
+                let worst = rows(r, experiment, d, size.as_deref(), metric)
+                    .iter()
+                    .filter_map(|row| row.metric(metric))
+                    .map(|m| m.max)
+                    .reduce(f64::max);
+                match worst {
+                    Some(w) => ours.push((
+                        format!("{d} {} {metric} at most", num(w)),
+                        verdict_of(w == 0.0),
+                    )),
+                    None => ours.push((
+                        format!("{d} not measured in this run"),
+                        Verdict::NotMeasured,
+                    )),
+                }
+            }
+            paper = format!("{} (ours counts when {metric} is 0 every time)", f.shape);
+        }
     }
     let measured: Vec<Verdict> = ours
         .iter()
@@ -943,6 +982,46 @@ mod tests {
         let c = compare_figure(&f, &run("s5", "throughput", vec![]));
         assert_eq!(c.verdict, Verdict::NotMeasured);
         assert!(c.line().ends_with("not measured in this run"));
+    }
+
+    #[test]
+    fn zero_holds_when_nothing_failed() {
+        let f = figure("s3-dns64-by-name");
+        let r = run(
+            "s3",
+            "dns64",
+            vec![
+                row(
+                    "xlat-nat64 + xlat-dns64",
+                    "HTTP by name",
+                    None,
+                    "failed_requests",
+                    0.0,
+                ),
+                row(
+                    "xlat-nat64 + unbound-dns64",
+                    "HTTP by name",
+                    None,
+                    "failed_requests",
+                    3.0,
+                ),
+                // Another case's failures do not count.
+                row(
+                    "tayga-nat64 + xlat-dns64",
+                    "HTTP by address",
+                    None,
+                    "failed_requests",
+                    0.0,
+                ),
+            ],
+        );
+        let c = compare_figure(&f, &r);
+        let v = |d: &str| c.ours.iter().find(|o| o.0.starts_with(d)).unwrap().1;
+        assert_eq!(v("xlat-nat64 + xlat-dns64"), Verdict::Same);
+        assert_eq!(v("xlat-nat64 + unbound-dns64"), Verdict::Differs);
+        assert_eq!(v("tayga-nat64 + xlat-dns64"), Verdict::NotMeasured);
+        assert!(c.paper.contains("TOTD"), "{}", c.paper);
+        assert!(c.paper.contains("no DNS timing"), "{}", c.paper);
     }
 
     #[test]

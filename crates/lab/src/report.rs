@@ -209,6 +209,20 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("rtt_mean_ms", "mean RTT (ms)"),
             ("loss_pct", "loss %"),
         ],
+        "dns64" => vec![
+            ("qps", "queries/s"),
+            ("run_secs", "pass (s)"),
+            ("latency_mean_ms", "mean latency (ms)"),
+            ("latency_max_ms", "max latency (ms)"),
+            ("lost_pct", "lost %"),
+            ("noerror_pct", "NOERROR %"),
+            ("dut_busy_pct", "device CPU %"),
+            ("tester_busy_pct", "tester CPU %"),
+            ("answers_checked", "answers checked"),
+            ("answers_wrong", "wrong"),
+            ("requests_per_s", "requests/s"),
+            ("failed_requests", "failed"),
+        ],
         "http" => vec![
             ("requests_per_s", "requests/s"),
             ("transfer_kbytes_s", "transfer KB/s"),
@@ -308,6 +322,7 @@ fn header(e: &Experiment) -> Vec<String> {
     let what = match e.name.as_str() {
         "http" => "ab run",
         "rtt" => "probe",
+        "dns64" => "case",
         _ => "frame",
     };
     let mut h = vec!["device".to_string(), what.to_string()];

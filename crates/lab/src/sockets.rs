@@ -627,13 +627,26 @@ pub fn ab_run(
     requests: usize,
     concurrency: usize,
 ) -> Result<AbResult> {
-    let cpus = non_dut_cpus(topo.dut_cpu);
     let host = match ep.target {
         IpAddr::V4(a) => a.to_string(),
         IpAddr::V6(a) => format!("[{a}]"),
     };
     let url = format!("http://{host}:{port}/{path}");
-    let client = ep.client.to_string();
+    ab_url(topo, ep.client, &url, requests, concurrency)
+}
+
+/// One `ab` run from the A side's `client` address: `requests` GETs of `url` at
+/// `concurrency`. With a name in the URL, ab resolves it once (getaddrinfo, in the family of
+/// `client`: an IPv6 client asks for AAAA only).
+pub fn ab_url(
+    topo: &Topo,
+    client: IpAddr,
+    url: &str,
+    requests: usize,
+    concurrency: usize,
+) -> Result<AbResult> {
+    let cpus = non_dut_cpus(topo.dut_cpu);
+    let client = client.to_string();
     let (n, c) = (requests.to_string(), concurrency.to_string());
     let o = sys::cmd(
         600,
@@ -655,7 +668,7 @@ pub fn ab_run(
             &n,
             "-c",
             &c,
-            &url,
+            url,
         ],
     )?;
     parse_ab(&o.stdout).with_context(|| format!("ab {url}: {}", o.stderr.trim()))

@@ -71,6 +71,9 @@ pub struct Topo {
     /// xlat devices set up while this is true keep their tables lazy (`prefault = false`):
     /// memory-per-session measures the growth of the resident set.
     pub lazy_tables: std::cell::Cell<bool>,
+    /// Tables appended to the configuration of xlat devices set up while this is not empty
+    /// (the dns64 experiment's `[dns64]`: the DNS64 proxy in the NAT64 gateway).
+    pub xlat_extra: std::cell::RefCell<String>,
     namespaces: Vec<String>,
 }
 
@@ -125,6 +128,7 @@ impl Topo {
             cores: std::cell::RefCell::new(cpus::plan(dut_cpus, dut_cpus.len())),
             napi_threads: std::cell::RefCell::new(Vec::new()),
             lazy_tables: std::cell::Cell::new(false),
+            xlat_extra: std::cell::RefCell::new(String::new()),
             dir,
             namespaces: Vec::new(),
             id,
@@ -623,6 +627,9 @@ impl Drop for Topo {
     fn drop(&mut self) {
         for ns in self.namespaces.iter().rev() {
             destroy_ns(ns);
+            // A namespace's resolver files (`ip netns exec` bind-mounts /etc/netns/NS/*; the
+            // dns64 experiment writes resolv.conf there): gone with the namespace.
+            let _ = std::fs::remove_dir_all(format!("/etc/netns/{ns}"));
         }
         if std::env::var_os("XLAT_LAB_KEEP").is_none() {
             let _ = std::fs::remove_dir_all(&self.dir);

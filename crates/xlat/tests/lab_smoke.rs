@@ -337,6 +337,112 @@ fn lab_smoke_s3_grid_ping_and_t_test() {
     let md = std::fs::read_to_string(run.dir.join("report.md")).unwrap();
     assert!(md.contains("## NAT64 vs NAT44: significance (Welch's t-test)"));
     assert!(md.contains("## Beside the published figures (S3)"));
+    // S3's DNS64 path over xlat-nat64 (xlat-nat44 is no NAT64: skipped), beside S3's statement.
+    let dns64 = exp("dns64");
+    let devices: std::collections::BTreeSet<&str> = dns64["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["device"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        devices.into_iter().collect::<Vec<_>>(),
+        ["xlat-nat64 + unbound-dns64", "xlat-nat64 + xlat-dns64"]
+    );
+    assert!(
+        run.stdout
+            .contains("s3-dns64-by-name: paper: S3 ran TAYGA with TOTD"),
+        "{}",
+        run.stdout
+    );
+    run.finish();
+}
+
+/// `xlat lab run dns64`, small: xlat-nat64 with xlat's DNS64 in the gateway, then with
+/// unbound's dns64 module, over unbound as the authoritative server on the IPv4 side. Both
+/// resolvers answered dnsperf, every answer dig checked is RFC 6147 / RFC 6052's (synthesized
+/// AAAA = pref64 + A, a real AAAA kept), and ab fetched S3's page by name with no failure.
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn lab_smoke_dns64_xlat_and_unbound() {
+    require_root();
+    let run = lab_run(
+        "dns64",
+        &[
+            "run",
+            "dns64",
+            "--devices",
+            "xlat-nat64",
+            "--duration",
+            "1",
+            "--repeats",
+            "1",
+            "--requests",
+            "20",
+            "--concurrency",
+            "2",
+        ],
+    );
+    let e = run.r["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "dns64")
+        .expect("no dns64 experiment")
+        .clone();
+    let rows = e["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 10, "5 rows per resolver: {e}");
+    let metric = |dev: &str, case: &str, m: &str, which: &str| -> f64 {
+        let row = rows
+            .iter()
+            .find(|x| x["device"] == dev && x["size"] == case)
+            .unwrap_or_else(|| panic!("no {case} row for {dev}"));
+        row["metrics"][m][which]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{dev} {case}: no {m}: {row}"))
+    };
+    for dev in ["xlat-nat64 + xlat-dns64", "xlat-nat64 + unbound-dns64"] {
+        for case in ["AAAA uncached", "AAAA cached"] {
+            assert!(metric(dev, case, "qps", "min") > 0.0, "{dev} {case}");
+            assert!(metric(dev, case, "queries_sent", "min") > 0.0);
+            assert!(
+                metric(dev, case, "noerror_pct", "min") > 0.0,
+                "{dev} {case}"
+            );
+            assert!(metric(dev, case, "latency_mean_ms", "min") > 0.0);
+        }
+        // www, two, dual and a name of the pass: A and AAAA each.
+        assert_eq!(metric(dev, "answers", "answers_checked", "max"), 8.0);
+        assert_eq!(metric(dev, "answers", "answers_wrong", "max"), 0.0, "{dev}");
+        for case in ["HTTP by name", "HTTP by address"] {
+            assert_eq!(
+                metric(dev, case, "complete_requests", "min"),
+                20.0,
+                "{dev} {case}"
+            );
+            assert_eq!(
+                metric(dev, case, "failed_requests", "max"),
+                0.0,
+                "{dev} {case}"
+            );
+            assert!(metric(dev, case, "requests_per_s", "min") > 0.0);
+        }
+    }
+    assert!(
+        run.stdout.contains("S3's DNS64 path"),
+        "no dns64 table in:\n{}",
+        run.stdout
+    );
+    // The client namespace's resolv.conf went with the run.
+    let left: Vec<String> = std::fs::read_dir("/etc/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&run.prefix))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "/etc/netns entries left behind: {left:?}");
     run.finish();
 }
 

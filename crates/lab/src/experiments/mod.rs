@@ -9,12 +9,13 @@
 //! an experiment is one entry there and its code. One file per family: throughput (RFC 2544
 //! searches), quick (the headline table), load (fixed loads: loss/latency vs load and vs
 //! sessions), scale_cores (the device on 1, 2, 4 ... cores), cpu, memory, setup_rate, churn and stack (the tester's own stack: tcp, http,
-//! rtt, owd), stateful (RFC 9693's tear-down rate and throughput with N connections); reload and the experiments with a testbed of their own (scale-out, failover) live in
+//! rtt, owd), dns64 (S3's DNS64 path: DNS64 resolvers on the NAT64 gateway, over the tester's stack), stateful (RFC 9693's tear-down rate and throughput with N connections); reload and the experiments with a testbed of their own (scale-out, failover) live in
 //! their modules. A result table's columns and plots are in [`crate::report`], by table name
 //! (one experiment may write several tables, e.g. quick's throughput and cost).
 
 mod churn;
 mod cpu;
+mod dns64;
 mod load;
 mod memory;
 mod quick;
@@ -31,6 +32,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 
 pub use cpu::ByDifference;
+pub use dns64::is_nat64;
 
 use crate::device::{self, Device};
 use crate::packet::{line_rate_pps, Flow, SizeMix};
@@ -263,6 +265,20 @@ pub const EXPERIMENTS: &[ExperimentDef] = &[
         units: per_device,
         options: &[],
         run: Runner::Lab(|lab| lab.on_stack(Lab::rtt)),
+    },
+    ExperimentDef {
+        name: "dns64",
+        about: "S3's DNS64 path over a NAT64 device: the IPv6 client's resolver is xlat's DNS64 ([dns64] in the gateway) or unbound's dns64 module, over a real authoritative server (unbound auth-zone) on the IPv4 side: dnsperf AAAA queries/s, latency and loss for never-asked and cached names, every answer checked against pref64 + A (RFC 6147, RFC 6052 2.2) with dig, and ab fetching S3's page by name beside by address",
+        defaults: || Defaults {
+            devices: vec!["xlat-nat64"],
+            duration: 5.0,
+            repeats: 3,
+            ..Defaults::default()
+        },
+        // Each device set up once per resolver (xlat's, unbound's).
+        units: |d, _| 2 * d,
+        options: &[],
+        run: Runner::Lab(|lab| lab.on_stack(Lab::dns64)),
     },
     ExperimentDef {
         name: "owd",

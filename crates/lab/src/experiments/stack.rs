@@ -248,10 +248,7 @@ impl Lab {
         if !sys::have("ab") {
             bail!("the http experiment needs apachebench: apt-get install apache2-utils");
         }
-        let dir = self.topo.dir.join("http");
-        std::fs::create_dir_all(&dir)?;
-        let body: Vec<u8> = (0..HTTP_FILE_BYTES).map(|i| (i % 251) as u8).collect();
-        std::fs::write(dir.join("s3.bin"), &body)?;
+        let dir = self.s3_page()?;
         for d in self.opts.devices.clone() {
             let ep = crate::sockets::endpoints(&d)?;
             let rows = self.with_device(&d, |lab, dev| {
@@ -269,6 +266,17 @@ impl Lab {
         }
         self.push(e);
         Ok(())
+    }
+
+    /// The directory the web server serves: S3's page, `s3.bin`,
+    /// [`crate::sockets::HTTP_FILE_BYTES`] long.
+    pub(super) fn s3_page(&self) -> Result<std::path::PathBuf> {
+        let dir = self.topo.dir.join("http");
+        std::fs::create_dir_all(&dir)?;
+        let n = crate::sockets::HTTP_FILE_BYTES;
+        let body: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();
+        std::fs::write(dir.join("s3.bin"), &body)?;
+        Ok(dir)
     }
 
     /// One cell of the http grid: `n` requests, `c` at once, `--repeats` times.
