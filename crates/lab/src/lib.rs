@@ -12,6 +12,7 @@ pub mod afpacket;
 pub mod churn;
 pub mod cpus;
 pub mod device;
+pub mod dns;
 pub mod experiments;
 pub mod failover;
 pub mod packet;

@@ -31,8 +31,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
+pub use crate::dns::is_nat64;
 pub use cpu::ByDifference;
-pub use dns64::is_nat64;
 
 use crate::device::{self, Device};
 use crate::packet::{line_rate_pps, Flow, SizeMix};
