@@ -6,7 +6,7 @@
 //! ```text
 //!   tester                          DUT
 //!   A  198.18.0.2/16  ----------  UA 198.18.0.1/16    inside: flows come from 198.18.1.0+
-//!   D  198.19.0.2/24  ----------  UD 198.19.0.1/24    outside: NAT pool 198.19.0.128/25
+//!   D  198.19.0.2/24  ----------  UD 198.19.0.1/24    outside: NAT pool 198.19.4.0/24 (routed)
 //! ```
 //!
 //! [`crate::topo`] builds the namespaces with them, [`crate::device`] writes them into the
@@ -74,11 +74,14 @@ pub const INSIDE4: Prefix4 = Prefix4 {
 };
 /// The outside network's prefix length (D, UD).
 pub const OUTSIDE4_LEN: u8 = 24;
-/// NAT pool on the outside: 198.19.0.128/25 (128 addresses, so NAPT has ports for millions
-/// of sessions from many inside hosts).
+/// NAT pool on the outside: 198.19.4.0/24, routed to the DUT's outside port (not on the
+/// link). 256 addresses: paired pooling (RFC 4787 REQ-2) gives each inside host one address
+/// and 64,512 ports on it, so the pool holds 256 x 64,512 = 16.5M endpoint-independent
+/// mappings -- the 10,000,000-connection tables of RFC 9693's benchmarks need 156 inside hosts
+/// (a /25 held 8.26M).
 pub const POOL: Prefix4 = Prefix4 {
-    addr: Ipv4Addr::new(198, 19, 0, 128),
-    len: 25,
+    addr: Ipv4Addr::new(198, 19, 4, 0),
+    len: 24,
 };
 /// TAYGA's dynamic pool.
 pub const TAYGA_POOL: Prefix4 = Prefix4 {
@@ -177,17 +180,24 @@ mod tests {
 
     #[test]
     fn the_plan_reads_as_the_docs_write_it() {
-        assert_eq!(POOL.to_string(), "198.19.0.128/25");
-        assert_eq!(POOL.range(), "198.19.0.128-198.19.0.255");
+        assert_eq!(POOL.to_string(), "198.19.4.0/24");
+        assert_eq!(POOL.range(), "198.19.4.0-198.19.4.255");
         assert_eq!(INSIDE4.to_string(), "198.18.0.0/16");
         assert_eq!(PREF64.to_string(), "2001:2:0:64::/96");
         assert_eq!(SIIT_EAM6.to_string(), "2001:2:0:1::1:0/120");
         assert_eq!(ISATAP_PREFIX.to_string(), "2001:2:0:5::/64");
         assert_eq!(pref64(D_ADDR).to_string(), "2001:2:0:64::c613:2");
         assert_eq!(SIIT_CLIENT6.to_string(), "2001:2:0:1::1:1");
-        // The ports sit in their networks, the pool outside the ports.
+        // The ports sit in their networks, the pool outside the ports' networks and the
+        // other testbeds' (scale-out's 198.19.16.0/20 and up) and big enough for the largest table.
         assert_eq!(INSIDE4.last(), Ipv4Addr::new(198, 18, 255, 255));
-        assert!(POOL.addr > D_ADDR);
+        assert!(
+            POOL.addr.to_bits() >> (32 - OUTSIDE4_LEN) != D_ADDR.to_bits() >> (32 - OUTSIDE4_LEN)
+        );
+        assert!(POOL.last() < TAYGA_POOL.addr || POOL.addr > TAYGA_POOL.last());
+        assert!(POOL.last() < scale_out::pool_of(0).0);
+        // Every address's 64,512 ports hold the largest table the lab builds.
+        const { assert!((1u64 << (32 - POOL.len)) * 64_512 >= crate::experiments::MAX_TABLE) };
         // The other testbeds' plans, as their configurations write them.
         assert_eq!(scale_out::INSIDE.to_string(), "198.18.1.0/24");
         assert_eq!(scale_out::pool_of(2), (Ipv4Addr::new(198, 19, 18, 0), 28));

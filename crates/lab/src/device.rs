@@ -5,9 +5,9 @@
 //! | device | what runs in the DUT namespace |
 //! |---|---|
 //! | forward4, forward6 | plain kernel routing (the "no NAT" baseline of S4/S5) |
-//! | kernel-nat44 | nftables SNAT to 198.19.0.128/25 with conntrack (S1/S3's netfilter NAT) |
+//! | kernel-nat44 | nftables SNAT to 198.19.4.0/24 with conntrack (S1/S3's netfilter NAT) |
 //! | kernel-nat44-heavy | the same plus a distribution-style firewall: extra tables, hooks, sets (S4's contrast) |
-//! | xlat-nat44 | `xlat run` (NAPT over 198.19.0.128/25), the binary next to this one |
+//! | xlat-nat44 | `xlat run` (NAPT over 198.19.4.0/24), the binary next to this one |
 //! | xlat-nat44-segments, xlat-nat64-segments | xlat-nat44, xlat-nat64 with `[tun] offload = false`: TCP crosses the TUN device segment by segment, as before super-packets |
 //! | xlat-nat44-log | the same with NAT event logging on: every session (and its mapping) an IPFIX record to a socat sink on the DUT's loopback (`[logging] events = "sessions"`) |
 //! | xlat-nat44-pba-log | xlat-nat44-log with port blocks of 512 (`port_block_size`) logged one record a block (`events = "port-blocks"`) |
@@ -16,7 +16,7 @@
 //! | xlat-nat44-xdp-afxdp | xlat-nat44-xdp's recipes with the AF_XDP slow path for the rest, no policer |
 //! | xlat-nat44-afxdp, xlat-nat64-afxdp, xlat-siit-afxdp | xlat-nat44, xlat-nat64, xlat-siit with `[dataplane] slow_path = "af_xdp"` on the DUT's two ports (no recipes): every packet the engine translates comes from an AF_XDP socket and leaves through one, not the TUN |
 //! | tayga-nat64 | TAYGA, prefix 2001:2:0:64::/96, dynamic pool 198.19.1.0/24 (S2's NAT64) |
-//! | xlat-nat64 | `xlat run` with stateful NAT64, the same prefix, pool4 198.19.0.128/25 |
+//! | xlat-nat64 | `xlat run` with stateful NAT64, the same prefix, pool4 198.19.4.0/24 |
 //! | xlat-siit | `xlat run` with SIIT: the same prefix, an EAM 198.19.2.0/24 = 2001:2:0:1::1:0/120 |
 //! | xlat-siit-xdp | xlat-siit with `[dataplane] fast_path = "xdp"`: SIIT's address-pair recipes rewrite TCP/UDP in XDP (issue 25), the rest crosses the TUN |
 //! | xlat-6to4 | `xlat run` as a 6to4 relay router on 198.18.0.1 (RFC 3056): the tester's inside hosts are 6to4 sites |
@@ -681,7 +681,7 @@ fn dataplane_afxdp(topo: &Topo) -> String {
 /// sessions, and the slow path policed at [`XDP_SLOW_PATH_PPS`].
 fn dataplane_xdp(topo: &Topo) -> String {
     format!(
-        "\n[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"{}\", \"{}\"]\ntable_size = 8388608\nslow_path_pps = {XDP_SLOW_PATH_PPS}\n{}",
+        "\n[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"{}\", \"{}\"]\n{LAB_TABLE_SIZE}slow_path_pps = {XDP_SLOW_PATH_PPS}\n{}",
         topo.ua.dev,
         topo.ud.dev,
         workers_line(topo)
@@ -948,11 +948,35 @@ seed = 1
     )
 }
 
+/// Sessions an xlat device of the lab holds unless an experiment asks for more
+/// ([`Topo::session_capacity`]): enough for every experiment but RFC 9693's 10M tables, and
+/// small enough that a daemon started for each setup-rate trial prefaults quickly.
+pub const LAB_MAX_SESSIONS: u64 = 4_000_000;
+
 /// Session limits high enough for the session experiments, the tables made resident at start
 /// (`prefault`: no packet waits for the kernel to zero a huge page; measured: 100,000 new flows
 /// at 20,000/s lost 0.1-6% without, none with). memory-per-session turns it off.
 const LAB_LIMITS: &str =
     "[limits]\nmax_sessions = 4000000\nmax_sessions_per_host = 4000000\nprefault = true\n";
+
+/// The XDP devices' recipe tables: two recipes a session of [`LAB_MAX_SESSIONS`].
+const LAB_TABLE_SIZE: &str = "table_size = 8388608\n";
+
+/// `config` (the lab's, with [`LAB_LIMITS`] and maybe [`LAB_TABLE_SIZE`]) sized for
+/// `sessions`: `max_sessions` and, for an XDP device, recipe tables of two entries a session
+/// (a power of two, as the kernel sizes a hash map's buckets). Unchanged at the lab's default.
+pub fn with_capacity(config: &str, sessions: u64) -> String {
+    if sessions == LAB_MAX_SESSIONS {
+        return config.to_string();
+    }
+    let table = (sessions * 2).next_power_of_two();
+    config
+        .replace(
+            "max_sessions = 4000000\n",
+            &format!("max_sessions = {sessions}\n"),
+        )
+        .replace(LAB_TABLE_SIZE, &format!("table_size = {table}\n"))
+}
 
 /// The lab's xlat configuration: NAPT of the tester's inside range over the pool,
 /// endpoint-independent filtering, limits high enough for the session experiments.
@@ -1125,7 +1149,7 @@ impl Device for Daemon {
                         format!("{}{}", xlat_config(&tun, &sock), dataplane_afxdp(topo))
                     }
                     DaemonKind::XlatXdpAfxdp => format!(
-                        "{}\n[dataplane]\nfast_path = \"xdp\"\nslow_path = \"af_xdp\"\ninterfaces = [\"{}\", \"{}\"]\ntable_size = 8388608\n",
+                        "{}\n[dataplane]\nfast_path = \"xdp\"\nslow_path = \"af_xdp\"\ninterfaces = [\"{}\", \"{}\"]\n{LAB_TABLE_SIZE}",
                         xlat_config(&tun, &sock),
                         topo.ua.dev,
                         topo.ud.dev
@@ -1186,6 +1210,7 @@ impl Device for Daemon {
                 } else {
                     text
                 };
+                let text = with_capacity(&text, topo.session_capacity.get());
                 let text = format!("{text}{}", topo.xlat_extra.borrow());
                 fs::write(&cfg, text).with_context(|| format!("writing {}", cfg.display()))?;
                 self.config = cfg.clone();
@@ -1404,11 +1429,11 @@ mod tests {
     #[test]
     fn configurations_carry_the_addressing_plan() {
         assert!(nat_ruleset("ud")
-            .contains("ip saddr 198.18.0.0/16 oifname \"ud\" snat to 198.19.0.128-198.19.0.255\n"));
+            .contains("ip saddr 198.18.0.0/16 oifname \"ud\" snat to 198.19.4.0-198.19.4.255\n"));
         let x = xlat_config("t", "s");
-        assert!(x.contains("inside = [\"198.18.0.0/16\"]\npool = [\"198.19.0.128/25\"]\n"));
+        assert!(x.contains("inside = [\"198.18.0.0/16\"]\npool = [\"198.19.4.0/24\"]\n"));
         let x = xlat64_config("t", "s");
-        assert!(x.contains("prefix = \"2001:2:0:64::/96\"\npool4 = [\"198.19.0.128/25\"]\n"));
+        assert!(x.contains("prefix = \"2001:2:0:64::/96\"\npool4 = [\"198.19.4.0/24\"]\n"));
         assert!(siit_config("t", "s").contains(
             "prefix = \"2001:2:0:64::/96\"\neam = [{ ipv4 = \"198.19.2.0/24\", ipv6 = \"2001:2:0:1::1:0/120\" }]\n"
         ));

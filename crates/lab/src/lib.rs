@@ -275,6 +275,10 @@ pub struct Defaults {
     /// http's grid: requests per ab run x concurrency.
     pub requests: Vec<usize>,
     pub concurrency: Vec<usize>,
+    /// The largest `--sessions` the experiment takes: the lab's xlat tables
+    /// ([`device::LAB_MAX_SESSIONS`]) unless it sizes the devices for more (RFC 9693's
+    /// stateful benchmarks, up to the pool's 16.5M mappings).
+    pub max_sessions: u64,
 }
 
 /// S3's apachebench grid: requests per run and concurrency.
@@ -295,6 +299,7 @@ impl Default for Defaults {
             max_steps: 8,
             requests: vec![1000],
             concurrency: vec![10],
+            max_sessions: device::LAB_MAX_SESSIONS,
         }
     }
 }
@@ -477,8 +482,14 @@ pub fn resolve(plan: &Plan, o: &RunOpts) -> Result<Opts> {
         bail!("--flows: {flows} is outside 1..4000000");
     }
     let sessions = o.sessions.clone().unwrap_or_else(|| d.sessions.clone());
-    if sessions.iter().any(|&n| n > 4_000_000) {
-        bail!("--sessions: at most 4,000,000");
+    if let Some(n) = sessions.iter().find(|&&n| u64::from(n) > d.max_sessions) {
+        bail!(
+            "--sessions: {n} is more than {} can take (at most {}; teardown-rate, \
+             throughput-established and setup-rate-table size the devices for up to {})",
+            plan.name,
+            d.max_sessions,
+            experiments::MAX_TABLE
+        );
     }
     let loads = o
         .loads

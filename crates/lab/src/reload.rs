@@ -550,7 +550,7 @@ mod tests {
     use super::*;
 
     const BASE: &str =
-        "[nat44]\ninside = [\"198.18.0.0/16\"]\npool = [\"198.19.0.128/25\"]\nmode = \"napt\"\n";
+        "[nat44]\ninside = [\"198.18.0.0/16\"]\npool = [\"198.19.4.0/24\"]\nmode = \"napt\"\n";
 
     #[test]
     fn every_reload_changes_the_file() {
@@ -560,7 +560,7 @@ mod tests {
         assert!(b.ends_with("[timeouts]\nudp = 302\n"), "{b}");
         assert_eq!(config_for(BASE, Change::Timeouts, 2).unwrap(), a);
         let add = config_for(BASE, Change::Pool, 0).unwrap();
-        assert!(add.contains("pool = [\"198.19.0.128/25\", \"198.19.0.100/32\"]"));
+        assert!(add.contains("pool = [\"198.19.4.0/24\", \"198.19.0.100/32\"]"));
         assert_eq!(config_for(BASE, Change::Pool, 1).unwrap(), BASE);
         // A file of another shape is refused, not guessed at.
         assert!(config_for(&a, Change::Timeouts, 0).is_err());

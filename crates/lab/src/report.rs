@@ -103,6 +103,11 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("sessions_after", "table after"),
             ("validated", "repeats validated"),
         ],
+        "setup-rate-table" => vec![
+            ("setup_rate_per_s", "connections established/s"),
+            ("fill_s", "N / rate (s)"),
+            ("invalid_trials", "trials: all arrived, table not N"),
+        ],
         "throughput-established" => vec![
             ("sessions_filled", "table after phase 1"),
             ("throughput_pps", "throughput (pps)"),
@@ -262,6 +267,11 @@ pub fn plots(exp: &str) -> Vec<(&'static str, &'static str, bool)> {
             true,
         )],
         "throughput-established" => vec![("throughput_pps", "throughput (pps)", true)],
+        "setup-rate-table" => vec![(
+            "setup_rate_per_s",
+            "connections established per second",
+            true,
+        )],
         "scale-cores" => vec![
             ("throughput_pps", "throughput (pps)", false),
             ("dut_ns_per_pkt", "DUT CPU ns per packet", false),

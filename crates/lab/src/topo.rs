@@ -5,7 +5,7 @@
 //! ```text
 //!   tester ns                          DUT ns
 //!   A  198.18.0.2/16  ---- veth ----  UA 198.18.0.1/16   (inside;  flows come from 198.18.1.0+)
-//!   D  198.19.0.2/24  ---- veth ----  UD 198.19.0.1/24   (outside; pool 198.19.0.128/25)
+//!   D  198.19.0.2/24  ---- veth ----  UD 198.19.0.1/24   (outside; pool 198.19.4.0/24 routed)
 //!   CA ---- veth ---- CD                                   (no DUT: the tester's ceiling)
 //! ```
 //!
@@ -71,6 +71,10 @@ pub struct Topo {
     /// xlat devices set up while this is true keep their tables lazy (`prefault = false`):
     /// memory-per-session measures the growth of the resident set.
     pub lazy_tables: std::cell::Cell<bool>,
+    /// Sessions the xlat devices set up now hold (`[limits] max_sessions`; XDP recipe
+    /// tables twice that): [`crate::device::LAB_MAX_SESSIONS`] unless an experiment asks
+    /// for larger tables (RFC 9693's 10,000,000 connections).
+    pub session_capacity: std::cell::Cell<u64>,
     /// Tables appended to the configuration of xlat devices set up while this is not empty
     /// (the dns64 experiment's `[dns64]`: the DNS64 proxy in the NAT64 gateway).
     pub xlat_extra: std::cell::RefCell<String>,
@@ -128,6 +132,7 @@ impl Topo {
             cores: std::cell::RefCell::new(cpus::plan(dut_cpus, dut_cpus.len())),
             napi_threads: std::cell::RefCell::new(Vec::new()),
             lazy_tables: std::cell::Cell::new(false),
+            session_capacity: std::cell::Cell::new(crate::device::LAB_MAX_SESSIONS),
             xlat_extra: std::cell::RefCell::new(String::new()),
             dir,
             namespaces: Vec::new(),

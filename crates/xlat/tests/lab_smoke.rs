@@ -223,8 +223,9 @@ fn lab_smoke_throughput_over_four_devices() {
                 if dev.starts_with("forward4") || t["baseline"] == true {
                     assert!(src.starts_with("198.18."), "{dev}: source {src}");
                 } else {
+                    // The lab's pool, 198.19.4.0/24 (crates/lab/src/addressing.rs).
                     assert!(
-                        src.starts_with("198.19.0."),
+                        src.starts_with("198.19.4."),
                         "{dev}: untranslated source {src}"
                     );
                 }
@@ -855,7 +856,8 @@ fn lab_smoke_reload() {
 }
 
 /// The RFC 9693 experiments, tiny: 1000 connections, one repeat, short trials, over the kernel
-/// and xlat with and without the fast path (and TAYGA, which has no table). Each table size's
+/// and xlat with and without the fast path (and TAYGA, which has no table); then the
+/// establishment rate (setup-rate-table) at 1000 connections. Each table size's
 /// validation must pass (N entries after phase 1 and phase 2; none after the tear-down) and
 /// every rate be positive: a device that loses or creates a connection fails here. Bounded:
 /// phase 1 is 1000 frames at 50,000/s, the searches at most 7 steps of 0.2 s (down to
@@ -935,4 +937,62 @@ fn lab_smoke_rfc9693_state_table() {
         }
         run.finish();
     }
+    // The establishment rate: every search must find a rate at which all 1000 new flows
+    // arrived and the table then held exactly 1000 (a device that drops a first packet or
+    // counts a connection twice never passes a trial, and its rate is 0).
+    let run = lab_run(
+        "setup-rate-table",
+        &[
+            "run",
+            "setup-rate-table",
+            "--devices",
+            "kernel-nat44,xlat-nat44,xlat-nat44-xdp,tayga-nat64",
+            "--sessions",
+            "1000",
+            "--repeats",
+            "1",
+            "--max-steps",
+            "7",
+        ],
+    );
+    let e = run.r["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "setup-rate-table")
+        .expect("no setup-rate-table experiment")
+        .clone();
+    assert!(e["method"].as_str().unwrap().contains("RFC 9693"));
+    let rows = e["rows"].as_array().unwrap();
+    let devices: Vec<&str> = rows.iter().map(|r| r["device"].as_str().unwrap()).collect();
+    assert_eq!(
+        devices,
+        [
+            "kernel-nat44",
+            "xlat-nat44",
+            "xlat-nat44-xdp",
+            "tayga-nat64"
+        ]
+    );
+    for row in rows {
+        let dev = row["device"].as_str().unwrap();
+        let m = &row["metrics"];
+        if dev == "tayga-nat64" {
+            assert!(m.get("setup_rate_per_s").is_none(), "{dev}: {row}");
+            assert!(row["notes"].to_string().contains("not applicable"), "{row}");
+            continue;
+        }
+        assert_eq!(row["x"].as_f64(), Some(1000.0), "{dev}");
+        let rate = m["setup_rate_per_s"]["median"].as_f64().unwrap();
+        assert!(
+            rate > 0.0,
+            "{dev}: no rate established 1000 connections: {row}"
+        );
+        let fill = m["fill_s"]["median"].as_f64().unwrap();
+        assert!(
+            (fill * rate - 1000.0).abs() < 1.0,
+            "{dev}: fill {fill} s at {rate}/s"
+        );
+    }
+    run.finish();
 }

@@ -16,6 +16,7 @@
 mod churn;
 mod cpu;
 mod dns64;
+mod establishment;
 mod load;
 mod memory;
 mod quick;
@@ -33,6 +34,7 @@ use anyhow::{bail, Context, Result};
 
 pub use crate::dns::is_nat64;
 pub use cpu::ByDifference;
+pub use stateful::MAX_TABLE;
 
 use crate::device::{self, Device};
 use crate::packet::{line_rate_pps, Flow, SizeMix};
@@ -201,6 +203,7 @@ pub const EXPERIMENTS: &[ExperimentDef] = &[
             devices: vec!["kernel-nat44", "xlat-nat44", "xlat-nat44-xdp"],
             sessions: vec![1000, 100_000, 1_000_000],
             repeats: 3,
+            max_sessions: MAX_TABLE,
             ..Defaults::default()
         },
         units: per_device,
@@ -208,11 +211,28 @@ pub const EXPERIMENTS: &[ExperimentDef] = &[
         run: Runner::Lab(Lab::teardown_rate),
     },
     ExperimentDef {
+        name: "setup-rate-table",
+        about: "RFC 9693 maximum connection establishment rate at N connections (--sessions): the highest rate at which N new flows, one frame each, all pass and the table then holds N",
+        defaults: || Defaults {
+            devices: vec!["kernel-nat44", "xlat-nat44", "xlat-nat44-xdp"],
+            sessions: vec![1000, 100_000, 1_000_000],
+            max_sessions: MAX_TABLE,
+            repeats: 1,
+            max_steps: 7,
+            resolution: 3.0,
+            ..Defaults::default()
+        },
+        units: per_device,
+        options: &[],
+        run: Runner::Lab(Lab::setup_rate_table),
+    },
+    ExperimentDef {
         name: "throughput-established",
         about: "RFC 9693 throughput with N established connections (--sessions): the table filled, then an RFC 2544 search with frames of those N flows only; validated: still N entries after",
         defaults: || Defaults {
             devices: vec!["kernel-nat44", "xlat-nat44", "xlat-nat44-xdp"],
             sessions: vec![1000, 100_000, 1_000_000],
+            max_sessions: MAX_TABLE,
             duration: 1.0,
             repeats: 2,
             max_steps: 7,

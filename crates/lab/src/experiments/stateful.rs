@@ -47,8 +47,16 @@ use super::*;
 /// (setup-rate: kernel-nat44 119,000-244,000/s, xlat-nat44 55,000-273,000/s).
 pub const FILL_PPS: f64 = 50_000.0;
 
-/// Sessions an xlat device of the lab holds (`max_sessions` of device.rs's lab limits).
-pub const XLAT_LAB_MAX_SESSIONS: u64 = 4_000_000;
+/// The largest table these experiments fill (`--sessions`): the lab's pool holds 256 x 64,512
+/// = 16.5M endpoint-independent mappings ([`crate::addressing::POOL`]).
+pub const MAX_TABLE: u64 = 16_000_000;
+
+/// Sessions the xlat devices are sized for when the largest table is `largest`: the lab's
+/// default, or the table with 5% to spare (a fill's second pass sends every flow again; a
+/// lost first frame's flow is then new).
+pub fn capacity_for(largest: u64) -> u64 {
+    crate::device::LAB_MAX_SESSIONS.max(largest + largest / 20 + 1024)
+}
 
 /// Kernel memory per conntrack entry with NAT, for the check that a table size fits
 /// (memory-per-session measured about 320 B per entry; with room to spare).
@@ -58,7 +66,7 @@ const CONNTRACK_BYTES: u64 = 512;
 /// the tester's flows are one way, so the kernel would drop an entry 30 s after its last
 /// frame (`nf_conntrack_udp_timeout`), before a 1M table is even full. RFC 9693 asks for
 /// timeouts longer than the test; xlat's UDP timeout is 300 s (RFC 4787 REQ-5).
-const CONNTRACK_UDP_TIMEOUT: u64 = 900;
+pub(super) const CONNTRACK_UDP_TIMEOUT: u64 = 900;
 
 /// What the report says of published figures to compare with.
 pub const PUBLISHED: &str = "Published figures: Lencse, Shima and Cho, \"Benchmarking methodology for stateful NAT64 \
@@ -143,11 +151,11 @@ impl Validation {
 
 /// Does a table of `n` connections fit this device (and this machine)? None when it does,
 /// else why not.
-fn too_big(dev: &dyn Device, n: u32, mem_available: Option<u64>) -> Option<String> {
+fn too_big(dev: &dyn Device, n: u32, capacity: u64, mem_available: Option<u64>) -> Option<String> {
     let n = u64::from(n);
-    if dev.xlat_files().is_some() && n > XLAT_LAB_MAX_SESSIONS {
+    if dev.xlat_files().is_some() && n > capacity {
         return Some(format!(
-            "{n} connections: the lab's xlat configuration holds at most {XLAT_LAB_MAX_SESSIONS} sessions (max_sessions)"
+            "{n} connections: the device's xlat configuration holds at most {capacity} sessions (max_sessions)"
         ));
     }
     if dev.pids().is_empty() {
@@ -166,14 +174,20 @@ fn too_big(dev: &dyn Device, n: u32, mem_available: Option<u64>) -> Option<Strin
 
 /// Table size `n`'s row for `dev` (frames of `size`), and whether it fits this machine: when
 /// not, the row is done ([`too_big`] says why, in a note).
-fn size_row(dev: &dyn Device, size: String, n: u32, avail: Option<u64>) -> (Row, bool) {
+pub(super) fn size_row(
+    dev: &dyn Device,
+    size: String,
+    n: u32,
+    capacity: u64,
+    avail: Option<u64>,
+) -> (Row, bool) {
     let mut row = Row {
         device: dev.name().into(),
         size,
         x: Some(f64::from(n)),
         ..Row::default()
     };
-    match too_big(dev, n, avail) {
+    match too_big(dev, n, capacity, avail) {
         Some(why) => {
             row.notes.push(format!("{}: skipped, {why}", dev.name()));
             (row, false)
@@ -183,7 +197,7 @@ fn size_row(dev: &dyn Device, size: String, n: u32, avail: Option<u64>) -> (Row,
 }
 
 /// MemAvailable of /proc/meminfo, bytes.
-fn mem_available() -> Option<u64> {
+pub(super) fn mem_available() -> Option<u64> {
     std::fs::read_to_string("/proc/meminfo")
         .ok()?
         .lines()
@@ -228,23 +242,52 @@ fn recipe_writes(socket: &Path) -> Option<u64> {
 }
 
 /// Conntrack settings these experiments need, restored when dropped (also on failure):
-/// the machine-wide `nf_conntrack_max` raised to hold the largest table, and the DUT
-/// namespace's UDP timeouts longer than the test.
-struct ConntrackGuard {
+/// the machine-wide `nf_conntrack_max` raised to hold the largest table, the machine-wide
+/// hash table grown to at least a bucket per [`ENTRIES_PER_BUCKET`] entries of it (as an
+/// operator sizes `hashsize` for a large table), and the DUT namespace's UDP timeouts longer
+/// than the test.
+pub(super) struct ConntrackGuard {
     ns: String,
     max_before: Option<u64>,
+    buckets_before: Option<u64>,
     timeouts_before: Vec<(String, String)>,
 }
 
 const CT_MAX: &str = "/proc/sys/net/netfilter/nf_conntrack_max";
 
+/// The conntrack hash table's size (buckets), writable in the first network namespace: the
+/// kernel moves the entries into a table of the new size.
+const CT_BUCKETS: &str = "/sys/module/nf_conntrack/parameters/hashsize";
+
+/// Most conntrack entries a hash bucket holds at the largest table: 4, the ratio of the
+/// kernel's own defaults before 5.15 (nf_conntrack_max = 4 x buckets). This machine's
+/// 262,144 buckets keep tables up to 1M as they were; 10M gets 4,194,304.
+const ENTRIES_PER_BUCKET: u64 = 4;
+
+/// Buckets for a table of `largest` entries: at least `current`, else the power of two that
+/// keeps [`ENTRIES_PER_BUCKET`].
+fn buckets_for(largest: u64, current: u64) -> u64 {
+    let want = largest.div_ceil(ENTRIES_PER_BUCKET).next_power_of_two();
+    current.max(want)
+}
+
 impl ConntrackGuard {
-    fn new(topo: &Topo, largest: u64) -> ConntrackGuard {
+    pub(super) fn new(topo: &Topo, largest: u64) -> ConntrackGuard {
         let mut g = ConntrackGuard {
             ns: topo.ns_dut.clone(),
             max_before: None,
+            buckets_before: None,
             timeouts_before: Vec::new(),
         };
+        let buckets: Option<u64> = std::fs::read_to_string(CT_BUCKETS)
+            .ok()
+            .and_then(|s| s.trim().parse().ok());
+        if let Some(b) = buckets {
+            let want = buckets_for(largest, b);
+            if want > b && std::fs::write(CT_BUCKETS, want.to_string()).is_ok() {
+                g.buckets_before = Some(b);
+            }
+        }
         let cur: Option<u64> = std::fs::read_to_string(CT_MAX)
             .ok()
             .and_then(|s| s.trim().parse().ok());
@@ -275,6 +318,9 @@ impl Drop for ConntrackGuard {
     fn drop(&mut self) {
         if let Some(m) = self.max_before {
             let _ = std::fs::write(CT_MAX, m.to_string());
+        }
+        if let Some(b) = self.buckets_before {
+            let _ = std::fs::write(CT_BUCKETS, b.to_string());
         }
         for (path, old) in &self.timeouts_before {
             let _ = sys::ns_sh(&self.ns, &format!("echo {old} > {path}"));
@@ -350,7 +396,7 @@ impl Lab {
 
     /// The device's table once it stops changing (two equal readings 100 ms apart, at most
     /// 3 s): a daemon may still be working through its queue when the tester is done.
-    fn settled_count(&self, dev: &dyn Device) -> Option<u64> {
+    pub(super) fn settled_count(&self, dev: &dyn Device) -> Option<u64> {
         let mut last = dev.sessions(&self.topo)?;
         for _ in 0..30 {
             sys::sleep_interruptible(Duration::from_millis(100));
@@ -364,7 +410,7 @@ impl Lab {
     }
 
     /// Empties the device's table before a new fill (conntrack -F, or the daemon's clear).
-    fn empty(&mut self, dev: &mut dyn Device) -> Result<()> {
+    pub(super) fn empty(&mut self, dev: &mut dyn Device) -> Result<()> {
         match dev.xlat_files() {
             Some((_, sock)) => {
                 ask(&sock, "{\"cmd\":\"clear\"}")?;
@@ -385,7 +431,7 @@ impl Lab {
         Ok(())
     }
 
-    fn stateful_sizes(&self) -> Vec<u32> {
+    pub(super) fn stateful_sizes(&self) -> Vec<u32> {
         let mut v: Vec<u32> = self
             .opts
             .sessions
@@ -426,6 +472,8 @@ impl Lab {
         );
         let largest = u64::from(sizes.iter().copied().max().unwrap_or(0));
         let _ct = ConntrackGuard::new(&self.topo, largest);
+        let cap = capacity_for(largest);
+        self.topo.session_capacity.set(cap);
         // Every run shows the tester's ceiling, even where only phase-1 frames are sent.
         self.ceiling(&SizeMix::Fixed(64), false)?;
         let avail = mem_available();
@@ -449,7 +497,7 @@ impl Lab {
                     return Ok(rows);
                 }
                 for &n in &sizes {
-                    let (mut row, fits) = size_row(dev, "64 B".into(), n, avail);
+                    let (mut row, fits) = size_row(dev, "64 B".into(), n, cap, avail);
                     if !fits {
                         rows.push(row);
                         continue;
@@ -576,6 +624,9 @@ impl Lab {
             })?;
             self.add(&e, rows);
         }
+        self.topo
+            .session_capacity
+            .set(crate::device::LAB_MAX_SESSIONS);
         self.push(e);
         Ok(())
     }
@@ -609,6 +660,8 @@ impl Lab {
         );
         let largest = u64::from(sizes.iter().copied().max().unwrap_or(0));
         let _ct = ConntrackGuard::new(&self.topo, largest);
+        let cap = capacity_for(largest);
+        self.topo.session_capacity.set(cap);
         let avail = mem_available();
         for d in self.opts.devices.clone() {
             let rows = self.with_device(&d, |lab, dev| {
@@ -616,7 +669,7 @@ impl Lab {
                 let max = lab.ceiling(&size, v6)?;
                 let mut rows = Vec::new();
                 for &n in &sizes {
-                    let (mut row, fits) = size_row(dev, size.label(), n, avail);
+                    let (mut row, fits) = size_row(dev, size.label(), n, cap, avail);
                     if !fits {
                         rows.push(row);
                         continue;
@@ -696,6 +749,9 @@ impl Lab {
             })?;
             self.add(&e, rows);
         }
+        self.topo
+            .session_capacity
+            .set(crate::device::LAB_MAX_SESSIONS);
         self.push(e);
         Ok(())
     }
@@ -705,6 +761,35 @@ impl Lab {
 mod tests {
     use super::*;
     use std::collections::HashSet;
+
+    #[test]
+    fn conntrack_buckets_grow_only_past_four_entries_a_bucket() {
+        // This machine's 262,144 buckets hold 1M at four a bucket: unchanged.
+        assert_eq!(buckets_for(1_000_000, 262_144), 262_144);
+        assert_eq!(buckets_for(1000, 262_144), 262_144);
+        // 10M: 2.5M buckets wanted, the next power of two.
+        assert_eq!(buckets_for(10_000_000, 262_144), 4_194_304);
+        // Never smaller than the machine has.
+        assert_eq!(buckets_for(10_000_000, 8_388_608), 8_388_608);
+    }
+
+    #[test]
+    fn devices_are_sized_for_the_largest_table() {
+        let lab = crate::device::LAB_MAX_SESSIONS;
+        assert_eq!(capacity_for(1_000_000), lab);
+        assert_eq!(capacity_for(0), lab);
+        assert_eq!(capacity_for(10_000_000), 10_501_024);
+        assert!(
+            capacity_for(MAX_TABLE) <= 33_554_431,
+            "xlat's max_sessions bound"
+        );
+        let c = crate::device::with_capacity(&crate::device::xlat_config("t", "/s"), 10_501_024);
+        assert!(c.contains("max_sessions = 10501024\n"), "{c}");
+        assert_eq!(
+            crate::device::with_capacity(&crate::device::xlat_config("t", "/s"), lab),
+            crate::device::xlat_config("t", "/s")
+        );
+    }
 
     #[test]
     fn teardown_rate_is_connections_over_seconds() {
@@ -800,7 +885,10 @@ mod tests {
     #[test]
     fn the_xlat_session_limit_is_the_lab_configurations() {
         let c = crate::device::xlat_config("t", "/s");
-        assert!(c.contains(&format!("max_sessions = {XLAT_LAB_MAX_SESSIONS}\n")));
+        assert!(c.contains(&format!(
+            "max_sessions = {}\n",
+            crate::device::LAB_MAX_SESSIONS
+        )));
     }
 
     #[test]
