@@ -255,9 +255,7 @@ impl<A: InsideAddr> Napt<A> {
             .hosts
             .insert(int_addr, pool_ix, new_maps, 1)
             .ok_or(InstallRefused::Full)?;
-        if let Some(p) = self.pool.get_mut(pool_ix as usize) {
-            p.hosts += 1;
-        }
+        self.paired(pool_ix, 1);
         Ok(HostUse {
             pool: pool_ix,
             held: int_addr.as_held().unwrap_or(num),

@@ -7,8 +7,9 @@
 //! implemented here, and the file each lives in:
 //! - RFC 4787 REQ-1 / RFC 5382 REQ-1 / RFC 6146 3.5.1: endpoint-independent mapping (the BIB
 //!   is keyed by the inside endpoint alone) -- `mapping.rs`;
-//! - RFC 4787 REQ-2: paired pooling (a host keeps one outside address); RFC 3022 2.1 Basic
-//!   NAT (a pool address per host) -- `pool.rs`;
+//! - RFC 4787 REQ-2: paired pooling (a host keeps one outside address), new hosts on the
+//!   least loaded address; RFC 3022 2.1 Basic NAT (a pool address per host) -- `pool.rs`,
+//!   `spread.rs`;
 //! - RFC 4787 REQ-3 / RFC 6056 3.3: port preservation, else a random start in the range --
 //!   `pool.rs`;
 //! - RFC 4787 5 (REQ-8): endpoint-independent, address-dependent, address-and-port-dependent
@@ -35,6 +36,7 @@
 //! - `pending.rs`: index entries whose insertion waits, and the index access that sees them;
 //! - `mapping.rs`: the BIB -- mapping records, folded mappings, making an outbound session;
 //! - `pool.rs`: hosts paired with pool addresses, and ports taken from them;
+//! - `spread.rs`: which address a new host is paired with (the least loaded);
 //! - `filter.rs`: the address-dependent filter's entries, making an inbound session;
 //! - `forward.rs`: static BIB entries (port forwarding) and the sessions they admit;
 //! - `repool.rs`: live changes of the pool and the static BIB entries (a reload);
@@ -109,6 +111,7 @@ mod repool;
 mod session;
 mod show;
 mod slab;
+mod spread;
 #[cfg(test)]
 mod tests;
 
@@ -168,9 +171,9 @@ pub struct Napt<A> {
     /// ([`crate::shard`]).
     icmp_ids: (u16, u16),
     pool: Vec<PoolAddr>,
-    /// Slots of `pool` new hosts are paired with: all but those a reload retired
-    /// (`repool.rs`), in slot order.
-    active: Vec<u32>,
+    /// Slots of `pool` new hosts are paired with, by load: all but those a reload retired
+    /// (`repool.rs`).
+    spread: spread::Spread,
     /// Pool slots by address (retired ones left out).
     pool_index: HashMap<u32, u32>,
     pool_prefixes: PrefixSet4,
@@ -248,7 +251,7 @@ impl<A: InsideAddr> Napt<A> {
         Napt {
             cfg,
             icmp_ids: (0, u16::MAX),
-            active: (0..u32::try_from(pool.len()).unwrap_or(u32::MAX)).collect(),
+            spread: spread::Spread::new(&pool),
             pool,
             pool_index,
             pool_prefixes: PrefixSet4::new(pool_prefixes),

@@ -220,37 +220,29 @@ impl<A: InsideAddr> Napt<A> {
     /// now (RFC 4787 REQ-2; RFC 3022 2.1 in pool mode; RFC 7422 2 when deterministic).
     #[inline(never)]
     fn new_host(&mut self, int_addr: A, new_maps: u32) -> Result<HostUse, DropReason> {
-        // New hosts are paired with the addresses in the pool now (`active`: a reload may
-        // have retired some, `repool.rs`).
-        let (pool, active) = (&self.pool, &self.active);
-        let n = active.len() as u64;
-        if n == 0 {
-            return Err(DropReason::PoolExhausted);
-        }
-        let start = self.rng.below(n);
-        let nth = |i: u64| {
-            usize::try_from((start + i) % n)
-                .ok()
-                .and_then(|k| active.get(k))
-                .copied()
-        };
+        // New hosts are paired with the addresses in the pool now (a reload may have
+        // retired some, `repool.rs`), the least loaded first (`spread.rs`).
         let pick = match (&self.cfg.det, self.cfg.mode) {
             // RFC 7422 2: the address is a function of the inside address.
             (Some(d), _) => det_slice(d, int_addr)?.pool_ix,
-            (None, Nat44Mode::Pool) => (0..n)
-                .filter_map(nth)
-                .find(|&i| pool.get(i as usize).is_some_and(|p| p.hosts == 0))
-                .ok_or(DropReason::PoolExhausted)?,
-            (None, _) => nth(0).ok_or(DropReason::PoolExhausted)?,
+            // RFC 3022 2.1: an address of its own, one no host holds.
+            (None, Nat44Mode::Pool) => match self.spread.least(&mut self.rng) {
+                Some((slot, 0)) => slot,
+                _ => return Err(DropReason::PoolExhausted),
+            },
+            (None, _) => {
+                self.spread
+                    .least(&mut self.rng)
+                    .ok_or(DropReason::PoolExhausted)?
+                    .0
+            }
         };
         // No more hosts than sessions: `limits.max_sessions` was checked before.
         let num = self
             .hosts
             .insert(int_addr, pick, new_maps, 1)
             .ok_or(DropReason::SessionLimit)?;
-        if let Some(p) = self.pool.get_mut(pick as usize) {
-            p.hosts += 1;
-        }
+        self.paired(pick, 1);
         Ok(HostUse {
             pool: pick,
             held: int_addr.as_held().unwrap_or(num),
@@ -278,9 +270,16 @@ impl<A: InsideAddr> Napt<A> {
     pub(super) fn release_host(&mut self, num: u32) {
         if let Some(pool) = self.hosts.get(num).map(|h| h.pool) {
             self.hosts.remove(num);
-            if let Some(p) = self.pool.get_mut(pool as usize) {
-                p.hosts = p.hosts.saturating_sub(1);
-            }
+            self.paired(pool, -1);
+        }
+    }
+
+    /// Pool slot `slot` has one host more (`change` 1) or one fewer (-1): its count and its
+    /// place among the loads new hosts are paired by ([`super::spread`]).
+    pub(super) fn paired(&mut self, slot: u32, change: i32) {
+        if let Some(p) = self.pool.get_mut(slot as usize) {
+            p.hosts = p.hosts.saturating_add_signed(change);
+            self.spread.moved(slot, p.hosts);
         }
     }
 

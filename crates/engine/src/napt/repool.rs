@@ -123,9 +123,7 @@ impl<A: InsideAddr> Napt<A> {
                     .insert(addr, u32::try_from(ix).unwrap_or(u32::MAX));
             }
         }
-        self.active = (0..u32::try_from(self.pool.len()).unwrap_or(u32::MAX))
-            .filter(|&ix| self.pool.get(ix as usize).is_some_and(|p| !p.retired))
-            .collect();
+        self.spread = super::spread::Spread::new(&self.pool);
         self.pool_prefixes = new_set;
 
         for &(proto, _, ext) in &added {

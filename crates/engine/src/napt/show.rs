@@ -167,7 +167,7 @@ impl<A: InsideAddr> Napt<A> {
         st.sessions += self.sessions.len as u64;
         st.mappings += (self.mappings.len + self.folded) as u64;
         st.hosts += self.hosts.len() as u64;
-        st.pool_addresses += self.active.len() as u64;
+        st.pool_addresses += self.spread.len() as u64;
         st.pool_addresses_used += self.pool.iter().filter(|p| p.hosts > 0).count() as u64;
         st.pool
             .extend([Proto::Tcp, Proto::Udp, Proto::Icmp].iter().map(|&p| {
@@ -179,7 +179,7 @@ impl<A: InsideAddr> Napt<A> {
                         .filter_map(|a| a.ports.get(p as usize))
                         .map(|m| u64::from(m.used()))
                         .sum(),
-                    ports_total: self.active.len() as u64
+                    ports_total: self.spread.len() as u64
                         * match p {
                             Proto::Icmp => u64::from(ihi - ilo) + 1,
                             _ => u64::from(hi - lo) + 1,

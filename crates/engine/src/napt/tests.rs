@@ -407,3 +407,46 @@ fn n_live<A: InsideAddr>(n: &Napt<A>) -> crate::reconfigure::Live {
         port_blocks_per_host: n.cfg.limits.port_blocks_per_host,
     }
 }
+
+/// RFC 4787 REQ-2 keeps a host on one address, so a new host goes to the least loaded one
+/// (`spread.rs`): two hosts that each map all 64,512 ports of the range both get every
+/// mapping on the two-address pool. Paired with a random address, they shared one half the
+/// time and the second host's mappings all failed (the lab's 10M-connection fill found it).
+#[test]
+fn two_hosts_using_every_port_each_get_an_address_of_their_own() {
+    for seed in 1..=8u64 {
+        let mut n: Napt<u32> = Napt::new(
+            NaptConfig {
+                limits: Limits {
+                    max_sessions: 140_000,
+                    max_sessions_per_host: 140_000,
+                    ..Limits::default()
+                },
+                ..napt(1).cfg
+            },
+            &["198.19.0.0/31".parse().unwrap()],
+            seed,
+        );
+        let mut c = Counters::default();
+        let now = Time::from_secs(1);
+        let mut addrs = Vec::new();
+        for h in 1..=2u32 {
+            let int = |port: u16| Endpoint {
+                addr: 0xc612_0000 | h,
+                port,
+            };
+            let first = n.outbound(now, Proto::Udp, int(1024), REMOTE, 0, &mut c);
+            let addr = first.expect("the host's first mapping").addr;
+            for port in 1025..=65535u16 {
+                let ext = n.outbound(now, Proto::Udp, int(port), REMOTE, 0, &mut c);
+                assert_eq!(
+                    ext.map(|e| e.addr),
+                    Ok(addr),
+                    "seed {seed} host {h} port {port}"
+                );
+            }
+            addrs.push(addr);
+        }
+        assert_ne!(addrs[0], addrs[1], "seed {seed}: both hosts on one address");
+    }
+}
