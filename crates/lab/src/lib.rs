@@ -101,12 +101,14 @@ pub struct RunOpts {
     /// Offered loads in percent of nominal, comma-separated.
     #[arg(long, value_delimiter = ',')]
     pub loads: Option<Vec<f64>>,
-    /// Session counts for latency-vs-sessions, memory-per-session and cpu.
+    /// Session counts for latency-vs-sessions, memory-per-session and cpu; table sizes N for
+    /// teardown-rate, throughput-established and setup-rate-table (RFC 9693; up to 16,000,000).
     #[arg(long, value_delimiter = ',')]
     pub sessions: Option<Vec<u32>>,
     /// Fixed offered load in packets/s for cpu and latency-vs-sessions; churn: the
     /// established flows' rate (default 100,000); failover: datagrams/s of each UDP flow
-    /// (default 100); reload: the offered rate instead of half the measured throughput.
+    /// (default 100); reload: the offered rate instead of half the measured throughput;
+    /// teardown-rate, throughput-established: phase 1's fill rate (default 50,000).
     #[arg(long)]
     pub rate: Option<f64>,
     /// churn: new flows per second to step through, comma-separated (one frame each);
