@@ -56,7 +56,7 @@ impl Lab {
         let largest = u64::from(sizes.iter().copied().max().unwrap_or(0));
         let _ct = ConntrackGuard::new(&self.topo, largest);
         let cap = capacity_for(largest);
-        self.topo.session_capacity.set(cap);
+        self.size_devices(cap);
         let avail = mem_available();
         let mut seed = SEED_BASE;
         for d in self.opts.devices.clone() {
@@ -158,9 +158,7 @@ impl Lab {
             })?;
             self.add(&e, rows);
         }
-        self.topo
-            .session_capacity
-            .set(crate::device::LAB_MAX_SESSIONS);
+        self.unsize_devices();
         self.push(e);
         Ok(())
     }

@@ -368,6 +368,25 @@ impl Filled {
 }
 
 impl Lab {
+    /// xlat devices set up from now hold `capacity` sessions and keep a UDP session
+    /// [`CONNTRACK_UDP_TIMEOUT`] s idle, as the kernel's conntrack does during these
+    /// experiments (a 10,000,000-connection fill and search outlast the default 300 s: the
+    /// first flows expired before the validation read the table). [`Lab::unsize_devices`]
+    /// puts both back.
+    pub(super) fn size_devices(&self, capacity: u64) {
+        self.topo.session_capacity.set(capacity);
+        *self.topo.xlat_extra.borrow_mut() =
+            format!("\n[timeouts]\nudp = {CONNTRACK_UDP_TIMEOUT}\n");
+    }
+
+    /// Undoes [`Lab::size_devices`].
+    pub(super) fn unsize_devices(&self) {
+        self.topo
+            .session_capacity
+            .set(crate::device::LAB_MAX_SESSIONS);
+        self.topo.xlat_extra.borrow_mut().clear();
+    }
+
     /// The fill rate of phase 1 (`--rate`, else [`FILL_PPS`]).
     fn fill_pps(&self) -> f64 {
         self.opts.rate.filter(|r| *r >= 1.0).unwrap_or(FILL_PPS)
@@ -492,7 +511,7 @@ impl Lab {
         let largest = u64::from(sizes.iter().copied().max().unwrap_or(0));
         let _ct = ConntrackGuard::new(&self.topo, largest);
         let cap = capacity_for(largest);
-        self.topo.session_capacity.set(cap);
+        self.size_devices(cap);
         // Every run shows the tester's ceiling, even where only phase-1 frames are sent.
         self.ceiling(&SizeMix::Fixed(64), false)?;
         let avail = mem_available();
@@ -643,9 +662,7 @@ impl Lab {
             })?;
             self.add(&e, rows);
         }
-        self.topo
-            .session_capacity
-            .set(crate::device::LAB_MAX_SESSIONS);
+        self.unsize_devices();
         self.push(e);
         Ok(())
     }
@@ -681,7 +698,7 @@ impl Lab {
         let largest = u64::from(sizes.iter().copied().max().unwrap_or(0));
         let _ct = ConntrackGuard::new(&self.topo, largest);
         let cap = capacity_for(largest);
-        self.topo.session_capacity.set(cap);
+        self.size_devices(cap);
         let avail = mem_available();
         for d in self.opts.devices.clone() {
             let rows = self.with_device(&d, |lab, dev| {
@@ -769,9 +786,7 @@ impl Lab {
             })?;
             self.add(&e, rows);
         }
-        self.topo
-            .session_capacity
-            .set(crate::device::LAB_MAX_SESSIONS);
+        self.unsize_devices();
         self.push(e);
         Ok(())
     }
