@@ -44,7 +44,7 @@ impl Lab {
                  (conntrack -F; xlat's clear). A trial passes when all N frames arrived (no loss: a lost frame is a \
                  connection not established) and the table then holds exactly N entries (the validation: kernel \
                  nf_conntrack_count in the DUT's namespace, xlat's session count on its control socket). Conntrack's \
-                 UDP timeouts in the DUT's namespace are {CONNTRACK_UDP_TIMEOUT} s during the test, nf_conntrack_max \
+                 UDP timeouts in the DUT's namespace and xlat's are {CONNTRACK_UDP_TIMEOUT} s during the test, nf_conntrack_max \
                  and, past 4 entries a bucket, the conntrack hash table (hashsize) raised for the largest table, all \
                  restored after. Searches step to {}% of the tester's ceiling, at most {} trials; {} search(es) per \
                  table size. TAYGA keeps no connection table: not applicable. {PUBLISHED}",

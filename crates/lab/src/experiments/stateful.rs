@@ -65,7 +65,8 @@ const CONNTRACK_BYTES: u64 = 512;
 /// Conntrack's UDP timeouts in the DUT's namespace while these experiments run (seconds):
 /// the tester's flows are one way, so the kernel would drop an entry 30 s after its last
 /// frame (`nf_conntrack_udp_timeout`), before a 1M table is even full. RFC 9693 asks for
-/// timeouts longer than the test; xlat's UDP timeout is 300 s (RFC 4787 REQ-5).
+/// timeouts longer than the test. xlat's devices get the same (`[timeouts] udp`, 300 s by
+/// default, RFC 4787 REQ-5): a 10,000,000-connection fill and search outlast 300 s.
 pub(super) const CONNTRACK_UDP_TIMEOUT: u64 = 900;
 
 /// What the report says of published figures to compare with.
@@ -499,7 +500,7 @@ impl Lab {
                  control socket from the lab's thread (`xlat clear sessions --all`), until the answer; an XDP device until \
                  its recipes are removed from the BPF maps too (xdp_recipe_writes grown by phase 1's writes again, polled \
                  every 2 ms on the socket). Validation: the table reads 0 after. Conntrack's UDP timeouts in the DUT's \
-                 namespace are {CONNTRACK_UDP_TIMEOUT} s during the test (the tester's flows are one-way: 30 s by default), \
+                 namespace and xlat's [timeouts] udp are {CONNTRACK_UDP_TIMEOUT} s during the test (one-way flows: 30 s by default), \
                  nf_conntrack_max raised to hold the largest table, both restored after. TAYGA keeps no connection table \
                  (a dynamic address pool), so it has no tear-down rate. Repeated {} time(s), each with a new fill. RFC \
                  9693 was checked here by its abstract only (two phases; the tear-down rate a metric of its own): the \
@@ -684,7 +685,7 @@ impl Lab {
                  robin, so no frame opens a connection; a trial lasts {:.1} s or, where that is too short for a frame of \
                  every connection, N / rate (at most 10 s). Validation after the search: the table still holds N \
                  entries (none lost, none created): kernel nf_conntrack_count in the DUT's namespace, xlat's session \
-                 count on its control socket. Conntrack's UDP timeouts in the DUT's namespace are {CONNTRACK_UDP_TIMEOUT} \
+                 count on its control socket. Conntrack's UDP timeouts in the DUT's namespace and xlat's are {CONNTRACK_UDP_TIMEOUT} \
                  s during the test (one-way flows: 30 s by default), nf_conntrack_max raised to hold the largest table, \
                  both restored after. TAYGA keeps no connection table: its row is the search alone, unvalidated. \
                  Repeated {} time(s) per table size on one fill. RFC 9693 was checked here by its abstract only (two \
