@@ -962,10 +962,10 @@ const LAB_LIMITS: &str =
 /// The XDP devices' recipe tables: two recipes a session of [`LAB_MAX_SESSIONS`].
 const LAB_TABLE_SIZE: &str = "table_size = 8388608\n";
 
-/// `config` (the lab's, with [`LAB_LIMITS`] and maybe [`LAB_TABLE_SIZE`]) sized for
+/// `config` (the lab's, with its `[limits]` and maybe its XDP `table_size` line) sized for
 /// `sessions`: `max_sessions` and, for an XDP device, recipe tables of two entries a session
 /// (a power of two, as the kernel sizes a hash map's buckets). Unchanged at the lab's default.
-pub fn with_capacity(config: &str, sessions: u64) -> String {
+pub(crate) fn with_capacity(config: &str, sessions: u64) -> String {
     if sessions == LAB_MAX_SESSIONS {
         return config.to_string();
     }
