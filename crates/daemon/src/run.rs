@@ -240,9 +240,15 @@ pub fn run(cfg: &Config) -> Result<()> {
     let want_xdp =
         cfg.dataplane.fast_path == FastPath::Xdp || cfg.dataplane.slow_path == SlowPath::AfXdp;
     let mut fast = if want_xdp {
+        let translators = xlat_xdp::Translators {
+            nat44: cfg.nat44.is_some(),
+            nat64: cfg.nat64.is_some(),
+            siit: cfg.siit.is_some(),
+        };
         match xlat_xdp::FastPath::attach(
             &cfg.dataplane.interfaces,
             cfg.dataplane.table_size,
+            translators,
             cfg.dataplane.slow_path_pps,
         ) {
             Ok(mut f) => {

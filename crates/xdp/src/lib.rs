@@ -619,23 +619,58 @@ pub fn monotonic_ns() -> u64 {
         .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0))
 }
 
+/// The translators a configuration runs, which decide the recipe tables that get room
+/// ([`Translators::table_sizes`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Translators {
+    pub nat44: bool,
+    pub nat64: bool,
+    pub siit: bool,
+}
+
+impl Translators {
+    /// Each recipe table's `max_entries`: `table_size` for the tables of the translators
+    /// configured, 1 (the least a hash map may have) for the others. The kernel allocates a
+    /// hash map's bucket array when the map is created (16 bytes a bucket, the entries
+    /// rounded up to a power of two), and the program looks up a packet in the next table
+    /// when the one before has no recipe for it: an unused table of full size costs a NAT44
+    /// gateway two cache-missing lookups in its empty NAT64 and SIIT buckets for every packet
+    /// of a new flow, and its memory. Translators cannot be added by a reload (restart), so
+    /// the sizes hold for the daemon's life.
+    pub fn table_sizes(self, table_size: u32) -> [(&'static str, u32); 5] {
+        let size = |on: bool| if on { table_size.max(1) } else { 1 };
+        [
+            ("recipes", size(self.nat44)),
+            ("recipes64", size(self.nat64)),
+            ("recipes46", size(self.nat64)),
+            ("siit64s", size(self.siit)),
+            ("siit46s", size(self.siit)),
+        ]
+    }
+}
+
 impl FastPath {
-    /// Loads the program with room for `table_size` recipes and attaches it to each of
-    /// `interfaces` (native mode where the driver has it), which also become the only
-    /// interfaces it redirects to. `slow_path_pps` (per CPU, at most [`MAX_SLOW_PATH_PPS`];
-    /// 0 = no limit) polices what goes to the engine: see `policer` in the C source.
-    pub fn attach(interfaces: &[String], table_size: u32, slow_path_pps: u32) -> Result<FastPath> {
+    /// Loads the program with room for `table_size` recipes in each table `translators`
+    /// use ([`Translators::table_sizes`]) and attaches it to each of `interfaces` (native
+    /// mode where the driver has it), which also become the only interfaces it redirects
+    /// to. `slow_path_pps` (per CPU, at most [`MAX_SLOW_PATH_PPS`]; 0 = no limit) polices
+    /// what goes to the engine: see `policer` in the C source.
+    pub fn attach(
+        interfaces: &[String],
+        table_size: u32,
+        translators: Translators,
+        slow_path_pps: u32,
+    ) -> Result<FastPath> {
         if !built() {
             bail!(
                 "this xlat was built without the XDP program (clang-14 was missing at build time)"
             );
         }
-        let mut bpf = EbpfLoader::new()
-            .map_max_entries("recipes", table_size)
-            .map_max_entries("recipes64", table_size)
-            .map_max_entries("recipes46", table_size)
-            .map_max_entries("siit64s", table_size)
-            .map_max_entries("siit46s", table_size)
+        let mut loader = EbpfLoader::new();
+        for (map, size) in translators.table_sizes(table_size) {
+            loader.map_max_entries(map, size);
+        }
+        let mut bpf = loader
             .load(OBJECT)
             .context("loading the XDP program and its maps")?;
         let mut policer: Array<MapData, Policer> = bpf
@@ -1029,6 +1064,47 @@ impl FastPath {
 mod tests {
     use super::*;
     use xlat_engine::tunnel::TunnelParams;
+
+    /// Only the configured translators' tables get room; every name is a map of the program.
+    #[test]
+    fn recipe_tables_get_room_only_for_the_translators_configured() {
+        let nat44 = Translators {
+            nat44: true,
+            ..Translators::default()
+        };
+        assert_eq!(
+            nat44.table_sizes(1 << 20),
+            [
+                ("recipes", 1 << 20),
+                ("recipes64", 1),
+                ("recipes46", 1),
+                ("siit64s", 1),
+                ("siit46s", 1)
+            ]
+        );
+        let nat64_siit = Translators {
+            nat64: true,
+            siit: true,
+            ..Translators::default()
+        };
+        let sizes: Vec<u32> = nat64_siit.table_sizes(4096).iter().map(|t| t.1).collect();
+        assert_eq!(sizes, [1, 4096, 4096, 4096, 4096]);
+        // A size of 0 (never accepted by the config) still makes a valid map.
+        assert!(Translators::default()
+            .table_sizes(0)
+            .iter()
+            .all(|t| t.1 == 1));
+        if built() {
+            for (map, _) in nat44.table_sizes(1) {
+                assert!(
+                    OBJECT
+                        .windows(map.len() + 1)
+                        .any(|w| w[..map.len()] == *map.as_bytes() && w[map.len()] == 0),
+                    "{map} is not a map name in the XDP object"
+                );
+            }
+        }
+    }
 
     /// The C program reads the addresses in network byte order and the flags as `T_*`.
     #[test]
