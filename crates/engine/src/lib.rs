@@ -740,7 +740,9 @@ impl Engine {
     /// [`EXPIRE_STEP_IDLE`] units, since nothing waits. Either way, plus one removal for
     /// every session the engine made since the last step, up to [`EXPIRE_STEP_MAX`] in all:
     /// a run of new flows is met by as many removals, so the table does not fill with expired
-    /// sessions while traffic creates new ones. Returns sessions removed.
+    /// sessions while traffic creates new ones -- except while a translator's sweep goes round
+    /// its whole table in under a second finding nothing due (`Napt::wants_expiry_credit`):
+    /// then the credit would only read a young table again. Returns sessions removed.
     pub fn expire_step(&mut self, now: Time, backlog: bool) -> usize {
         let made = self.counters.count(Event::SessionsCreated);
         let new = usize::try_from(made.saturating_sub(self.made_at_step)).unwrap_or(usize::MAX);
@@ -750,11 +752,28 @@ impl Engine {
         } else {
             EXPIRE_STEP_IDLE
         };
-        let budget = new
-            .saturating_mul(napt::REMOVE_UNITS)
-            .saturating_add(base)
-            .min(EXPIRE_STEP_MAX);
-        self.expire(now, budget)
+        let credit = new.saturating_mul(napt::REMOVE_UNITS);
+        let budget = |wants: bool| {
+            base.saturating_add(if wants { credit } else { 0 })
+                .min(EXPIRE_STEP_MAX)
+        };
+        let c = &mut self.counters;
+        let mut removed = 0;
+        if let Some(n) = self.nat44.as_mut() {
+            let b = budget(n.wants_expiry_credit(now));
+            removed += n.expire(now, b, c);
+        }
+        if let Some(n) = self.nat64.as_mut() {
+            let b = budget(n.wants_expiry_credit(now));
+            removed += n.expire(now, b, c);
+        }
+        if let Some(s) = self.siit.as_mut() {
+            s.expire(now, c);
+        }
+        if let Some(t) = self.tunnel.as_mut() {
+            t.expire(now, c);
+        }
+        removed
     }
 
     /// Hands simple sessions (NAT44 and NAT64: UDP, established TCP) to a fast path from now

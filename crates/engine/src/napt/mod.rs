@@ -197,6 +197,12 @@ pub struct Napt<A> {
     remotes: Records<SpilledRemote>,
     rng: Rng,
     sweep_cursor: usize,
+    /// The expiry sweep's current cycle over the slab: when it began, and whether it has
+    /// met a session past its time ([`Napt::wants_expiry_credit`]).
+    cycle_started: Time,
+    cycle_found_due: bool,
+    /// No per-new-session expiry credit before this time: the last cycle found nothing due.
+    credit_after: Time,
     /// Sessions may be handed to a fast path ([`Napt::set_offload`]).
     offload: bool,
     /// Packets a UDP session waits for before going to the fast path
@@ -268,6 +274,9 @@ impl<A: InsideAddr> Napt<A> {
             remotes: Records::new(max, seed ^ 0x9e37_79b9_7f4a_7c15),
             rng: Rng::new(seed),
             sweep_cursor: 0,
+            cycle_started: Time(0),
+            cycle_found_due: false,
+            credit_after: Time(0),
             offload: false,
             offload_after: 1,
             hold: None,

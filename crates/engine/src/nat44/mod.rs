@@ -756,6 +756,12 @@ impl Nat44 {
         earliest(sweep, self.frags.next_due())
     }
 
+    /// Whether [`crate::Engine::expire_step`] should add its per-new-session credit to this
+    /// translator's budget (see `Napt::wants_expiry_credit`).
+    pub fn wants_expiry_credit(&self, now: Time) -> bool {
+        self.napt.wants_expiry_credit(now)
+    }
+
     /// Removes expired sessions (up to `budget` slots looked at) and fragment state.
     pub fn expire(&mut self, now: Time, budget: usize, c: &mut Counters) -> usize {
         let removed = self.napt.expire(now, budget, c);
