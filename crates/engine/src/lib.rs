@@ -689,13 +689,19 @@ impl Engine {
     /// sessions the sweep has not reached makes room itself when a new session needs it.
     /// Returns sessions removed.
     pub fn expire(&mut self, now: Time, budget: usize) -> usize {
+        self.expire_each(now, |_| budget)
+    }
+
+    /// One expiry pass over every translator. `budget` gives a session translator's units
+    /// from whether it wants the per-new-session credit (`Napt::wants_expiry_credit`).
+    fn expire_each(&mut self, now: Time, budget: impl Fn(bool) -> usize) -> usize {
         let c = &mut self.counters;
         let mut removed = 0;
         if let Some(n) = self.nat44.as_mut() {
-            removed += n.expire(now, budget, c);
+            removed += n.expire(now, budget(n.wants_expiry_credit(now)), c);
         }
         if let Some(n) = self.nat64.as_mut() {
-            removed += n.expire(now, budget, c);
+            removed += n.expire(now, budget(n.wants_expiry_credit(now)), c);
         }
         if let Some(s) = self.siit.as_mut() {
             s.expire(now, c);
@@ -753,27 +759,10 @@ impl Engine {
             EXPIRE_STEP_IDLE
         };
         let credit = new.saturating_mul(napt::REMOVE_UNITS);
-        let budget = |wants: bool| {
+        self.expire_each(now, |wants| {
             base.saturating_add(if wants { credit } else { 0 })
                 .min(EXPIRE_STEP_MAX)
-        };
-        let c = &mut self.counters;
-        let mut removed = 0;
-        if let Some(n) = self.nat44.as_mut() {
-            let b = budget(n.wants_expiry_credit(now));
-            removed += n.expire(now, b, c);
-        }
-        if let Some(n) = self.nat64.as_mut() {
-            let b = budget(n.wants_expiry_credit(now));
-            removed += n.expire(now, b, c);
-        }
-        if let Some(s) = self.siit.as_mut() {
-            s.expire(now, c);
-        }
-        if let Some(t) = self.tunnel.as_mut() {
-            t.expire(now, c);
-        }
-        removed
+        })
     }
 
     /// Hands simple sessions (NAT44 and NAT64: UDP, established TCP) to a fast path from now
