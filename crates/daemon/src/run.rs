@@ -394,6 +394,11 @@ pub fn run(cfg: &Config) -> Result<()> {
     for d in cfg.deterministic_summary() {
         info!(file = %cfg.file, "{d}");
     }
+    // Issue 25: a user who never runs `xlat check` learns the one line that makes the data
+    // path fast from the daemon's start too.
+    for a in cfg.advice() {
+        info!(file = %cfg.file, "note: {a}");
+    }
     let halt = AtomicBool::new(false);
     let start = Instant::now();
     // [logging]: the engines make state events from now on, drained after each batch.

@@ -575,6 +575,17 @@ fn sigterm_exits_zero_and_removes_routes_rules_tun() {
     );
     let inn = t.ns_in.clone();
     t.ping_all(&inn, 1, &[], OUT_ADDR);
+    // Issue 25: a TUN-only daemon names the one line that makes it fast at its start, as
+    // `xlat check` does; a daemon already on XDP or AF_XDP says nothing of it.
+    let log = t.proc(x).stderr_text();
+    let advised = log.contains("note: every packet crosses the TUN device");
+    let tun_only = common::lab::dataplane_mode(&cfg).starts_with("tun");
+    assert_eq!(
+        advised,
+        tun_only,
+        "data path {}: the start-up note on the fast data path is wrong:\n{log}",
+        common::lab::dataplane_mode(&cfg)
+    );
 
     // SAFETY: kill(2) on our own child.
     unsafe {
