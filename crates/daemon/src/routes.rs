@@ -2,7 +2,7 @@
 //!
 //! What is set up (over rtnetlink, see [`crate::rtnl`]; and by writing /proc/sys):
 //!
-//! - `net.ipv4.ip_forward = 1`, `net.ipv4.conf.<tun>.rp_filter = 0`, and `net.ipv4.neigh.<iface>.proxy_delay = 0` on interfaces with proxy ARP entries; each
+//! - `net.ipv4.ip_forward = 1`, `net.ipv4.conf.<tun>.rp_filter = 0` and `accept_local = 1`, and `net.ipv4.neigh.<iface>.proxy_delay = 0` on interfaces with proxy ARP entries; each
 //!   restored to its old value at exit.
 //! - Outbound: `ip rule add from <inside prefix> lookup <table> pref <pref>` for each inside
 //!   prefix (and each static inside address outside them); the table holds
@@ -341,6 +341,13 @@ impl Routes {
         let tun = &plan.tun;
         self.sysctl("/proc/sys/net/ipv4/ip_forward", "1")?;
         self.sysctl(&format!("/proc/sys/net/ipv4/conf/{tun}/rp_filter"), "0")?;
+        // Our policy rule makes every packet the kernel routes in from the TUN pay a second,
+        // reverse FIB lookup through the rules (`fib_validate_source` does the full check
+        // whenever custom rules exist, rp_filter 0 or not) unless the device accepts local
+        // sources: 5 % of the DUT core at 50,000 packets/s in the lab (docs/PERFORMANCE-LOG.md
+        // step 39). Only the daemon writes to the TUN, and a pool address the host also holds is
+        // then a source the kernel accepts from it.
+        self.sysctl(&format!("/proc/sys/net/ipv4/conf/{tun}/accept_local"), "1")?;
         if plan.ipv6 {
             self.sysctl("/proc/sys/net/ipv6/conf/all/forwarding", "1")?;
         }
