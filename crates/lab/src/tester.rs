@@ -786,9 +786,11 @@ fn device_ns(proc: f64, napi: f64, softirq: f64, has_napi_threads: bool) -> f64 
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::packet::{build_frame, flows_v4};
+
     #[test]
     fn softirq_inside_napi_threads_is_counted_once() {
-        use super::device_ns;
         // Kernel NAT: the NAPI thread's 0.6 s of softirq work is in both counters: once.
         assert_eq!(device_ns(0.0, 0.6e9, 0.6e9, true), 0.6e9);
         // A daemon beside a NAPI thread: both count, the ticks do not.
@@ -796,9 +798,6 @@ mod tests {
         // Softirq receive (no NAPI threads): the ticks are the kernel's work.
         assert_eq!(device_ns(0.1e9, 0.0, 0.3e9, false), 0.4e9);
     }
-
-    use super::*;
-    use crate::packet::{build_frame, flows_v4};
 
     fn frame(tag: u16, flow: u32, seq: u32, tx_ns: u64) -> Vec<u8> {
         let f = flows_v4(2, 0, [198, 19, 0, 2]);

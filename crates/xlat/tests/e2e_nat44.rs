@@ -579,12 +579,11 @@ fn sigterm_exits_zero_and_removes_routes_rules_tun() {
     // `xlat check` does; a daemon already on XDP or AF_XDP says nothing of it.
     let log = t.proc(x).stderr_text();
     let advised = log.contains("note: every packet crosses the TUN device");
-    let tun_only = common::lab::dataplane_mode(&cfg).starts_with("tun");
+    let mode = common::lab::dataplane_mode(&cfg);
     assert_eq!(
         advised,
-        tun_only,
-        "data path {}: the start-up note on the fast data path is wrong:\n{log}",
-        common::lab::dataplane_mode(&cfg)
+        mode.starts_with("tun"),
+        "data path {mode}: the start-up note on the fast data path is wrong:\n{log}"
     );
 
     // SAFETY: kill(2) on our own child.
