@@ -262,8 +262,14 @@ pub fn run(cfg: &Config) -> Result<()> {
                         let ipv6 = cfg.nat64.is_some() || cfg.siit.is_some();
                         xlat_engine::tunnel::sixtofour::xdp_config(t, ipv6)
                     });
+                    // With tun.auto_routes the daemon's rule steers protocol 41 into the TUN.
+                    let routes = if cfg.tun.auto_routes {
+                        xlat_xdp::TunnelRoutes::Daemon
+                    } else {
+                        xlat_xdp::TunnelRoutes::Operator
+                    };
                     if let Some(x) = six {
-                        match xlat_xdp::ifindex(tun.name()).and_then(|i| f.set_6to4(&x, i)) {
+                        match xlat_xdp::ifindex(tun.name()).and_then(|i| f.set_6to4(&x, i, routes)) {
                             Ok(()) => info!(
                                 encapsulation = x.encap,
                                 to_relay = x.encap_relay,
@@ -282,7 +288,7 @@ pub fn run(cfg: &Config) -> Result<()> {
                         xlat_engine::tunnel::isatap::xdp_config(t, ipv6)
                     });
                     if let Some(x) = isatap {
-                        match xlat_xdp::ifindex(tun.name()).and_then(|i| f.set_isatap(&x, i)) {
+                        match xlat_xdp::ifindex(tun.name()).and_then(|i| f.set_isatap(&x, i, routes)) {
                             Ok(()) => info!(
                                 encapsulation = x.encap,
                                 "ISATAP router on the XDP fast path"

@@ -595,12 +595,14 @@ static __always_inline int siit46(struct xdp_md *ctx, struct iphdr *ip, struct s
 // or that needs anything but the plain rewrite (fragments, outer CE marks, a hop limit or TTL
 // running out, a packet larger than the tunnel MTU, trailing bytes), goes to the kernel and
 // the engine as before, which answer or drop it with its reason counted. Only packets the
-// kernel itself would route into the TUN device are touched (asked of bpf_fib_lookup, the
-// same question the AF_XDP slow path asks).
+// kernel itself would route into the TUN device are touched: asked of bpf_fib_lookup (the
+// same question the AF_XDP slow path asks), except protocol 41 to the endpoint address when
+// the daemon's own rule routes all of it there (T_OWN_ROUTE, outer_to_tun).
 #define T_RELAY_ROUTER 1 // RFC 3056 5: this endpoint is a relay router
 #define T_PMTUD 2        // RFC 4213 3.2.2: DF on packets above 1280 bytes
 #define T_ENCAP 4        // IPv6 -> IPv4 here (off with [nat64] or [siit]: IPv6 is theirs first)
 #define T_ENCAP_RELAY 8  // native destinations to the relay here (off with ISATAP beside)
+#define T_OWN_ROUTE 16   // the daemon's own rule routes protocol 41 to v4 into the TUN (outer_to_tun)
 #define T_REFUSED 8
 
 struct tun6to4_cfg {
@@ -691,13 +693,19 @@ static __always_inline __u32 outer_ok(struct iphdr *ip, struct ipv6hdr *ip6, voi
 	return 0;
 }
 
-// The end of a decapsulation the checks accepted: when the kernel would route the outer packet
-// into the TUN device `tun` (so to the engine), the inner packet is routed, its outer header
-// taken off and it is redirected; c: the counter of a decapsulated packet.
-static __always_inline int strip_outer(struct xdp_md *ctx, struct iphdr *ip, struct ipv6hdr *ip6,
-				       __u32 tun, __u32 c, __u32 c_pass)
+// Would the kernel route a decapsulation's outer packet into the TUN device (so to the engine)?
+// With T_OWN_ROUTE in `flags` the daemon's own policy rule says so for every protocol-41 packet
+// to the endpoint address (tun.auto_routes: `to V4/32 ipproto 41 lookup T` ahead of `lookup
+// local`, crates/daemon/src/tunnel_routes.rs), so nothing is asked per packet; the packet need
+// only fit the TUN device, whose MTU is at least the tunnel MTU plus the outer header
+// (config.rs; a larger one is left to the kernel, which fragments it or refuses it there).
+// Without it -- the operator routes -- bpf_fib_lookup is asked, as the AF_XDP slow path asks.
+static __always_inline int outer_to_tun(struct xdp_md *ctx, struct iphdr *ip, __u32 tun,
+					__u16 mtu, __u8 flags)
 {
 	__u16 tot = bpf_ntohs(ip->tot_len);
+	if (flags & T_OWN_ROUTE)
+		return tot <= (__u32)mtu + sizeof(*ip);
 	struct bpf_fib_lookup fib = {};
 	fib.family = AF_INET;
 	fib.tos = ip->tos;
@@ -705,9 +713,17 @@ static __always_inline int strip_outer(struct xdp_md *ctx, struct iphdr *ip, str
 	fib.tot_len = tot;
 	fib.ipv4_src = ip->saddr;
 	fib.ipv4_dst = ip->daddr;
-	if (!to_tun(ctx, &fib, tun))
-		return count(c_pass, XDP_PASS);
-	__builtin_memset(&fib, 0, sizeof(fib));
+	return to_tun(ctx, &fib, tun);
+}
+
+// The end of a decapsulation the checks accepted, of an outer packet routed into the TUN device
+// (outer_to_tun): the inner packet is routed, its outer header taken off and it is redirected;
+// c: the counter of a decapsulated packet.
+static __always_inline int strip_outer(struct xdp_md *ctx, struct iphdr *ip, struct ipv6hdr *ip6,
+				       __u32 c)
+{
+	__u16 tot = bpf_ntohs(ip->tot_len);
+	struct bpf_fib_lookup fib = {};
 	fib.family = AF_INET6;
 	fib.l4_protocol = ip6->nexthdr;
 	fib.tot_len = tot - sizeof(*ip);
@@ -839,7 +855,9 @@ static __always_inline int decap6to4(struct xdp_md *ctx, struct iphdr *ip, void 
 		// RFC 3056 5: only a relay router forwards to native IPv6.
 		return count(C_PASS_6TO4, XDP_PASS);
 	}
-	return strip_outer(ctx, ip, ip6, t->tun_ifindex, C_6TO4_DECAP, C_PASS_6TO4);
+	if (!outer_to_tun(ctx, ip, t->tun_ifindex, t->mtu, t->flags))
+		return count(C_PASS_6TO4, XDP_PASS);
+	return strip_outer(ctx, ip, ip6, C_6TO4_DECAP);
 }
 
 // Is an IPv6 packet the tunnel's, as Tunnel::mech6 picks it: a 2002::/16 destination, or
@@ -894,7 +912,7 @@ struct isatap_cfg {
 	__u8 prefix[8];    // the advertised /64 (RFC 5214 8.2)
 	__u16 mtu;         // the tunnel MTU (RFC 4213 3.2)
 	__u8 ttl;          // the outer TTL (RFC 4213 3.3)
-	__u8 flags;        // T_PMTUD, T_ENCAP
+	__u8 flags;        // T_PMTUD, T_ENCAP, T_OWN_ROUTE
 	__u32 ident;       // the outer identification's counter (RFC 4213 3.5), atomic
 };
 
@@ -956,7 +974,9 @@ static __always_inline int decap_isatap(struct xdp_md *ctx, struct iphdr *ip, vo
 	// and link-local sources, which the kernel never forwards beyond the link.
 	if (nd(ip6, end) || never_tunneled(&ip6->saddr) || never_tunneled(&ip6->daddr))
 		return count(C_PASS_ISATAP, XDP_PASS);
-	return strip_outer(ctx, ip, ip6, t->tun_ifindex, C_ISATAP_DECAP, C_PASS_ISATAP);
+	if (!outer_to_tun(ctx, ip, t->tun_ifindex, t->mtu, t->flags))
+		return count(C_PASS_ISATAP, XDP_PASS);
+	return strip_outer(ctx, ip, ip6, C_ISATAP_DECAP);
 }
 
 // Is an IPv6 packet for the ISATAP link, as Tunnel::mech6 picks it for a router: the destination

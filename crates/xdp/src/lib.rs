@@ -53,6 +53,18 @@ use xlat_engine::tunnel::sixtofour::{self, XdpSixToFour};
 /// The largest `slow_path_pps` (keeps the policer's token arithmetic inside 64 bits).
 pub const MAX_SLOW_PATH_PPS: u32 = 100_000_000;
 
+/// Who routes a 6in4 endpoint's protocol-41 packets into the TUN device, and so whether the
+/// XDP program must ask the kernel before it decapsulates one (`T_OWN_ROUTE` in the C source).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TunnelRoutes {
+    /// `xlat run` with `tun.auto_routes`: its policy rule steers every protocol-41 packet to
+    /// the endpoint address into the TUN, ahead of local delivery, so the program decapsulates
+    /// without a routing lookup per packet.
+    Daemon,
+    /// The operator's routes: the program asks the kernel (`bpf_fib_lookup`) per packet.
+    Operator,
+}
+
 /// `struct tun6to4_cfg` of the C program: 6to4 in XDP (`FastPath::set_6to4`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -74,13 +86,14 @@ const T_RELAY_ROUTER: u8 = 1;
 const T_PMTUD: u8 = 2;
 const T_ENCAP: u8 = 4;
 const T_ENCAP_RELAY: u8 = 8;
+const T_OWN_ROUTE: u8 = 16;
 
 // SAFETY: plain integers without implicit padding (84 bytes, checked below).
 unsafe impl Pod for SixToFourCfg {}
 
 impl SixToFourCfg {
     /// The program's configuration for `x`, the TUN device being `tun_ifindex`.
-    fn of(x: &XdpSixToFour, tun_ifindex: u32) -> Result<SixToFourCfg> {
+    fn of(x: &XdpSixToFour, tun_ifindex: u32, routes: TunnelRoutes) -> Result<SixToFourCfg> {
         let mut c = SixToFourCfg {
             v4: x.ipv4.to_be(),
             relay: x.relay.unwrap_or(0).to_be(),
@@ -97,6 +110,7 @@ impl SixToFourCfg {
             (x.params.pmtud, T_PMTUD),
             (x.encap, T_ENCAP),
             (x.encap_relay && x.relay.is_some(), T_ENCAP_RELAY),
+            (routes == TunnelRoutes::Daemon, T_OWN_ROUTE),
         ] {
             if on {
                 c.flags |= bit;
@@ -131,7 +145,7 @@ unsafe impl Pod for IsatapCfg {}
 
 impl IsatapCfg {
     /// The program's configuration for `x`, the TUN device being `tun_ifindex`.
-    fn of(x: &XdpIsatap, tun_ifindex: u32) -> IsatapCfg {
+    fn of(x: &XdpIsatap, tun_ifindex: u32, routes: TunnelRoutes) -> IsatapCfg {
         let [p0, p1, p2, p3, p4, p5, p6, p7, ..] = x.prefix.to_be_bytes();
         let mut flags = 0;
         if x.params.pmtud {
@@ -139,6 +153,9 @@ impl IsatapCfg {
         }
         if x.encap {
             flags |= T_ENCAP;
+        }
+        if routes == TunnelRoutes::Daemon {
+            flags |= T_OWN_ROUTE;
         }
         IsatapCfg {
             v4: x.ipv4.to_be(),
@@ -837,9 +854,15 @@ impl FastPath {
     /// Turns 6to4 on in the program (issue 25): protocol 41 to `x.ipv4` is decapsulated and,
     /// as `x` says, IPv6 for the tunnel encapsulated in XDP with the engine's checks, when
     /// the kernel would route the packet into the TUN device `tun_ifindex` (see `tun6to4` in
-    /// the C source). One map write; stateless, so nothing follows per packet or flow.
-    pub fn set_6to4(&mut self, x: &XdpSixToFour, tun_ifindex: u32) -> Result<()> {
-        let c = SixToFourCfg::of(x, tun_ifindex)?;
+    /// the C source; `routes` says whether it must be asked to decapsulate). One map write;
+    /// stateless, so nothing follows per packet or flow.
+    pub fn set_6to4(
+        &mut self,
+        x: &XdpSixToFour,
+        tun_ifindex: u32,
+        routes: TunnelRoutes,
+    ) -> Result<()> {
+        let c = SixToFourCfg::of(x, tun_ifindex, routes)?;
         self.tun6to4
             .set(0, c, 0)
             .context("writing 6to4's configuration into the XDP program")?;
@@ -851,9 +874,15 @@ impl FastPath {
     /// hosts is decapsulated and, as `x` says, IPv6 to the advertised /64 encapsulated to the
     /// IPv4 address in the destination's identifier, in XDP with the engine's checks, when the
     /// kernel would route the packet into the TUN device `tun_ifindex` (see `isatap` in the C
-    /// source). One map write; stateless, so nothing follows per packet or flow.
-    pub fn set_isatap(&mut self, x: &XdpIsatap, tun_ifindex: u32) -> Result<()> {
-        let c = IsatapCfg::of(x, tun_ifindex);
+    /// source; `routes` as for [`FastPath::set_6to4`]). One map write; stateless, so nothing
+    /// follows per packet or flow.
+    pub fn set_isatap(
+        &mut self,
+        x: &XdpIsatap,
+        tun_ifindex: u32,
+        routes: TunnelRoutes,
+    ) -> Result<()> {
+        let c = IsatapCfg::of(x, tun_ifindex, routes);
         self.isatap
             .set(0, c, 0)
             .context("writing ISATAP's configuration into the XDP program")?;
@@ -1121,11 +1150,17 @@ mod tests {
             encap: true,
             encap_relay: true,
         };
-        let c = SixToFourCfg::of(&x, 7).unwrap();
+        let c = SixToFourCfg::of(&x, 7, TunnelRoutes::Daemon).unwrap();
         assert_eq!(c.v4.to_ne_bytes(), [198, 18, 0, 1]);
         assert_eq!(c.relay.to_ne_bytes(), [198, 18, 9, 9]);
         assert_eq!((c.tun_ifindex, c.mtu, c.ttl), (7, 1480, 64));
-        assert_eq!(c.flags, T_RELAY_ROUTER | T_PMTUD | T_ENCAP | T_ENCAP_RELAY);
+        let all = T_RELAY_ROUTER | T_PMTUD | T_ENCAP | T_ENCAP_RELAY;
+        assert_eq!(c.flags, all | T_OWN_ROUTE);
+        let c = SixToFourCfg::of(&x, 7, TunnelRoutes::Operator).unwrap();
+        assert_eq!(
+            c.flags, all,
+            "the operator routes: the program asks the kernel"
+        );
         // 10.0.0.0/8 is refused, as bytes on the wire.
         assert!(c
             .refused_net
@@ -1138,7 +1173,7 @@ mod tests {
             encap: false,
             ..x
         };
-        let c = SixToFourCfg::of(&none, 7).unwrap();
+        let c = SixToFourCfg::of(&none, 7, TunnelRoutes::Operator).unwrap();
         assert_eq!((c.relay, c.flags), (0, T_PMTUD));
     }
 
@@ -1157,7 +1192,7 @@ mod tests {
             },
             encap: true,
         };
-        let c = IsatapCfg::of(&x, 9);
+        let c = IsatapCfg::of(&x, 9, TunnelRoutes::Operator);
         assert_eq!(c.v4.to_ne_bytes(), [198, 18, 0, 1]);
         assert_eq!(c.prefix, [0x20, 0x01, 0, 2, 0, 0, 0, 5]);
         assert_eq!((c.tun_ifindex, c.mtu, c.ttl, c.ident), (9, 1480, 64, 0));
@@ -1173,8 +1208,9 @@ mod tests {
                 ..x
             },
             9,
+            TunnelRoutes::Daemon,
         );
-        assert_eq!((c.mtu, c.ttl, c.flags), (1400, 9, 0));
+        assert_eq!((c.mtu, c.ttl, c.flags), (1400, 9, T_OWN_ROUTE));
     }
 
     /// [`super::COUNTERS`] is read by index from the program's per-CPU array: its order must
@@ -1197,5 +1233,30 @@ mod tests {
         assert!(c_names.len() > 10, "enum counter not found: {c_names:?}");
         let rust: Vec<&str> = super::COUNTERS.iter().map(|(n, _)| *n).collect();
         assert_eq!(c_names, rust);
+    }
+
+    /// The tunnels' `T_*` flags are the C program's `#define`s, bit for bit.
+    #[test]
+    fn tunnel_flags_follow_the_c_defines() {
+        let src = include_str!("../bpf/xlat_fast.bpf.c");
+        let define = |name: &str| -> Option<u8> {
+            src.lines()
+                .find_map(|l| {
+                    l.strip_prefix("#define ")?
+                        .strip_prefix(name)?
+                        .split_whitespace()
+                        .next()
+                })
+                .and_then(|v| v.parse().ok())
+        };
+        for (name, v) in [
+            ("T_RELAY_ROUTER", T_RELAY_ROUTER),
+            ("T_PMTUD", T_PMTUD),
+            ("T_ENCAP", T_ENCAP),
+            ("T_ENCAP_RELAY", T_ENCAP_RELAY),
+            ("T_OWN_ROUTE", T_OWN_ROUTE),
+        ] {
+            assert_eq!(define(name), Some(v), "{name}");
+        }
     }
 }
