@@ -139,9 +139,11 @@ impl Latency {
 /// CPU use during a trial.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct CpuUse {
-    /// Busy share of the tester CPU during the send window, 0..1.
+    /// Busy (not idle, steal included) share of the tester CPU during the send window, 0..1,
+    /// from the idle time and the wall clock (`other_share` in this module says why not the
+    /// busy ticks).
     pub tester_busy: f64,
-    /// Busy share of the DUT CPU during the send window, 0..1.
+    /// Busy share of the DUT CPU during the send window, 0..1, as `tester_busy`.
     pub dut_busy: f64,
     /// Softirq share of the DUT CPU during the send window, 0..1.
     pub dut_softirq: f64,
@@ -435,6 +437,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
     }
 
     let cpu0 = sys::cpu_times();
+    let wall0 = Instant::now();
     let proc0: u64 = spec
         .dut_pids
         .iter()
@@ -472,11 +475,13 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
         .context("starting the sender thread")?;
     let send_res = sender.join().map_err(|_| anyhow!("sender thread panicked"));
     let cpu1 = sys::cpu_times();
+    let send_wall_ns = wall0.elapsed().as_nanos() as f64;
     done.store(true, Ordering::Release);
     let rx_res = receiver
         .join()
         .map_err(|_| anyhow!("receiver thread panicked"))?;
     let cpu2 = sys::cpu_times();
+    let wall_ns = wall0.elapsed().as_nanos() as f64;
     let proc2: u64 = spec
         .dut_pids
         .iter()
@@ -515,7 +520,16 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
             _ => (0.0, 0.0, 0.0, 1.0),
         }
     };
-    let (tester_busy, _, _, _) = share(&cpu0, &cpu1, spec.tester_cpu);
+    // Busy = not idle, on the wall clock: exact where the busy ticks are samples (other_share).
+    let busy = |cpus: &[usize]| -> f64 {
+        let idle: u64 = cpus
+            .iter()
+            .filter_map(|&c| Some(cpu1.get(c)?.delta(cpu0.get(c)?).idle))
+            .sum();
+        let wall = send_wall_ns * cpus.len().max(1) as f64;
+        (1.0 - idle as f64 * tick_ns / wall.max(1.0)).clamp(0.0, 1.0)
+    };
+    let tester_busy = busy(&[spec.tester_cpu]);
     // Over the device's CPUs: shares are their mean, ticks their sum.
     let shares = |a: &[sys::CpuTimes], b: &[sys::CpuTimes]| -> (f64, f64, f64, f64) {
         let n = spec.dut_cpus.len().max(1) as f64;
@@ -526,7 +540,8 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
         }
         acc
     };
-    let (dut_busy, dut_softirq, _, _) = shares(&cpu0, &cpu1);
+    let (_, dut_softirq, _, _) = shares(&cpu0, &cpu1);
+    let dut_busy = busy(&spec.dut_cpus);
     let dut_steal = {
         let (mut steal, mut total) = (0u64, 0u64);
         for &c in &spec.dut_cpus {
@@ -538,13 +553,10 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
         }
         steal as f64 / total.max(1) as f64
     };
-    // The window is one CPU's ticks: the mean busy share times it, times the CPUs, is the
-    // busy time of all of them.
-    let (busy2, _, kernel_ticks, total_all) = shares(&cpu0, &cpu2);
-    let total2 = total_all / spec.dut_cpus.len().max(1) as f64;
-    let busy2 = busy2 * spec.dut_cpus.len().max(1) as f64;
+    // The window (send and drain) on the wall clock: one CPU's time.
+    let (_, _, kernel_ticks, _) = shares(&cpu0, &cpu2);
     let proc_ns = proc2.saturating_sub(proc0) as f64;
-    let window_ns = total2 * tick_ns;
+    let window_ns = wall_ns;
     let device_ns = device_ns(
         proc_ns,
         napi2.saturating_sub(napi0) as f64,
@@ -552,8 +564,18 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
         !spec.dut_kernel_pids.is_empty(),
     );
     // A share of one CPU, the mean over the device's CPUs.
-    let dut_other =
-        ((busy2 - device_ns / window_ns.max(1.0)) / spec.dut_cpus.len().max(1) as f64).max(0.0);
+    let ncpu = spec.dut_cpus.len().max(1) as f64;
+    let (idle_ticks, steal_ticks) = spec
+        .dut_cpus
+        .iter()
+        .filter_map(|&c| Some(cpu2.get(c)?.delta(cpu0.get(c)?)))
+        .fold((0, 0), |(i, s), d| (i + d.idle, s + d.steal));
+    let dut_other = other_share(
+        wall_ns * ncpu,
+        idle_ticks as f64 * tick_ns,
+        device_ns,
+        steal_ticks as f64 * tick_ns,
+    );
     let rcv = st.received.max(1) as f64;
     let latency = Latency::of(&st.hist);
     let offered = spec.rate_pps.unwrap_or(0.0);
@@ -764,6 +786,17 @@ fn send_loop(
     Ok((t0.elapsed().as_secs_f64(), refused))
 }
 
+/// The share of the DUT CPUs' time (`wall_ns`: the window times the CPUs) that went to
+/// anything but the device and idling, the hypervisor's steal taken out: other processes.
+/// From the idle time, which a tickless kernel keeps exactly (/proc/stat's idle field comes
+/// from the nohz idle clock, quantized to a tick: a percent of a 2 s trial), and the wall
+/// clock -- not from the busy ticks, which are samples and alias with the tester's bursts (at
+/// a steady load they read 15-44 % a second against 30-37 % of NAPI thread time,
+/// docs/PERFORMANCE-LOG.md step 39), so that a quiet trial read as disturbed.
+fn other_share(wall_ns: f64, idle_ns: f64, device_ns: f64, steal_ns: f64) -> f64 {
+    ((wall_ns - idle_ns - device_ns - steal_ns) / wall_ns.max(1.0)).clamp(0.0, 1.0)
+}
+
 /// The device's CPU time in a trial, in ns: its processes' (`proc`) and its ports' NAPI
 /// threads' (`napi`) run time, both in nanoseconds from schedstat; the DUT CPUs' softirq and
 /// irq ticks (`softirq`) only when the device has no NAPI threads (softirq receive).
@@ -788,6 +821,17 @@ fn device_ns(proc: f64, napi: f64, softirq: f64, has_napi_threads: bool) -> f64 
 mod tests {
     use super::*;
     use crate::packet::{build_frame, flows_v4};
+
+    #[test]
+    fn other_load_is_what_neither_the_device_nor_idle_took() {
+        // 2 s on one CPU: 1.2 s idle, 0.6 s the device, 0.1 s steal: 0.1 s of others, 5 %.
+        let o = other_share(2e9, 1.2e9, 0.6e9, 0.1e9);
+        assert!((o - 0.05).abs() < 1e-9, "{o}");
+        // Counters read a little apart never make it negative or above the whole.
+        assert_eq!(other_share(2e9, 1.5e9, 0.6e9, 0.0), 0.0);
+        assert_eq!(other_share(0.0, 0.0, 0.0, 0.0), 0.0);
+        assert_eq!(other_share(1e9, 0.0, 0.0, 0.0), 1.0);
+    }
 
     #[test]
     fn softirq_inside_napi_threads_is_counted_once() {
