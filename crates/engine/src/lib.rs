@@ -693,15 +693,15 @@ impl Engine {
     }
 
     /// One expiry pass over every translator. `budget` gives a session translator's units
-    /// from whether it wants the per-new-session credit (`Napt::wants_expiry_credit`).
+    /// from whether it wants a step's sweep now (`Napt::wants_expiry_step`).
     fn expire_each(&mut self, now: Time, budget: impl Fn(bool) -> usize) -> usize {
         let c = &mut self.counters;
         let mut removed = 0;
         if let Some(n) = self.nat44.as_mut() {
-            removed += n.expire(now, budget(n.wants_expiry_credit(now)), c);
+            removed += n.expire(now, budget(n.wants_expiry_step(now)), c);
         }
         if let Some(n) = self.nat64.as_mut() {
-            removed += n.expire(now, budget(n.wants_expiry_credit(now)), c);
+            removed += n.expire(now, budget(n.wants_expiry_step(now)), c);
         }
         if let Some(s) = self.siit.as_mut() {
             s.expire(now, c);
@@ -746,9 +746,10 @@ impl Engine {
     /// [`EXPIRE_STEP_IDLE`] units, since nothing waits. Either way, plus one removal for
     /// every session the engine made since the last step, up to [`EXPIRE_STEP_MAX`] in all:
     /// a run of new flows is met by as many removals, so the table does not fill with expired
-    /// sessions while traffic creates new ones -- except while a translator's sweep goes round
-    /// its whole table in under a second finding nothing due (`Napt::wants_expiry_credit`):
-    /// then the credit would only read a young table again. Returns sessions removed.
+    /// sessions while traffic creates new ones. Nothing at all while a translator's sweep
+    /// went round its whole table in under a second finding nothing due
+    /// (`Napt::wants_expiry_step`), until a second after that cycle began: the step would
+    /// only read a young or small table again. Returns sessions removed.
     pub fn expire_step(&mut self, now: Time, backlog: bool) -> usize {
         let made = self.counters.count(Event::SessionsCreated);
         let new = usize::try_from(made.saturating_sub(self.made_at_step)).unwrap_or(usize::MAX);
@@ -760,8 +761,11 @@ impl Engine {
         };
         let credit = new.saturating_mul(napt::REMOVE_UNITS);
         self.expire_each(now, |wants| {
-            base.saturating_add(if wants { credit } else { 0 })
-                .min(EXPIRE_STEP_MAX)
+            if wants {
+                base.saturating_add(credit).min(EXPIRE_STEP_MAX)
+            } else {
+                0
+            }
         })
     }
 

@@ -856,6 +856,35 @@ fn expire_step_budget_follows_backlog_and_new_sessions() {
     assert_eq!(e.expire_step(late, true), 2);
 }
 
+/// `Engine::expire_step` rests for a second after a translator's sweep went round its table
+/// finding nothing due, so a small table is not read whole after every batch; the idle sweep
+/// (`Engine::expire`) does not rest, and after the second the step sweeps again.
+#[test]
+fn expire_step_rests_after_a_quiet_cycle() {
+    let mut e = napt();
+    for port in 0..100 {
+        fwd(&mut e, 0, udp_pkt(IN_A, 20000 + port, R1, 53));
+    }
+    let at = |ms: u64| Time(ms * 1_000_000);
+    // Nothing due before 300 s (UDP). A step looks at no more than the table: the first goes
+    // round it, the second ends the cycle begun long ago (no rest), the third ends the cycle
+    // begun at 299.5 s, quiet after 0.1 s: the step rests until 300.5 s.
+    for t in [299_500, 299_500, 299_600] {
+        assert_eq!(e.expire_step(at(t), false), 0);
+    }
+    // 300.2 s: every session is due, but the step rests.
+    assert_eq!(e.expire_step(at(300_200), false), 0);
+    assert_eq!(e.stats().sessions, 100);
+    // The idle sweep does not rest: 1,024 units remove 16 (65 units each). It also ends the
+    // cycle begun at 299.6 s, still quiet: the step now rests until 300.6 s.
+    assert_eq!(e.expire(at(300_200), 1024), 16);
+    assert_eq!(e.expire_step(at(300_500), false), 0);
+    // 300.6 s: the step sweeps again, and a cycle that met due sessions never rests.
+    assert_eq!(e.expire_step(at(300_600), false), 16);
+    assert_eq!(e.expire_step(at(300_600), false), 16);
+    assert_eq!(e.stats().sessions, 52);
+}
+
 /// The session index keeps ids in 27 bits: a table larger than that is refused up front, with
 /// the key named, not left to lose entries.
 #[test]

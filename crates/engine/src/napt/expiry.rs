@@ -34,12 +34,15 @@ const RECLAIM_BUDGET: usize = 64 * REMOVE_UNITS;
 const RECLAIM_BACKOFF_NS: u64 = 10_000_000;
 
 /// The shortest a sweep cycle over the whole slab lasts while it finds nothing due (1 s):
-/// one that ends sooner stops the per-new-session credit ([`Napt::wants_expiry_credit`])
-/// until this long after it began, so a young table is not read over and over -- at
-/// 200,000 new flows a second the credit looked at 13 million slots a second, 3.9 % of the
-/// core (PERFORMANCE-LOG step 38). A session past its time then waits at most about this
-/// long more for the sweep (every timeout is seconds or longer), and a full table still
-/// makes room at once ([`Napt::reclaim`]).
+/// one that ends sooner stops the sweep after each batch ([`Napt::wants_expiry_step`])
+/// until this long after it began, so a young or small table is not read over and over --
+/// at 200,000 new flows a second the per-new-session credit looked at 13 million slots a
+/// second, 3.9 % of the core (PERFORMANCE-LOG step 38), and 1,000 sessions at 100,000
+/// packets a second were read whole after every batch (step 42). A session past its time
+/// then waits at most about this long more for the sweep (every timeout is seconds or
+/// longer; a packet that meets it removes it at once), the idle sweep
+/// (`Engine::expire`) is not held, and a full table still makes room at once
+/// ([`Napt::reclaim`]).
 const QUIET_CYCLE_NS: u64 = 1_000_000_000;
 
 impl<A: InsideAddr> Napt<A> {
@@ -49,15 +52,15 @@ impl<A: InsideAddr> Napt<A> {
         self.sessions.len > 0 || !self.expects.is_empty()
     }
 
-    /// Whether the expiry budget should grow with the sessions this translator creates
-    /// (`Engine::expire_step`): not while the sweep's last cycle over the whole slab found
-    /// nothing due and ended less than [`QUIET_CYCLE_NS`] after it began.
-    pub fn wants_expiry_credit(&self, now: Time) -> bool {
+    /// Whether the sweep after a batch (`Engine::expire_step`) should look at this
+    /// translator now: not while its last cycle over the whole slab found nothing due and
+    /// ended less than [`QUIET_CYCLE_NS`] after it began.
+    pub fn wants_expiry_step(&self, now: Time) -> bool {
         now >= self.credit_after
     }
 
     /// The sweep came round to the slab's start: a cycle that found nothing due in under
-    /// [`QUIET_CYCLE_NS`] holds the credit back until that long after it began.
+    /// [`QUIET_CYCLE_NS`] holds the step's sweep back until that long after it began.
     fn sweep_wrapped(&mut self, now: Time) {
         if !self.cycle_found_due {
             let quiet_until = Time(self.cycle_started.0.saturating_add(QUIET_CYCLE_NS));
@@ -230,7 +233,7 @@ mod tests {
             n.outbound(start, Proto::Udp, int, REMOTE, 0, &mut c)
                 .unwrap();
         }
-        assert!(n.wants_expiry_credit(start));
+        assert!(n.wants_expiry_step(start));
         let ms = |t: Time, m: u64| Time(t.0 + m * 1_000_000);
         // A pass looks at no more than the slab: the first goes round once; the second
         // wraps, ending the cycle begun at time 0 (long ago): no hold.
@@ -238,20 +241,20 @@ mod tests {
         assert_eq!(n.expire(t1, 150, &mut c), 0);
         let t2 = ms(t1, 1);
         assert_eq!(n.expire(t2, 150, &mut c), 0);
-        assert!(n.wants_expiry_credit(t2));
+        assert!(n.wants_expiry_step(t2));
         // The cycle begun at t2 goes round in 10 ms finding nothing due: held for a second.
         let t3 = ms(t2, 10);
         assert_eq!(n.expire(t3, 150, &mut c), 0);
-        assert!(!n.wants_expiry_credit(t3));
-        assert!(!n.wants_expiry_credit(ms(t2, 999)));
-        assert!(n.wants_expiry_credit(ms(t2, 1000)));
-        // Everything due: the cycle finds it, removes what its budget allows, and the credit
+        assert!(!n.wants_expiry_step(t3));
+        assert!(!n.wants_expiry_step(ms(t2, 999)));
+        assert!(n.wants_expiry_step(ms(t2, 1000)));
+        // Everything due: the cycle finds it, removes what its budget allows, and the step
         // is never held while sessions wait.
         let late = start.plus_secs(100_000);
         let mut passes = 0;
         while n.sessions.len > 0 {
             n.expire(late, 1024, &mut c);
-            assert!(n.wants_expiry_credit(late), "held while sessions were due");
+            assert!(n.wants_expiry_step(late), "held while sessions were due");
             passes += 1;
             assert!(passes <= 100, "the sweep makes progress");
         }

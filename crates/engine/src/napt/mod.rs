@@ -198,10 +198,10 @@ pub struct Napt<A> {
     rng: Rng,
     sweep_cursor: usize,
     /// The expiry sweep's current cycle over the slab: when it began, and whether it has
-    /// met a session past its time ([`Napt::wants_expiry_credit`]).
+    /// met a session past its time ([`Napt::wants_expiry_step`]).
     cycle_started: Time,
     cycle_found_due: bool,
-    /// No per-new-session expiry credit before this time: the last cycle found nothing due.
+    /// No sweep after a batch before this time: the last cycle found nothing due.
     credit_after: Time,
     /// Sessions may be handed to a fast path ([`Napt::set_offload`]).
     offload: bool,

@@ -292,10 +292,10 @@ impl Nat64 {
         earliest(sweep, self.frags.next_due())
     }
 
-    /// Whether [`crate::Engine::expire_step`] should add its per-new-session credit to this
-    /// translator's budget (see `Napt::wants_expiry_credit`).
-    pub fn wants_expiry_credit(&self, now: Time) -> bool {
-        self.napt.wants_expiry_credit(now)
+    /// Whether [`crate::Engine::expire_step`] should sweep this translator now (see
+    /// `Napt::wants_expiry_step`).
+    pub fn wants_expiry_step(&self, now: Time) -> bool {
+        self.napt.wants_expiry_step(now)
     }
 
     /// Removes idle sessions (up to `budget` slots looked at) and stale fragment state.
