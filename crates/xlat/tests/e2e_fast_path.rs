@@ -395,6 +395,19 @@ fn siit_http_both_ways_crosses_xdp_by_pair_recipes() {
 /// 3056) from `ns`'s own IPv4 address to `to4`, by a raw socket (the kernel writes the outer
 /// header): a 6to4 packet whose inner source the test chooses.
 fn send_6in4_echo(lab: &Lab, ns: &str, to4: &str, src6: &str, dst6: &str, n: u32) {
+    send_6in4_echo_sized(lab, ns, to4, src6, dst6, n, 64);
+}
+
+/// [`send_6in4_echo`] with inner IPv6 packets of `len` bytes (at least 64).
+fn send_6in4_echo_sized(
+    lab: &Lab,
+    ns: &str,
+    to4: &str,
+    src6: &str,
+    dst6: &str,
+    n: u32,
+    len: usize,
+) {
     let py = format!(
         r#"
 import ipaddress, socket, struct
@@ -408,6 +421,7 @@ def csum(b):
 s = socket.socket(socket.AF_INET, socket.SOCK_RAW, 41)
 for i in range({n}):
     icmp = struct.pack("!BBHHH", 128, 0, 0, 0x6e34, i) + b"6to4-xdp-check!!"
+    icmp += b"." * ({len} - 40 - len(icmp))
     pseudo = src + dst + struct.pack("!IxxxB", len(icmp), 58)
     icmp = icmp[:2] + struct.pack("!H", csum(pseudo + icmp)) + icmp[4:]
     ip6 = struct.pack("!IHBB", 6 << 28, len(icmp), 58, 64) + src + dst
@@ -433,14 +447,6 @@ fn echos_in(lab: &Lab, ns: &str) -> u64 {
         .unwrap_or_else(|| panic!("no Icmp6InEchos in {ns}: {}", r.stdout))
 }
 
-/// 6to4 on the fast path (issue 25): GW is a 6to4 router (RFC 3056) on 198.19.0.1 for the site
-/// 2002:c613:1::/48, CLI a host in it (2002:c613:1:1::2); SRV is another 6to4 site,
-/// 2002:c613:2::/48, with `xlat run` as its endpoint on the TUN path. XDP on GW encapsulates
-/// and decapsulates by the configuration alone (no recipes): a 2 MiB file each way arrives
-/// intact, the XDP counters carried the data, and the hop limit went down by exactly one
-/// across GW. RFC 3964 5.3.1: protocol 41 whose inner 6to4 source does not embed its outer
-/// source is not forwarded (the engine drops it, counted), while the same packet with the
-/// right source is.
 /// A tunnel endpoint on the XDP fast path (`kind`: `6to4` or `isatap`, its counters'
 /// infix), between CLI and SRV (`ends`: each namespace with its IPv6 address): pings both
 /// ways (hop limit 63: one router), 2 MiB each way over HTTP intact, carried by XDP without
@@ -516,6 +522,17 @@ fn tunnel_crosses_xdp(lab: &mut Lab, ends: [(&str, &str); 2], kind: &str, source
     assert!(xdp(&st, &pass) >= passed + 5, "{}", brief(&st));
 }
 
+/// 6to4 on the fast path (issue 25): GW is a 6to4 router (RFC 3056) on 198.19.0.1 for the site
+/// 2002:c613:1::/48, CLI a host in it (2002:c613:1:1::2); SRV is another 6to4 site,
+/// 2002:c613:2::/48, with `xlat run` as its endpoint on the TUN path. XDP on GW encapsulates
+/// and decapsulates by the configuration alone (no recipes): a 2 MiB file each way arrives
+/// intact, the XDP counters carried the data, and the hop limit went down by exactly one
+/// across GW. RFC 3964 5.3.1: protocol 41 whose inner 6to4 source does not embed its outer
+/// source is not forwarded (the engine drops it, counted), while the same packet with the
+/// right source is.
+/// XDP decapsulates outer packets up to the tunnel MTU plus the outer header without asking the
+/// kernel's routes (the daemon's rule routes protocol 41 into the TUN); a larger one goes to the
+/// engine, which decapsulates it too.
 #[test]
 #[ignore = "needs root: scripts/test.sh"]
 fn sixtofour_both_ways_crosses_xdp_and_spoofed_sources_stop() {
@@ -523,6 +540,9 @@ fn sixtofour_both_ways_crosses_xdp_and_spoofed_sources_stop() {
     const CLI6: &str = "2002:c613:1:1::2";
     const GW_SITE: &str = "2002:c613:1:1::1";
     const SRV6: &str = "2002:c613:2::1";
+    // Both ends' tunnel MTU (RFC 4213 3.2), below the links' 1,500 less the outer header, so
+    // that an outer packet can exceed it.
+    const TUNNEL_MTU: usize = 1400;
     require_root();
     let mut lab = Topo64::new('s', CLI6, true);
     let (cli, srv, gw) = (lab.cli.clone(), lab.srv.clone(), lab.gw.clone());
@@ -541,7 +561,7 @@ fn sixtofour_both_ways_crosses_xdp_and_spoofed_sources_stop() {
     );
     lab.ip(&cli, &["-6", "route", "add", "default", "via", GW_SITE]);
     let cfg = format!(
-        "[tun]\nname = \"{tun}\"\nmtu = 1500\nauto_routes = true\n\n[tunnel.6to4]\nipv4 = \"{GW4}\"\n\n[control]\nsocket = \"{sock}\"\n\n[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"{a}\", \"{b}\"]\n{workers}",
+        "[tun]\nname = \"{tun}\"\nmtu = 1500\nauto_routes = true\n\n[tunnel.6to4]\nipv4 = \"{GW4}\"\nmtu = {TUNNEL_MTU}\n\n[control]\nsocket = \"{sock}\"\n\n[dataplane]\nfast_path = \"xdp\"\ninterfaces = [\"{a}\", \"{b}\"]\n{workers}",
         tun = lab.tun,
         sock = lab.socket.display(),
         a = gc,
@@ -554,7 +574,7 @@ fn sixtofour_both_ways_crosses_xdp_and_spoofed_sources_stop() {
     // SRV: the far 6to4 site, its endpoint on the TUN path.
     let (srv_tun, srv_sock) = (format!("{tun}p"), lab.dir.join("srv.sock"));
     let srv_cfg = format!(
-        "[tun]\nname = \"{srv_tun}\"\nmtu = 1500\nauto_routes = true\n\n[tunnel.6to4]\nipv4 = \"{SRV}\"\n\n[control]\nsocket = \"{}\"\n",
+        "[tun]\nname = \"{srv_tun}\"\nmtu = 1500\nauto_routes = true\n\n[tunnel.6to4]\nipv4 = \"{SRV}\"\nmtu = {TUNNEL_MTU}\n\n[control]\nsocket = \"{}\"\n",
         srv_sock.display()
     );
     let srv_path = lab.dir.join("srv.toml");
@@ -569,6 +589,33 @@ fn sixtofour_both_ways_crosses_xdp_and_spoofed_sources_stop() {
         ends,
         "6to4",
         ["2002:c613:2::99", "2002:c613:99::1"],
+    );
+
+    // Decapsulation without asking the kernel's routes (the daemon's own rule routes protocol
+    // 41 into the TUN) takes outer packets up to the tunnel MTU plus the outer header: inner
+    // packets of 1,400 bytes are decapsulated in XDP; of 1,401 they go to the kernel and the
+    // engine (counted as passed), which decapsulates them too.
+    let st = lab.stats();
+    let (dec, passed) = (xdp(&st, "xdp_6to4_decap"), xdp(&st, "xdp_pass_6to4"));
+    let before = echos_in(&lab, &cli);
+    for (i, len) in [TUNNEL_MTU, TUNNEL_MTU + 1].into_iter().enumerate() {
+        send_6in4_echo_sized(&lab, &srv, GW4, "2002:c613:2::99", CLI6, 3, len);
+        let want = before + 3 * (i as u64 + 1);
+        assert!(
+            poll(Duration::from_secs(5), Duration::from_millis(100), || {
+                echos_in(&lab, &cli) >= want
+            }),
+            "{len}-byte 6in4 echoes did not all reach CLI: {}",
+            brief(&lab.stats())
+        );
+    }
+    let st = lab.stats();
+    let (dec2, passed2) = (xdp(&st, "xdp_6to4_decap"), xdp(&st, "xdp_pass_6to4"));
+    assert!(dec2 >= dec + 3, "the 1,400-byte echoes: {}", brief(&st));
+    assert!(
+        passed2 >= passed + 3 && dec2 < dec + 6,
+        "the 1,401-byte echoes were not left to the engine: {}",
+        brief(&st)
     );
 
     // `xlat trace`: 6to4 leaves XDP for the trace, so the engine sees (and records) the
