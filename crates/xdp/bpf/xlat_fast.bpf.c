@@ -697,8 +697,8 @@ static __always_inline __u32 outer_ok(struct iphdr *ip, struct ipv6hdr *ip6, voi
 // With T_OWN_ROUTE in `flags` the daemon's own policy rule says so for every protocol-41 packet
 // to the endpoint address (tun.auto_routes: `to V4/32 ipproto 41 lookup T` ahead of `lookup
 // local`, crates/daemon/src/tunnel_routes.rs), so nothing is asked per packet; the packet need
-// only fit the TUN device, whose MTU is at least the tunnel MTU plus the outer header
-// (config.rs; a larger one is left to the kernel, which fragments it or refuses it there).
+// only fit the tunnel MTU plus the outer header, which the TUN device's MTU is at least
+// (crates/daemon/src/config.rs): a larger one is left to the kernel and the engine.
 // Without it -- the operator routes -- bpf_fib_lookup is asked, as the AF_XDP slow path asks.
 static __always_inline int outer_to_tun(struct xdp_md *ctx, struct iphdr *ip, __u32 tun,
 					__u16 mtu, __u8 flags)

@@ -56,7 +56,7 @@ impl<A: InsideAddr> Napt<A> {
     /// translator now: not while its last cycle over the whole slab found nothing due and
     /// ended less than [`QUIET_CYCLE_NS`] after it began.
     pub fn wants_expiry_step(&self, now: Time) -> bool {
-        now >= self.credit_after
+        now >= self.step_after
     }
 
     /// The sweep came round to the slab's start: a cycle that found nothing due in under
@@ -65,7 +65,7 @@ impl<A: InsideAddr> Napt<A> {
         if !self.cycle_found_due {
             let quiet_until = Time(self.cycle_started.0.saturating_add(QUIET_CYCLE_NS));
             if now < quiet_until {
-                self.credit_after = quiet_until;
+                self.step_after = quiet_until;
             }
         }
         self.cycle_started = now;

@@ -202,7 +202,7 @@ pub struct Napt<A> {
     cycle_started: Time,
     cycle_found_due: bool,
     /// No sweep after a batch before this time: the last cycle found nothing due.
-    credit_after: Time,
+    step_after: Time,
     /// Sessions may be handed to a fast path ([`Napt::set_offload`]).
     offload: bool,
     /// Packets a UDP session waits for before going to the fast path
@@ -276,7 +276,7 @@ impl<A: InsideAddr> Napt<A> {
             sweep_cursor: 0,
             cycle_started: Time(0),
             cycle_found_due: false,
-            credit_after: Time(0),
+            step_after: Time(0),
             offload: false,
             offload_after: 1,
             hold: None,
