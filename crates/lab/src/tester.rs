@@ -504,20 +504,15 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
     let total = sent.load(Ordering::Acquire);
     let lost = total.saturating_sub(st.received);
     let tick_ns = 1e9 / sys::clk_tck() as f64;
-    // (busy share, softirq share, softirq+irq ticks, total ticks) of one CPU between snapshots.
-    let share = |a: &[sys::CpuTimes], b: &[sys::CpuTimes], cpu: usize| -> (f64, f64, f64, f64) {
+    // (softirq share, softirq+irq ticks) of one CPU between snapshots.
+    let share = |a: &[sys::CpuTimes], b: &[sys::CpuTimes], cpu: usize| -> (f64, f64) {
         match (a.get(cpu), b.get(cpu)) {
             (Some(x), Some(y)) => {
                 let d = y.delta(x);
                 let t = d.total().max(1) as f64;
-                (
-                    d.busy() as f64 / t,
-                    d.softirq as f64 / t,
-                    (d.softirq + d.irq) as f64,
-                    t,
-                )
+                (d.softirq as f64 / t, (d.softirq + d.irq) as f64)
             }
-            _ => (0.0, 0.0, 0.0, 1.0),
+            _ => (0.0, 0.0),
         }
     };
     // Busy = not idle, on the wall clock: exact where the busy ticks are samples (other_share).
@@ -530,17 +525,17 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
         (1.0 - idle as f64 * tick_ns / wall.max(1.0)).clamp(0.0, 1.0)
     };
     let tester_busy = busy(&[spec.tester_cpu]);
-    // Over the device's CPUs: shares are their mean, ticks their sum.
-    let shares = |a: &[sys::CpuTimes], b: &[sys::CpuTimes]| -> (f64, f64, f64, f64) {
+    // Over the device's CPUs: the softirq share their mean, the ticks their sum.
+    let shares = |a: &[sys::CpuTimes], b: &[sys::CpuTimes]| -> (f64, f64) {
         let n = spec.dut_cpus.len().max(1) as f64;
-        let mut acc = (0.0, 0.0, 0.0, 0.0);
+        let mut acc = (0.0, 0.0);
         for &c in &spec.dut_cpus {
-            let (busy, soft, kt, t) = share(a, b, c);
-            acc = (acc.0 + busy / n, acc.1 + soft / n, acc.2 + kt, acc.3 + t);
+            let (soft, kt) = share(a, b, c);
+            acc = (acc.0 + soft / n, acc.1 + kt);
         }
         acc
     };
-    let (_, dut_softirq, _, _) = shares(&cpu0, &cpu1);
+    let (dut_softirq, _) = shares(&cpu0, &cpu1);
     let dut_busy = busy(&spec.dut_cpus);
     let dut_steal = {
         let (mut steal, mut total) = (0u64, 0u64);
@@ -554,7 +549,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
         steal as f64 / total.max(1) as f64
     };
     // The window (send and drain) on the wall clock: one CPU's time.
-    let (_, _, kernel_ticks, _) = shares(&cpu0, &cpu2);
+    let (_, kernel_ticks) = shares(&cpu0, &cpu2);
     let proc_ns = proc2.saturating_sub(proc0) as f64;
     let window_ns = wall_ns;
     let device_ns = device_ns(
