@@ -517,10 +517,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
     };
     // Busy = not idle, on the wall clock: exact where the busy ticks are samples (other_share).
     let busy = |cpus: &[usize]| -> f64 {
-        let idle: u64 = cpus
-            .iter()
-            .filter_map(|&c| Some(cpu1.get(c)?.delta(cpu0.get(c)?).idle))
-            .sum();
+        let (idle, _) = idle_steal(&cpu0, &cpu1, cpus);
         let wall = send_wall_ns * cpus.len().max(1) as f64;
         (1.0 - idle as f64 * tick_ns / wall.max(1.0)).clamp(0.0, 1.0)
     };
@@ -551,7 +548,6 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
     // The window (send and drain) on the wall clock: one CPU's time.
     let (_, kernel_ticks) = shares(&cpu0, &cpu2);
     let proc_ns = proc2.saturating_sub(proc0) as f64;
-    let window_ns = wall_ns;
     let device_ns = device_ns(
         proc_ns,
         napi2.saturating_sub(napi0) as f64,
@@ -560,11 +556,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
     );
     // A share of one CPU, the mean over the device's CPUs.
     let ncpu = spec.dut_cpus.len().max(1) as f64;
-    let (idle_ticks, steal_ticks) = spec
-        .dut_cpus
-        .iter()
-        .filter_map(|&c| Some(cpu2.get(c)?.delta(cpu0.get(c)?)))
-        .fold((0, 0), |(i, s), d| (i + d.idle, s + d.steal));
+    let (idle_ticks, steal_ticks) = idle_steal(&cpu0, &cpu2, &spec.dut_cpus);
     let dut_other = other_share(
         wall_ns * ncpu,
         idle_ticks as f64 * tick_ns,
@@ -606,7 +598,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
             proc_ns_per_pkt: proc_ns / rcv,
             tester_ns_per_pkt: tester_ns / rcv,
             dut_other,
-            device_busy: (device_ns / window_ns.max(1.0)).min(1.0),
+            device_busy: (device_ns / wall_ns.max(1.0)).min(1.0),
             dut_steal,
             sender_cpu,
             receiver_cpu,
@@ -779,6 +771,13 @@ fn send_loop(
         sent_out.store(sent, Ordering::Release);
     }
     Ok((t0.elapsed().as_secs_f64(), refused))
+}
+
+/// Idle and steal ticks of `cpus`, summed, between two /proc/stat snapshots.
+fn idle_steal(a: &[sys::CpuTimes], b: &[sys::CpuTimes], cpus: &[usize]) -> (u64, u64) {
+    cpus.iter()
+        .filter_map(|&c| Some(b.get(c)?.delta(a.get(c)?)))
+        .fold((0, 0), |(i, s), d| (i + d.idle, s + d.steal))
 }
 
 /// The share of the DUT CPUs' time (`wall_ns`: the window times the CPUs) that went to
