@@ -40,8 +40,8 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::addressing::{
-    D6_ADDR, D_ADDR, INSIDE4, ISATAP_PREFIX, POOL, PREF64, SIIT_EAM4, SIIT_EAM6, TAYGA_POOL,
-    TUNNEL_ENDPOINT,
+    A6_ADDR, A_ADDR, D6_ADDR, D_ADDR, INSIDE4, ISATAP_PREFIX, POOL, PREF64, SIIT_EAM4, SIIT_EAM6,
+    TAYGA_POOL, TUNNEL_ENDPOINT,
 };
 use crate::packet::Flow;
 use crate::sys;
@@ -280,6 +280,13 @@ pub trait Device {
     fn flows_at(&self, first: u32, n: u32, seed: u32) -> Vec<Flow> {
         crate::packet::flows_v4_at(first, n, seed, D_ADDR.octets())
     }
+    /// Flows of the return direction, sent on the tester's outside port to the inside
+    /// (`cpu-return`), for devices that forward them with no session made from the inside
+    /// first: plain IPv6 forwarding and the 6to4 and ISATAP endpoints (their encapsulation).
+    /// None for the others.
+    fn return_flows(&self, _n: u32, _seed: u32) -> Option<Vec<Flow>> {
+        None
+    }
     fn setup(&mut self, topo: &Topo) -> Result<()>;
     fn teardown(&mut self, topo: &Topo);
     /// Processes whose CPU time and memory belong to the device.
@@ -367,6 +374,9 @@ impl Device for SoftirqRx {
     fn flows_at(&self, first: u32, n: u32, seed: u32) -> Vec<Flow> {
         self.inner.flows_at(first, n, seed)
     }
+    fn return_flows(&self, n: u32, seed: u32) -> Option<Vec<Flow>> {
+        self.inner.return_flows(n, seed)
+    }
     fn setup(&mut self, topo: &Topo) -> Result<()> {
         topo.dut_rx_softirq()?;
         self.inner.setup(topo)
@@ -433,6 +443,10 @@ impl Device for Forward {
         } else {
             crate::packet::flows_v4_at(first, n, seed, D_ADDR.octets())
         }
+    }
+    fn return_flows(&self, n: u32, seed: u32) -> Option<Vec<Flow>> {
+        self.v6
+            .then(|| crate::packet::flows_v6_return(n, seed, A6_ADDR.octets()))
     }
     fn setup(&mut self, _topo: &Topo) -> Result<()> {
         Ok(())
@@ -1117,6 +1131,17 @@ impl Device for Daemon {
                 crate::packet::flows_v6_at(first, n, seed, dst)
             }
         }
+    }
+    /// The tunnel endpoints' encapsulation: native IPv6 from the outside to a host behind the
+    /// tester's inside port as a tunnel end (6to4 site 2002:C612:0002::/48 or ISATAP host
+    /// ::0:5efe:198.18.0.2), which the device sends on in IPv4 protocol 41 to 198.18.0.2.
+    fn return_flows(&self, n: u32, seed: u32) -> Option<Vec<Flow>> {
+        let t = tunnel_of(self.name())?;
+        Some(crate::packet::flows_v6_return(
+            n,
+            seed,
+            t.host(A_ADDR.octets()),
+        ))
     }
     fn setup(&mut self, topo: &Topo) -> Result<()> {
         let tun = tun_name(topo, self.kind);

@@ -458,6 +458,17 @@ pub fn resolve(plan: &Plan, o: &RunOpts) -> Result<Opts> {
             );
         }
     }
+    if plan.steps.iter().any(|s| s == "cpu-return") {
+        for dev in &devices {
+            if device::make(dev)?.return_flows(1, 0).is_none() {
+                bail!(
+                    "cpu-return: {dev} has no return-direction flows (its sessions start inside); \
+                     cpu-return measures forward6, xlat-6to4, xlat-6to4-xdp, xlat-isatap and \
+                     xlat-isatap-xdp"
+                );
+            }
+        }
+    }
     let size_text = o.sizes.clone().unwrap_or_else(|| d.sizes.clone());
     let mut sizes = Vec::new();
     for s in &size_text {

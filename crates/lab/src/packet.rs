@@ -145,11 +145,22 @@ pub fn flows_v6(n: u32, seed: u32, dst: [u8; 16]) -> Vec<Flow> {
 
 /// Flows `first..first + n` of [`flows_v6`]`(.., seed, dst)`.
 pub fn flows_v6_at(first: u32, n: u32, seed: u32, dst: [u8; 16]) -> Vec<Flow> {
+    flows_v6_from(first, n, seed, [0x20, 0x01, 0, 2, 0, 0, 0, 1], dst)
+}
+
+/// `n` IPv6 flows of the return direction, sent on the tester's outside port: from hosts
+/// 2001:2:0:2::1:0 + host (the outside port's /64) to `dst` on the inside.
+pub fn flows_v6_return(n: u32, seed: u32, dst: [u8; 16]) -> Vec<Flow> {
+    flows_v6_from(0, n, seed, [0x20, 0x01, 0, 2, 0, 0, 0, 2], dst)
+}
+
+/// IPv6 flows `first..first + n` from hosts ::1:0 + host of the /64 `src64` to `dst`.
+fn flows_v6_from(first: u32, n: u32, seed: u32, src64: [u8; 8], dst: [u8; 16]) -> Vec<Flow> {
     (first..first.saturating_add(n))
         .map(|i| {
             let (sport, host, dport) = flow_ports(i, seed);
             let mut src = [0u8; 16];
-            src[..8].copy_from_slice(&[0x20, 0x01, 0, 2, 0, 0, 0, 1]);
+            src[..8].copy_from_slice(&src64);
             src[12..14].copy_from_slice(&[0, 1]);
             src[14..16].copy_from_slice(&((host % 65_000) as u16 + 1).to_be_bytes());
             Flow {

@@ -81,7 +81,7 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("memory_delta_bytes", "memory - baseline (B)"),
             ("bytes_per_session", "bytes/session"),
         ],
-        "cpu" => vec![
+        "cpu" | "cpu-return" => vec![
             ("offered_pps", "offered (pps)"),
             ("dut_busy_pct", "device CPU %"),
             ("dut_softirq_pct", "softirq %"),
@@ -260,7 +260,7 @@ pub fn plots(exp: &str) -> Vec<(&'static str, &'static str, bool)> {
         ],
         "latency-vs-sessions" => vec![("latency_mean_us", "mean latency (us)", true)],
         "memory-per-session" => vec![("memory_delta_bytes", "memory - baseline (bytes)", true)],
-        "cpu" => vec![("dut_ns_per_pkt", "DUT CPU ns per packet", true)],
+        "cpu" | "cpu-return" => vec![("dut_ns_per_pkt", "DUT CPU ns per packet", true)],
         "teardown-rate" => vec![(
             "teardown_rate_per_s",
             "connections torn down per second",

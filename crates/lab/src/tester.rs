@@ -274,36 +274,42 @@ impl RxState {
     }
 }
 
-/// "address:port" of a frame's IP source and UDP source port.
+/// "address:port" of a frame's IP source and UDP source port; for IPv6 in IPv4 protocol 41
+/// (RFC 4213 3.5) "outer address in 6in4 [inner address]:port".
 fn src_of(f: &[u8]) -> String {
     let et = f.get(12..14).map(|b| u16::from_be_bytes([b[0], b[1]]));
     match et {
         Some(0x0800) => {
             let ihl = f.get(14).map(|b| usize::from(b & 0x0f) * 4).unwrap_or(20);
-            match (f.get(26..30), f.get(14 + ihl..16 + ihl)) {
-                (Some(a), Some(p)) => format!(
-                    "{}.{}.{}.{}:{}",
-                    a[0],
-                    a[1],
-                    a[2],
-                    a[3],
-                    u16::from_be_bytes([p[0], p[1]])
-                ),
-                _ => String::new(),
+            let Some(a) = f.get(26..30) else {
+                return String::new();
+            };
+            let outer = std::net::Ipv4Addr::new(a[0], a[1], a[2], a[3]);
+            if f.get(23) == Some(&crate::packet::PROTO_IPV6_IN_IPV4) {
+                return format!("{outer} in 6in4 {}", src6_of(f, 14 + ihl));
+            }
+            match f.get(14 + ihl..16 + ihl) {
+                Some(p) => format!("{outer}:{}", u16::from_be_bytes([p[0], p[1]])),
+                None => String::new(),
             }
         }
-        Some(0x86dd) => match (f.get(22..38), f.get(54..56)) {
-            (Some(a), Some(p)) => {
-                let mut o = [0u8; 16];
-                o.copy_from_slice(a);
-                format!(
-                    "[{}]:{}",
-                    std::net::Ipv6Addr::from(o),
-                    u16::from_be_bytes([p[0], p[1]])
-                )
-            }
-            _ => String::new(),
-        },
+        Some(0x86dd) => src6_of(f, 14),
+        _ => String::new(),
+    }
+}
+
+/// "[address]:port" of the IPv6 header at `l3` and the UDP header after it.
+fn src6_of(f: &[u8], l3: usize) -> String {
+    match (f.get(l3 + 8..l3 + 24), f.get(l3 + 40..l3 + 42)) {
+        (Some(a), Some(p)) => {
+            let mut o = [0u8; 16];
+            o.copy_from_slice(a);
+            format!(
+                "[{}]:{}",
+                std::net::Ipv6Addr::from(o),
+                u16::from_be_bytes([p[0], p[1]])
+            )
+        }
         _ => String::new(),
     }
 }
@@ -814,7 +820,40 @@ fn device_ns(proc: f64, napi: f64, softirq: f64, has_napi_threads: bool) -> f64 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::{build_frame, flows_v4};
+    use crate::packet::{build_frame, flows_6in4, flows_v4};
+
+    /// A 6in4 frame's source names the outer address and the inner packet's source, not
+    /// the inner header's first bytes as a port.
+    #[test]
+    fn source_of_a_6in4_frame_names_both_headers() {
+        let f = flows_6in4(
+            1,
+            0,
+            [0x20, 1, 0, 2, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2],
+            [198, 18, 0, 1],
+            crate::packet::Tunnel6in4::SixToFour,
+        )[0];
+        let mut b = vec![0u8; 256];
+        let t = Tag {
+            tag: 1,
+            flow: 0,
+            seq: 0,
+            tx_ns: 0,
+        };
+        let n = build_frame(&mut b, 128, true, &[2; 6], &[4; 6], &f, t).unwrap();
+        let src = src_of(&b[..n]);
+        let (o, inner) = (
+            std::net::Ipv4Addr::from(f.outer.unwrap().src),
+            std::net::Ipv6Addr::from(f.src),
+        );
+        assert_eq!(src, format!("{o} in 6in4 [{inner}]:{}", f.sport));
+        assert!(
+            src.starts_with("198.18.1.1 in 6in4 [2002:c612:101::1]:"),
+            "{src}"
+        );
+        // Cut inside the inner header: the outer address stays, the rest is empty.
+        assert_eq!(src_of(&b[..14 + 20 + 20]), format!("{o} in 6in4 "));
+    }
 
     #[test]
     fn other_load_is_what_neither_the_device_nor_idle_took() {

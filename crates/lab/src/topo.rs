@@ -275,22 +275,26 @@ impl Topo {
                 "permanent",
             ],
         )?;
+        // And the inside port (cpu-return sends to it; the tunnel endpoints encapsulate to
+        // its IPv4 address).
         let amac = fmt_mac(&self.a.mac);
-        self.ip(
-            &u,
-            &[
-                "-6",
-                "neigh",
-                "replace",
-                &A6_ADDR.to_string(),
-                "lladdr",
-                &amac,
-                "dev",
-                &self.ua.dev,
-                "nud",
-                "permanent",
-            ],
-        )?;
+        for (family, addr) in [("-4", A_ADDR.to_string()), ("-6", A6_ADDR.to_string())] {
+            self.ip(
+                &u,
+                &[
+                    family,
+                    "neigh",
+                    "replace",
+                    &addr,
+                    "lladdr",
+                    &amac,
+                    "dev",
+                    &self.ua.dev,
+                    "nud",
+                    "permanent",
+                ],
+            )?;
+        }
         // Receive work: DUT ingress on the DUT core. The tester's ports get no RPS: their
         // NAPI threads are pinned to the tester core already, and RPS to the same core only
         // adds a flow hash and a trip through the backlog queue per frame (measured: the

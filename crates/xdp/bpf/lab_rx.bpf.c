@@ -14,8 +14,11 @@
 //   - one frame in 2^sample_shift (by sequence number) still goes on to the kernel and the
 //     packet ring, where the user-space receiver takes latency, reordering and the first
 //     source address from it: a systematic sample of the same trial;
-//   - everything else (other trials' stragglers, ARP, neighbour discovery, tunnels) passes
-//     to the kernel untouched and is judged there as before.
+//   - IPv6 in IPv4 protocol 41 (RFC 4213 3.5: an unfragmented outer header, then IPv6 +
+//     UDP) is looked through, as the user-space parser does: the frames a tunnel endpoint
+//     encapsulates (cpu-return) count like any other;
+//   - everything else (other trials' stragglers, ARP, neighbour discovery) passes to the
+//     kernel untouched and is judged there as before.
 // The program is loaded for one trial and detached after it; its maps start zeroed.
 
 #include <linux/bpf.h>
@@ -84,20 +87,28 @@ int lab_rx(struct xdp_md *ctx)
 	struct ethhdr *eth = data;
 	if ((void *)(eth + 1) > end)
 		return XDP_PASS;
+	struct ipv6hdr *ip6;
 	void *l4;
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = (void *)(eth + 1);
-		if ((void *)(ip + 1) > end || ip->protocol != IPPROTO_UDP || ip->ihl < 5)
+		if ((void *)(ip + 1) > end || ip->ihl < 5)
 			return XDP_PASS;
-		l4 = (void *)ip + ip->ihl * 4;
+		if (ip->protocol == IPPROTO_UDP) {
+			l4 = (void *)ip + ip->ihl * 4;
+			goto tagged;
+		}
+		if (ip->protocol != IPPROTO_IPV6 || (ip->frag_off & bpf_htons(0x3fff)))
+			return XDP_PASS;
+		ip6 = (void *)ip + ip->ihl * 4;
 	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr *ip6 = (void *)(eth + 1);
-		if ((void *)(ip6 + 1) > end || ip6->nexthdr != IPPROTO_UDP)
-			return XDP_PASS;
-		l4 = ip6 + 1;
+		ip6 = (void *)(eth + 1);
 	} else {
 		return XDP_PASS;
 	}
+	if ((void *)(ip6 + 1) > end || ip6->nexthdr != IPPROTO_UDP)
+		return XDP_PASS;
+	l4 = ip6 + 1;
+tagged:;
 	__u8 *tag = (__u8 *)l4 + sizeof(struct udphdr);
 	if ((void *)(tag + TAG_LEN) > end)
 		return XDP_PASS;

@@ -6,24 +6,41 @@ use super::*;
 impl Lab {
     pub(super) fn cpu(&mut self) -> Result<()> {
         self.by_difference = true;
-        let r = self.cpu_rows();
+        let r = self.cpu_rows(Self::exp(
+            "cpu",
+            "DUT CPU at a fixed load",
+            Some("sessions"),
+            format!(
+                "{CPU_ABOUT} S5 table 4.4. Also by difference, for every device: (tester CPU busy time + \
+                 the device's DUT CPU time) per packet, minus the tester's own busy time per packet \
+                 sending the same frames to itself (CA -> CD) at the same rate right after; for devices \
+                 in veth's default receive mode (-softirq) that difference is their DUT ns/pkt."
+            ),
+        ));
         self.by_difference = false;
         r
     }
 
-    pub(super) fn cpu_rows(&mut self) -> Result<()> {
-        let e = Self::exp(
-            "cpu",
-            "DUT CPU at a fixed load",
+    /// cpu from the tester's outside port to its inside port: what `cpu` cannot send, the
+    /// return direction of the stateless devices (the tunnel endpoints' encapsulation); the
+    /// devices were checked to have such flows when the options were resolved.
+    pub(super) fn cpu_return(&mut self) -> Result<()> {
+        self.from_outside = true;
+        let r = self.cpu_rows(Self::exp(
+            "cpu-return",
+            "DUT CPU at a fixed load, outside to inside",
             Some("sessions"),
-            "A fixed offered load (--rate, default 20,000 pps) for each frame size and \
-             number of sessions: DUT core busy share (and its softirq part), busy nanoseconds per forwarded packet, \
-             and the device processes' own CPU time per packet. S5 table 4.4. Also by difference, for every \
-             device: (tester CPU busy time + the device's DUT CPU time) per packet, minus the tester's own busy \
-             time per packet sending the same frames to itself (CA -> CD) at the same rate right after; for \
-             devices in veth's default receive mode (-softirq) that difference is their DUT ns/pkt."
-                .into(),
-        );
+            format!(
+                "{CPU_ABOUT} The tester sends on its outside port and receives on its inside port: \
+                 native IPv6 from 2001:2:0:2::/64 to the inside, which forward6 routes and the 6to4 \
+                 and ISATAP endpoints encapsulate in IPv4 protocol 41 to 198.18.0.2 (RFC 4213 3.5)."
+            ),
+        ));
+        self.from_outside = false;
+        r
+    }
+
+    fn cpu_rows(&mut self, e: Experiment) -> Result<()> {
         let sessions = self.opts.sessions.clone();
         for d in self.opts.devices.clone() {
             for s in self.opts.sizes.clone() {
@@ -31,7 +48,13 @@ impl Lab {
                     let rate = lab.fixed_rate(&s, dev.v6_in())?;
                     let mut out = Vec::new();
                     for &n in &sessions {
-                        let fl = Arc::new(dev.flows(n.max(1), 0));
+                        let fl = if lab.from_outside {
+                            dev.return_flows(n.max(1), 0)
+                                .context("no return-direction flows")?
+                        } else {
+                            dev.flows(n.max(1), 0)
+                        };
+                        let fl = Arc::new(fl);
                         lab.warm(dev, fl.clone(), &s)?;
                         out.extend(lab.load_rows(dev, &s, fl, &[(f64::from(n), rate)], false)?);
                     }
@@ -44,6 +67,12 @@ impl Lab {
         Ok(())
     }
 }
+
+/// What cpu and cpu-return measure.
+const CPU_ABOUT: &str =
+    "A fixed offered load (--rate, default 20,000 pps) for each frame size and \
+     number of sessions: DUT core busy share (and its softirq part), busy nanoseconds per \
+     forwarded packet, and the device processes' own CPU time per packet.";
 
 /// A device's CPU cost by difference: the tester's CPU time (its sender and receiver threads,
 /// its ports' NAPI threads, its CPU's ksoftirqd) plus the device's time on the DUT CPU, per

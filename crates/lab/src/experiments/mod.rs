@@ -186,6 +186,19 @@ pub const EXPERIMENTS: &[ExperimentDef] = &[
         run: Runner::Lab(Lab::cpu),
     },
     ExperimentDef {
+        name: "cpu-return",
+        about: "cpu in the return direction (outside port to inside) for the stateless devices: forward6, and the 6to4 and ISATAP endpoints' encapsulation",
+        defaults: || Defaults {
+            devices: vec!["forward6", "xlat-6to4", "xlat-6to4-xdp"],
+            sizes: vec!["128".into()],
+            sessions: vec![1000],
+            ..Defaults::default()
+        },
+        units: per_device_size,
+        options: &[],
+        run: Runner::Lab(Lab::cpu_return),
+    },
+    ExperimentDef {
         name: "setup-rate",
         about: "highest rate of new sessions per second with loss <= threshold (RFC 9693)",
         defaults: || Defaults {
@@ -415,6 +428,9 @@ pub struct Lab {
     /// Measure every device's cost by difference too (the cpu experiment), not only the
     /// devices whose receive work runs on the sender's CPU.
     by_difference: bool,
+    /// Trials send from the tester's outside port to its inside port (cpu-return): the
+    /// return direction of the stateless devices ([`Device::return_flows`]).
+    from_outside: bool,
 }
 
 fn pct(x: f64) -> f64 {
@@ -438,6 +454,7 @@ impl Lab {
             bar: Progress::new(),
             trials_done: 0,
             by_difference: false,
+            from_outside: false,
         }
     }
 
@@ -452,13 +469,21 @@ impl Lab {
         find(name).map_or(d * s, |e| (e.units)(d, s))
     }
 
+    /// The path through the DUT: inside port to outside port, or the other way round while
+    /// [`Lab::from_outside`] is set.
     pub(crate) fn dut_path(&self, v6: bool) -> PathSpec {
+        let t = &self.topo;
+        let (tx, rx, dut_rx) = if self.from_outside {
+            (&t.d, &t.a, &t.ud)
+        } else {
+            (&t.a, &t.d, &t.ua)
+        };
         PathSpec {
-            ns: self.topo.ns_tester.clone(),
-            tx_dev: self.topo.a.dev.clone(),
-            rx_dev: self.topo.d.dev.clone(),
-            src_mac: self.topo.a.mac,
-            dst_mac: self.topo.ua.mac,
+            ns: t.ns_tester.clone(),
+            tx_dev: tx.dev.clone(),
+            rx_dev: rx.dev.clone(),
+            src_mac: tx.mac,
+            dst_mac: dut_rx.mac,
             v6,
         }
     }
