@@ -94,6 +94,7 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("loss_pct", "loss %"),
         ],
         "setup-rate" => vec![("setup_rate_per_s", "new sessions/s")],
+        "slow-path" => vec![("measured", "measured"), ("met", "met (1 = yes)")],
         "teardown-rate" => vec![
             ("sessions_filled", "table after phase 1"),
             ("teardown_rate_per_s", "connections torn down/s"),
@@ -333,6 +334,7 @@ fn header(e: &Experiment) -> Vec<String> {
         "http" => "ab run",
         "rtt" => "probe",
         "dns64" => "case",
+        "slow-path" => "target",
         _ => "frame",
     };
     let mut h = vec!["device".to_string(), what.to_string()];

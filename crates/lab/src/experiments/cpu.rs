@@ -6,19 +6,27 @@ use super::*;
 impl Lab {
     pub(super) fn cpu(&mut self) -> Result<()> {
         self.by_difference = true;
-        let r = self.cpu_rows(Self::exp(
+        let r = self.cpu_rows(Self::cpu_header(true));
+        self.by_difference = false;
+        r
+    }
+
+    /// The cpu table; `by_difference`: every device is also measured by difference.
+    pub(super) fn cpu_header(by_difference: bool) -> Experiment {
+        let also = if by_difference {
+            " Also by difference, for every device: (tester CPU busy time + the device's DUT CPU \
+             time) per packet, minus the tester's own busy time per packet sending the same frames \
+             to itself (CA -> CD) at the same rate right after; for devices in veth's default \
+             receive mode (-softirq) that difference is their DUT ns/pkt."
+        } else {
+            ""
+        };
+        Self::exp(
             "cpu",
             "DUT CPU at a fixed load",
             Some("sessions"),
-            format!(
-                "{CPU_ABOUT} S5 table 4.4. Also by difference, for every device: (tester CPU busy time + \
-                 the device's DUT CPU time) per packet, minus the tester's own busy time per packet \
-                 sending the same frames to itself (CA -> CD) at the same rate right after; for devices \
-                 in veth's default receive mode (-softirq) that difference is their DUT ns/pkt."
-            ),
-        ));
-        self.by_difference = false;
-        r
+            format!("{CPU_ABOUT} S5 table 4.4.{also}"),
+        )
     }
 
     /// cpu from the tester's outside port to its inside port: what `cpu` cannot send, the
@@ -40,7 +48,7 @@ impl Lab {
         r
     }
 
-    fn cpu_rows(&mut self, e: Experiment) -> Result<()> {
+    pub(super) fn cpu_rows(&mut self, e: Experiment) -> Result<()> {
         let sessions = self.opts.sessions.clone();
         for d in self.opts.devices.clone() {
             for s in self.opts.sizes.clone() {

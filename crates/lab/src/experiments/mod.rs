@@ -8,7 +8,7 @@
 //! says of it, its defaults, its planned units, the options of its own and how it runs; adding
 //! an experiment is one entry there and its code. One file per family: throughput (RFC 2544
 //! searches), quick (the headline table), load (fixed loads: loss/latency vs load and vs
-//! sessions), scale_cores (the device on 1, 2, 4 ... cores), cpu, memory, setup_rate, churn and stack (the tester's own stack: tcp, http,
+//! sessions), scale_cores (the device on 1, 2, 4 ... cores), cpu (and cpu-return), memory, setup_rate, churn, slow_path (issue 25's targets table over the others) and stack (the tester's own stack: tcp, http,
 //! rtt, owd), dns64 (S3's DNS64 path: DNS64 resolvers on the NAT64 gateway, over the tester's stack), stateful (RFC 9693's tear-down rate and throughput with N connections); reload and the experiments with a testbed of their own (scale-out, failover) live in
 //! their modules. A result table's columns and plots are in [`crate::report`], by table name
 //! (one experiment may write several tables, e.g. quick's throughput and cost).
@@ -22,6 +22,7 @@ mod memory;
 mod quick;
 mod scale_cores;
 mod setup_rate;
+mod slow_path;
 mod stack;
 mod stateful;
 mod throughput;
@@ -63,8 +64,8 @@ pub struct ExperimentDef {
     /// Its defaults (the command line overrides them).
     pub defaults: fn() -> Defaults,
     /// Units of work (a device set up for one experiment and size) for the progress bar, from
-    /// the number of devices and of frame sizes.
-    pub units: fn(usize, usize) -> usize,
+    /// the resolved options (devices, frame sizes, repetitions).
+    pub units: fn(&Opts) -> usize,
     /// The experiment's own options among [`OWN_OPTIONS`] (the others are refused).
     pub options: &'static [&'static str],
     pub run: Runner,
@@ -79,12 +80,12 @@ pub const OWN_OPTIONS: &[&str] = &[
     "--count",
 ];
 
-fn per_device(d: usize, _sizes: usize) -> usize {
-    d
+fn per_device(o: &Opts) -> usize {
+    o.devices.len()
 }
 
-fn per_device_size(d: usize, s: usize) -> usize {
-    d * s
+fn per_device_size(o: &Opts) -> usize {
+    o.devices.len() * o.sizes.len().max(1)
 }
 
 /// Every experiment, in the order `xlat lab list` shows them: the one place an experiment is
@@ -105,7 +106,7 @@ pub const EXPERIMENTS: &[ExperimentDef] = &[
             ..Defaults::default()
         },
         // The searches (a device per size), then the rounds (every size per device setup).
-        units: |d, s| d * s + quick::QUICK_ROUNDS * d,
+        units: |o| per_device_size(o) + quick::QUICK_ROUNDS * o.devices.len(),
         options: &[],
         run: Runner::Lab(Lab::quick),
     },
@@ -197,6 +198,17 @@ pub const EXPERIMENTS: &[ExperimentDef] = &[
         units: per_device_size,
         options: &[],
         run: Runner::Lab(Lab::cpu_return),
+    },
+    ExperimentDef {
+        name: "slow-path",
+        about: "the slow path's targets (issue 25) in one run: setup-rate, cpu, cpu-return, tcp and churn over the devices each target names (its own devices and sizes; --repeats applies), then each target's ratio against its bound and whether it was met (about 10 min)",
+        defaults: || Defaults {
+            repeats: 3,
+            ..Defaults::default()
+        },
+        units: |o| slow_path::units() * o.repeats.max(1),
+        options: &[],
+        run: Runner::Lab(Lab::slow_path),
     },
     ExperimentDef {
         name: "setup-rate",
@@ -309,7 +321,7 @@ pub const EXPERIMENTS: &[ExperimentDef] = &[
             ..Defaults::default()
         },
         // Each device set up once per resolver (xlat's, unbound's).
-        units: |d, _| 2 * d,
+        units: |o| 2 * o.devices.len(),
         options: &[],
         run: Runner::Lab(|lab| lab.on_stack(Lab::dns64)),
     },
@@ -465,8 +477,7 @@ impl Lab {
     /// Units of work (a device set up for one experiment and size) experiment `name` has,
     /// for the progress bar.
     pub fn planned_units(&self, name: &str) -> usize {
-        let (d, s) = (self.opts.devices.len(), self.opts.sizes.len().max(1));
-        find(name).map_or(d * s, |e| (e.units)(d, s))
+        find(name).map_or(per_device_size(&self.opts), |e| (e.units)(&self.opts))
     }
 
     /// The path through the DUT: inside port to outside port, or the other way round while
