@@ -240,10 +240,14 @@ pub fn run(cfg: &Config) -> Result<()> {
     let want_xdp =
         cfg.dataplane.fast_path == FastPath::Xdp || cfg.dataplane.slow_path == SlowPath::AfXdp;
     let mut fast = if want_xdp {
+        // Recipe tables only with the fast path: the AF_XDP slow path alone installs none, and
+        // the program looks up every packet in them first (a table of full size costs each
+        // packet cache-missing reads of its empty buckets; one of a single entry, a cached one).
+        let recipes = cfg.dataplane.fast_path == FastPath::Xdp;
         let translators = xlat_xdp::Translators {
-            nat44: cfg.nat44.is_some(),
-            nat64: cfg.nat64.is_some(),
-            siit: cfg.siit.is_some(),
+            nat44: recipes && cfg.nat44.is_some(),
+            nat64: recipes && cfg.nat64.is_some(),
+            siit: recipes && cfg.siit.is_some(),
         };
         match xlat_xdp::FastPath::attach(
             &cfg.dataplane.interfaces,
