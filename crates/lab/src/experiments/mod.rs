@@ -201,7 +201,7 @@ pub const EXPERIMENTS: &[ExperimentDef] = &[
     },
     ExperimentDef {
         name: "slow-path",
-        about: "the slow path's targets (issue 25) in one run: setup-rate, cpu, cpu-return, tcp and churn over the devices each target names (its own devices and sizes; --repeats applies), then each target's ratio against its bound and whether it was met (about 10 min)",
+        about: "the slow path's targets (issue 25) in one run: setup-rate, cpu, cpu-return, tcp and churn over the devices each target names (its own devices and sizes) in --repeats interleaved rounds, then each target's median round against its bound and whether it was met (about 4 min at 3 rounds)",
         defaults: || Defaults {
             repeats: 3,
             ..Defaults::default()
