@@ -355,6 +355,31 @@ impl Topo {
         Ok(())
     }
 
+    /// The tester's inside port as a receiving port (cpu-return): threaded NAPI on it, the poll
+    /// threads pinned to the tester's CPUs as D's are, so the receive work for frames coming back
+    /// through the DUT (the XDP counter, and veth's copy of each frame before it) runs on the
+    /// tester's cores and not in softirq on the DUT CPU that sent them. `false` turns it back
+    /// off: the other experiments receive on A only what their stack traffic brings back.
+    pub fn tester_inside_rx_threaded(&self, on: bool) -> Result<()> {
+        let (t, a) = (self.ns_tester.clone(), self.a.dev.clone());
+        self.napi_threads.borrow_mut().retain(|(d, _)| *d != a);
+        if on {
+            let tq = cpus::queue_cpus(&self.tester_cpus, self.queues());
+            self.threaded_napi(&t, &a, &tq)
+        } else {
+            sys::ns_sh(
+                &t,
+                // Threaded NAPI can be turned off only while the port has NAPI (GRO on).
+                &format!(
+                    "ethtool -K {a} gro on && echo 0 > /sys/class/net/{a}/threaded && \
+                     ethtool -K {a} gro off"
+                ),
+            )
+            .with_context(|| format!("default receive mode on {a}"))?;
+            Ok(())
+        }
+    }
+
     /// Gives the device the first `k` DUT CPUs ([`cpus::plan`]): `k` receive and transmit
     /// queues on the DUT's ports and on the tester's ports facing them (`ethtool -L`), each
     /// DUT queue's receive thread pinned to its own core, the tester's round robin on the
@@ -588,7 +613,7 @@ impl Topo {
             .napi_threads
             .borrow()
             .iter()
-            .filter(|(d, _)| *d == self.d.dev || *d == self.cd.dev)
+            .filter(|(d, _)| *d == self.d.dev || *d == self.cd.dev || *d == self.a.dev)
             .map(|(_, p)| *p)
             .collect();
         for c in &self.tester_cpus {

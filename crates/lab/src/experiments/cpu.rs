@@ -33,6 +33,7 @@ impl Lab {
     /// return direction of the stateless devices (the tunnel endpoints' encapsulation); the
     /// devices were checked to have such flows when the options were resolved.
     pub(super) fn cpu_return(&mut self) -> Result<()> {
+        self.topo.tester_inside_rx_threaded(true)?;
         self.from_outside = true;
         let r = self.cpu_rows(Self::exp(
             "cpu-return",
@@ -41,11 +42,15 @@ impl Lab {
             format!(
                 "{CPU_ABOUT} The tester sends on its outside port and receives on its inside port: \
                  native IPv6 from 2001:2:0:2::/64 to the inside, which forward6 routes and the 6to4 \
-                 and ISATAP endpoints encapsulate in IPv4 protocol 41 to 198.18.0.2 (RFC 4213 3.5)."
+                 and ISATAP endpoints encapsulate in IPv4 protocol 41 to 198.18.0.2 (RFC 4213 3.5). \
+                 The inside port receives in threaded NAPI on the tester's CPUs for this experiment, as \
+                 the outside port always does, so no receive work of the tester's runs on the DUT CPU."
             ),
         ));
         self.from_outside = false;
-        r
+        let off = self.topo.tester_inside_rx_threaded(false);
+        r?;
+        off
     }
 
     pub(super) fn cpu_rows(&mut self, e: Experiment) -> Result<()> {
