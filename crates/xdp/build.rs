@@ -1,5 +1,5 @@
 //! Compiles the XDP programs (bpf/xlat_fast.bpf.c, the fast path; bpf/lab_rx.bpf.c, the lab
-//! tester's receive counter) with clang for the BPF target (Debian's
+//! tester's receive counter; bpf/lab_tx.bpf.c, its NIC-like ingress) with clang for the BPF target (Debian's
 //! clang-14; `XLAT_CLANG` names another). Without clang the crate still builds: the object
 //! is left empty and `FastPath::attach` says the fast path was not built, so the daemon runs
 //! on its TUN device alone.
@@ -27,6 +27,7 @@ fn main() {
     for (src, obj, cpu) in [
         ("bpf/xlat_fast.bpf.c", "xlat_fast.o", None),
         ("bpf/lab_rx.bpf.c", "lab_rx.o", Some("-mcpu=v3")),
+        ("bpf/lab_tx.bpf.c", "lab_tx.o", None),
     ] {
         println!("cargo:rerun-if-changed={src}");
         let out = PathBuf::from(&out_dir).join(obj);

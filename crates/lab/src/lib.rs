@@ -131,6 +131,12 @@ pub struct RunOpts {
     /// `ring` (every frame through the packet ring; costs the tester's core about twice).
     #[arg(long, value_parser = ["xdp", "ring"])]
     pub rx: Option<String>,
+    /// How the tester's frames reach the DUT: `skb` (default: sent on the port facing it, an
+    /// AF_PACKET skb that veth copies before an XDP program may run) or `xdp` (sent into a veth
+    /// pair of the tester's own whose XDP program redirects them out of that port: the DUT
+    /// receives XDP frames, as from a NIC's driver, without that copy).
+    #[arg(long, value_parser = ["skb", "xdp"])]
+    pub ingress: Option<String>,
     /// Directory under which results/<timestamp>-<name>/ is created (default: ./results).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -557,9 +563,19 @@ pub fn resolve(plan: &Plan, o: &RunOpts) -> Result<Opts> {
     if rx_xdp && !xlat_xdp::lab_rx::built() {
         bail!("--rx xdp: this xlat was built without the XDP receive counter (clang-14 was missing); use --rx ring");
     }
+    let ingress_xdp = o.ingress.as_deref() == Some("xdp");
+    if ingress_xdp {
+        if let Some(d) = devices.iter().find(|d| d.ends_with("-softirq")) {
+            bail!(
+                "--ingress xdp: {d} turns NAPI off on the DUT's ports, and veth drops frames \
+                 redirected to a port without it; use --ingress skb for the -softirq devices"
+            );
+        }
+    }
     Ok(Opts {
         coalesce: Duration::from_secs_f64(coalesce_us / 1e6),
         rx_xdp,
+        ingress_xdp,
         devices,
         sizes,
         trial: Duration::from_secs_f64(duration),
@@ -633,6 +649,7 @@ pub fn execute(plan: Plan, o: &RunOpts) -> Result<PathBuf> {
             resolution: opts.resolution,
             coalesce_us: opts.coalesce.as_secs_f64() * 1e6,
             rx: if opts.rx_xdp { "xdp" } else { "ring" }.into(),
+            ingress: if opts.ingress_xdp { "xdp" } else { "skb" }.into(),
         },
         ..RunResults::default()
     };
@@ -670,10 +687,21 @@ pub fn execute(plan: Plan, o: &RunOpts) -> Result<PathBuf> {
         Some("poll") => Some(sys::hold_idle_poll()?),
         _ => None,
     };
-    let outcome = match topo::Topo::new(&tester_cpus, &dut_cpus) {
+    let topo = topo::Topo::new(&tester_cpus, &dut_cpus).and_then(|mut t| {
+        if opts.ingress_xdp {
+            t.add_injection()?;
+        }
+        Ok(t)
+    });
+    let outcome = match topo {
         Err(e) => Err(e),
         Ok(t) => {
             res.placement = t.placement();
+            if t.inject.is_some() {
+                res.placement.push_str(
+                    "; the tester's frames reach the DUT as XDP frames redirected from an injection pair on the tester's CPU (--ingress xdp)",
+                );
+            }
             if idle_poll.is_some() {
                 res.placement
                     .push_str("; idle CPUs poll (PM QoS CPU latency 0 us held for the run)");

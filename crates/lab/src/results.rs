@@ -65,6 +65,10 @@ pub struct Settings {
     /// XDP receive counter, the ring sees a sample); "" in runs before this setting existed.
     #[serde(default)]
     pub rx: String,
+    /// How the tester's frames reached the DUT: "skb" or "xdp" (`--ingress`); "" in runs
+    /// before this setting existed (skb).
+    #[serde(default)]
+    pub ingress: String,
 }
 
 /// The tester's own ceiling (A wired straight to D) for one frame size.

@@ -42,6 +42,17 @@ pub struct Port {
     pub mac: [u8; 6],
 }
 
+/// The NIC-like ingress: a veth pair inside the tester per port facing the DUT; the tester
+/// sends into `ia` (`id`), and an XDP program on the pair's far end redirects each frame out
+/// of A (D), so the DUT's port receives XDP frames as from a NIC's driver, without veth's copy
+/// of an AF_PACKET skb before XDP ([`xlat_xdp::lab_tx`]).
+pub struct Injection {
+    pub ia: Port,
+    pub id: Port,
+    /// The programs on the far ends, detached when dropped.
+    _progs: Vec<xlat_xdp::lab_tx::LabTx>,
+}
+
 /// The namespaces and links of one lab run.
 pub struct Topo {
     pub id: String,
@@ -79,6 +90,8 @@ pub struct Topo {
     /// (the dns64 experiment's `[dns64]`: the DNS64 proxy in the NAT64 gateway).
     pub xlat_extra: std::cell::RefCell<String>,
     namespaces: Vec<String>,
+    /// The NIC-like ingress (`--ingress xdp`, [`Topo::add_injection`]), when on.
+    pub inject: Option<Injection>,
 }
 
 fn mask(cpu: usize) -> String {
@@ -136,6 +149,7 @@ impl Topo {
             xlat_extra: std::cell::RefCell::new(String::new()),
             dir,
             namespaces: Vec::new(),
+            inject: None,
             id,
         };
         // On error `t` is dropped here, which removes the namespaces made so far.
@@ -352,6 +366,73 @@ impl Topo {
             self.napi_threads.borrow_mut().retain(|(d, _)| *d != dev);
             self.threaded_napi(&u, &dev, &qc)?;
         }
+        Ok(())
+    }
+
+    /// Builds the NIC-like ingress ([`Injection`]): pairs `ia`-`ja` and `id`-`jd` in the
+    /// tester, the redirecting program on `ja` (to A) and `jd` (to D), their receive work in
+    /// threaded NAPI on the tester's CPUs (the copy of each AF_PACKET frame now happens there).
+    /// The DUT's ports must run NAPI (threaded, the lab's default) to take redirected frames.
+    pub fn add_injection(&mut self) -> Result<()> {
+        if !xlat_xdp::lab_tx::built() {
+            bail!("--ingress xdp: this xlat was built without the lab's XDP injector (clang-14 was missing)");
+        }
+        let t = self.ns_tester.clone();
+        let port = |suffix: &str| Port {
+            ns: t.clone(),
+            dev: format!("{}{suffix}", self.id),
+            mac: [0; 6],
+        };
+        let (ia, ja, id, jd) = (port("ia"), port("ja"), port("id"), port("jd"));
+        let mut progs = Vec::new();
+        for (i, j, to) in [
+            (&ia, &ja, self.a.dev.clone()),
+            (&id, &jd, self.d.dev.clone()),
+        ] {
+            self.ip(
+                &t,
+                &[
+                    "link", "add", "name", &i.dev, "type", "veth", "peer", "name", &j.dev,
+                ],
+            )?;
+            for p in [i, j] {
+                let _ = sys::cmd(
+                    10,
+                    &[
+                        "ip", "netns", "exec", &t, "ethtool", "-K", &p.dev, "tso", "off", "gso",
+                        "off", "gro", "off", "tx", "off", "rx", "off",
+                    ],
+                );
+                self.ip(&t, &["link", "set", &p.dev, "up"])?;
+            }
+            let (ns, jdev) = (t.clone(), j.dev.clone());
+            let prog = std::thread::scope(|s| {
+                s.spawn(move || -> Result<xlat_xdp::lab_tx::LabTx> {
+                    sys::enter_netns(&ns)?;
+                    let c = std::ffi::CString::new(to.as_str()).context("interface name")?;
+                    // SAFETY: a valid NUL-terminated name; the call only reads it.
+                    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+                    if idx == 0 {
+                        bail!("no interface {to} in {ns}");
+                    }
+                    xlat_xdp::lab_tx::LabTx::attach(&jdev, idx)
+                })
+                .join()
+                .map_err(|_| anyhow::anyhow!("the injector's thread panicked"))?
+            })?;
+            progs.push(prog);
+            let tq = vec![self.tester_cpu];
+            self.threaded_napi(&t, &j.dev, &tq)?;
+        }
+        let mut ia = ia;
+        let mut id = id;
+        ia.mac = self.a.mac;
+        id.mac = self.d.mac;
+        self.inject = Some(Injection {
+            ia,
+            id,
+            _progs: progs,
+        });
         Ok(())
     }
 
@@ -613,7 +694,13 @@ impl Topo {
             .napi_threads
             .borrow()
             .iter()
-            .filter(|(d, _)| *d == self.d.dev || *d == self.cd.dev || *d == self.a.dev)
+            .filter(|(d, _)| {
+                *d == self.d.dev
+                    || *d == self.cd.dev
+                    || *d == self.a.dev
+                    || d.ends_with("ja")
+                    || d.ends_with("jd")
+            })
             .map(|(_, p)| *p)
             .collect();
         for c in &self.tester_cpus {

@@ -30,6 +30,7 @@
 
 pub mod batch;
 pub mod lab_rx;
+pub mod lab_tx;
 pub mod nexthop;
 pub mod xsk;
 

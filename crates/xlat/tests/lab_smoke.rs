@@ -155,6 +155,22 @@ fn lab_rejects_bad_arguments() {
         err.contains("xlat-nat44 has no return-direction flows"),
         "{err}"
     );
+    // The NIC-like ingress needs NAPI on the DUT's ports, which the -softirq devices turn off.
+    let o = xlat()
+        .args([
+            "lab",
+            "run",
+            "cpu",
+            "--ingress",
+            "xdp",
+            "--devices",
+            "forward4-softirq",
+        ])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--ingress xdp: forward4-softirq"), "{err}");
 }
 
 #[test]
@@ -619,6 +635,63 @@ fn lab_smoke_cpu_return_encapsulates() {
         );
     }
     run.finish();
+}
+
+/// `--ingress xdp`: the tester sends into an injection pair whose XDP program redirects every
+/// frame out of its port facing the DUT. Every frame arrives through forward4, kernel NAT and
+/// xlat's XDP fast path (inside to outside) and through the 6to4 endpoint in XDP (outside to
+/// inside): a redirect the DUT's port refused would be lost.
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn lab_smoke_nic_like_ingress() {
+    require_root();
+    for (exp, devices, size, n) in [
+        ("cpu", "forward4,kernel-nat44,xlat-nat44-xdp", "64", 3),
+        ("cpu-return", "forward6,xlat-6to4-xdp", "128", 2),
+    ] {
+        let run = lab_run(
+            &format!("ingress-{exp}"),
+            &[
+                "run",
+                exp,
+                "--devices",
+                devices,
+                "--ingress",
+                "xdp",
+                "--sizes",
+                size,
+                "--sessions",
+                "10",
+                "--rate",
+                "5000",
+                "--duration",
+                "0.3",
+                "--repeats",
+                "1",
+            ],
+        );
+        assert_eq!(run.r["settings"]["ingress"], "xdp");
+        let placement = run.r["placement"].as_str().unwrap();
+        assert!(placement.contains("--ingress xdp"), "{placement}");
+        let e = run.r["experiments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == exp)
+            .unwrap_or_else(|| panic!("no {exp} experiment"))
+            .clone();
+        let rows = e["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), n, "{exp}: {e}");
+        for row in rows {
+            let dev = &row["device"];
+            // The device's trial (cpu adds the tester's own trial after it, as a baseline).
+            let t = &row["trials"][0];
+            let (sent, received) = (t["sent"].as_u64().unwrap(), t["received"].as_u64().unwrap());
+            assert!(sent > 0, "{exp} {dev}: nothing sent");
+            assert_eq!(received, sent, "{exp} {dev}: frames lost");
+        }
+        run.finish();
+    }
 }
 
 /// `xlat lab run churn`, tiny: established flows plus never-seen flows through kernel NAT and

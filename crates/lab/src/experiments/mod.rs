@@ -406,6 +406,8 @@ pub struct Opts {
     pub coalesce: Duration,
     /// Receive with the XDP receive counter (see tester::TrialSpec::rx_xdp).
     pub rx_xdp: bool,
+    /// The NIC-like ingress (`--ingress xdp`, see topo::Injection).
+    pub ingress_xdp: bool,
     /// UDP payload sizes for owd (bytes).
     pub payloads: Vec<usize>,
     /// Round trips per owd measurement.
@@ -481,7 +483,7 @@ impl Lab {
     }
 
     /// The path through the DUT: inside port to outside port, or the other way round while
-    /// [`Lab::from_outside`] is set.
+    /// [`Lab::from_outside`] is set; through the injection pair with `--ingress xdp`.
     pub(crate) fn dut_path(&self, v6: bool) -> PathSpec {
         let t = &self.topo;
         let (tx, rx, dut_rx) = if self.from_outside {
@@ -489,9 +491,16 @@ impl Lab {
         } else {
             (&t.a, &t.d, &t.ua)
         };
+        // With the NIC-like ingress the frames go into the injection pair and leave through
+        // the same port as XDP frames; their Ethernet source stays the port's.
+        let tx_dev = match &t.inject {
+            Some(i) if self.from_outside => i.id.dev.clone(),
+            Some(i) => i.ia.dev.clone(),
+            None => tx.dev.clone(),
+        };
         PathSpec {
             ns: t.ns_tester.clone(),
-            tx_dev: tx.dev.clone(),
+            tx_dev,
             rx_dev: rx.dev.clone(),
             src_mac: tx.mac,
             dst_mac: dut_rx.mac,
