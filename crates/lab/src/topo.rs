@@ -377,6 +377,14 @@ impl Topo {
         if !xlat_xdp::lab_tx::built() {
             bail!("--ingress xdp: this xlat was built without the lab's XDP injector (clang-14 was missing)");
         }
+        // A redirected frame leaves A on the queue of the CPU that redirected it: one DUT
+        // queue, so one DUT CPU.
+        if self.dut_cpus.len() > 1 {
+            bail!(
+                "--ingress xdp: the injection pairs feed one DUT receive queue; use one DUT CPU \
+                 (--dut-cpus N) or --ingress skb"
+            );
+        }
         let t = self.ns_tester.clone();
         let port = |suffix: &str| Port {
             ns: t.clone(),
@@ -698,8 +706,8 @@ impl Topo {
                 *d == self.d.dev
                     || *d == self.cd.dev
                     || *d == self.a.dev
-                    || d.ends_with("ja")
-                    || d.ends_with("jd")
+                    || *d == format!("{}ja", self.id)
+                    || *d == format!("{}jd", self.id)
             })
             .map(|(_, p)| *p)
             .collect();
