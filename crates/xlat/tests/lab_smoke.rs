@@ -37,6 +37,20 @@ fn only_dir(base: &Path) -> PathBuf {
     dirs[0].clone()
 }
 
+/// Experiment `name` of a run's results.json; panics naming the experiments there when absent.
+fn experiment(r: &serde_json::Value, name: &str) -> serde_json::Value {
+    let all = r["experiments"]
+        .as_array()
+        .expect("results.json has no experiments");
+    all.iter()
+        .find(|e| e["name"] == name)
+        .unwrap_or_else(|| {
+            let names: Vec<&serde_json::Value> = all.iter().map(|e| &e["name"]).collect();
+            panic!("no {name} experiment among {names:?}")
+        })
+        .clone()
+}
+
 /// One `xlat lab` run into its own scratch directory, finished and complete.
 struct LabRun {
     base: PathBuf,
@@ -309,15 +323,7 @@ fn lab_smoke_s3_grid_ping_and_t_test() {
         ],
     );
     let r = &run.r;
-    let exp = |name: &str| {
-        r["experiments"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["name"] == name)
-            .unwrap_or_else(|| panic!("no {name} experiment"))
-            .clone()
-    };
+    let exp = |name: &str| experiment(r, name);
     // One http row per device and cell, each with both repetitions' samples, every body whole.
     let http = exp("http");
     let rows = http["rows"].as_array().unwrap();
@@ -418,13 +424,7 @@ fn lab_smoke_dns64_xlat_and_unbound() {
             "2",
         ],
     );
-    let e = run.r["experiments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == "dns64")
-        .expect("no dns64 experiment")
-        .clone();
+    let e = experiment(&run.r, "dns64");
     let rows = e["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 10, "5 rows per resolver: {e}");
     let metric = |dev: &str, case: &str, m: &str, which: &str| -> f64 {
@@ -513,15 +513,7 @@ fn lab_smoke_s2_over_the_tunnels() {
         ],
     );
     let r = &run.r;
-    let exp = |name: &str| {
-        r["experiments"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["name"] == name)
-            .unwrap_or_else(|| panic!("no {name} experiment"))
-            .clone()
-    };
+    let exp = |name: &str| experiment(r, name);
     let tp = exp("throughput");
     let rows = tp["rows"].as_array().unwrap();
     let devices: Vec<&str> = rows.iter().map(|x| x["device"].as_str().unwrap()).collect();
@@ -597,13 +589,7 @@ fn lab_smoke_cpu_return_encapsulates() {
             "1",
         ],
     );
-    let e = run.r["experiments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == "cpu-return")
-        .expect("no cpu-return experiment")
-        .clone();
+    let e = experiment(&run.r, "cpu-return");
     let rows = e["rows"].as_array().unwrap();
     let devices: Vec<&str> = rows.iter().map(|x| x["device"].as_str().unwrap()).collect();
     assert_eq!(
@@ -673,13 +659,7 @@ fn lab_smoke_nic_like_ingress() {
         assert_eq!(run.r["settings"]["ingress"], "xdp");
         let placement = run.r["placement"].as_str().unwrap();
         assert!(placement.contains("--ingress xdp"), "{placement}");
-        let e = run.r["experiments"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["name"] == exp)
-            .unwrap_or_else(|| panic!("no {exp} experiment"))
-            .clone();
+        let e = experiment(&run.r, exp);
         let rows = e["rows"].as_array().unwrap();
         assert_eq!(rows.len(), n, "{exp}: {e}");
         for row in rows {
@@ -719,13 +699,7 @@ fn lab_smoke_churn() {
         ],
     );
     let (r, stdout) = (&run.r, &run.stdout);
-    let e = r["experiments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == "churn")
-        .expect("no churn experiment")
-        .clone();
+    let e = experiment(r, "churn");
     let rows = e["rows"].as_array().unwrap();
     let keys: Vec<(&str, f64)> = rows
         .iter()
@@ -798,13 +772,7 @@ fn lab_smoke_scale_cores() {
     ];
     args.extend_from_slice(cpus);
     let run = lab_run("scale-cores", &args);
-    let e = run.r["experiments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == "scale-cores")
-        .expect("no scale-cores experiment")
-        .clone();
+    let e = experiment(&run.r, "scale-cores");
     let rows = e["rows"].as_array().unwrap();
     let keys: Vec<(&str, f64)> = rows
         .iter()
@@ -875,15 +843,7 @@ fn lab_smoke_failover() {
         .strip_suffix("0-")
         .unwrap();
     run.prefix = format!("x{pid}f");
-    let exp = |name: &str| {
-        run.r["experiments"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["name"] == name)
-            .unwrap_or_else(|| panic!("no {name} experiment: {}", run.r))
-            .clone()
-    };
+    let exp = |name: &str| experiment(&run.r, name);
     let (fo, sync) = (exp("failover"), exp("failover-sync"));
     let row = |e: &serde_json::Value, dev: &str| {
         e["rows"]
@@ -966,13 +926,7 @@ fn lab_smoke_reload() {
             "20000",
         ],
     );
-    let e = run.r["experiments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == "reload")
-        .expect("no reload experiment")
-        .clone();
+    let e = experiment(&run.r, "reload");
     let rows = e["rows"].as_array().unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r["device"].as_str().unwrap()).collect();
     assert_eq!(
@@ -1047,13 +1001,7 @@ fn lab_smoke_rfc9693_state_table() {
                 "1",
             ],
         );
-        let e = run.r["experiments"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["name"] == exp)
-            .unwrap_or_else(|| panic!("no {exp} experiment"))
-            .clone();
+        let e = experiment(&run.r, exp);
         assert!(e["method"].as_str().unwrap().contains("RFC 9693"));
         let rows = e["rows"].as_array().unwrap();
         let devices: Vec<&str> = rows.iter().map(|r| r["device"].as_str().unwrap()).collect();
@@ -1113,13 +1061,7 @@ fn lab_smoke_rfc9693_state_table() {
             "7",
         ],
     );
-    let e = run.r["experiments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == "setup-rate-table")
-        .expect("no setup-rate-table experiment")
-        .clone();
+    let e = experiment(&run.r, "setup-rate-table");
     assert!(e["method"].as_str().unwrap().contains("RFC 9693"));
     let rows = e["rows"].as_array().unwrap();
     let devices: Vec<&str> = rows.iter().map(|r| r["device"].as_str().unwrap()).collect();
