@@ -306,7 +306,12 @@ impl EventLog {
         };
         let thread = std::thread::Builder::new()
             .name("xlat-log".into())
-            .spawn(move || sender.run(&rx))
+            .spawn(move || {
+                // Sending records is I/O: it waits for the packet workers, never they for it
+                // (the queue between them counts what it must drop).
+                xlat_io::sys::control_plane_priority();
+                sender.run(&rx)
+            })
             .context("starting the event log thread")?;
         Ok(Arc::new(EventLog {
             tx,

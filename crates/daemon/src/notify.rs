@@ -102,6 +102,7 @@ impl Watchdog {
         let thread = std::thread::Builder::new()
             .name("xlat-watchdog".to_string())
             .spawn(move || {
+                xlat_io::sys::control_plane_priority();
                 let mut next = Instant::now();
                 while !stop2.load(Ordering::SeqCst) {
                     if Instant::now() >= next {

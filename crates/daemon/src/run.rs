@@ -487,7 +487,10 @@ pub fn run(cfg: &Config) -> Result<()> {
             let (sh, rs) = (shards.as_ref(), &resolver_stop);
             if let Err(e) = std::thread::Builder::new()
                 .name("xlat-sync".into())
-                .spawn_scoped(s, move || sy.run(sh, rs))
+                .spawn_scoped(s, move || {
+                    xlat_io::sys::control_plane_priority();
+                    sy.run(sh, rs)
+                })
             {
                 warn!("session sync: no sync thread ({e}); the peer gets nothing");
             }
@@ -496,7 +499,14 @@ pub fn run(cfg: &Config) -> Result<()> {
             let (hops, macs, rs) = (&hops, &macs, &resolver_stop);
             if let Err(e) = std::thread::Builder::new()
                 .name("xlat-nexthop".into())
-                .spawn_scoped(s, move || hops.resolve_loop(macs, rs))
+                .spawn_scoped(s, move || {
+                    // Its netlink round trips must wait for the packets, not the other way
+                    // round: at the workers' real-time priority a refresh of the known
+                    // destinations held the CPU for 1.5 ms, longer than the receive ring
+                    // lasts at 200,000 packets/s (lab setup-rate, 2026-11-29).
+                    xlat_io::sys::control_plane_priority();
+                    hops.resolve_loop(macs, rs)
+                })
             {
                 warn!("AF_XDP slow path: no resolver thread ({e}); every packet leaves through the TUN device");
             }
@@ -621,8 +631,25 @@ fn open_slow_path(
 }
 
 /// Starts the DNS64 service; a bind error names the file and the `dns64.listen[i]` key.
+/// Its threads inherit the scheduling class of the thread that starts them, so they are
+/// started from one in the normal class: a flood of queries never preempts packet workers
+/// that run at a real-time priority.
 pub fn start_dns64(file: &str, d: &xlat_dns64::Dns64Config) -> Result<xlat_dns64::Dns64Service> {
-    xlat_dns64::Dns64Service::start(d).map_err(|e| match e.key() {
+    let started = std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("xlat-dns64".into())
+            .spawn_scoped(s, || {
+                xlat_io::sys::control_plane_priority();
+                xlat_dns64::Dns64Service::start(d)
+            })
+            .map(|h| h.join())
+    });
+    let started = match started {
+        Ok(Ok(r)) => r,
+        Ok(Err(_)) => anyhow::bail!("{file}: dns64: the thread starting the service panicked"),
+        Err(e) => anyhow::bail!("{file}: dns64: cannot start a thread for the service: {e}"),
+    };
+    started.map_err(|e| match e.key() {
         Some(_) => anyhow::anyhow!("{file}: dns64.{e}"),
         None => anyhow::anyhow!("{file}: dns64: {e}"),
     })

@@ -206,7 +206,8 @@ pub fn take_hangup() -> bool {
 
 /// Puts the calling thread (and the threads and processes it starts from now on) in the
 /// normal time-sharing class, out of any real-time class it inherited: a control-plane thread
-/// -- the control socket, the metrics listener -- must never take the CPU from the packet
+/// -- the control socket, the metrics listener, the AF_XDP next-hop resolver, session sync,
+/// the NAT event log, the watchdog, DNS64 -- must never take the CPU from the packet
 /// workers, which keep what the operator gave the daemon (e.g. `chrt -f 51 xlat run`).
 /// Returns whether the class was changed (false: it was normal already, or refused).
 pub fn control_plane_priority() -> bool {
