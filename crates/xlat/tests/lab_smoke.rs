@@ -57,6 +57,8 @@ struct LabRun {
     /// The run's results directory (the only one under `base`).
     dir: PathBuf,
     stdout: String,
+    /// The progress lines.
+    stderr: String,
     /// results.json.
     r: serde_json::Value,
     /// The run's namespaces start with this.
@@ -81,7 +83,7 @@ fn lab_run(tag: &str, args: &[&str]) -> LabRun {
     let prefix = format!("l{:x}0-", child.id());
     let o = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&o.stderr);
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(o.status.success(), "xlat lab failed:\n{stdout}\n{stderr}");
     let dir = only_dir(&base);
     let r: serde_json::Value =
@@ -95,6 +97,7 @@ fn lab_run(tag: &str, args: &[&str]) -> LabRun {
         base,
         dir,
         stdout,
+        stderr,
         r,
         prefix,
     }
@@ -739,6 +742,13 @@ fn lab_smoke_churn() {
         assert!(row["metrics"]["new_rx_per_s"]["median"].as_f64().is_some());
     }
     assert!(stdout.contains("churn"), "{stdout}");
+    // Each step empties the xlat daemon's table with `xlat clear sessions --all`; the lab
+    // restarts the daemon only when that fails, and says so.
+    assert!(
+        !run.stderr.contains("restarting it"),
+        "the table was not cleared:\n{}",
+        run.stderr
+    );
     run.finish();
 }
 

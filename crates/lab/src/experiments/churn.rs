@@ -17,7 +17,7 @@ impl Lab {
                 "{nest} established flows (each sent once before every step, so the device holds their sessions and an \
                  XDP device has their recipes) get {est_pps:.0} pps together, round robin; interleaved with them, frames \
                  to flows the device has never seen (a new source port or address each, one frame per flow) at each step's \
-                 rate. Every step starts with an emptied session table (conntrack -F, or the daemon restarted) and lasts \
+                 rate. Every step starts with an emptied session table (conntrack -F, xlat clear sessions --all, or TAYGA restarted) and lasts \
                  {:.1} s (shorter where it would need more than {CHURN_MAX_NEW:.0} new flows). Loss and latency are \
                  counted per group on the receive side (a frame's group is its flow); a frame the device's port refused \
                  is lost in its group. New flows delivered/s = new-flow frames received / send time: the slow path's \
@@ -55,7 +55,7 @@ impl Lab {
                     };
                     let mut m: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
                     for _ in 0..lab.opts.repeats.max(1) {
-                        reset(dev, &lab.topo)?;
+                        reset(dev, lab)?;
                         lab.warm(dev, est.clone(), &size)?;
                         let nnew = (nr * dur.as_secs_f64() * 1.05).ceil() as u32 + 1;
                         let nnew = if nr > 0.0 { nnew } else { 0 };

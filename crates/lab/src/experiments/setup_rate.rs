@@ -12,7 +12,7 @@ impl Lab {
             format!(
                 "RFC 9693 connection setup rate: every packet of a trial opens a new session (new RFC 4814 port pairs \
                  each trial); binary search for the highest rate with loss <= {}%; the device's table is emptied \
-                 between trials (conntrack -F, or the daemon restarted). 64-byte frames, {:.1} s trials.",
+                 between trials (conntrack -F, xlat clear sessions --all, or TAYGA restarted). 64-byte frames, {:.1} s trials.",
                 pct(self.opts.threshold),
                 self.opts.trial.as_secs_f64()
             ),
@@ -42,7 +42,7 @@ impl Lab {
                         stats::search(max, lab.opts.resolution, lab.opts.max_steps, |r| {
                             seed += 1;
                             let n = (r * dur.as_secs_f64()).ceil().max(1.0) as u32;
-                            reset(dev, &lab.topo)?;
+                            reset(dev, lab)?;
                             let fl = Arc::new(dev.flows(n, seed));
                             let mut spec =
                                 lab.spec(lab.dut_path(v6), fl, &size, Some(r), dur, dev.pids());
@@ -82,12 +82,34 @@ impl Lab {
     }
 }
 
-pub(super) fn reset(dev: &mut dyn Device, topo: &Topo) -> Result<()> {
+/// Empties the device's table between trials, as an operator would, on a running device:
+/// `conntrack -F` for the kernel's NAT, `xlat clear sessions --all` for an xlat daemon
+/// (checked: the daemon must then count no session). Other daemons (TAYGA) are restarted.
+/// An xlat daemon was restarted too until 2026-11-29: each trial then began with a cold
+/// daemon, whose first batch took 1.1-1.3 ms (`perf sched`: its next-hop table empty, the
+/// first packets through the TUN device) while veth's 256-frame receive ring overflowed, and
+/// that alone cost 0.1-0.5 % of the frames at a third of its setup rate.
+pub(super) fn reset(dev: &mut dyn Device, lab: &Lab) -> Result<()> {
+    let topo = &lab.topo;
     if dev.pids().is_empty() {
         let _ = topo.dut(&["conntrack", "-F"]);
-        Ok(())
-    } else {
-        dev.teardown(topo);
-        dev.setup(topo)
+        return Ok(());
     }
+    if let Some((_, socket)) = dev.xlat_files() {
+        let bin = crate::device::xlat_bin()?.display().to_string();
+        let sock = socket.display().to_string();
+        let o = sys::cmd(60, &[&bin, "clear", "sessions", "--all", "--socket", &sock])?;
+        match dev.sessions(topo) {
+            Some(0) if o.ok => return Ok(()),
+            left => {
+                lab.bar.line(&format!(
+                    "{}: `xlat clear sessions --all` left {left:?} sessions ({}): restarting it",
+                    dev.name(),
+                    o.stderr.trim()
+                ));
+            }
+        }
+    }
+    dev.teardown(topo);
+    dev.setup(topo)
 }
