@@ -32,8 +32,8 @@ impl Lab {
     /// cpu from the tester's outside port to its inside port: what `cpu` cannot send, the
     /// return direction of the stateless devices (the tunnel endpoints' encapsulation); the
     /// devices were checked to have such flows when the options were resolved.
+    /// Run by [`Lab::receiving_inside`].
     pub(super) fn cpu_return(&mut self) -> Result<()> {
-        self.topo.tester_inside_rx_threaded(true)?;
         self.from_outside = true;
         let r = self.cpu_rows(Self::exp(
             "cpu-return",
@@ -48,9 +48,7 @@ impl Lab {
             ),
         ));
         self.from_outside = false;
-        let off = self.topo.tester_inside_rx_threaded(false);
-        r?;
-        off
+        r
     }
 
     pub(super) fn cpu_rows(&mut self, e: Experiment) -> Result<()> {

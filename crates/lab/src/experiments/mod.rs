@@ -197,7 +197,7 @@ pub const EXPERIMENTS: &[ExperimentDef] = &[
         },
         units: per_device_size,
         options: &[],
-        run: Runner::Lab(Lab::cpu_return),
+        run: Runner::Lab(|lab| lab.receiving_inside(Lab::cpu_return)),
     },
     ExperimentDef {
         name: "slow-path",
@@ -290,7 +290,7 @@ pub const EXPERIMENTS: &[ExperimentDef] = &[
         },
         units: per_device,
         options: &[],
-        run: Runner::Lab(|lab| lab.on_stack(Lab::tcp)),
+        run: Runner::Lab(|lab| lab.on_stack(|lab| lab.receiving_inside(Lab::tcp))),
     },
     ExperimentDef {
         name: "http",
@@ -301,7 +301,7 @@ pub const EXPERIMENTS: &[ExperimentDef] = &[
         },
         units: per_device,
         options: &[],
-        run: Runner::Lab(|lab| lab.on_stack(Lab::http)),
+        run: Runner::Lab(|lab| lab.on_stack(|lab| lab.receiving_inside(Lab::http))),
     },
     ExperimentDef {
         name: "rtt",
@@ -780,6 +780,20 @@ impl Lab {
         self.topo.stack_on()?;
         let r = f(self);
         let off = self.topo.stack_off();
+        r?;
+        off
+    }
+
+    /// Runs `f` with the tester's inside port receiving in threaded NAPI on the tester's CPUs
+    /// ([`Topo::tester_inside_rx_threaded`]), as its outside port always does, turning it back
+    /// after: for the experiments whose traffic comes back through the DUT in bulk (cpu-return's
+    /// frames, tcp's ACKs, http's responses). In veth's default mode that receive work -- for
+    /// tcp and http the tester's own TCP stack, which sends the next segments from it -- ran in
+    /// softirq on the DUT CPU that transmitted the frames, and was charged to the device.
+    fn receiving_inside(&mut self, f: fn(&mut Lab) -> Result<()>) -> Result<()> {
+        self.topo.tester_inside_rx_threaded(true)?;
+        let r = f(self);
+        let off = self.topo.tester_inside_rx_threaded(false);
         r?;
         off
     }

@@ -391,8 +391,8 @@ impl Lab {
             match s.exp {
                 "setup-rate" => self.setup_rate()?,
                 "cpu" => self.cpu_rows(Self::cpu_header(false))?,
-                "cpu-return" => self.cpu_return()?,
-                "tcp" => self.on_stack(Lab::tcp)?,
+                "cpu-return" => self.receiving_inside(Lab::cpu_return)?,
+                "tcp" => self.on_stack(|lab| lab.receiving_inside(Lab::tcp))?,
                 "churn" => self.churn()?,
                 other => bail!("slow-path: no step {other}"),
             }

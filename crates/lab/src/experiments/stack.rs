@@ -14,7 +14,8 @@ impl Lab {
             format!(
                 "iperf3 (one TCP stream, {secs:.1} s) from the tester's A-side address to an iperf3 server bound to its \
                  D-side address, through the device; the tester's own stack carries it (policy routing in the tester \
-                 namespace; segmentation offloads stay off on every veth). Both iperf3 processes run off the DUT CPU. \
+                 namespace; segmentation offloads stay off on every veth). Both iperf3 processes run off the DUT CPU, and so does the \
+                 tester's receive work for what comes back (its inside port in threaded NAPI on the tester's CPUs). \
                  Throughput is the receiver's; device CPU % is the DUT CPU's busy share and ns/byte its busy time per \
                  received byte. Repeated {} time(s): median [min..max]; the source address the server saw is noted.",
                 self.opts.repeats
@@ -238,7 +239,9 @@ impl Lab {
                  tester's own stack, as tcp), over a grid: {} requests per run x {} at once (one row per cell). \
                  Requests/s, transfer KB/s (ab's Kbytes/sec received), mean time per request (ms), failed requests, \
                  DUT CPU %; the body length is checked (ab's document length and HTML bytes). Repeated {} time(s) a \
-                 cell: median [min..max], every repetition kept for the t-test below. Both programs run off the DUT CPU.",
+                 cell: median [min..max], every repetition kept for the t-test below. Both programs run off the DUT CPU, \
+                 and so does the tester's receive work for the responses (its inside port in threaded NAPI on the \
+                 tester's CPUs).",
                 list(&reqs),
                 list(&concs),
                 self.opts.repeats,
