@@ -12,16 +12,30 @@ impl Lab {
             format!(
                 "RFC 9693 connection setup rate: every packet of a trial opens a new session (new RFC 4814 port pairs \
                  each trial); binary search for the highest rate with loss <= {}%; the device's table is emptied \
-                 between trials (conntrack -F, xlat clear sessions --all, or TAYGA restarted). 64-byte frames, {:.1} s trials.",
+                 between trials (conntrack -F, xlat clear sessions --all, or TAYGA restarted); xlat holds as many sessions \
+                 as the kernel's conntrack ({} entries; an XDP device's recipe table two a session). 64-byte frames, \
+                 {:.1} s trials.",
                 pct(self.opts.threshold),
+                kernel_table_size(),
                 self.opts.trial.as_secs_f64()
             ),
         );
         let size = SizeMix::Fixed(64);
+        self.topo.session_capacity.set(kernel_table_size());
+        let r = self.setup_rate_devices(&e, &size);
+        self.topo
+            .session_capacity
+            .set(crate::device::LAB_MAX_SESSIONS);
+        r?;
+        self.push(e);
+        Ok(())
+    }
+
+    fn setup_rate_devices(&mut self, e: &Experiment, size: &SizeMix) -> Result<()> {
         for d in self.opts.devices.clone() {
             let row = self.with_device(&d, |lab, dev| {
                 let v6 = dev.v6_in();
-                let max = lab.ceiling(&size, v6)?;
+                let max = lab.ceiling(size, v6)?;
                 // At most 1,000,000 new sessions per trial.
                 let dur = lab
                     .opts
@@ -45,7 +59,7 @@ impl Lab {
                             reset(dev, lab)?;
                             let fl = Arc::new(dev.flows(n, seed));
                             let mut spec =
-                                lab.spec(lab.dut_path(v6), fl, &size, Some(r), dur, dev.pids());
+                                lab.spec(lab.dut_path(v6), fl, size, Some(r), dur, dev.pids());
                             spec.max_packets = Some(u64::from(n));
                             let t = lab.trial(&spec, &format!("{} new sessions", dev.name()))?;
                             let ok = stats::passes(t.loss, th) && !t.sender_short;
@@ -75,11 +89,26 @@ impl Lab {
                 }
                 Ok(row)
             })?;
-            self.add(&e, vec![row]);
+            self.add(e, vec![row]);
         }
-        self.push(e);
         Ok(())
     }
+}
+
+/// Sessions each device of setup-rate holds: as many as the kernel's conntrack table beside
+/// it (`nf_conntrack_max`), at most [`crate::device::LAB_MAX_SESSIONS`]. An XDP device's
+/// recipe table is sized from it (two recipes a session), as an operator sizes `table_size`
+/// (docs/CONFIG.md). Measured 2026-11-29: with the lab's default 8,388,608 recipes, 21 % of
+/// the DUT core went to missing in that table (`lookup_nulls_elem_raw`), where conntrack
+/// misses in 262,144 buckets.
+fn kernel_table_size() -> u64 {
+    std::fs::read_to_string(super::stateful::CT_MAX)
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .filter(|&n| n > 0)
+        .map_or(crate::device::LAB_MAX_SESSIONS, |n| {
+            n.min(crate::device::LAB_MAX_SESSIONS)
+        })
 }
 
 /// Empties the device's table between trials, as an operator would, on a running device:

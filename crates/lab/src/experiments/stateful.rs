@@ -272,7 +272,7 @@ pub(super) struct ConntrackGuard {
     timeouts_before: Vec<(String, String)>,
 }
 
-const CT_MAX: &str = "/proc/sys/net/netfilter/nf_conntrack_max";
+pub(super) const CT_MAX: &str = "/proc/sys/net/netfilter/nf_conntrack_max";
 
 /// The conntrack hash table's size (buckets), writable in the first network namespace: the
 /// kernel moves the entries into a table of the new size.
