@@ -8,7 +8,7 @@
 //!
 //! Sending ([`Port::transmit`]): the egress of the packet's destination comes from the
 //! per-destination table the resolver thread keeps from the kernel's routes and neighbours
-//! (`xlat_xdp::nexthop`). With a known egress on an interface this worker has a socket on,
+//! and their change notifications (`xlat_xdp::nexthop`). With a known egress on an interface this worker has a socket on,
 //! the packet gets its Ethernet header (the next hop's MAC, the interface's own), its TTL or
 //! hop limit decremented -- the gateway is a router hop, RFC 1812 5.3.1 / RFC 8200 3 (the
 //! header checksum adjusted by RFC 1624 eqn. 3) -- and leaves through that socket: no kernel
@@ -19,13 +19,12 @@
 //! ICMP Time Exceeded). Nothing here makes a system call per packet: one `sendto` per batch
 //! kicks each socket's transmission.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 
 use xlat_io::tun::RecvBatch;
-use xlat_xdp::nexthop::{Hop, Hops};
+use xlat_xdp::nexthop::{Hop, Hops, HopsView};
 use xlat_xdp::xsk::Xsk;
 
 use crate::worker::WorkerCounter;
@@ -42,8 +41,7 @@ const MAX_MISSED: usize = 64;
 pub struct Port {
     sockets: Vec<Xsk>,
     hops: Arc<Hops>,
-    table: Arc<HashMap<IpAddr, Hop>>,
-    generation: u64,
+    table: HopsView,
     missed: Vec<IpAddr>,
     /// The worker counters this port keeps (indexed like the worker's).
     counts: [u64; WorkerCounter::ALL.len()],
@@ -53,8 +51,7 @@ impl Port {
     pub fn new(sockets: Vec<Xsk>, hops: Arc<Hops>) -> Port {
         Port {
             sockets,
-            table: hops.table(),
-            generation: hops.generation(),
+            table: hops.view(),
             hops,
             missed: Vec::new(),
             counts: [0; WorkerCounter::ALL.len()],
@@ -92,13 +89,10 @@ impl Port {
         self.sockets.iter().any(|s| s.rx_ready())
     }
 
-    /// Takes the resolver's newest table if it changed (once per batch: one atomic load).
+    /// Takes what changed in the resolver's table (once per batch: one atomic load when
+    /// nothing did).
     pub fn refresh(&mut self) {
-        let g = self.hops.generation();
-        if g != self.generation {
-            self.generation = g;
-            self.table = self.hops.table();
-        }
+        self.table.refresh(&self.hops);
     }
 
     /// Fills `batch` (emptied first) with the IP packets of up to its capacity of received
@@ -145,7 +139,7 @@ impl Port {
             },
             _ => return false,
         };
-        let Some(hop) = self.table.get(&dst).copied() else {
+        let Some(hop) = self.table.get(&dst) else {
             if self.missed.len() < MAX_MISSED && !self.missed.contains(&dst) {
                 self.missed.push(dst);
             }

@@ -281,3 +281,110 @@ fn only_the_packet_worker_keeps_a_real_time_class() {
         "control-plane threads left real-time: {rt:?}"
     );
 }
+
+/// `ping -c n` from IN to OUT that must get no reply at all.
+fn ping_unanswered(t: &Topo, n: u32) {
+    let count = n.to_string();
+    let r = t.ns(
+        &t.ns_in,
+        10,
+        &["ping", "-n", "-c", &count, "-i", "0.2", "-W", "1", OUT_ADDR],
+    );
+    assert!(
+        r.stdout
+            .contains(&format!("{n} packets transmitted, 0 received")),
+        "expected no reply: {}\n{}",
+        r.stdout,
+        r.stderr
+    );
+}
+
+#[test]
+#[ignore = "needs root: scripts/test.sh"]
+fn the_egress_follows_the_kernels_neighbour_and_route_changes() {
+    let t = setup();
+    let (inn, gw) = (t.ns_in.clone(), t.ns_gw.clone());
+    t.ping_all(&inn, 3, &[], OUT_ADDR);
+    let real = t
+        .ns(
+            &t.ns_out,
+            5,
+            &["cat", &format!("/sys/class/net/{}/address", t.out_dev)],
+        )
+        .check()
+        .stdout
+        .trim()
+        .to_string();
+    let neigh = |mac: &str, nud: &str| {
+        t.ns(
+            &gw,
+            5,
+            &[
+                "ip",
+                "neigh",
+                "replace",
+                OUT_ADDR,
+                "lladdr",
+                mac,
+                "dev",
+                &t.gw_out_dev,
+                "nud",
+                nud,
+            ],
+        )
+        .check();
+    };
+    let settle = || std::thread::sleep(std::time::Duration::from_millis(500));
+
+    // OUT's neighbour entry now names a MAC no host has: the resolver hears of it
+    // (RTM_NEWNEIGH) and the echo requests still leave over AF_XDP, to that MAC, unanswered.
+    // Had it kept the old entry, they would reach OUT and be answered.
+    neigh("02:00:5e:00:53:99", "permanent");
+    settle();
+    let tx = worker_counter(&t.stats(), "afxdp_tx");
+    ping_unanswered(&t, 3);
+    let st = t.stats();
+    assert!(
+        worker_counter(&st, "afxdp_tx") >= tx + 3,
+        "the requests should still leave over AF_XDP: {}",
+        brief(&st)
+    );
+    // The right address back: answered again, both ways over AF_XDP.
+    neigh(&real, "reachable");
+    settle();
+    let tx = worker_counter(&t.stats(), "afxdp_tx");
+    t.ping_all(&inn, 3, &[], OUT_ADDR);
+    let st = t.stats();
+    assert!(worker_counter(&st, "afxdp_tx") >= tx + 6, "{}", brief(&st));
+
+    // A blackhole route to OUT (RTM_NEWROUTE): its entry leaves the table, the requests go
+    // through the TUN device, and the kernel drops them by that route.
+    let route = |op: &str| {
+        t.ns(
+            &gw,
+            5,
+            &["ip", "route", op, "blackhole", &format!("{OUT_ADDR}/32")],
+        )
+        .check();
+    };
+    route("add");
+    settle();
+    let unresolved = worker_counter(&t.stats(), "afxdp_fallback_unresolved");
+    ping_unanswered(&t, 3);
+    let st = t.stats();
+    assert!(
+        worker_counter(&st, "afxdp_fallback_unresolved") >= unresolved + 3,
+        "the requests should have gone to the kernel: {}",
+        brief(&st)
+    );
+    route("del");
+    settle();
+    t.ping_all(&inn, 3, &[], OUT_ADDR);
+    t.ping_all(&inn, 3, &[], OUT_ADDR);
+    let st = t.stats();
+    assert!(
+        worker_counter(&st, "afxdp_tx") >= tx + 12,
+        "back over AF_XDP once the route went: {}",
+        brief(&st)
+    );
+}
