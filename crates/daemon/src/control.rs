@@ -299,6 +299,9 @@ pub struct FastPathStats {
     pub recipes: u64,
     /// Recipes the kernel refused (table full: `[dataplane].table_size`).
     pub install_errors: u64,
+    /// Destinations in the AF_XDP slow path's egress cache (`slow_path = "af_xdp"`), when on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress_destinations: Option<u64>,
     /// The program's counters (redirected, and why packets were passed on).
     pub counters: Vec<NamedCount>,
 }

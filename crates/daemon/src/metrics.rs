@@ -261,6 +261,14 @@ pub fn encode(s: &DaemonStats) -> String {
             "Recipes the kernel refused (table full: [dataplane] table_size).",
             f.install_errors,
         );
+        if let Some(n) = f.egress_destinations {
+            o.single(
+                "xlat_afxdp_egress_destinations",
+                g,
+                "Destinations in the AF_XDP slow path's egress cache (at most 262,144).",
+                n,
+            );
+        }
         for k in &f.counters {
             o.single(&metric_name(&k.name, "_total"), c, &k.explain, k.value);
         }
@@ -414,6 +422,7 @@ pub fn everything() -> DaemonStats {
     };
     let mut xdp = named(xlat_xdp::COUNTERS);
     xdp.extend(named(xlat_xdp::WRITE_COUNTERS));
+    xdp.extend(named(xlat_xdp::nexthop::COUNTERS));
     DaemonStats {
         engine,
         io: Default::default(),
@@ -421,6 +430,7 @@ pub fn everything() -> DaemonStats {
         fast_path: Some(crate::control::FastPathStats {
             kind: "xdp".to_string(),
             counters: xdp,
+            egress_destinations: Some(0),
             ..Default::default()
         }),
         log: Some(named(crate::eventlog::COUNTERS)),

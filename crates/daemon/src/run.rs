@@ -451,6 +451,7 @@ pub fn run(cfg: &Config) -> Result<()> {
         owners: &owners,
         frag_timeout: Duration::from_secs(fragment_timeout(cfg)),
         fast: fast.as_deref(),
+        hops: (!macs.is_empty()).then_some(&*hops),
         log: log.as_deref(),
         stop,
         halt: &halt,

@@ -251,6 +251,8 @@ pub struct Shared<'a> {
     /// The engine's fragment timeout: how long a later fragment waits for its owner.
     pub frag_timeout: Duration,
     pub fast: Option<&'a Mutex<xlat_xdp::FastPath>>,
+    /// The AF_XDP slow path's egress cache (`slow_path = "af_xdp"`), when on.
+    pub hops: Option<&'a xlat_xdp::nexthop::Hops>,
     /// NAT event logging (`[logging]`), when on.
     pub log: Option<&'a crate::eventlog::EventLog>,
     /// Session sync (`[sync]`), when on.
@@ -1059,7 +1061,10 @@ impl Worker {
                         ..self.io.clone()
                     },
                     dns64: sh.dns64.filter(|_| first).map(|s| s.snapshot()),
-                    fast_path: sh.fast.filter(|_| first).map(fast_path_stats),
+                    fast_path: sh
+                        .fast
+                        .filter(|_| first)
+                        .map(|f| fast_path_stats(f, sh.hops)),
                     log: sh.log.filter(|_| first).map(|l| l.counters()),
                     sync: sh.sync.filter(|_| first).map(|s| s.status()),
                     workers: vec![row],
@@ -1222,7 +1227,10 @@ fn snapshot_events(engine: &Engine, now: Time) -> Vec<xlat_engine::events::State
         .collect()
 }
 
-fn fast_path_stats(f: &Mutex<xlat_xdp::FastPath>) -> FastPathStats {
+fn fast_path_stats(
+    f: &Mutex<xlat_xdp::FastPath>,
+    hops: Option<&xlat_xdp::nexthop::Hops>,
+) -> FastPathStats {
     let f = match f.lock() {
         Ok(f) => f,
         Err(poisoned) => poisoned.into_inner(),
@@ -1232,9 +1240,11 @@ fn fast_path_stats(f: &Mutex<xlat_xdp::FastPath>) -> FastPathStats {
         interfaces: f.interfaces().to_vec(),
         recipes: f.recipes(),
         install_errors: f.install_errors(),
+        egress_destinations: hops.map(|h| h.cached()),
         counters: f
             .counters()
             .into_iter()
+            .chain(hops.map(|h| h.counters()).unwrap_or_default())
             .map(|c| NamedCount {
                 name: c.name.into(),
                 value: c.value,

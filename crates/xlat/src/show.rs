@@ -192,6 +192,9 @@ pub fn fast_path_text(f: &FastPathStats, explain: bool, all: bool) -> String {
     let mut out = format!("Fast path ({} on {})\n", f.kind, f.interfaces.join(", "));
     let _ = writeln!(out, "  {:<26} {}", "recipes", f.recipes);
     let _ = writeln!(out, "  {:<26} {}", "install_errors", f.install_errors);
+    if let Some(n) = f.egress_destinations {
+        let _ = writeln!(out, "  {:<26} {}", "egress_destinations", n);
+    }
     for c in f.counters.iter().filter(|c| all || c.value != 0) {
         let _ = writeln!(out, "  {:<26} {}", c.name, c.value);
         if explain {

@@ -367,9 +367,22 @@ fn the_egress_follows_the_kernels_neighbour_and_route_changes() {
         )
         .check();
     };
+    let st = t.stats();
+    assert!(
+        st["fast_path"]["egress_destinations"].as_u64() >= Some(2),
+        "OUT and IN are cached: {}",
+        st["fast_path"]
+    );
+    let drops = xdp(&st, "afxdp_egress_route_drops");
     route("add");
     settle();
-    let unresolved = worker_counter(&t.stats(), "afxdp_fallback_unresolved");
+    let st = t.stats();
+    assert!(
+        xdp(&st, "afxdp_egress_route_drops") > drops,
+        "the blackhole route should have dropped OUT's entry: {}",
+        st["fast_path"]
+    );
+    let unresolved = worker_counter(&st, "afxdp_fallback_unresolved");
     ping_unanswered(&t, 3);
     let st = t.stats();
     assert!(

@@ -38,6 +38,23 @@ pub const MAX_DESTINATIONS: usize = 262_144;
 /// Shards of the table: a change copies the shards it touches.
 pub const SHARDS: usize = 64;
 
+/// The resolver's counters ([`Hops::counters`]), in `xlat show stats` after the fast path's.
+pub const COUNTERS: &[(&str, &str)] = &[
+    ("afxdp_egress_resolved", "Destinations the AF_XDP slow path's resolver asked the kernel about (`ip route get`) and found a route out of [dataplane] interfaces for; one netlink round trip each, in the resolver's thread."),
+    ("afxdp_egress_route_drops", "Cached destinations dropped because a route covering them was added, replaced or removed: their packets take the TUN path (the kernel routes them by the new route) until the resolver has asked again."),
+    ("afxdp_egress_flushes", "Times the whole egress cache was dropped: a policy rule changed, the kernel's route notifications were lost (socket overflow), or more than 64 route changes came within 5 ms. It refills as packets come."),
+    ("afxdp_egress_evicted", "Destinations dropped to make room in the full egress cache (262,144): they come back on their next packet. Steady growth: more destinations in use than the cache holds (docs/CONFIG.md)."),
+];
+
+/// Indexes into [`COUNTERS`].
+#[derive(Clone, Copy)]
+pub(crate) enum Counter {
+    Resolved = 0,
+    RouteDrops = 1,
+    Flushes = 2,
+    Evicted = 3,
+}
+
 /// The egress of one destination.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Hop {
@@ -54,6 +71,8 @@ pub struct Hops {
     generation: AtomicU64,
     shards: Vec<Mutex<(u64, Shard)>>,
     wanted: Mutex<Vec<IpAddr>>,
+    counts: [AtomicU64; COUNTERS.len()],
+    cached: AtomicU64,
 }
 
 impl Default for Hops {
@@ -64,6 +83,8 @@ impl Default for Hops {
                 .map(|_| Mutex::new((0, Shard::default())))
                 .collect(),
             wanted: Mutex::new(Vec::new()),
+            counts: Default::default(),
+            cached: AtomicU64::new(0),
         }
     }
 }
@@ -134,6 +155,32 @@ impl Hops {
     /// Every destination the table holds now (tests, diagnostics).
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| lock(s).1.len()).sum()
+    }
+
+    /// Destinations with a known egress, as of the resolver's last round.
+    pub fn cached(&self) -> u64 {
+        self.cached.load(Ordering::Relaxed)
+    }
+
+    /// The resolver's counters ([`COUNTERS`]).
+    pub fn counters(&self) -> Vec<crate::Count> {
+        COUNTERS
+            .iter()
+            .zip(&self.counts)
+            .map(|(&(name, explain), v)| crate::Count {
+                name,
+                value: v.load(Ordering::Relaxed),
+                explain,
+            })
+            .collect()
+    }
+
+    /// Sets the counters and the cached count (the resolver, once a round).
+    fn store_counts(&self, counts: &[u64; COUNTERS.len()], cached: u64) {
+        for (a, v) in self.counts.iter().zip(counts) {
+            a.store(*v, Ordering::Relaxed);
+        }
+        self.cached.store(cached, Ordering::Relaxed);
     }
 
     /// Whether the table is empty.

@@ -20,7 +20,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{shard_of, Event, Hop, Hops, Netlink, Route, MAX_DESTINATIONS, SHARDS};
+use super::{
+    shard_of, Counter, Event, Hop, Hops, Netlink, Route, COUNTERS, MAX_DESTINATIONS, SHARDS,
+};
 
 /// How often the resolver reads notifications and the workers' misses.
 const POLL: Duration = Duration::from_millis(5);
@@ -71,6 +73,7 @@ pub(super) struct State {
     dirty: u64,
     sweep: Vec<IpAddr>,
     last_sweep: Instant,
+    counts: [u64; COUNTERS.len()],
 }
 
 impl State {
@@ -86,6 +89,13 @@ impl State {
             dirty: 0,
             sweep: Vec::new(),
             last_sweep: now,
+            counts: [0; COUNTERS.len()],
+        }
+    }
+
+    fn count(&mut self, c: Counter, n: u64) {
+        if let Some(v) = self.counts.get_mut(c as usize) {
+            *v = v.saturating_add(n);
         }
     }
 
@@ -148,6 +158,7 @@ impl State {
     }
 
     fn forget_all(&mut self) {
+        self.count(Counter::Flushes, 1);
         self.known.clear();
         self.gateways.clear();
         for (i, s) in self.shards.iter_mut().enumerate() {
@@ -203,6 +214,7 @@ impl State {
                 .copied()
                 .filter(|d| routes.iter().any(|&(p, l)| covers(p, l, *d)))
                 .collect();
+            self.count(Counter::RouteDrops, hit.len() as u64);
             for d in hit {
                 self.forget(d);
             }
@@ -247,6 +259,7 @@ impl State {
                     .take((self.max / 8).max(1))
                     .copied()
                     .collect();
+                self.count(Counter::Evicted, out.len() as u64);
                 for o in out {
                     self.forget(o);
                 }
@@ -269,6 +282,7 @@ impl State {
             match route(d).filter(|r| self.ports.contains_key(&r.oif)) {
                 Some(r) => {
                     self.pending.remove(&d);
+                    self.count(Counter::Resolved, 1);
                     self.learn(d, r);
                 }
                 None if now.duration_since(since) >= UNRESOLVED_FOR => {
@@ -303,7 +317,7 @@ impl State {
         }
     }
 
-    /// Hands the shards that changed to the workers.
+    /// Hands the shards that changed to the workers, and the counters to `xlat show stats`.
     pub(super) fn publish(&mut self, hops: &Hops) {
         for (i, s) in self.shards.iter().enumerate() {
             if self.dirty & (1 << i) != 0 {
@@ -311,6 +325,8 @@ impl State {
             }
         }
         self.dirty = 0;
+        let cached = self.shards.iter().map(|s| s.len() as u64).sum();
+        hops.store_counts(&self.counts, cached);
     }
 }
 
@@ -431,6 +447,7 @@ mod tests {
         st.publish(&hops);
         view.refresh(&hops);
         assert_eq!(view.get(&a), None, "the changed route's destination left");
+        assert_eq!(hops.counters()[Counter::RouteDrops as usize].value, 1);
         assert!(view.get(&b).is_some(), "another route's destination stays");
         // The default route changing covers everything.
         st.on_events(&[Event::Route {
@@ -518,6 +535,7 @@ mod tests {
             assert_eq!(st.on_events(&[e]), e == Event::Lost);
             st.publish(&hops);
             assert!(hops.is_empty(), "{e:?}");
+            assert_eq!(hops.counters()[Counter::Flushes as usize].value, 1);
         }
     }
 
