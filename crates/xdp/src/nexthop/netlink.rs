@@ -104,8 +104,13 @@ fn messages(mut b: &[u8]) -> impl Iterator<Item = (u16, u16, u32, &[u8])> {
     })
 }
 
-/// A neighbour message's (ifindex, address, usable link-layer address).
+/// A neighbour message's (ifindex, address, usable link-layer address); `None` for other
+/// families than IPv4 and IPv6 (a bridge's or a VXLAN device's forwarding entries arrive in
+/// the same group and the same dump, with a remote endpoint's address beside a MAC).
 fn neighbour(b: &[u8]) -> Option<(u32, IpAddr, Option<[u8; 6]>)> {
+    if !matches!(i32::from(*b.first()?), libc::AF_INET | libc::AF_INET6) {
+        return None;
+    }
     let (ifindex, state) = (u32_at(b, 4)?, u16_at(b, 8)?);
     let mut dst = None;
     let mut mac = None;
@@ -464,7 +469,18 @@ mod tests {
     }
 
     fn neigh_msg(ty: u16, ifindex: u32, state: u16, dst: &[u8], mac: &[u8]) -> Vec<u8> {
-        let mut b = vec![libc::AF_INET as u8, 0, 0, 0];
+        neigh_msg_of(libc::AF_INET, ty, ifindex, state, dst, mac)
+    }
+
+    fn neigh_msg_of(
+        family: i32,
+        ty: u16,
+        ifindex: u32,
+        state: u16,
+        dst: &[u8],
+        mac: &[u8],
+    ) -> Vec<u8> {
+        let mut b = vec![family as u8, 0, 0, 0];
         b.extend_from_slice(&ifindex.to_ne_bytes());
         b.extend_from_slice(&state.to_ne_bytes());
         b.extend_from_slice(&[0, 0]);
@@ -497,6 +513,15 @@ mod tests {
         // INCOMPLETE (0x01): no usable address; a deletion: none either.
         b.extend(neigh_msg(RTM_NEWNEIGH, 3, 0x01, &[198, 51, 100, 2], &mac));
         b.extend(neigh_msg(RTM_DELNEIGH, 3, 0x02, &[198, 51, 100, 1], &mac));
+        // A VXLAN forwarding entry (AF_BRIDGE): a remote endpoint beside a MAC, not a neighbour.
+        b.extend(neigh_msg_of(
+            libc::AF_BRIDGE,
+            RTM_NEWNEIGH,
+            3,
+            0x80,
+            &[198, 51, 100, 9],
+            &mac,
+        ));
         // Garbage after: parsing stops there.
         b.extend_from_slice(&[200, 0, 0, 0, 24, 0]);
         let a = |s: &str| s.parse().unwrap_or(IpAddr::from([0u8; 4]));
