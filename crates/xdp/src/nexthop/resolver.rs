@@ -70,7 +70,7 @@ pub(super) struct State {
     /// Destinations asked for and not resolved yet, since when.
     pending: HashMap<IpAddr, Instant>,
     shards: Vec<HashMap<IpAddr, Hop>>,
-    dirty: u64,
+    dirty: Vec<bool>,
     sweep: Vec<IpAddr>,
     last_sweep: Instant,
     counts: [u64; COUNTERS.len()],
@@ -86,7 +86,7 @@ impl State {
             gateways: HashMap::new(),
             pending: HashMap::new(),
             shards: (0..SHARDS).map(|_| HashMap::new()).collect(),
-            dirty: 0,
+            dirty: vec![false; SHARDS],
             sweep: Vec::new(),
             last_sweep: now,
             counts: [0; COUNTERS.len()],
@@ -122,7 +122,9 @@ impl State {
             None => s.remove(&d).is_some(),
         };
         if changed {
-            self.dirty |= 1 << i;
+            if let Some(d) = self.dirty.get_mut(i) {
+                *d = true;
+            }
         }
     }
 
@@ -161,10 +163,10 @@ impl State {
         self.count(Counter::Flushes, 1);
         self.known.clear();
         self.gateways.clear();
-        for (i, s) in self.shards.iter_mut().enumerate() {
+        for (s, d) in self.shards.iter_mut().zip(self.dirty.iter_mut()) {
             if !s.is_empty() {
                 s.clear();
-                self.dirty |= 1 << i;
+                *d = true;
             }
         }
     }
@@ -319,12 +321,16 @@ impl State {
 
     /// Hands the shards that changed to the workers, and the counters to `xlat show stats`.
     pub(super) fn publish(&mut self, hops: &Hops) {
-        for (i, s) in self.shards.iter().enumerate() {
-            if self.dirty & (1 << i) != 0 {
+        let mut any = false;
+        for (i, (s, d)) in self.shards.iter().zip(self.dirty.iter_mut()).enumerate() {
+            if std::mem::take(d) {
                 hops.publish(i, Arc::new(s.clone()));
+                any = true;
             }
         }
-        self.dirty = 0;
+        if any {
+            hops.bump();
+        }
         let cached = self.shards.iter().map(|s| s.len() as u64).sum();
         hops.store_counts(&self.counts, cached);
     }
