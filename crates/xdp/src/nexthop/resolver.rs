@@ -8,13 +8,16 @@
 //!   notifications lost: every destination leaves.
 //! - A neighbour's address changed (or it became unusable): the destinations behind it get
 //!   the new MAC (or leave the table until the kernel resolves it again).
+//! - A destination the kernel routes elsewhere (a local address, the TUN device, no route)
+//!   is asked about once, then left to the kernel for [`UNRESOLVED_FOR`] or until a route
+//!   covering it changes: its misses cost no round trip each.
 //! - A safety net behind the notifications (IPv4 sends none for the routes an interface takes
 //!   down with it; its neighbours' removal does arrive): [`SWEEP_PER_SECOND`] known
 //!   destinations are asked again each second, in turn.
 //!
 //! [`State`] holds the logic without the I/O; [`Hops::resolve_loop`] feeds it from netlink.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -26,8 +29,8 @@ use super::{
 
 /// How often the resolver reads notifications and the workers' misses.
 const POLL: Duration = Duration::from_millis(5);
-/// A destination without a route out of a served interface is forgotten after this long
-/// (asked again on its next miss).
+/// A destination without a route out of a served interface is not asked about again for this
+/// long (unless a route or rule changes); then it is asked on its next miss.
 const UNRESOLVED_FOR: Duration = Duration::from_secs(10);
 /// Known destinations asked again each second, in turn, whatever the notifications said.
 const SWEEP_PER_SECOND: usize = 1024;
@@ -67,8 +70,11 @@ pub(super) struct State {
     known: HashMap<IpAddr, Route>,
     /// Gateways the known routes use, with how many destinations use each.
     gateways: HashMap<(u32, IpAddr), usize>,
-    /// Destinations asked for and not resolved yet, since when.
-    pending: HashMap<IpAddr, Instant>,
+    /// Destinations asked for and not resolved yet (each asked once).
+    pending: HashSet<IpAddr>,
+    /// Destinations the kernel routes elsewhere (a local address, the TUN device, no route),
+    /// since when: not asked again until [`UNRESOLVED_FOR`] has passed or a route changed.
+    elsewhere: HashMap<IpAddr, Instant>,
     shards: Vec<HashMap<IpAddr, Hop>>,
     dirty: Vec<bool>,
     sweep: Vec<IpAddr>,
@@ -84,7 +90,8 @@ impl State {
             neigh: HashMap::new(),
             known: HashMap::new(),
             gateways: HashMap::new(),
-            pending: HashMap::new(),
+            pending: HashSet::new(),
+            elsewhere: HashMap::new(),
             shards: (0..SHARDS).map(|_| HashMap::new()).collect(),
             dirty: vec![false; SHARDS],
             sweep: Vec::new(),
@@ -207,9 +214,13 @@ impl State {
         }
         if all || lost || routes.len() > ROUTE_EVENTS_PER_SCAN {
             self.forget_all();
+            self.elsewhere.clear();
             return lost;
         }
         if !routes.is_empty() {
+            // A route changed: what it covers may now leave through a served interface.
+            self.elsewhere
+                .retain(|d, _| !routes.iter().any(|&(p, l)| covers(p, l, *d)));
             let hit: Vec<IpAddr> = self
                 .known
                 .keys()
@@ -221,7 +232,7 @@ impl State {
                 self.forget(d);
             }
         }
-        let mut scan = false;
+        let mut gateways = HashSet::new();
         for &(ifindex, addr) in &neighbours {
             // A directly connected destination is its own next hop.
             if self
@@ -231,13 +242,15 @@ impl State {
             {
                 self.set_hop(addr);
             }
-            scan |= self.gateways.contains_key(&(ifindex, addr));
+            if self.gateways.contains_key(&(ifindex, addr)) {
+                gateways.insert((ifindex, addr));
+            }
         }
-        if scan {
+        if !gateways.is_empty() {
             let behind: Vec<IpAddr> = self
                 .known
                 .iter()
-                .filter(|(d, r)| neighbours.contains(&Self::next_hop(**d, r)))
+                .filter(|(d, r)| gateways.contains(&Self::next_hop(**d, r)))
                 .map(|(d, _)| *d)
                 .collect();
             for d in behind {
@@ -251,8 +264,15 @@ impl State {
     /// make room.
     pub(super) fn want(&mut self, asked: &[IpAddr], now: Instant) {
         for &d in asked {
-            if self.known.contains_key(&d) || self.pending.contains_key(&d) {
+            if self.known.contains_key(&d) || self.pending.contains(&d) {
                 continue;
+            }
+            match self.elsewhere.get(&d) {
+                Some(&since) if now.duration_since(since) < UNRESOLVED_FOR => continue,
+                Some(_) => {
+                    self.elsewhere.remove(&d);
+                }
+                None => {}
             }
             if self.known.len() + self.pending.len() >= self.max {
                 let out: Vec<IpAddr> = self
@@ -267,30 +287,39 @@ impl State {
                 }
             }
             if self.known.len() + self.pending.len() < self.max {
-                self.pending.insert(d, now);
+                self.pending.insert(d);
             }
         }
     }
 
-    /// Asks `route` about pending destinations (at most [`RESOLVE_PER_POLL`]).
+    /// Asks `route` about pending destinations (at most [`RESOLVE_PER_POLL`], each once):
+    /// those it routes out of a served interface become known, the rest wait in
+    /// `elsewhere`, which forgets them after [`UNRESOLVED_FOR`] (and is held to the cache's
+    /// size).
     pub(super) fn resolve(&mut self, now: Instant, mut route: impl FnMut(IpAddr) -> Option<Route>) {
-        let batch: Vec<(IpAddr, Instant)> = self
+        let batch: Vec<IpAddr> = self
             .pending
             .iter()
             .take(RESOLVE_PER_POLL)
-            .map(|(d, t)| (*d, *t))
+            .copied()
             .collect();
-        for (d, since) in batch {
+        for d in batch {
+            self.pending.remove(&d);
             match route(d).filter(|r| self.ports.contains_key(&r.oif)) {
                 Some(r) => {
-                    self.pending.remove(&d);
                     self.count(Counter::Resolved, 1);
                     self.learn(d, r);
                 }
-                None if now.duration_since(since) >= UNRESOLVED_FOR => {
-                    self.pending.remove(&d);
+                None => {
+                    if self.elsewhere.len() >= self.max {
+                        self.elsewhere
+                            .retain(|_, t| now.duration_since(*t) < UNRESOLVED_FOR);
+                        if self.elsewhere.len() >= self.max {
+                            self.elsewhere.clear();
+                        }
+                    }
+                    self.elsewhere.insert(d, now);
                 }
-                None => {}
             }
         }
     }
@@ -546,25 +575,55 @@ mod tests {
     }
 
     #[test]
-    fn routes_elsewhere_wait_then_are_forgotten() {
+    fn routes_elsewhere_are_not_asked_again_until_they_age_or_a_route_changes() {
         let now = Instant::now();
         let mut st = state(16, now);
         let d = ip("203.0.113.9");
-        st.want(&[d], now);
+        let asked = std::cell::Cell::new(0);
         // Out of an interface the slow path does not serve (the TUN device, say).
         let elsewhere = |_| {
+            asked.set(asked.get() + 1);
             Some(Route {
                 oif: PORT + 1,
                 gateway: None,
             })
         };
+        st.want(&[d], now);
         st.resolve(now, elsewhere);
-        assert!(st.pending.contains_key(&d) && st.known.is_empty());
+        st.want(&[d], now + Duration::from_millis(5));
+        st.resolve(now + Duration::from_millis(5), elsewhere);
+        assert_eq!(asked.get(), 1, "asked once, not on every miss");
+        assert!(st.pending.is_empty() && st.known.is_empty());
+        st.want(&[d], now + UNRESOLVED_FOR);
         st.resolve(now + UNRESOLVED_FOR, elsewhere);
-        assert!(
-            st.pending.is_empty(),
-            "forgotten; asked again on its next miss"
-        );
+        assert_eq!(asked.get(), 2, "asked again once it aged");
+        // A route that covers it: asked again on its next miss.
+        st.on_events(&[Event::Route {
+            prefix: ip("203.0.113.0"),
+            len: 24,
+        }]);
+        st.want(&[d], now + UNRESOLVED_FOR);
+        st.resolve(now + UNRESOLVED_FOR, via_gw);
+        assert!(st.known.contains_key(&d));
+    }
+
+    #[test]
+    fn many_pending_destinations_are_each_asked_once_none_starved() {
+        let now = Instant::now();
+        let mut st = state(1 << 16, now);
+        let all: Vec<IpAddr> = (0..5000u32)
+            .map(|i| IpAddr::from((0xC633_0000 | i).to_be_bytes()))
+            .collect();
+        st.want(&all, now);
+        let mut asked = HashMap::new();
+        for _ in 0..3 {
+            st.resolve(now, |d| {
+                *asked.entry(d).or_insert(0) += 1;
+                None
+            });
+        }
+        assert_eq!(asked.len(), all.len(), "every destination asked");
+        assert!(asked.values().all(|&n| n == 1), "and only once");
     }
 
     #[test]
