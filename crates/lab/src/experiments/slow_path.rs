@@ -337,6 +337,7 @@ impl Lab {
         let saved = self.opts.clone();
         let rounds = saved.repeats.max(1);
         let mut values: Vec<Vec<(f64, bool)>> = vec![Vec::new(); TARGETS.len()];
+        let mut limited = vec![0usize; TARGETS.len()];
         let mut r = Ok(());
         for round in 0..rounds {
             self.progress(&format!("slow-path: round {} of {rounds}", round + 1));
@@ -351,8 +352,13 @@ impl Lab {
                 break;
             }
             let this_round = rows_since(&self.res.experiments, &before);
-            for (t, v) in TARGETS.iter().zip(values.iter_mut()) {
+            for ((t, v), l) in TARGETS
+                .iter()
+                .zip(values.iter_mut())
+                .zip(limited.iter_mut())
+            {
                 v.extend(judge(t, &this_round));
+                *l += usize::from(tester_limited(t, &this_round));
             }
         }
         self.opts = saved;
@@ -372,7 +378,19 @@ impl Lab {
         let rows = TARGETS
             .iter()
             .zip(&values)
-            .map(|(t, v)| target_row(t, v))
+            .zip(&limited)
+            .map(|((t, v), &l)| {
+                let mut row = target_row(t, v);
+                if l > 0 {
+                    row.tester_limited = true;
+                    row.notes.push(format!(
+                        "{} was tester-limited in {l} of {} round(s): its value there is a bound, not the device's",
+                        t.dev,
+                        v.len()
+                    ));
+                }
+                row
+            })
             .collect();
         self.add(&e, rows);
         Ok(())
@@ -412,6 +430,15 @@ fn rows_since(exps: &[Experiment], before: &[(String, usize)]) -> Vec<Experiment
             }
         })
         .collect()
+}
+
+/// Whether the row of `t`'s device in `exps` was the tester's limit rather than the device's
+/// (setup-rate: the tester's core full at the rate found).
+fn tester_limited(t: &Target, exps: &[Experiment]) -> bool {
+    exps.iter()
+        .filter(|e| e.name == t.exp)
+        .flat_map(|e| e.rows.iter())
+        .any(|r| r.device == t.dev && r.tester_limited && t.size.is_none_or(|s| r.size == s))
 }
 
 /// A target's row: its rounds' values, median [min..max], and met when the median is within
@@ -559,6 +586,25 @@ mod tests {
         // Below the kernel's at one step: not met.
         let below = churn(&[0.0], [98_000.0, 199_000.0, 390_000.0]);
         assert!(!judge(&never, &below).unwrap().1);
+    }
+
+    #[test]
+    fn a_tester_limited_row_marks_only_its_own_target() {
+        let mut r = row("xlat-nat44-afxdp", "64", None, "setup_rate_per_s", &[430.0]);
+        r.tester_limited = true;
+        let exps = [exp(
+            "setup-rate",
+            vec![
+                r,
+                row("kernel-nat44", "64", None, "setup_rate_per_s", &[215.0]),
+            ],
+        )];
+        assert!(tester_limited(
+            &target("setup-rate", "xlat-nat44-afxdp"),
+            &exps
+        ));
+        assert!(!tester_limited(&target("setup-rate", "xlat-nat44"), &exps));
+        assert!(!tester_limited(&target("cpu", "xlat-nat44-afxdp"), &exps));
     }
 
     #[test]
