@@ -8,8 +8,8 @@
 //!
 //! Sending ([`Port::transmit`]): the egress of the packet's destination comes from the
 //! per-destination table the resolver thread keeps from the kernel's routes and neighbours
-//! and their change notifications (`xlat_xdp::nexthop`). With a known egress on an interface this worker has a socket on,
-//! the packet gets its Ethernet header (the next hop's MAC, the interface's own), its TTL or
+//! and their change notifications (`xlat_xdp::nexthop`). With a known egress on an
+//! interface this worker has a socket on, the packet gets its Ethernet header (the next hop's MAC, the interface's own), its TTL or
 //! hop limit decremented -- the gateway is a router hop, RFC 1812 5.3.1 / RFC 8200 3 (the
 //! header checksum adjusted by RFC 1624 eqn. 3) -- and leaves through that socket: no kernel
 //! stack, no TUN device. Otherwise it goes to the TUN device as before and the worker counts

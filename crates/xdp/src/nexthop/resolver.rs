@@ -435,6 +435,16 @@ mod tests {
         hops
     }
 
+    /// A state (room for 16) that has resolved `dsts` by the default route, and the table
+    /// it published.
+    fn resolved(dsts: &[IpAddr], now: Instant) -> (State, Hops) {
+        let mut st = state(16, now);
+        st.want(dsts, now);
+        st.resolve(now, via_gw);
+        let hops = published(&mut st);
+        (st, hops)
+    }
+
     #[test]
     fn covers_matches_by_prefix_and_family() {
         assert!(covers(ip("0.0.0.0"), 0, ip("203.0.113.9")));
@@ -449,11 +459,8 @@ mod tests {
     #[test]
     fn a_missed_destination_gets_its_hop_and_the_workers_see_it() {
         let now = Instant::now();
-        let mut st = state(16, now);
         let d = ip("203.0.113.9");
-        st.want(&[d], now);
-        st.resolve(now, via_gw);
-        let hops = published(&mut st);
+        let (_, hops) = resolved(&[d], now);
         let view = hops.view();
         assert_eq!(
             view.get(&d),
@@ -469,11 +476,8 @@ mod tests {
     #[test]
     fn a_route_change_drops_only_the_destinations_it_covers() {
         let now = Instant::now();
-        let mut st = state(16, now);
         let (a, b) = (ip("203.0.113.9"), ip("192.0.2.9"));
-        st.want(&[a, b], now);
-        st.resolve(now, via_gw);
-        let hops = published(&mut st);
+        let (mut st, hops) = resolved(&[a, b], now);
         let mut view = hops.view();
         st.on_events(&[Event::Route {
             prefix: ip("203.0.113.0"),
@@ -498,11 +502,8 @@ mod tests {
     #[test]
     fn a_gateway_with_a_new_address_moves_every_destination_behind_it() {
         let now = Instant::now();
-        let mut st = state(16, now);
         let ds = [ip("203.0.113.9"), ip("192.0.2.9")];
-        st.want(&ds, now);
-        st.resolve(now, via_gw);
-        let hops = published(&mut st);
+        let (mut st, hops) = resolved(&ds, now);
         let new = [2, 0, 0, 0, 0, 9];
         st.on_events(&[Event::Neighbour {
             ifindex: PORT,
@@ -562,10 +563,7 @@ mod tests {
     fn rules_or_lost_notifications_drop_everything() {
         let now = Instant::now();
         for e in [Event::Rules, Event::Lost] {
-            let mut st = state(16, now);
-            st.want(&[ip("203.0.113.9")], now);
-            st.resolve(now, via_gw);
-            let hops = published(&mut st);
+            let (mut st, hops) = resolved(&[ip("203.0.113.9")], now);
             assert_eq!(hops.len(), 1);
             assert_eq!(st.on_events(&[e]), e == Event::Lost);
             st.publish(&hops);
@@ -646,11 +644,8 @@ mod tests {
     #[test]
     fn the_sweep_follows_a_route_no_notification_announced() {
         let now = Instant::now();
-        let mut st = state(16, now);
         let d = ip("203.0.113.9");
-        st.want(&[d], now);
-        st.resolve(now, via_gw);
-        let hops = published(&mut st);
+        let (mut st, hops) = resolved(&[d], now);
         st.sweep(now + Duration::from_millis(500), |_| None);
         st.publish(&hops);
         assert_eq!(hops.len(), 1, "not before a second has passed");
