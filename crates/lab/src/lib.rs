@@ -126,6 +126,13 @@ pub struct RunOpts {
     /// moderation (default 200; 0 sends every frame when due).
     #[arg(long)]
     pub coalesce_us: Option<f64>,
+    /// Microseconds the tester's receive ports poll again after a frame instead of being woken
+    /// for each one, like a NIC's receive interrupt moderation (default 0: off). On veth the
+    /// DUT's transmit otherwise wakes the tester's receive thread on another CPU, on the DUT's
+    /// CPU; with this on that cost stays off the device, as across a wire. Delays each
+    /// frame's receipt by up to this much: not for latency experiments.
+    #[arg(long)]
+    pub rx_coalesce_us: Option<f64>,
     /// How the tester receives: `xdp` (default: an XDP program on the receive port counts
     /// the trial's frames and drops them, the packet ring gets a sample for latency) or
     /// `ring` (every frame through the packet ring; costs the tester's core about twice).
@@ -537,6 +544,21 @@ pub fn resolve(plan: &Plan, o: &RunOpts) -> Result<Opts> {
     if !(0.0..=10_000.0).contains(&coalesce_us) {
         bail!("--coalesce-us: {coalesce_us} is outside 0..10000");
     }
+    // veth's receive ring holds 256 frames: at the tester's ceiling (about 1.5 Mpps) a poll
+    // every 100 us finds about 150.
+    let rx_coalesce_us = o.rx_coalesce_us.unwrap_or(0.0);
+    if !(0.0..=100.0).contains(&rx_coalesce_us) {
+        bail!(
+            "--rx-coalesce-us: {rx_coalesce_us} is outside 0..100 (veth's receive ring of 256 \
+             frames would overflow between polls at the tester's rates)"
+        );
+    }
+    if o.rx_coalesce_us.is_some() && plan.steps.iter().any(|s| s == "slow-path") {
+        bail!(
+            "--rx-coalesce-us: slow-path sets the tester's receive moderation itself, per step \
+             (on for its CPU steps, off where the tester's core is the limit); run it without"
+        );
+    }
     let requests = o.requests.clone().unwrap_or_else(|| d.requests.clone());
     let concurrency = o
         .concurrency
@@ -574,6 +596,7 @@ pub fn resolve(plan: &Plan, o: &RunOpts) -> Result<Opts> {
     }
     Ok(Opts {
         coalesce: Duration::from_secs_f64(coalesce_us / 1e6),
+        rx_coalesce_us,
         rx_xdp,
         ingress_xdp,
         devices,
@@ -650,6 +673,7 @@ pub fn execute(plan: Plan, o: &RunOpts) -> Result<PathBuf> {
             coalesce_us: opts.coalesce.as_secs_f64() * 1e6,
             rx: if opts.rx_xdp { "xdp" } else { "ring" }.into(),
             ingress: if opts.ingress_xdp { "xdp" } else { "skb" }.into(),
+            rx_coalesce_us: opts.rx_coalesce_us,
         },
         ..RunResults::default()
     };
@@ -691,6 +715,9 @@ pub fn execute(plan: Plan, o: &RunOpts) -> Result<PathBuf> {
         if opts.ingress_xdp {
             t.add_injection()?;
         }
+        if opts.rx_coalesce_us > 0.0 {
+            t.moderate_tester_rx(opts.rx_coalesce_us)?;
+        }
         Ok(t)
     });
     let outcome = match topo {
@@ -701,6 +728,12 @@ pub fn execute(plan: Plan, o: &RunOpts) -> Result<PathBuf> {
                 res.placement.push_str(
                     "; the tester's frames reach the DUT as XDP frames redirected from an injection pair on the tester's CPU (--ingress xdp)",
                 );
+            }
+            if opts.rx_coalesce_us > 0.0 {
+                res.placement.push_str(&format!(
+                    "; the tester's ports facing the DUT poll their receive ring every {:.0} us while frames come, like a NIC's interrupt moderation, so the DUT's transmit does not wake the tester's receive thread (--rx-coalesce-us)",
+                    opts.rx_coalesce_us
+                ));
             }
             if idle_poll.is_some() {
                 res.placement
@@ -800,6 +833,22 @@ mod tests {
             ..RunOpts::default()
         };
         assert_eq!(resolve(&plan, &link).unwrap().link_bps, Some(100e6));
+        // The tester's receive moderation: off unless asked, at most veth's ring allows, and
+        // not for slow-path, which sets it per step.
+        assert_eq!(o.rx_coalesce_us, 0.0);
+        let rx = |us: f64| RunOpts {
+            rx_coalesce_us: Some(us),
+            ..RunOpts::default()
+        };
+        assert_eq!(resolve(&plan, &rx(50.0)).unwrap().rx_coalesce_us, 50.0);
+        assert!(resolve(&plan, &rx(150.0)).is_err());
+        let sp = Plan {
+            name: "slow-path".into(),
+            steps: vec!["slow-path".into()],
+            defaults: defaults_for("slow-path"),
+        };
+        assert!(resolve(&sp, &RunOpts::default()).is_ok());
+        assert!(resolve(&sp, &rx(50.0)).is_err());
     }
 
     #[test]

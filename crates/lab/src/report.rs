@@ -743,12 +743,20 @@ pub fn write(dir: &Path, r: &RunResults) -> Result<Vec<PathBuf>> {
         ),
         format!("Where the work ran: {}.", r.placement),
         format!(
-            "Settings: {:.1} s trials, {} repetition(s), loss threshold {}%, {} flows, sender coalescing {:.0} us, {}{}.",
+            "Settings: {:.1} s trials, {} repetition(s), loss threshold {}%, {} flows, sender coalescing {:.0} us, {}{}{}.",
             r.settings.trial_secs,
             r.settings.repeats,
             r.settings.loss_threshold * 100.0,
             r.settings.flows,
             r.settings.coalesce_us,
+            if r.settings.rx_coalesce_us > 0.0 {
+                format!(
+                    "receive moderation {:.0} us (--rx-coalesce-us), ",
+                    r.settings.rx_coalesce_us
+                )
+            } else {
+                String::new()
+            },
             match r.settings.rx.as_str() {
                 "xdp" => "frames counted by the XDP receive counter (latency from a sample)",
                 "ring" => "every frame received through the packet ring",

@@ -69,6 +69,10 @@ pub struct Settings {
     /// before this setting existed (skb).
     #[serde(default)]
     pub ingress: String,
+    /// The tester's receive moderation, microseconds (`--rx-coalesce-us`); 0: off, and in
+    /// runs before this setting existed.
+    #[serde(default)]
+    pub rx_coalesce_us: f64,
 }
 
 /// The tester's own ceiling (A wired straight to D) for one frame size.

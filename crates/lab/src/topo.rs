@@ -92,7 +92,13 @@ pub struct Topo {
     namespaces: Vec<String>,
     /// The NIC-like ingress (`--ingress xdp`, [`Topo::add_injection`]), when on.
     pub inject: Option<Injection>,
+    /// The tester's receive moderation in nanoseconds (`--rx-coalesce-us`,
+    /// [`Topo::moderate_tester_rx`]); 0: off.
+    rx_coalesce_ns: std::cell::Cell<u64>,
 }
+
+/// [`Topo::moderate_tester_rx`]: empty polls before a tester port's NAPI re-arms.
+const RX_DEFER_POLLS: u32 = 10;
 
 fn mask(cpu: usize) -> String {
     cpus::mask(&[cpu])
@@ -150,6 +156,7 @@ impl Topo {
             dir,
             namespaces: Vec::new(),
             inject: None,
+            rx_coalesce_ns: std::cell::Cell::new(0),
             id,
         };
         // On error `t` is dropped here, which removes the namespaces made so far.
@@ -587,6 +594,64 @@ impl Topo {
             }
             sys::set_fifo(pid, sys::RT_PRIO);
             self.napi_threads.borrow_mut().push((dev.to_string(), pid));
+        }
+        if self.rx_coalesce_ns.get() > 0
+            && ns == self.ns_tester
+            && (dev == self.a.dev || dev == self.d.dev)
+        {
+            self.apply_rx_moderation(dev)?;
+        }
+        Ok(())
+    }
+
+    /// Interrupt moderation on the tester's two ports facing the DUT, as a NIC's receive side
+    /// has it (`--rx-coalesce-us`; 0 turns it off). On veth the sender's transmit schedules
+    /// the receiver's NAPI (veth_xdp_xmit / veth_xmit -> __napi_schedule): with the tester's
+    /// receive thread on another CPU, every DUT poll that transmits wakes that thread with an
+    /// inter-processor interrupt -- in this VM an exit to the hypervisor -- and all of it runs
+    /// on the DUT's CPU, charged to the device (measured: 62 % of xlat-siit-xdp's DUT time,
+    /// PERFORMANCE-LOG step 48). Across a wire that wake-up is the receiving host's interrupt
+    /// and never the router's work. Here the tester's NAPI does not re-arm its "interrupt"
+    /// after a poll (napi_defer_hard_irqs) and polls again from a timer on its own CPU after
+    /// `us` (gro_flush_timeout, Documentation/networking/napi.rst "Software IRQ
+    /// coalescing"), so the DUT's transmit finds it scheduled and only queues the frame. The
+    /// same for every device; it delays each frame's receipt by up to `us`, so latency
+    /// experiments keep it off.
+    pub fn moderate_tester_rx(&self, us: f64) -> Result<()> {
+        self.rx_coalesce_ns.set((us * 1_000.0).round() as u64);
+        for dev in [self.a.dev.clone(), self.d.dev.clone()] {
+            self.apply_rx_moderation(&dev)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the tester's receive moderation ([`Topo::moderate_tester_rx`]) to `dev` and
+    /// reads it back: a kernel that did not take it fails the run rather than measure
+    /// without it.
+    fn apply_rx_moderation(&self, dev: &str) -> Result<()> {
+        let ns = self.rx_coalesce_ns.get();
+        // Empty polls before the NAPI re-arms: with frames every poll it never does; after
+        // the last frame it keeps polling for this many periods.
+        let defer = if ns > 0 { RX_DEFER_POLLS } else { 0 };
+        let sysfs = format!("/sys/class/net/{dev}");
+        sys::ns_sh(
+            &self.ns_tester,
+            &format!(
+                "echo {defer} > {sysfs}/napi_defer_hard_irqs && echo {ns} > {sysfs}/gro_flush_timeout"
+            ),
+        )
+        .with_context(|| format!("receive moderation on {dev}"))?;
+        let got = sys::ns_sh(
+            &self.ns_tester,
+            &format!("cat {sysfs}/napi_defer_hard_irqs {sysfs}/gro_flush_timeout"),
+        )
+        .unwrap_or_default();
+        let want = format!("{defer}\n{ns}");
+        if got.trim() != want {
+            bail!(
+                "receive moderation on {dev}: the kernel reads back {:?}, not {want:?}",
+                got.trim()
+            );
         }
         Ok(())
     }

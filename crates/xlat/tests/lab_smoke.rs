@@ -188,6 +188,24 @@ fn lab_rejects_bad_arguments() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--ingress xdp: forward4-softirq"), "{err}");
+    // The tester's receive moderation is bounded by veth's ring.
+    let o = xlat()
+        .args(["lab", "run", "cpu", "--rx-coalesce-us", "500"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--rx-coalesce-us: 500 is outside"), "{err}");
+    let o = xlat()
+        .args(["lab", "run", "slow-path", "--rx-coalesce-us", "50"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("slow-path sets the tester's receive moderation"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -629,7 +647,9 @@ fn lab_smoke_cpu_return_encapsulates() {
 /// `--ingress xdp`: the tester sends into an injection pair whose XDP program redirects every
 /// frame out of its port facing the DUT. Every frame arrives through forward4, kernel NAT and
 /// xlat's XDP fast path (inside to outside) and through the 6to4 endpoint in XDP (outside to
-/// inside): a redirect the DUT's port refused would be lost.
+/// inside): a redirect the DUT's port refused would be lost. With `--rx-coalesce-us` the
+/// tester's receiving port polls from a timer instead of being woken per frame: a port that
+/// never polled again would leave frames in its ring, counted lost.
 #[test]
 #[ignore = "needs root: scripts/test.sh"]
 fn lab_smoke_nic_like_ingress() {
@@ -657,11 +677,15 @@ fn lab_smoke_nic_like_ingress() {
                 "0.3",
                 "--repeats",
                 "1",
+                "--rx-coalesce-us",
+                "50",
             ],
         );
         assert_eq!(run.r["settings"]["ingress"], "xdp");
+        assert_eq!(run.r["settings"]["rx_coalesce_us"], 50.0);
         let placement = run.r["placement"].as_str().unwrap();
         assert!(placement.contains("--ingress xdp"), "{placement}");
+        assert!(placement.contains("--rx-coalesce-us"), "{placement}");
         let e = experiment(&run.r, exp);
         let rows = e["rows"].as_array().unwrap();
         assert_eq!(rows.len(), n, "{exp}: {e}");

@@ -408,6 +408,9 @@ pub struct Opts {
     pub rx_xdp: bool,
     /// The NIC-like ingress (`--ingress xdp`, see topo::Injection).
     pub ingress_xdp: bool,
+    /// The tester's receive moderation, microseconds (`--rx-coalesce-us`, see
+    /// topo::Topo::moderate_tester_rx); 0: off.
+    pub rx_coalesce_us: f64,
     /// UDP payload sizes for owd (bytes).
     pub payloads: Vec<usize>,
     /// Round trips per owd measurement.
