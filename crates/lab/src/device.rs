@@ -305,6 +305,12 @@ pub trait Device {
     fn fast_path_counter(&self, _name: &str) -> Option<u64> {
         None
     }
+    /// A counter of the daemon's packet workers by name, summed over them (`xlat show stats`'
+    /// `workers[].counters`, e.g. `afxdp_kernel_drops`; None: not an xlat device, or no such
+    /// counter).
+    fn worker_counter(&self, _name: &str) -> Option<u64> {
+        None
+    }
     /// A counter of the device's NAT event log by name (`xlat show stats`' "log" list, e.g.
     /// `ipfix_records_sent`; None: no such log).
     fn log_counter(&self, _name: &str) -> Option<u64> {
@@ -404,6 +410,9 @@ impl Device for SoftirqRx {
     }
     fn fast_path_counter(&self, name: &str) -> Option<u64> {
         self.inner.fast_path_counter(name)
+    }
+    fn worker_counter(&self, name: &str) -> Option<u64> {
+        self.inner.worker_counter(name)
     }
     fn log_counter(&self, name: &str) -> Option<u64> {
         self.inner.log_counter(name)
@@ -1390,6 +1399,22 @@ impl Device for Daemon {
             .find(|c| c.get("name").and_then(|n| n.as_str()) == Some(name))?
             .get("value")?
             .as_u64()
+    }
+    fn worker_counter(&self, name: &str) -> Option<u64> {
+        if !self.kind.is_xlat() {
+            return None;
+        }
+        let stats = self.xlat_stats()?;
+        let found: Vec<u64> = stats
+            .get("workers")?
+            .as_array()?
+            .iter()
+            .filter_map(|w| w.get("counters")?.as_array())
+            .flatten()
+            .filter(|c| c.get("name").and_then(|n| n.as_str()) == Some(name))
+            .filter_map(|c| c.get("value")?.as_u64())
+            .collect();
+        (!found.is_empty()).then(|| found.iter().sum())
     }
     fn log_counter(&self, name: &str) -> Option<u64> {
         if !matches!(self.kind, DaemonKind::XlatLog | DaemonKind::XlatPbaLog) {

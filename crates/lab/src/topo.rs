@@ -510,6 +510,23 @@ impl Topo {
         Ok(p)
     }
 
+    /// Frames the DUT's two ports dropped on receive so far (`rx_dropped`: for veth, frames
+    /// its receive ring had no room for, redirected ones included -- `peer_tq_xdp_xmit_err`;
+    /// an skb the tester's port could not hand over is the tester's `tx_refused` instead),
+    /// summed; None when the kernel does not say.
+    pub fn dut_rx_dropped(&self) -> Option<u64> {
+        let (ua, ud) = (&self.ua.dev, &self.ud.dev);
+        let out = sys::ns_sh(
+            &self.ns_dut,
+            &format!(
+                "cat /sys/class/net/{ua}/statistics/rx_dropped /sys/class/net/{ud}/statistics/rx_dropped"
+            ),
+        )
+        .ok()?;
+        let v: Vec<u64> = out.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        (v.len() == 2).then(|| v.iter().sum())
+    }
+
     /// Receive and transmit queues of the DUT's ports now.
     pub fn queues(&self) -> usize {
         self.cores.borrow().queues

@@ -764,6 +764,18 @@ fn lab_smoke_churn() {
             }
         }
         assert!(row["metrics"]["new_rx_per_s"]["median"].as_f64().is_some());
+        // Where frames were lost on the DUT: its ports' receive drops for every device, the
+        // AF_XDP sockets' for xlat's (its workers list the counter even without sockets).
+        let m = &row["metrics"];
+        assert!(
+            m["dut_rx_dropped"]["median"].as_f64().is_some(),
+            "{dev}: {m}"
+        );
+        assert_eq!(
+            m["afxdp_drops"]["median"].as_f64().is_some(),
+            dev.starts_with("xlat"),
+            "{dev}: {m}"
+        );
     }
     assert!(stdout.contains("churn"), "{stdout}");
     // Each step empties the xlat daemon's table with `xlat clear sessions --all`; the lab

@@ -76,6 +76,8 @@ impl Lab {
                         let writes0 = dev.fast_path_counter("xdp_recipe_writes");
                         let calls0 = dev.fast_path_counter("xdp_recipe_syscalls");
                         let logged0 = dev.log_counter("ipfix_records_sent");
+                        let port_drops0 = lab.topo.dut_rx_dropped();
+                        let sock_drops0 = dev.worker_counter("afxdp_kernel_drops");
                         let t = lab.trial(&spec, &format!("{} churn {nr:.0} new/s", dev.name()))?;
                         dev.check_alive()?;
                         let g = t.groups.clone().unwrap_or_default();
@@ -90,6 +92,20 @@ impl Lab {
                                     .or_default()
                                     .push(n / g.new.received.max(1) as f64);
                             }
+                        }
+                        // Where lost frames went on the DUT: its ports' receive rings (the
+                        // receive thread fell behind) and the AF_XDP sockets (the daemon did).
+                        if let (Some(a), Some(b)) = (port_drops0, lab.topo.dut_rx_dropped()) {
+                            m.entry("dut_rx_dropped")
+                                .or_default()
+                                .push(b.saturating_sub(a) as f64);
+                        }
+                        if let (Some(a), Some(b)) =
+                            (sock_drops0, dev.worker_counter("afxdp_kernel_drops"))
+                        {
+                            m.entry("afxdp_drops")
+                                .or_default()
+                                .push(b.saturating_sub(a) as f64);
                         }
                         // What share of the established frames the XDP program carried.
                         if let (Some(a), Some(b)) = (xdp0, dev.fast_path_redirected()) {
