@@ -130,6 +130,7 @@ pub fn columns(exp: &str) -> Vec<Col> {
             ("tx_refused", "refused at DUT port"),
             ("dut_rx_dropped", "dropped at DUT port"),
             ("afxdp_drops", "AF_XDP socket drops"),
+            ("sender_max_burst", "tester's largest burst"),
             ("dut_busy_pct", "device CPU %"),
             ("dut_ns_per_pkt", "DUT ns/pkt"),
         ],

@@ -193,6 +193,12 @@ pub struct Trial {
     /// receiving side's ring is full). A wire cannot push back: these count as sent and lost,
     /// as a NIC dropping on a full ring.
     pub tx_refused: u64,
+    /// The most frames that were due at once when the sender sent (its backlog: frames handed
+    /// to the port back to back). Normally about the coalescing window's worth; far more means
+    /// the sender fell behind its schedule and caught up in a burst, which a veth receive ring
+    /// of 256 frames may not hold: a loss of the tester's pacing, not of the device.
+    #[serde(default)]
+    pub sender_max_burst: u64,
     pub send_secs: f64,
     /// Achieved transmit rate (pps).
     pub tx_pps: f64,
@@ -463,7 +469,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
     let tx_sent = sent.clone();
     let sender = std::thread::Builder::new()
         .name("lab-tx".into())
-        .spawn(move || -> Result<(f64, u64, i32, u64)> {
+        .spawn(move || -> Result<(f64, u64, u64, i32, u64)> {
             let c0 = sys::thread_cpu_ns();
             sys::enter_netns(&tx_spec.path.ns)?;
             sys::pin_thread(tx_spec.tester_cpu);
@@ -476,7 +482,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
             let slots = ring_slots(tx_spec.flows.len(), pattern, TX_SLOTS_MIN, TX_SLOTS_MAX);
             let mut tx = TxRing::open(&tx_spec.path.tx_dev, slots, !tx_spec.tx_spread)?;
             send_loop(&tx_spec, &mut tx, tag, &tx_sent)
-                .map(|(s, f)| (s, f, sys::current_cpu(), sys::thread_cpu_ns() - c0))
+                .map(|(s, f, b)| (s, f, b, sys::current_cpu(), sys::thread_cpu_ns() - c0))
         })
         .context("starting the sender thread")?;
     let send_res = sender.join().map_err(|_| anyhow!("sender thread panicked"));
@@ -503,7 +509,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
         .iter()
         .filter_map(|&p| sys::proc_cpu_ns(p))
         .sum();
-    let (send_secs, tx_refused, sender_cpu, tx_ns) = send_res??;
+    let (send_secs, tx_refused, sender_max_burst, sender_cpu, tx_ns) = send_res??;
     let (st, ring_drops, receiver_cpu, rx_ns) = rx_res?;
     let tester_ns = (tx_ns + rx_ns + tk2.saturating_sub(tk0)) as f64;
 
@@ -590,6 +596,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
         ring_drops,
         foreign: st.foreign,
         tx_refused,
+        sender_max_burst,
         send_secs,
         tx_pps,
         rx_pps: st.received as f64 / send_secs.max(1e-9),
@@ -649,6 +656,13 @@ enum Step {
 /// batch, due frames wait until `coalesce` has passed since the last send (`last`), as a NIC
 /// holds its interrupt (each hand-over to the device costs it a thread wakeup, which would
 /// otherwise be paid per packet); they leave earlier if a full batch becomes due first.
+/// Frames due by `el` at `r` pps (the first at 0) and not yet sent, of a budget of `max`.
+fn due_frames(el: Duration, r: f64, sent: u64, max: u64) -> u64 {
+    ((el.as_secs_f64() * r) as u64 + 1)
+        .min(max)
+        .saturating_sub(sent)
+}
+
 fn pace(
     el: Duration,
     rate: Option<f64>,
@@ -662,9 +676,7 @@ fn pace(
         return Step::Send(max.saturating_sub(sent).min(batch as u64) as usize);
     };
     let at = |n: u64| Duration::from_secs_f64(n as f64 / r);
-    let due = ((el.as_secs_f64() * r) as u64 + 1)
-        .min(max)
-        .saturating_sub(sent);
+    let due = due_frames(el, r, sent, max);
     if due == 0 {
         return Step::Wait(at(sent).saturating_sub(el));
     }
@@ -677,7 +689,8 @@ fn pace(
     Step::Send(due.min(batch as u64) as usize)
 }
 
-/// Sends until the duration or the packet budget is used up; returns (seconds, frames refused).
+/// Sends until the duration or the packet budget is used up; returns (seconds, frames refused,
+/// the most frames due at once when it sent: see [`Trial::sender_max_burst`]).
 ///
 /// Frame number p of the schedule (counting frames the port took) belongs to flow p mod
 /// flows, with the size mix's size p, and goes into ring slot p mod slots; the ring's slot
@@ -693,10 +706,10 @@ fn send_loop(
     tx: &mut TxRing,
     tag: u16,
     sent_out: &AtomicU64,
-) -> Result<(f64, u64)> {
+) -> Result<(f64, u64, u64)> {
     let flows = &spec.flows;
     if flows.is_empty() {
-        return Ok((0.0, 0));
+        return Ok((0.0, 0, 0));
     }
     let nflows = flows.len() as u64;
     let link = Link {
@@ -710,6 +723,7 @@ fn send_loop(
     // Sequence numbers used (frames taken or refused), frames refused, frames taken.
     let (mut sent, mut refused, mut pos) = (0u64, 0u64, 0u64);
     let mut last_send = Duration::ZERO;
+    let mut max_burst = 0u64;
     let t0 = Instant::now();
     let limit = spec.duration;
     if let Some(c) = &spec.control {
@@ -730,7 +744,12 @@ fn send_loop(
             break;
         }
         let n = match pace(el, rate, sent, budget, BATCH, last_send, spec.coalesce) {
-            Step::Send(n) => n,
+            Step::Send(n) => {
+                if let Some(r) = rate {
+                    max_burst = max_burst.max(due_frames(el, r, sent, budget));
+                }
+                n
+            }
             Step::Wait(w) => {
                 if w > Duration::from_micros(60) {
                     std::thread::sleep(w - Duration::from_micros(40));
@@ -776,7 +795,7 @@ fn send_loop(
         sent += (kick.taken + kick.refused) as u64;
         sent_out.store(sent, Ordering::Release);
     }
-    Ok((t0.elapsed().as_secs_f64(), refused))
+    Ok((t0.elapsed().as_secs_f64(), refused, max_burst))
 }
 
 /// Idle and steal ticks of `cpus`, summed, between two /proc/stat snapshots.
@@ -972,6 +991,10 @@ mod tests {
         let (ms, z) = (Duration::from_millis(1), Duration::ZERO);
         // 1 Mpps: at 100 us, 101 frames are due (the first at t = 0); batches of 64.
         let r = Some(1e6);
+        // The backlog the sender records as its burst: all that is due, not one batch of it.
+        assert_eq!(due_frames(100 * US, 1e6, 0, u64::MAX), 101);
+        assert_eq!(due_frames(100 * US, 1e6, 64, u64::MAX), 37);
+        assert_eq!(due_frames(100 * US, 1e6, 0, 50), 50);
         assert_eq!(pace(100 * US, r, 0, u64::MAX, 64, z, z), Step::Send(64));
         assert_eq!(pace(100 * US, r, 64, u64::MAX, 64, z, z), Step::Send(37));
         // All due frames sent: wait until the next one is due (frame 101 at 101 us).

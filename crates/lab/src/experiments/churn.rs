@@ -154,6 +154,7 @@ impl Lab {
                             ("new_loss_pct", pct(g.new.loss)),
                             ("new_latency_p50_us", g.new.latency.p50_us),
                             ("tx_refused", t.tx_refused as f64),
+                            ("sender_max_burst", t.sender_max_burst as f64),
                             ("dut_busy_pct", pct(t.cpu.device_busy)),
                             ("dut_ns_per_pkt", t.cpu.dut_ns_per_pkt),
                             ("proc_ns_per_pkt", t.cpu.proc_ns_per_pkt),
