@@ -38,6 +38,10 @@ use xlat_xdp::lab_rx::LabRx;
 /// queueing (forward4's median latency at 300,000 pps: 125, 102 and 65 us); 32 is what the
 /// sendmmsg sender used.
 pub const BATCH: usize = 32;
+
+/// With [`TrialSpec::smooth`], the most frames due at once the sender still sends: three
+/// batches, well inside veth's receive ring of 256 frames.
+pub const CATCH_UP: u64 = 3 * BATCH as u64;
 /// Transmit ring slots (2 KB each): at least this many, so frames in flight through a device
 /// (its queues, the ports' rings) never fill the ring...
 const TX_SLOTS_MIN: usize = 4096;
@@ -87,6 +91,10 @@ pub struct TrialSpec {
     pub coalesce: Duration,
     /// Count at the receive port with the XDP receive counter (the ring sees a sample).
     pub rx_xdp: bool,
+    /// Never hand the port more than [`CATCH_UP`] frames at once: a sender further behind its
+    /// schedule lets it slip (those frames are not sent; the trial's `sender_slipped` and
+    /// achieved rate say so) instead of catching up in a burst. See [`Trial::sender_slipped`].
+    pub smooth: bool,
     /// Churn: frame number s goes to flow `mix.flow_of(s)` (established flows and new ones,
     /// counted per group), instead of the flows in turn.
     pub mix: Option<crate::churn::Mix>,
@@ -199,6 +207,14 @@ pub struct Trial {
     /// of 256 frames may not hold: a loss of the tester's pacing, not of the device.
     #[serde(default)]
     pub sender_max_burst: u64,
+    /// Frames a smooth sender ([`TrialSpec::smooth`]) left out rather than send in a burst:
+    /// behind its schedule by more than [`CATCH_UP`] frames, it moved the schedule on. With
+    /// the budget of frames unchanged, they are sent later if the trial's time allows. A
+    /// sender that catches up at once -- the default -- sent, after being held off its core
+    /// for a millisecond, hundreds of frames back to back into a 256-frame veth ring, and the
+    /// device was charged the frames the ring could not hold (PERFORMANCE-LOG step 48).
+    #[serde(default)]
+    pub sender_slipped: u64,
     pub send_secs: f64,
     /// Achieved transmit rate (pps).
     pub tx_pps: f64,
@@ -469,7 +485,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
     let tx_sent = sent.clone();
     let sender = std::thread::Builder::new()
         .name("lab-tx".into())
-        .spawn(move || -> Result<(f64, u64, u64, i32, u64)> {
+        .spawn(move || -> Result<(Sent, i32, u64)> {
             let c0 = sys::thread_cpu_ns();
             sys::enter_netns(&tx_spec.path.ns)?;
             sys::pin_thread(tx_spec.tester_cpu);
@@ -482,7 +498,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
             let slots = ring_slots(tx_spec.flows.len(), pattern, TX_SLOTS_MIN, TX_SLOTS_MAX);
             let mut tx = TxRing::open(&tx_spec.path.tx_dev, slots, !tx_spec.tx_spread)?;
             send_loop(&tx_spec, &mut tx, tag, &tx_sent)
-                .map(|(s, f, b)| (s, f, b, sys::current_cpu(), sys::thread_cpu_ns() - c0))
+                .map(|s| (s, sys::current_cpu(), sys::thread_cpu_ns() - c0))
         })
         .context("starting the sender thread")?;
     let send_res = sender.join().map_err(|_| anyhow!("sender thread panicked"));
@@ -509,7 +525,13 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
         .iter()
         .filter_map(|&p| sys::proc_cpu_ns(p))
         .sum();
-    let (send_secs, tx_refused, sender_max_burst, sender_cpu, tx_ns) = send_res??;
+    let (done_sending, sender_cpu, tx_ns) = send_res??;
+    let Sent {
+        secs: send_secs,
+        refused: tx_refused,
+        max_burst: sender_max_burst,
+        slipped: sender_slipped,
+    } = done_sending;
     let (st, ring_drops, receiver_cpu, rx_ns) = rx_res?;
     let tester_ns = (tx_ns + rx_ns + tk2.saturating_sub(tk0)) as f64;
 
@@ -597,6 +619,7 @@ pub fn run_trial(spec: &TrialSpec) -> Result<Trial> {
         foreign: st.foreign,
         tx_refused,
         sender_max_burst,
+        sender_slipped,
         send_secs,
         tx_pps,
         rx_pps: st.received as f64 / send_secs.max(1e-9),
@@ -663,6 +686,16 @@ fn due_frames(el: Duration, r: f64, sent: u64, max: u64) -> u64 {
         .saturating_sub(sent)
 }
 
+/// Frames a sender `due` frames behind moves its schedule on by: with `smooth`, all beyond
+/// [`CATCH_UP`]; else none (it catches up at once).
+fn slip_by(due: u64, smooth: bool) -> u64 {
+    if smooth {
+        due.saturating_sub(CATCH_UP)
+    } else {
+        0
+    }
+}
+
 fn pace(
     el: Duration,
     rate: Option<f64>,
@@ -689,8 +722,20 @@ fn pace(
     Step::Send(due.min(batch as u64) as usize)
 }
 
-/// Sends until the duration or the packet budget is used up; returns (seconds, frames refused,
-/// the most frames due at once when it sent: see [`Trial::sender_max_burst`]).
+/// What [`send_loop`] did.
+#[derive(Debug, Default)]
+struct Sent {
+    /// Seconds it sent for.
+    secs: f64,
+    /// Frames the port refused.
+    refused: u64,
+    /// [`Trial::sender_max_burst`].
+    max_burst: u64,
+    /// [`Trial::sender_slipped`].
+    slipped: u64,
+}
+
+/// Sends until the duration or the packet budget is used up.
 ///
 /// Frame number p of the schedule (counting frames the port took) belongs to flow p mod
 /// flows, with the size mix's size p, and goes into ring slot p mod slots; the ring's slot
@@ -701,15 +746,10 @@ fn pace(
 /// each offers every one of them, however many frames were refused on the way (a budget of
 /// frames offered cut the last flows off: 516 of a 10,000,000-flow fill never sent, in every
 /// pass, 2026-11-28).
-fn send_loop(
-    spec: &TrialSpec,
-    tx: &mut TxRing,
-    tag: u16,
-    sent_out: &AtomicU64,
-) -> Result<(f64, u64, u64)> {
+fn send_loop(spec: &TrialSpec, tx: &mut TxRing, tag: u16, sent_out: &AtomicU64) -> Result<Sent> {
     let flows = &spec.flows;
     if flows.is_empty() {
-        return Ok((0.0, 0, 0));
+        return Ok(Sent::default());
     }
     let nflows = flows.len() as u64;
     let link = Link {
@@ -724,6 +764,8 @@ fn send_loop(
     let (mut sent, mut refused, mut pos) = (0u64, 0u64, 0u64);
     let mut last_send = Duration::ZERO;
     let mut max_burst = 0u64;
+    // Frames the schedule moved on by (`spec.smooth`): the pacer sees `sent + slip` sent.
+    let mut slip = 0u64;
     let t0 = Instant::now();
     let limit = spec.duration;
     if let Some(c) = &spec.control {
@@ -743,13 +785,21 @@ fn send_loop(
         if el >= limit || sent >= budget || sys::stopped() || stop() {
             break;
         }
-        let n = match pace(el, rate, sent, budget, BATCH, last_send, spec.coalesce) {
-            Step::Send(n) => {
-                if let Some(r) = rate {
-                    max_burst = max_burst.max(due_frames(el, r, sent, budget));
-                }
-                n
-            }
+        if let Some(r) = rate {
+            let due = due_frames(el, r, sent + slip, budget + slip);
+            max_burst = max_burst.max(due);
+            slip += slip_by(due, spec.smooth);
+        }
+        let n = match pace(
+            el,
+            rate,
+            sent + slip,
+            budget + slip,
+            BATCH,
+            last_send,
+            spec.coalesce,
+        ) {
+            Step::Send(n) => n,
             Step::Wait(w) => {
                 if w > Duration::from_micros(60) {
                     std::thread::sleep(w - Duration::from_micros(40));
@@ -795,7 +845,12 @@ fn send_loop(
         sent += (kick.taken + kick.refused) as u64;
         sent_out.store(sent, Ordering::Release);
     }
-    Ok((t0.elapsed().as_secs_f64(), refused, max_burst))
+    Ok(Sent {
+        secs: t0.elapsed().as_secs_f64(),
+        refused,
+        max_burst,
+        slipped: slip,
+    })
 }
 
 /// Idle and steal ticks of `cpus`, summed, between two /proc/stat snapshots.
@@ -991,6 +1046,13 @@ mod tests {
         let (ms, z) = (Duration::from_millis(1), Duration::ZERO);
         // 1 Mpps: at 100 us, 101 frames are due (the first at t = 0); batches of 64.
         let r = Some(1e6);
+        // A smooth sender 1 ms behind at 1 Mpps moves its schedule on by all but CATCH_UP
+        // frames, and then has CATCH_UP due; the default sends all of them.
+        let behind = due_frames(ms, 1e6, 0, u64::MAX);
+        let slip = slip_by(behind, true);
+        assert_eq!(due_frames(ms, 1e6, slip, u64::MAX), CATCH_UP);
+        assert_eq!(slip_by(behind, false), 0);
+        assert_eq!(slip_by(CATCH_UP, true), 0);
         // The backlog the sender records as its burst: all that is due, not one batch of it.
         assert_eq!(due_frames(100 * US, 1e6, 0, u64::MAX), 101);
         assert_eq!(due_frames(100 * US, 1e6, 64, u64::MAX), 37);

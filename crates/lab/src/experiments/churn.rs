@@ -71,6 +71,8 @@ impl Lab {
                             dev.pids(),
                         );
                         spec.mix = Some(mix);
+                        // Established flows must not be charged the tester's catch-up bursts.
+                        spec.smooth = true;
                         spec.max_packets = mix.max_frames(u64::from(nnew));
                         let xdp0 = dev.fast_path_redirected();
                         let writes0 = dev.fast_path_counter("xdp_recipe_writes");
@@ -155,6 +157,7 @@ impl Lab {
                             ("new_latency_p50_us", g.new.latency.p50_us),
                             ("tx_refused", t.tx_refused as f64),
                             ("sender_max_burst", t.sender_max_burst as f64),
+                            ("sender_slipped", t.sender_slipped as f64),
                             ("dut_busy_pct", pct(t.cpu.device_busy)),
                             ("dut_ns_per_pkt", t.cpu.dut_ns_per_pkt),
                             ("proc_ns_per_pkt", t.cpu.proc_ns_per_pkt),

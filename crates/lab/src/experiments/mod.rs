@@ -549,6 +549,7 @@ impl Lab {
             drain: Duration::from_millis(300),
             coalesce: self.opts.coalesce,
             rx_xdp: self.opts.rx_xdp,
+            smooth: false,
             mix: None,
             control: None,
         }
