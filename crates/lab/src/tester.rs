@@ -42,6 +42,7 @@ pub const BATCH: usize = 32;
 /// With [`TrialSpec::smooth`], the most frames due at once the sender still sends: three
 /// batches, well inside veth's receive ring of 256 frames.
 pub const CATCH_UP: u64 = 3 * BATCH as u64;
+
 /// Transmit ring slots (2 KB each): at least this many, so frames in flight through a device
 /// (its queues, the ports' rings) never fill the ring...
 const TX_SLOTS_MIN: usize = 4096;
@@ -201,10 +202,11 @@ pub struct Trial {
     /// receiving side's ring is full). A wire cannot push back: these count as sent and lost,
     /// as a NIC dropping on a full ring.
     pub tx_refused: u64,
-    /// The most frames that were due at once when the sender sent (its backlog: frames handed
-    /// to the port back to back). Normally about the coalescing window's worth; far more means
-    /// the sender fell behind its schedule and caught up in a burst, which a veth receive ring
-    /// of 256 frames may not hold: a loss of the tester's pacing, not of the device.
+    /// The most frames that were due at once (the sender's largest backlog). Normally about
+    /// a batch or the coalescing window's worth; far more means the sender fell behind its
+    /// schedule, and unless it is smooth ([`TrialSpec::smooth`]) it caught up by handing them
+    /// all to the port back to back, which a veth receive ring of 256 frames may not hold: a
+    /// loss of the tester's pacing, not of the device.
     #[serde(default)]
     pub sender_max_burst: u64,
     /// Frames a smooth sender ([`TrialSpec::smooth`]) left out rather than send in a burst:
@@ -673,12 +675,6 @@ enum Step {
     Wait(Duration),
 }
 
-/// The pacer: at `el` into the trial, with `sent` frames gone, how many are due at `rate`
-/// pps (None: as fast as possible), at most `max` in all, in batches of up to `batch`.
-/// Packets due by time t = rate x t, rounded down, plus the first one at t = 0. Below a full
-/// batch, due frames wait until `coalesce` has passed since the last send (`last`), as a NIC
-/// holds its interrupt (each hand-over to the device costs it a thread wakeup, which would
-/// otherwise be paid per packet); they leave earlier if a full batch becomes due first.
 /// Frames due by `el` at `r` pps (the first at 0) and not yet sent, of a budget of `max`.
 fn due_frames(el: Duration, r: f64, sent: u64, max: u64) -> u64 {
     ((el.as_secs_f64() * r) as u64 + 1)
@@ -696,6 +692,12 @@ fn slip_by(due: u64, smooth: bool) -> u64 {
     }
 }
 
+/// The pacer: at `el` into the trial, with `sent` frames gone, how many are due at `rate`
+/// pps (None: as fast as possible), at most `max` in all, in batches of up to `batch`.
+/// Packets due by time t = rate x t, rounded down, plus the first one at t = 0. Below a full
+/// batch, due frames wait until `coalesce` has passed since the last send (`last`), as a NIC
+/// holds its interrupt (each hand-over to the device costs it a thread wakeup, which would
+/// otherwise be paid per packet); they leave earlier if a full batch becomes due first.
 fn pace(
     el: Duration,
     rate: Option<f64>,
@@ -786,7 +788,7 @@ fn send_loop(spec: &TrialSpec, tx: &mut TxRing, tag: u16, sent_out: &AtomicU64) 
             break;
         }
         if let Some(r) = rate {
-            let due = due_frames(el, r, sent + slip, budget + slip);
+            let due = due_frames(el, r, sent + slip, budget.saturating_add(slip));
             max_burst = max_burst.max(due);
             slip += slip_by(due, spec.smooth);
         }
@@ -794,7 +796,7 @@ fn send_loop(spec: &TrialSpec, tx: &mut TxRing, tag: u16, sent_out: &AtomicU64) 
             el,
             rate,
             sent + slip,
-            budget + slip,
+            budget.saturating_add(slip),
             BATCH,
             last_send,
             spec.coalesce,
